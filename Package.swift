@@ -1,0 +1,39 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "KVStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "KVStore", targets: ["KVStore"]),
+        .library(name: "Workloads", targets: ["Workloads"]),
+        .executable(name: "kvtool", targets: ["kvtool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(name: "KVStore", dependencies: ["CLMDB"]),
+        .target(name: "Workloads", dependencies: ["KVStore"]),
+        .executableTarget(
+            name: "kvtool",
+            dependencies: [
+                "KVStore", "Workloads",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // A small program the multi-process tests start as a second (third, …) process.
+        .executableTarget(
+            name: "kvtest-helper",
+            dependencies: ["KVStore", "Workloads"],
+            path: "Tests/Helper"
+        ),
+        .testTarget(name: "KVStoreTests", dependencies: ["KVStore", "Workloads"]),
+        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads"]),
+    ]
+)
