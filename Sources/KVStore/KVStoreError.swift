@@ -1,0 +1,99 @@
+/// An error raised by KVStore itself, as opposed to a code from LMDB (``LMDBError``).
+///
+/// Each case's ``description`` is one line that names the problem and what it concerns, so that a
+/// command-line tool can print it as it is.
+public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The App Group identifier is not of the form `group.<reverse DNS>`.
+    case invalidGroupIdentifier(String, reason: String)
+    /// A relative path for ``SharedFiles`` (or a root directory) was rejected.
+    case invalidPath(String, reason: String)
+    /// A collection, index or defaults-suite name was rejected.
+    case invalidName(String, reason: String)
+    /// A key could not be encoded or decoded for its collection.
+    case invalidKey(collection: String, reason: String)
+    /// Stored bytes failed to decode. `key` is the key rendered for people.
+    case corruptValue(collection: String, key: String, reason: String)
+    /// A value could not be encoded.
+    case encodingFailed(collection: String, reason: String)
+    /// A value is larger than the limit that applies to it.
+    case valueTooLarge(what: String, size: Int, limit: Int, hint: String)
+    /// The collection exists with a different key or value encoding than the one asked for.
+    case catalogMismatch(collection: String, detail: String)
+    /// The collection was written by a newer schema version than this code knows.
+    case schemaTooNew(collection: String, stored: Int, supported: Int)
+    /// No collection of that name is in the catalog.
+    case collectionNotFound(String)
+    /// A write was attempted through a read-only store.
+    case readOnly(path: String)
+    /// `write { }` was called while the same thread already holds a write transaction.
+    case nestedWrite
+    /// A transaction, cursor or collection handle was used after its closure returned.
+    case transactionEnded
+    /// The map would have to grow past ``Store/Options/maxMapSize``.
+    case mapLimitReached(limit: Int)
+    /// A value handed to ``SharedDefaults`` is not a property-list type.
+    case notAPropertyList(key: String, type: String)
+    /// A file in ``SharedFiles`` does not exist.
+    case fileNotFound(path: String)
+    /// A system call failed. `errno` is the C error number.
+    case io(operation: String, path: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .invalidGroupIdentifier(let id, let reason):
+            "invalid group identifier \(Self.quote(id)): \(reason)"
+        case .invalidPath(let path, let reason):
+            "invalid path \(Self.quote(path)): \(reason)"
+        case .invalidName(let name, let reason):
+            "invalid name \(Self.quote(name)): \(reason)"
+        case .invalidKey(let collection, let reason):
+            "invalid key for collection '\(collection)': \(reason)"
+        case .corruptValue(let collection, let key, let reason):
+            "corrupt value in '\(collection)' at key \(key): \(reason)"
+        case .encodingFailed(let collection, let reason):
+            "cannot encode value for '\(collection)': \(reason)"
+        case .valueTooLarge(let what, let size, let limit, let hint):
+            "\(what) is \(size) bytes, over the \(limit)-byte limit" + (hint.isEmpty ? "" : "; \(hint)")
+        case .catalogMismatch(let collection, let detail):
+            "collection '\(collection)' does not match the catalog: \(detail)"
+        case .schemaTooNew(let collection, let stored, let supported):
+            "collection '\(collection)' has schema version \(stored), newer than the \(supported) this program supports"
+        case .collectionNotFound(let name):
+            "no collection named '\(name)'"
+        case .readOnly(let path):
+            "the store at \(path) is open read-only"
+        case .nestedWrite:
+            "write transaction started inside another write transaction on the same thread"
+        case .transactionEnded:
+            "a transaction was used after its closure returned"
+        case .mapLimitReached(let limit):
+            "the store is full: the map cannot grow past its limit of \(limit) bytes"
+        case .notAPropertyList(let key, let type):
+            "value for key '\(key)' has type \(type), which is not a property-list type; use set(codable:forKey:)"
+        case .fileNotFound(let path):
+            "no such file: \(path)"
+        case .io(let operation, let path, let code):
+            "\(operation) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+
+    /// Quotes a string for an error message, keeping control characters and NULs visible.
+    public static func quote(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        if out.utf8.count > 120 { out = String(out.prefix(117)) + "…" }
+        return out + "\""
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,375 @@
+import CLMDB
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One open LMDB environment (a `data.mdb` + `lock.mdb` pair). Internal to KVStore: ``Store`` is the
+/// public face.
+///
+/// There is at most one `Environment` per directory per process (LMDB forbids opening the same
+/// environment twice in one process); ``open(directory:configuration:)`` keeps a process-wide registry.
+/// It is opened with `MDB_NOTLS`, because Swift concurrency moves work between threads, so a read
+/// transaction is not tied to the thread that began it.
+///
+/// It heals itself:
+/// - `MDB_MAP_FULL` grows the map (doubling) and runs the write again from the start.
+/// - `MDB_MAP_RESIZED` (another process grew the map) adopts the new size and retries.
+/// - Stale reader slots left by crashed processes are cleared on open (`mdb_reader_check`).
+/// - The map is never shrunk: before growing, the size recorded by any other process is adopted first.
+final class Environment: @unchecked Sendable {
+    struct Configuration: Sendable {
+        var mapSize: Int
+        var maxMapSize: Int
+        var maxReaders: UInt32
+        var maxDatabases: UInt32
+        var durability: Durability
+        var readOnly: Bool
+        var fileMode: mode_t
+    }
+
+    let handle: OpaquePointer
+    let directory: String
+    let configuration: Configuration
+
+    /// Readers hold it shared for the length of a transaction; changing the map size holds it
+    /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
+    private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
+    /// Handles of named databases already opened in this process.
+    private let dbiCache = Mutex<[String: MDB_dbi]>([:])
+    /// Serialises `mdb_dbi_open`, which must not run in two transactions of one process at once.
+    private let dbiOpenLock = Mutex<Void>(())
+    /// Reset read transactions kept for reuse: `mdb_txn_renew` is much cheaper than `mdb_txn_begin`.
+    private let readPool = Mutex<[PooledTransaction]>([])
+    private static let readPoolLimit = 4
+    /// Set by `put`/`delete` when LMDB reports `MDB_MAP_FULL`, even if the caller swallowed the error.
+    /// Only the one active write transaction of this process touches it.
+    var writeHitMapFull = false
+
+    private init(handle: OpaquePointer, directory: String, configuration: Configuration) {
+        self.handle = handle
+        self.directory = directory
+        self.configuration = configuration
+        mapLock = .allocate(capacity: 1)
+        pthread_rwlock_init(mapLock, nil)
+    }
+
+    deinit {
+        for txn in readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+        mdb_env_close(handle)
+        pthread_rwlock_destroy(mapLock)
+        mapLock.deallocate()
+    }
+
+    // MARK: - Registry
+
+    private static let registry = Mutex<[String: WeakEnvironment]>([:])
+
+    /// Opens the environment in `directory`, or returns the one this process already has open there.
+    static func open(directory: String, configuration: Configuration) throws -> Environment {
+        guard let real = realpath(directory, nil) else {
+            throw KVStoreError.io(operation: "open store directory", path: directory, errno: errno)
+        }
+        let key = String(cString: real)
+        free(real)
+        return try registry.withLock { registry in
+            if let existing = registry[key]?.environment {
+                if existing.configuration.readOnly && !configuration.readOnly {
+                    throw KVStoreError.readOnly(path: key)
+                }
+                return existing
+            }
+            let env = try openNew(directory: key, configuration: configuration)
+            registry[key] = WeakEnvironment(environment: env)
+            return env
+        }
+    }
+
+    private static func openNew(directory: String, configuration: Configuration) throws -> Environment {
+        var envPointer: OpaquePointer?
+        try LMDBError.check(mdb_env_create(&envPointer))
+        guard let handle = envPointer else { throw LMDBError.invalid }
+        do {
+            try LMDBError.check(mdb_env_set_maxreaders(handle, configuration.maxReaders))
+            try LMDBError.check(mdb_env_set_maxdbs(handle, configuration.maxDatabases))
+            try LMDBError.check(mdb_env_set_mapsize(handle, roundToPage(configuration.mapSize)))
+            var flags = UInt32(MDB_NOTLS) | configuration.durability.environmentFlags
+            if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
+            try LMDBError.check(mdb_env_open(handle, directory, flags, configuration.fileMode))
+        } catch {
+            mdb_env_close(handle)
+            throw error
+        }
+        let env = Environment(handle: handle, directory: directory, configuration: configuration)
+        if !configuration.readOnly {
+            // umask may have narrowed the mode LMDB created the files with; put it back.
+            for file in ["data.mdb", "lock.mdb"] {
+                _ = chmod(directory + "/" + file, configuration.fileMode)
+            }
+        }
+        _ = try env.clearStaleReaders()
+        return env
+    }
+
+    private static func roundToPage(_ size: Int) -> Int {
+        let page = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
+        return max(page * 16, (size + page - 1) / page * page)
+    }
+
+    // MARK: - Read transactions
+
+    /// Runs `body` inside a read-only transaction. The pointer is valid only inside `body`.
+    func withReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        while true {
+            pthread_rwlock_rdlock(mapLock)
+            var txn: OpaquePointer?
+            let rc = acquireReadTransaction(&txn)
+            if rc == MDB_MAP_RESIZED {
+                pthread_rwlock_unlock(mapLock)
+                try adoptMapSize()
+                continue
+            }
+            guard rc == MDB_SUCCESS, let txn else {
+                pthread_rwlock_unlock(mapLock)
+                throw LMDBError(rawValue: rc)
+            }
+            ThreadState.readDepth += 1
+            defer {
+                ThreadState.readDepth -= 1
+                releaseReadTransaction(txn)
+                pthread_rwlock_unlock(mapLock)
+            }
+            return try body(txn)
+        }
+    }
+
+    private func acquireReadTransaction(_ txn: inout OpaquePointer?) -> Int32 {
+        if let pooled = readPool.withLock({ $0.popLast() })?.pointer {
+            let rc = mdb_txn_renew(pooled)
+            if rc == MDB_SUCCESS { txn = pooled; return rc }
+            mdb_txn_abort(pooled)
+            if rc == MDB_MAP_RESIZED { return rc }
+        }
+        return mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
+    }
+
+    private func releaseReadTransaction(_ txn: OpaquePointer) {
+        mdb_txn_reset(txn)
+        let kept = readPool.withLock { pool -> Bool in
+            guard pool.count < Self.readPoolLimit else { return false }
+            pool.append(PooledTransaction(pointer: txn))
+            return true
+        }
+        if !kept { mdb_txn_abort(txn) }
+    }
+
+    // MARK: - Write transactions
+
+    /// Runs `body` inside a write transaction and commits it if `body` returns; aborts it if `body` throws.
+    ///
+    /// If LMDB reports `MDB_MAP_FULL` (during `body` or at commit), the transaction is aborted, the map
+    /// grows, and `body` runs again from the start; so `body` must keep its side effects inside the
+    /// transaction. `afterCommit` runs once, after the successful commit.
+    func withWriteTransaction<R>(
+        _ body: (OpaquePointer) throws -> R
+    ) throws -> R {
+        if configuration.readOnly { throw KVStoreError.readOnly(path: directory) }
+        if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
+        while true {
+            pthread_rwlock_rdlock(mapLock)
+            var txnPointer: OpaquePointer?
+            let rc = mdb_txn_begin(handle, nil, 0, &txnPointer)
+            if rc == MDB_MAP_RESIZED {
+                pthread_rwlock_unlock(mapLock)
+                try adoptMapSize()
+                continue
+            }
+            guard rc == MDB_SUCCESS, let txn = txnPointer else {
+                pthread_rwlock_unlock(mapLock)
+                throw LMDBError(rawValue: rc)
+            }
+            writeHitMapFull = false
+            ThreadState.writeDepth += 1
+            var committed = false
+            do {
+                let result = try body(txn)
+                if writeHitMapFull { throw LMDBError.mapFull }
+                committed = true
+                try LMDBError.check(mdb_txn_commit(txn))
+                ThreadState.writeDepth -= 1
+                pthread_rwlock_unlock(mapLock)
+                return result
+            } catch {
+                if !committed { mdb_txn_abort(txn) }
+                ThreadState.writeDepth -= 1
+                pthread_rwlock_unlock(mapLock)
+                let mapFull = writeHitMapFull || (error as? LMDBError) == .mapFull
+                writeHitMapFull = false
+                guard mapFull else { throw error }
+                try growMap()
+            }
+        }
+    }
+
+    // MARK: - Map size
+
+    /// Adopts a map size that another process recorded (`MDB_MAP_RESIZED`).
+    private func adoptMapSize() throws {
+        try withExclusiveMap {
+            try LMDBError.check(mdb_env_set_mapsize(handle, 0))
+        }
+    }
+
+    /// Doubles the map, after adopting any larger size another process recorded, so it never shrinks.
+    private func growMap() throws {
+        guard ThreadState.readDepth == 0 else {
+            // This thread holds a read transaction, so the map cannot be remapped under it.
+            throw LMDBError.mapFull
+        }
+        try withExclusiveMap {
+            try LMDBError.check(mdb_env_set_mapsize(handle, 0))
+            let current = mapSize
+            let grown = current >= 1 << 30 ? current + (1 << 30) : current * 2
+            guard grown <= configuration.maxMapSize else {
+                throw KVStoreError.mapLimitReached(limit: configuration.maxMapSize)
+            }
+            try LMDBError.check(mdb_env_set_mapsize(handle, grown))
+        }
+    }
+
+    private func withExclusiveMap(_ body: () throws -> Void) throws {
+        pthread_rwlock_wrlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        for txn in readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+        try body()
+    }
+
+    /// The current map size in bytes, as this process sees it.
+    var mapSize: Int { info().me_mapsize }
+
+    func info() -> MDB_envinfo {
+        var info = MDB_envinfo()
+        // mdb_env_info cannot fail on an open environment; the code is still checked.
+        if mdb_env_info(handle, &info) != MDB_SUCCESS { return MDB_envinfo() }
+        return info
+    }
+
+    func stat() throws -> MDB_stat {
+        var stat = MDB_stat()
+        try LMDBError.check(mdb_env_stat(handle, &stat))
+        return stat
+    }
+
+    /// Clears reader slots of processes that died. Returns how many were cleared.
+    func clearStaleReaders() throws -> Int {
+        var dead: Int32 = 0
+        try LMDBError.check(mdb_reader_check(handle, &dead))
+        return Int(dead)
+    }
+
+    /// Flushes buffers to disk; needed only in ``Durability/noSync`` mode.
+    func sync(force: Bool) throws {
+        try LMDBError.check(mdb_env_sync(handle, force ? 1 : 0))
+    }
+
+    // MARK: - Named databases
+
+    /// The handle of the named database, opening (and with `create`, creating) it on first use.
+    /// Returns `nil` if it does not exist and `create` is false.
+    ///
+    /// Must not be called while this thread holds a write transaction.
+    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+        if let cached = dbiCache.withLock({ $0[name] }) { return cached }
+        if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
+        let open: (OpaquePointer) throws -> MDB_dbi? = { txn in
+            var dbi = MDB_dbi()
+            let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc == MDB_NOTFOUND { return nil }
+            try LMDBError.check(rc)
+            return dbi
+        }
+        return try dbiOpenLock.withLock { _ -> MDB_dbi? in
+            if let cached = dbiCache.withLock({ $0[name] }) { return cached }
+            let dbi: MDB_dbi?
+            if create && !configuration.readOnly {
+                dbi = try withWriteTransaction(open)
+            } else {
+                // A handle opened in a read transaction becomes shared only if that transaction commits.
+                dbi = try withFreshReadTransaction(open)
+            }
+            if let dbi { dbiCache.withLock { $0[name] = dbi } }
+            return dbi
+        }
+    }
+
+    /// Forgets a cached handle after its database was dropped.
+    func forgetDatabase(named name: String) {
+        _ = dbiCache.withLock { $0.removeValue(forKey: name) }
+    }
+
+    private func withFreshReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        while true {
+            pthread_rwlock_rdlock(mapLock)
+            var txnPointer: OpaquePointer?
+            let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txnPointer)
+            if rc == MDB_MAP_RESIZED {
+                pthread_rwlock_unlock(mapLock)
+                try adoptMapSize()
+                continue
+            }
+            guard rc == MDB_SUCCESS, let txn = txnPointer else {
+                pthread_rwlock_unlock(mapLock)
+                throw LMDBError(rawValue: rc)
+            }
+            defer { pthread_rwlock_unlock(mapLock) }
+            do {
+                let result = try body(txn)
+                try LMDBError.check(mdb_txn_commit(txn))
+                return result
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+        }
+    }
+}
+
+/// A reset read transaction waiting in the pool. LMDB allows handing it to another thread because the
+/// environment uses `MDB_NOTLS`.
+private struct PooledTransaction: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+private struct WeakEnvironment {
+    weak var environment: Environment?
+}
+
+/// How many read and write transactions the current thread holds, across all environments. Used to
+/// refuse nested writes and to avoid remapping under a read transaction of the same thread.
+enum ThreadState {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { pointer in pointer.map { free($0) } }
+        return key
+    }()
+
+    private static var counters: UnsafeMutablePointer<(Int, Int)> {
+        if let existing = pthread_getspecific(key) {
+            return existing.assumingMemoryBound(to: (Int, Int).self)
+        }
+        let fresh = malloc(MemoryLayout<(Int, Int)>.size)!.bindMemory(to: (Int, Int).self, capacity: 1)
+        fresh.initialize(to: (0, 0))
+        pthread_setspecific(key, fresh)
+        return fresh
+    }
+
+    static var readDepth: Int {
+        get { counters.pointee.0 }
+        set { counters.pointee.0 = newValue }
+    }
+
+    static var writeDepth: Int {
+        get { counters.pointee.1 }
+        set { counters.pointee.1 = newValue }
+    }
+}
