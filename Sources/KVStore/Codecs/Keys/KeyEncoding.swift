@@ -1,0 +1,228 @@
+import Foundation
+
+/// The encoding of a collection's keys, as recorded in the catalog.
+///
+/// Tools such as `kvtool` use it to render and parse keys without the Swift type: `int64`, `int32`,
+/// `uint64`, `uint32`, `string`, `uuid`, `day`, `date`, `bytes` and `tuple(a,b,…)`.
+public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
+    case int64, int32, uint64, uint32, string, uuid, day, date, bytes
+    case tuple([KeyEncoding])
+
+    public var description: String {
+        switch self {
+        case .int64: "int64"
+        case .int32: "int32"
+        case .uint64: "uint64"
+        case .uint32: "uint32"
+        case .string: "string"
+        case .uuid: "uuid"
+        case .day: "day"
+        case .date: "date"
+        case .bytes: "bytes"
+        case .tuple(let parts): "tuple(" + parts.map(\.description).joined(separator: ",") + ")"
+        }
+    }
+
+    /// Parses a ``description`` back, or returns `nil`.
+    public init?(_ text: String) {
+        var parser = Substring(text)
+        guard let encoding = Self.parse(&parser), parser.isEmpty else { return nil }
+        self = encoding
+    }
+
+    private static func parse(_ text: inout Substring) -> KeyEncoding? {
+        for simple: KeyEncoding in [.int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes]
+        where text.hasPrefix(simple.description) {
+            text = text.dropFirst(simple.description.count)
+            return simple
+        }
+        guard text.hasPrefix("tuple(") else { return nil }
+        text = text.dropFirst(6)
+        var parts: [KeyEncoding] = []
+        while true {
+            guard let part = parse(&text) else { return nil }
+            parts.append(part)
+            if text.hasPrefix(",") { text = text.dropFirst(); continue }
+            if text.hasPrefix(")") { text = text.dropFirst(); break }
+            return nil
+        }
+        return parts.count >= 2 ? .tuple(parts) : nil
+    }
+
+    // MARK: - Rendering stored keys
+
+    /// Decodes stored key bytes into a JSON-compatible value: a number, a string, or (for tuples) an
+    /// array of those. Days render as `"YYYY-MM-DD"`, dates as ISO 8601, bytes as hex.
+    public func render(_ bytes: [UInt8]) throws(KeyDecodingError) -> KeyValue {
+        let result: Result<KeyValue, KeyDecodingError> = bytes.withUnsafeBytes { buffer in
+            var reader = KeyReader(buffer)
+            do throws(KeyDecodingError) {
+                let value = try render(&reader, terminal: true)
+                guard reader.isAtEnd else { throw KeyDecodingError("\(reader.remaining) unexpected trailing bytes") }
+                return .success(value)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    private func render(_ reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> KeyValue {
+        switch self {
+        case .int64: .integer(Int64(try Int64.decodeKey(from: &reader, terminal: terminal)))
+        case .int32: .integer(Int64(try Int32.decodeKey(from: &reader, terminal: terminal)))
+        case .uint64: .unsigned(try UInt64.decodeKey(from: &reader, terminal: terminal))
+        case .uint32: .unsigned(UInt64(try UInt32.decodeKey(from: &reader, terminal: terminal)))
+        case .string: .text(try String.decodeKey(from: &reader, terminal: terminal))
+        case .uuid: .text(try UUID.decodeKey(from: &reader, terminal: terminal).uuidString)
+        case .day: .text(try LogicalDay.decodeKey(from: &reader, terminal: terminal).description)
+        case .date: .text(Self.iso8601(try Date.decodeKey(from: &reader, terminal: terminal)))
+        case .bytes: .text(try ByteKey.decodeKey(from: &reader, terminal: terminal).description)
+        case .tuple(let parts):
+            .array(try parts.enumerated().map { (i, part) throws(KeyDecodingError) -> KeyValue in
+                try part.render(&reader, terminal: terminal && i == parts.count - 1)
+            })
+        }
+    }
+
+    // MARK: - Parsing keys typed by people
+
+    /// Encodes a key given as text: a plain value for scalar encodings (`42`, `2026-11-21`, a UUID,
+    /// an ISO 8601 date or seconds since 1970, hex for bytes), and a JSON array for tuples
+    /// (`["6F9619FF-8B86-D011-B42D-00C04FC964FF", "2026-01-31T00:00:00Z"]`).
+    public func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        if case .tuple(let parts) = self {
+            guard let data = text.data(using: .utf8),
+                  let array = try? JSONSerialization.jsonObject(with: data) as? [Any] else {
+                throw KeyDecodingError("a \(self) key is a JSON array of \(parts.count) values")
+            }
+            guard array.count == parts.count else {
+                throw KeyDecodingError("a \(self) key has \(parts.count) components, got \(array.count)")
+            }
+            for (i, (part, element)) in zip(parts, array).enumerated() {
+                let string: String
+                if let s = element as? String { string = s }
+                else if let n = element as? NSNumber { string = n.stringValue }
+                else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
+                try part.append(string, to: &bytes, terminal: i == parts.count - 1)
+            }
+            return bytes
+        }
+        try append(text, to: &bytes, terminal: true)
+        return bytes
+    }
+
+    private func append(_ text: String, to bytes: inout [UInt8], terminal: Bool) throws(KeyDecodingError) {
+        func fail(_ what: String) -> KeyDecodingError { KeyDecodingError("\(EncodingQuote.quote(text)) is not \(what)") }
+        switch self {
+        case .int64:
+            guard let v = Int64(text) else { throw fail("a 64-bit integer") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .int32:
+            guard let v = Int32(text) else { throw fail("a 32-bit integer") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .uint64:
+            guard let v = UInt64(text) else { throw fail("an unsigned 64-bit integer") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .uint32:
+            guard let v = UInt32(text) else { throw fail("an unsigned 32-bit integer") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .string:
+            text.encodeKey(into: &bytes, terminal: terminal)
+        case .uuid:
+            guard let v = UUID(uuidString: text) else { throw fail("a UUID") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .day:
+            guard let v = LogicalDay(text) else { throw fail("a day (YYYY-MM-DD)") }
+            v.encodeKey(into: &bytes, terminal: terminal)
+        case .date:
+            if let seconds = Double(text) {
+                Date(timeIntervalSince1970: seconds).encodeKey(into: &bytes, terminal: terminal)
+            } else if let v = Self.parseISO8601(text) {
+                v.encodeKey(into: &bytes, terminal: terminal)
+            } else {
+                throw fail("a date (ISO 8601 or seconds since 1970)")
+            }
+        case .bytes:
+            guard let v = Self.parseHex(text) else { throw fail("hex bytes") }
+            ByteKey(v).encodeKey(into: &bytes, terminal: terminal)
+        case .tuple:
+            throw KeyDecodingError("nested tuple keys are not supported")
+        }
+    }
+
+    static func iso8601(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    static func parseISO8601(_ text: String) -> Date? {
+        if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
+        return try? Date.ISO8601FormatStyle().parse(text)
+    }
+
+    static func parseHex(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let hi = hexValue(chars[i]), let lo = hexValue(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// A decoded key, ready to print or to serialise as JSON.
+public indirect enum KeyValue: Hashable, Sendable, CustomStringConvertible {
+    case integer(Int64)
+    case unsigned(UInt64)
+    case text(String)
+    case array([KeyValue])
+
+    /// The value as a Foundation object for `JSONSerialization`.
+    public var jsonObject: Any {
+        switch self {
+        case .integer(let v): v
+        case .unsigned(let v): v
+        case .text(let v): v
+        case .array(let v): v.map(\.jsonObject)
+        }
+    }
+
+    /// Plain text for scalars; a JSON array for tuples.
+    public var description: String {
+        switch self {
+        case .integer(let v): "\(v)"
+        case .unsigned(let v): "\(v)"
+        case .text(let v): v
+        case .array(let parts):
+            "[" + parts.map { part in
+                if case .text(let s) = part { return EncodingQuote.json(s) }
+                return part.description
+            }.joined(separator: ", ") + "]"
+        }
+    }
+}
+
+enum EncodingQuote {
+    static func quote(_ s: String) -> String { KVStoreError.quote(s) }
+
+    static func json(_ s: String) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes]),
+              let text = String(data: data, encoding: .utf8) else { return quote(s) }
+        return String(text.dropFirst().dropLast())
+    }
+}

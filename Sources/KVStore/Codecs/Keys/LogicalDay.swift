@@ -1,0 +1,111 @@
+import Foundation
+
+/// A calendar day with no time or time zone: the day number counted from 1970-01-01 (day 0).
+///
+/// Use it for records that belong to a day, such as a checklist's daily record: it sorts as a key,
+/// encodes as `"YYYY-MM-DD"` in values and exports, and a range of days is one cursor scan.
+///
+/// ```swift
+/// let today = LogicalDay(year: 2026, month: 11, day: 21)!
+/// let lastWeek = (today - 6)...today
+/// ```
+public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringConvertible, OrderedKey {
+    /// Days since 1970-01-01.
+    public var dayNumber: Int32
+
+    public init(dayNumber: Int32) { self.dayNumber = dayNumber }
+
+    /// The day of a proleptic Gregorian date, or `nil` if the date does not exist.
+    public init?(year: Int, month: Int, day: Int) {
+        guard (1...12).contains(month), (1...31).contains(day), (-9999...9999).contains(year) else { return nil }
+        let number = Self.daysFromCivil(year: year, month: month, day: day)
+        let check = Self.civilFromDays(number)
+        guard check.year == year, check.month == month, check.day == day else { return nil }
+        dayNumber = Int32(number)
+    }
+
+    /// Parses `"YYYY-MM-DD"`.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]) else { return nil }
+        self.init(year: y, month: m, day: d)
+    }
+
+    /// The day on which `date` falls in `timeZone`.
+    public init(_ date: Date, in timeZone: TimeZone = .current) {
+        let seconds = date.timeIntervalSince1970 + Double(timeZone.secondsFromGMT(for: date))
+        dayNumber = Int32(clamping: Int((seconds / 86_400).rounded(.down)))
+    }
+
+    /// (year, month, day) in the proleptic Gregorian calendar.
+    public var components: (year: Int, month: Int, day: Int) { Self.civilFromDays(Int(dayNumber)) }
+
+    /// `"YYYY-MM-DD"`.
+    public var description: String {
+        let (y, m, d) = components
+        let year = y < 0 ? "-" + String(format: "%04d", -y) : String(format: "%04d", y)
+        return "\(year)-\(String(format: "%02d", m))-\(String(format: "%02d", d))"
+    }
+
+    public static func < (lhs: LogicalDay, rhs: LogicalDay) -> Bool { lhs.dayNumber < rhs.dayNumber }
+    public func distance(to other: LogicalDay) -> Int { Int(other.dayNumber) - Int(dayNumber) }
+    public func advanced(by n: Int) -> LogicalDay { LogicalDay(dayNumber: Int32(Int(dayNumber) + n)) }
+    public static func + (day: LogicalDay, n: Int) -> LogicalDay { day.advanced(by: n) }
+    public static func - (day: LogicalDay, n: Int) -> LogicalDay { day.advanced(by: -n) }
+
+    // MARK: Codable, as "YYYY-MM-DD"
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let number = try? container.decode(Int32.self) {
+            dayNumber = number
+            return
+        }
+        let text = try container.decode(String.self)
+        guard let day = LogicalDay(text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a YYYY-MM-DD day: \(text)")
+        }
+        self = day
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    // MARK: OrderedKey
+
+    public static var keyEncoding: KeyEncoding { .day }
+
+    public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
+        dayNumber.encodeKey(into: &bytes, terminal: terminal)
+    }
+
+    public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> LogicalDay {
+        LogicalDay(dayNumber: try Int32.decodeKey(from: &reader, terminal: terminal))
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}

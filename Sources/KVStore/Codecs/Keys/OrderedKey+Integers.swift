@@ -1,0 +1,35 @@
+/// Signed integers: big-endian two's complement with the sign bit flipped, so negatives sort first.
+public protocol SignedOrderedKey: OrderedKey, FixedWidthInteger, SignedInteger {}
+/// Unsigned integers: big-endian.
+public protocol UnsignedOrderedKey: OrderedKey, FixedWidthInteger, UnsignedInteger {}
+
+extension SignedOrderedKey {
+    public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
+        let width = Self.bitWidth / 8
+        let bits = UInt64(truncatingIfNeeded: self) & (width == 8 ? .max : (1 << UInt64(Self.bitWidth)) - 1)
+        bytes.appendBigEndian(bits ^ (1 << UInt64(Self.bitWidth - 1)), count: width)
+    }
+
+    public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> Self {
+        let width = bitWidth / 8
+        let raw = try reader.readBigEndian(width) ^ (1 << UInt64(bitWidth - 1))
+        return Self(truncatingIfNeeded: raw)
+    }
+}
+
+extension UnsignedOrderedKey {
+    public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
+        bytes.appendBigEndian(UInt64(self), count: Self.bitWidth / 8)
+    }
+
+    public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> Self {
+        Self(truncatingIfNeeded: try reader.readBigEndian(bitWidth / 8))
+    }
+}
+
+extension Int: SignedOrderedKey { public static var keyEncoding: KeyEncoding { .int64 } }
+extension Int64: SignedOrderedKey { public static var keyEncoding: KeyEncoding { .int64 } }
+extension Int32: SignedOrderedKey { public static var keyEncoding: KeyEncoding { .int32 } }
+extension UInt: UnsignedOrderedKey { public static var keyEncoding: KeyEncoding { .uint64 } }
+extension UInt64: UnsignedOrderedKey { public static var keyEncoding: KeyEncoding { .uint64 } }
+extension UInt32: UnsignedOrderedKey { public static var keyEncoding: KeyEncoding { .uint32 } }
