@@ -1,0 +1,306 @@
+import CLMDB
+
+/// A typed collection: keys of an ``OrderedKey`` type, values through a ``ValueCodec``, in one LMDB
+/// named database, with secondary indexes and derived collections kept in step in the same
+/// transaction. (It is not called `Collection`, so that it never shadows Swift's protocol.)
+///
+/// Get one from ``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``. A collection
+/// handle is a small value: keep it, share it between threads, and use it with any transaction of its
+/// store.
+///
+/// ```swift
+/// let records = try store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
+/// try store.write { tx in try records.put(record, forKey: record.day, in: tx) }
+/// let lastWeek = try store.read { tx in try records.entries(in: (today - 6)...today, in: tx) }
+/// ```
+///
+/// Every method that takes a transaction is valid only inside that transaction's closure. The methods
+/// without one open their own transaction. A missing key gives `nil`, not an error. A stored value that
+/// does not decode throws ``KVStoreError/corruptValue(collection:key:reason:)`` naming the collection
+/// and the key.
+public struct KVCollection<Key: OrderedKey, Value>: Sendable {
+    /// The collection's name in the catalog.
+    public let name: String
+    /// The store the collection lives in.
+    public let store: Store
+    let database: MDB_dbi?
+    let codec: any ValueCodec<Value>
+    let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]
+    let derivations: [Derivation<Key, Value>]
+
+    /// LMDB's limit on key size, which also bounds index keys (index key + primary key).
+    public static var maxKeySize: Int { 511 }
+
+    // MARK: - Reading
+
+    /// The value at `key`, or `nil`.
+    public func get(_ key: Key, in transaction: ReadTransaction) throws -> Value? {
+        guard let database = try resolvedDatabase() else { return nil }
+        let keyBytes = key.encodedKey
+        guard let bytes = try transaction.get(database, keyBytes) else { return nil }
+        return try decode(bytes, key: keyBytes)
+    }
+
+    /// Calls `body` with the stored bytes at `key`, straight from the memory map, without a copy; or
+    /// returns `nil` if the key is missing. The buffer is valid only during `body`.
+    public func withValueBytes<R>(forKey key: Key, in transaction: ReadTransaction,
+                                  _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let database = try resolvedDatabase(),
+              let bytes = try transaction.get(database, key.encodedKey) else { return nil }
+        return try body(bytes)
+    }
+
+    /// Whether `key` has a value (without decoding it).
+    public func contains(_ key: Key, in transaction: ReadTransaction) throws -> Bool {
+        guard let database = try resolvedDatabase() else { return false }
+        return try transaction.get(database, key.encodedKey) != nil
+    }
+
+    /// The number of entries (LMDB keeps it, so this does not scan).
+    public func count(in transaction: ReadTransaction) throws -> Int {
+        guard let database = try resolvedDatabase() else { return 0 }
+        return try transaction.count(database)
+    }
+
+    /// The entry with the smallest key, or `nil` if the collection is empty.
+    public func first(in transaction: ReadTransaction) throws -> (key: Key, value: Value)? {
+        try entries(limit: 1, in: transaction).first
+    }
+
+    /// The entry with the largest key, or `nil` if the collection is empty.
+    public func last(in transaction: ReadTransaction) throws -> (key: Key, value: Value)? {
+        try entries(reverse: true, limit: 1, in: transaction).first
+    }
+
+    /// Calls `body` for each entry in `range`, in key order (or reverse order), until it returns
+    /// `false`. Nothing is collected, so this is the cheapest way to aggregate.
+    public func forEach(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
+                        in transaction: ReadTransaction, _ body: (Key, Value) throws -> Bool) throws {
+        try scan(range.keyRange.bytes, reverse: reverse, in: transaction, body)
+    }
+
+    /// Calls `body` for every entry, in key order (or reverse order), until it returns `false`.
+    public func forEach(reverse: Bool = false, in transaction: ReadTransaction,
+                        _ body: (Key, Value) throws -> Bool) throws {
+        try scan(.all, reverse: reverse, in: transaction, body)
+    }
+
+    /// Calls `body` with each entry's stored bytes in `range`, straight from the memory map. The
+    /// buffers are valid only during each call. Return `false` to stop.
+    public func forEachBytes(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
+                             in transaction: ReadTransaction,
+                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard let database = try resolvedDatabase() else { return }
+        try transaction.scan(database, range.keyRange.bytes, reverse: reverse, body)
+    }
+
+    /// The entries in `range`, in key order or reverse order, at most `limit` of them.
+    public func entries(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
+                        limit: Int? = nil, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
+        try collect(range.keyRange.bytes, reverse: reverse, limit: limit, in: transaction)
+    }
+
+    /// Every entry, in key order or reverse order, at most `limit` of them.
+    public func entries(reverse: Bool = false, limit: Int? = nil,
+                        in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
+        try collect(.all, reverse: reverse, limit: limit, in: transaction)
+    }
+
+    /// The keys in `range`, without decoding values.
+    public func keys(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
+                     limit: Int? = nil, in transaction: ReadTransaction) throws -> [Key] {
+        try keys(range.keyRange.bytes, reverse: reverse, limit: limit, in: transaction)
+    }
+
+    /// Every key, without decoding values.
+    public func keys(reverse: Bool = false, limit: Int? = nil, in transaction: ReadTransaction) throws -> [Key] {
+        try keys(.all, reverse: reverse, limit: limit, in: transaction)
+    }
+
+    func keys(_ range: ByteRange, reverse: Bool, limit: Int?, in transaction: ReadTransaction) throws -> [Key] {
+        guard let database = try resolvedDatabase() else { return [] }
+        var keys: [Key] = []
+        try transaction.scan(database, range, reverse: reverse) { key, _ in
+            keys.append(try decodeKey(key))
+            if let limit, keys.count >= limit { return false }
+            return true
+        }
+        return keys
+    }
+
+    // MARK: - Writing
+
+    /// Stores `value` at `key`, replacing any value there, and updates indexes and derived collections.
+    ///
+    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over 511 bytes,
+    ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
+    public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
+        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        let keyBytes = try checkedKey(key)
+        let valueBytes: [UInt8]
+        do {
+            valueBytes = try codec.encode(value)
+        } catch {
+            throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
+        }
+        if !indexes.isEmpty {
+            try updateIndexes(primaryKey: keyBytes, newValue: value, database: database, in: transaction)
+        }
+        for derivation in derivations {
+            guard let target = derivation.targetDatabase else { continue }
+            if let derived = try derivation.encode(value) {
+                try transaction.put(target, keyBytes, derived)
+            } else {
+                try transaction.delete(target, keyBytes)
+            }
+        }
+        try transaction.put(database, keyBytes, valueBytes)
+        transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .put))
+    }
+
+    /// Deletes the value at `key` with its index entries and derived values. Returns whether it existed.
+    @discardableResult
+    public func delete(_ key: Key, in transaction: WriteTransaction) throws -> Bool {
+        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        let keyBytes = try checkedKey(key)
+        if !indexes.isEmpty {
+            try updateIndexes(primaryKey: keyBytes, newValue: nil, database: database, in: transaction)
+        }
+        for derivation in derivations {
+            if let target = derivation.targetDatabase { try transaction.delete(target, keyBytes) }
+        }
+        let existed = try transaction.delete(database, keyBytes)
+        if existed { transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .delete)) }
+        return existed
+    }
+
+    /// Deletes every entry, with indexes and derived values.
+    public func removeAll(in transaction: WriteTransaction) throws {
+        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        for key in try keys(.all, reverse: false, limit: nil, in: transaction) {
+            transaction.record(Mutation(target: .collection(name), key: key.encodedKey, operation: .delete))
+        }
+        for index in indexes { try transaction.drop(index.database, delete: false) }
+        for derivation in derivations {
+            if let target = derivation.targetDatabase { try transaction.drop(target, delete: false) }
+        }
+        try transaction.drop(database, delete: false)
+    }
+
+    // MARK: - Internals
+
+    func resolvedDatabase() throws -> MDB_dbi? {
+        if let database { return database }
+        return try store.database(named: Catalog.collectionDatabase(name), create: false)
+    }
+
+    func checkedKey(_ key: Key) throws -> [UInt8] {
+        let bytes = key.encodedKey
+        guard !bytes.isEmpty else {
+            throw KVStoreError.invalidKey(collection: name, reason: "the key encodes to zero bytes; LMDB keys cannot be empty")
+        }
+        guard bytes.count <= Self.maxKeySize else {
+            throw KVStoreError.invalidKey(collection: name, reason: "the key is \(bytes.count) bytes; LMDB's limit is \(Self.maxKeySize)")
+        }
+        return bytes
+    }
+
+    func decode(_ bytes: UnsafeRawBufferPointer, key: [UInt8]) throws -> Value {
+        do {
+            return try codec.decode(bytes)
+        } catch {
+            throw KVStoreError.corruptValue(collection: name, key: renderKey(key), reason: "\(error)")
+        }
+    }
+
+    func decodeKey(_ bytes: UnsafeRawBufferPointer) throws -> Key {
+        do {
+            return try Key.decodeKey(bytes)
+        } catch {
+            throw KVStoreError.invalidKey(collection: name, reason: "stored key \(hex(Array(bytes))) does not decode: \(error)")
+        }
+    }
+
+    func renderKey(_ bytes: [UInt8]) -> String {
+        if let key = try? Key.decodeKey(bytes) { return "\(key)" }
+        return hex(bytes)
+    }
+
+    func scan(_ range: ByteRange, reverse: Bool, in transaction: ReadTransaction,
+              _ body: (Key, Value) throws -> Bool) throws {
+        guard let database = try resolvedDatabase() else { return }
+        try transaction.scan(database, range, reverse: reverse) { key, value in
+            let decodedKey = try decodeKey(key)
+            return try body(decodedKey, try decode(value, key: Array(key)))
+        }
+    }
+
+    func collect(_ range: ByteRange, reverse: Bool, limit: Int?, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
+        var result: [(key: Key, value: Value)] = []
+        if let limit, limit <= 0 { return result }
+        try scan(range, reverse: reverse, in: transaction) { key, value in
+            result.append((key, value))
+            if let limit, result.count >= limit { return false }
+            return true
+        }
+        return result
+    }
+
+    /// Replaces the index entries of `primaryKey`: those of the stored value (if any) with those of
+    /// `newValue` (if any).
+    private func updateIndexes(primaryKey: [UInt8], newValue: Value?, database: MDB_dbi,
+                               in transaction: WriteTransaction) throws {
+        var oldValue: Value?
+        var oldIsCorrupt = false
+        if let stored = try transaction.get(database, primaryKey) {
+            do { oldValue = try codec.decode(stored) } catch { oldIsCorrupt = true }
+        }
+        for index in indexes {
+            let oldPrefix = oldValue.flatMap { index.definition.indexPrefix(for: $0) }
+            let newPrefix = newValue.flatMap { index.definition.indexPrefix(for: $0) }
+            if oldIsCorrupt {
+                // The old index key is unknown: remove any entry that points at this primary key.
+                try removeIndexEntries(pointingAt: primaryKey, index: index, in: transaction)
+            } else if oldPrefix == newPrefix {
+                continue
+            } else if let oldPrefix {
+                try transaction.delete(index.database, oldPrefix + primaryKey)
+            }
+            if let newPrefix {
+                let entry = newPrefix + primaryKey
+                guard entry.count <= Self.maxKeySize else {
+                    throw KVStoreError.invalidKey(
+                        collection: name,
+                        reason: "the entry of index '\(index.definition.name)' is \(entry.count) bytes; LMDB's limit is \(Self.maxKeySize)")
+                }
+                try transaction.put(index.database, entry, [])
+            }
+        }
+    }
+
+    private func removeIndexEntries(pointingAt primaryKey: [UInt8],
+                                    index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
+                                    in transaction: WriteTransaction) throws {
+        var stale: [[UInt8]] = []
+        try transaction.scan(index.database, .all, reverse: false) { key, _ in
+            if let length = index.definition.indexKeyLength(in: key),
+               compareBytes(UnsafeRawBufferPointer(rebasing: key[length...]), primaryKey) == 0 {
+                stale.append(Array(key))
+            }
+            return true
+        }
+        for key in stale { try transaction.delete(index.database, key) }
+    }
+}
+
+func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.count * 2 + 2)
+    out.append(contentsOf: "0x".utf8)
+    for b in bytes {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -1,0 +1,138 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// A typed key-value store on one LMDB environment, shared safely by threads and by processes.
+///
+/// ```swift
+/// let store = try Store(directory: "/tmp/demo")
+/// let scores = try store.collection("scores", key: String.self, value: Int.self)
+/// try store.write { tx in try scores.put(42, forKey: "alice", in: tx) }
+/// let alice = try store.read { tx in try scores.get("alice", in: tx) }   // 42
+/// ```
+///
+/// Transactions are closures: ``read(_:)`` and ``write(author:_:)`` commit when the closure returns
+/// and abort when it throws. Readers never block writers or each other, in this or any other process.
+/// In a ``SharedContainer`` you get the store as ``SharedContainer/store``.
+///
+/// A `Store` is safe to use from any thread. Opening the same directory twice in one process returns
+/// handles on the same LMDB environment.
+public final class Store: @unchecked Sendable {
+    /// How a store is opened.
+    public struct Options: Sendable {
+        /// The initial map size in bytes. The map grows by itself when it fills up, so a small value
+        /// only costs a few remaps. Default 16 MiB.
+        public var mapSize: Int = 16 << 20
+        /// The map never grows past this. Default 64 GiB.
+        public var maxMapSize: Int = 64 << 30
+        /// See ``Durability``. Default ``Durability/durable``.
+        public var durability: Durability = .durable
+        /// Opens the environment with `MDB_RDONLY`: writes throw ``KVStoreError/readOnly(path:)``.
+        /// The lock file must still be writable, because readers register in it.
+        public var readOnly = false
+        /// Permissions of `data.mdb` and `lock.mdb`. Default `0600`.
+        public var fileMode: mode_t = 0o600
+        /// LMDB's reader table size (`mdb_env_set_maxreaders`). Default 126.
+        public var maxReaders: UInt32 = 126
+        /// Named databases, including indexes and defaults suites (`mdb_env_set_maxdbs`). Default 512.
+        public var maxDatabases: UInt32 = 512
+
+        public init() {}
+    }
+
+    let environment: Environment
+    /// The directory holding `data.mdb` and `lock.mdb`.
+    public let directory: String
+    /// The options this store was opened with.
+    public let options: Options
+    let catalogDatabase: MDB_dbi?
+    private let observers = Mutex<[any WriteObserver]>([])
+
+    /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
+    ///
+    /// - Throws: ``LMDBError`` if LMDB cannot open the environment, ``KVStoreError`` for a bad path.
+    public init(directory: String, options: Options = Options()) throws {
+        self.options = options
+        let configuration = Environment.Configuration(
+            mapSize: options.mapSize, maxMapSize: options.maxMapSize,
+            maxReaders: options.maxReaders, maxDatabases: options.maxDatabases,
+            durability: options.durability, readOnly: options.readOnly, fileMode: options.fileMode
+        )
+        environment = try Environment.open(directory: directory, configuration: configuration)
+        self.directory = environment.directory
+        catalogDatabase = try environment.database(named: Catalog.databaseName, create: !options.readOnly)
+    }
+
+    /// Whether writes are refused.
+    public var isReadOnly: Bool { environment.configuration.readOnly }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in a read transaction: a consistent snapshot of the store.
+    ///
+    /// The transaction is valid only during the execution of `body`. Reading never blocks, and is
+    /// never blocked by, writers in this or another process.
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        try environment.withReadTransaction { pointer in
+            let transaction = ReadTransaction(pointer: pointer, store: self)
+            defer { transaction.end() }
+            return try body(transaction)
+        }
+    }
+
+    /// Runs `body` in a write transaction: committed when `body` returns, aborted if it throws.
+    ///
+    /// Writers are serialised, across processes too. Write observers see the mutations before and
+    /// after commit. If the map fills up, it grows and `body` runs again, so keep side effects inside
+    /// the transaction.
+    ///
+    /// - Parameter author: Recorded with the mutations (history shows it). Defaults to none.
+    /// - Throws: whatever `body` throws, ``KVStoreError/readOnly(path:)``, ``KVStoreError/nestedWrite``
+    ///   if this thread is already writing, or ``LMDBError`` (`noSpace`, `ioError`…).
+    public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
+        let observers = self.observers.withLock { $0 }
+        var committed: CommittedTransaction?
+        let result = try environment.withWriteTransaction { pointer in
+            let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
+            defer { transaction.end() }
+            let result = try body(transaction)
+            for observer in observers { try observer.transactionWillCommit(transaction) }
+            committed = CommittedTransaction(
+                transactionID: transaction.transactionID, author: author, mutations: transaction.mutations)
+            return result
+        }
+        if let committed {
+            for observer in observers { observer.transactionDidCommit(committed) }
+        }
+        return result
+    }
+
+    /// Registers a hook in the write path of this process. See ``WriteObserver``.
+    public func addObserver(_ observer: any WriteObserver) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    /// Removes a hook added with ``addObserver(_:)``.
+    public func removeObserver(_ observer: any WriteObserver) {
+        observers.withLock { $0.removeAll { $0 === observer } }
+    }
+
+    /// Flushes to disk. Needed only with ``Durability/noSync`` (and, for the meta page,
+    /// ``Durability/noMetaSync``); the corresponding LMDB call is `mdb_env_sync(env, 1)`.
+    public func sync() throws {
+        try environment.sync(force: true)
+    }
+
+    /// Clears reader slots left by processes that died while reading; returns how many. Opening a
+    /// store does this already.
+    @discardableResult
+    public func clearStaleReaders() throws -> Int {
+        try environment.clearStaleReaders()
+    }
+
+    // MARK: - Named databases
+
+    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+        try environment.database(named: name, create: create && !isReadOnly)
+    }
+}
