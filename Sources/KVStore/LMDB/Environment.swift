@@ -227,8 +227,12 @@ final class Environment: @unchecked Sendable {
             throw LMDBError.mapFull
         }
         try withExclusiveMap {
+            // The meta page records the size of the last *committed* transaction. A transaction that
+            // filled a map this process already grew has not committed it yet, so adopting the meta
+            // size alone would shrink the map back and retry forever: grow from the larger of the two.
+            let mine = mapSize
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
-            let current = mapSize
+            let current = max(mine, mapSize)
             let grown = current >= 1 << 30 ? current + (1 << 30) : current * 2
             guard grown <= configuration.maxMapSize else {
                 throw KVStoreError.mapLimitReached(limit: configuration.maxMapSize)

@@ -101,6 +101,21 @@ extension Store {
         try read { try Catalog.all(in: $0) }
     }
 
+    /// Every catalog entry with its number of entries (keys, for a defaults suite), all counted in one
+    /// read transaction.
+    ///
+    /// The databases are opened before that transaction begins: LMDB lets a transaction use only the
+    /// named databases that were open in the process when it began.
+    public func catalogWithCounts() throws -> [(entry: CatalogEntry, count: Int)] {
+        let entries = try catalog()
+        let handles = try entries.map { try database(named: $0.database, create: false) }
+        return try read { transaction in
+            try zip(entries, handles).map { entry, handle in
+                (entry, try handle.map { try transaction.count($0) } ?? 0)
+            }
+        }
+    }
+
     /// The catalog entry of one collection, or `nil`.
     public func catalogEntry(forCollection name: String) throws -> CatalogEntry? {
         try read { try Catalog.entry(named: name, kind: .collection, in: $0) }
