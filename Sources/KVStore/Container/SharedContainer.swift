@@ -1,0 +1,151 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An emulated iOS App Group container: one directory that several processes of one app share.
+///
+/// ```swift
+/// let container = try SharedContainer(groupIdentifier: "group.com.example.app")
+/// try container.defaults().set(trainerID.uuidString, forKey: "selectedTrainerId")
+/// try container.files.write(png, to: "TrainerImages/\(trainerID).png")
+/// ```
+///
+/// Layout, under `<root>/<group identifier>/`:
+/// - `Store/`: the LMDB environment (``store``), with every collection and defaults suite
+/// - `Files/`: ``files``, the shared directory
+/// - `Snapshots/`: published snapshots and widget feeds
+/// - `Notify/`: what cross-process notifications need
+///
+/// `<root>` is the first of: the `root` argument, `$KVSTORE_ROOT`, `$XDG_DATA_HOME/kvstore`,
+/// `~/.local/share/kvstore`. The identifier is validated before the file system is touched. Files are
+/// created 0600 and directories 0700, or 0660 and 2770 in ``SharingMode/groupShared`` mode.
+///
+/// Open a container once per process and share it between threads; it is `Sendable`.
+public final class SharedContainer: Sendable {
+    /// How a container is opened.
+    public struct Options: Sendable {
+        /// Permissions for everything the container creates. Default ``SharingMode/privateToUser``.
+        public var sharing: SharingMode = .privateToUser
+        /// Opens the store read-only and creates nothing: what an extension or widget that only reads
+        /// wants. Throws if the container does not exist yet.
+        public var readOnly = false
+        /// The store's commit durability. Default ``Durability/durable``.
+        public var durability: Durability = .durable
+        /// The store's initial map size (it grows by itself). Default 16 MiB.
+        public var mapSize: Int = 16 << 20
+        /// The store's map never grows past this. Default 64 GiB.
+        public var maxMapSize: Int = 64 << 30
+
+        public init() {}
+    }
+
+    /// The validated App Group identifier.
+    public let groupIdentifier: GroupIdentifier
+    /// `<root>/<group identifier>`.
+    public let path: String
+    /// The typed store in `Store/`.
+    public let store: Store
+    /// The shared files area, `Files/`.
+    public let files: SharedFiles
+    /// The options the container was opened with.
+    public let options: Options
+    private let suites = Mutex<[String: SharedDefaults]>([:])
+
+    /// Opens the container of `groupIdentifier`, creating its layout if needed.
+    ///
+    /// - Throws: ``KVStoreError/invalidGroupIdentifier(_:reason:)`` before touching the file system;
+    ///   ``KVStoreError/invalidPath(_:reason:)`` if a part of the layout is not a directory (a symbolic
+    ///   link, say); ``KVStoreError/io(operation:path:errno:)`` or ``LMDBError`` if it cannot be opened.
+    public init(groupIdentifier: String, root: String? = nil, options: Options = Options()) throws {
+        let identifier = try GroupIdentifier(groupIdentifier)
+        let rootPath = try ContainerRoot.resolve(explicit: root)
+        self.groupIdentifier = identifier
+        self.options = options
+        path = rootPath + "/" + identifier.rawValue
+        let sharing = options.sharing
+
+        if options.readOnly {
+            for sub in ["", "/Store", "/Files"] { try Self.requireDirectory(path + sub) }
+        } else {
+            try Self.makeDirectories(rootPath, mode: 0o700)
+            try Self.makeDirectory(path, mode: sharing.directoryMode)
+            for sub in ["Store", "Files", "Snapshots", "Notify"] {
+                try Self.makeDirectory(path + "/" + sub, mode: sharing.directoryMode)
+            }
+        }
+        var storeOptions = Store.Options()
+        storeOptions.readOnly = options.readOnly
+        storeOptions.durability = options.durability
+        storeOptions.mapSize = options.mapSize
+        storeOptions.maxMapSize = options.maxMapSize
+        storeOptions.fileMode = sharing.fileMode
+        store = try Store(directory: path + "/Store", options: storeOptions)
+        files = try SharedFiles(directory: path + "/Files", sharing: sharing)
+    }
+
+    /// `Store/`, the LMDB environment's directory.
+    public var storeDirectory: String { path + "/Store" }
+    /// `Snapshots/`, for published snapshots and widget feeds.
+    public var snapshotsDirectory: String { path + "/Snapshots" }
+    /// `Notify/`, for cross-process notifications.
+    public var notifyDirectory: String { path + "/Notify" }
+
+    /// The defaults suite `suite`, or by default the suite named after the App Group (as
+    /// `UserDefaults(suiteName: "group.…")` is on iOS). One instance per suite per container, so
+    /// registered defaults are shared by every caller in the process.
+    public func defaults(suite: String? = nil) throws -> SharedDefaults {
+        let name = suite ?? groupIdentifier.rawValue
+        if let existing = suites.withLock({ $0[name] }) { return existing }
+        let created = try SharedDefaults(store: store, suiteName: name)
+        return suites.withLock { suites in
+            if let existing = suites[name] { return existing }
+            suites[name] = created
+            return created
+        }
+    }
+
+    // MARK: - Layout
+
+    private static func requireDirectory(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw KVStoreError.io(operation: "open container directory", path: path, errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw KVStoreError.invalidPath(path, reason: "is not a directory (a symbolic link or a file)")
+        }
+    }
+
+    /// Creates `path` (one level) with exactly `mode`, or checks that it is a real directory.
+    private static func makeDirectory(_ path: String, mode: mode_t) throws {
+        if mkdir(path, mode) == 0 {
+            guard chmod(path, mode) == 0 else {
+                throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno)
+            }
+            return
+        }
+        let code = errno
+        guard code == EEXIST else { throw KVStoreError.io(operation: "create directory", path: path, errno: code) }
+        try requireDirectory(path)
+    }
+
+    /// `mkdir -p`, creating missing levels with `mode`.
+    private static func makeDirectories(_ path: String, mode: mode_t) throws {
+        var current = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            current += "/" + component
+            var info = stat()
+            if stat(current, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else {
+                    throw KVStoreError.invalidPath(path, reason: "\(current) is not a directory")
+                }
+                continue
+            }
+            if mkdir(current, mode) != 0 && errno != EEXIST {
+                throw KVStoreError.io(operation: "create directory", path: current, errno: errno)
+            }
+        }
+    }
+}

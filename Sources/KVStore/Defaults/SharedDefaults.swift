@@ -1,0 +1,312 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// A UserDefaults-style suite of small settings, shared by every process that opens the container.
+///
+/// ```swift
+/// let defaults = try container.defaults()          // the suite named after the App Group
+/// try defaults.set(trainer.id.uuidString, forKey: "selectedTrainerId")
+/// // … in the notification extension, another process:
+/// let id = try defaults.string(forKey: "selectedTrainerId")
+/// ```
+///
+/// Unlike `UserDefaults`, a write is committed to the store before `set` returns, and the next read in
+/// any process sees it: there is no `synchronize()` and no stale in-memory cache. Values are property
+/// lists (`String`, `Int` and other integers, `Double`, `Float`, `Bool`, `Data`, `Date`, `URL`, and
+/// arrays and string-keyed dictionaries of those), or any `Codable` through ``set(encodable:forKey:)``.
+/// They are stored as CBOR in the LMDB database `d/<suite>`.
+///
+/// Each value may be at most ``maxValueSize`` bytes once encoded (iOS similarly caps a preferences
+/// domain); keep images and other large data in ``SharedFiles``.
+///
+/// Every method reads or writes in a transaction of its own, or in the one you pass (`in:`), so a
+/// setting can change atomically with collection records. Safe to use from any thread.
+public final class SharedDefaults: @unchecked Sendable {
+    /// The largest encoded value a key may hold: 1 MiB.
+    public static let maxValueSize = 1 << 20
+
+    /// The suite's name.
+    public let suiteName: String
+    /// The store the suite lives in.
+    public let store: Store
+    private let database: MDB_dbi?
+    private let registered = Mutex<[String: CBORValue]>([:])
+
+    /// Opens (creating, unless the store is read-only) the suite `suiteName` in `store`.
+    ///
+    /// - Throws: ``KVStoreError/invalidName(_:reason:)`` for a bad suite name.
+    public init(store: Store, suiteName: String) throws {
+        try Catalog.validateName(suiteName, what: "defaults suite")
+        self.store = store
+        self.suiteName = suiteName
+        let databaseName = Catalog.defaultsDatabase(suiteName)
+        database = try store.database(named: databaseName, create: true)
+        if !store.isReadOnly {
+            let exists = try store.read { try Catalog.entry(named: suiteName, kind: .defaults, in: $0) } != nil
+            if !exists {
+                try store.write { transaction in
+                    try Catalog.put(CatalogEntry(
+                        name: suiteName, kind: .defaults, keyEncoding: KeyEncoding.string.description,
+                        valueEncoding: "cbor", schemaVersion: 1, indexes: [], derived: [], derivedFrom: nil,
+                        database: databaseName), in: transaction)
+                }
+            }
+        }
+    }
+
+    private var target: Mutation.Target { .defaults(suiteName) }
+
+    private func resolvedDatabase() throws -> MDB_dbi? {
+        if let database { return database }
+        return try store.database(named: Catalog.defaultsDatabase(suiteName), create: false)
+    }
+
+    private func keyBytes(_ key: String) throws -> [UInt8] {
+        let bytes = key.encodedKey
+        guard !bytes.isEmpty else {
+            throw KVStoreError.invalidKey(collection: "defaults \(suiteName)", reason: "the key is empty")
+        }
+        guard bytes.count <= 511 else {
+            throw KVStoreError.invalidKey(collection: "defaults \(suiteName)",
+                                          reason: "the key is \(bytes.count) bytes; the limit is 511")
+        }
+        return bytes
+    }
+
+    // MARK: - Writing
+
+    /// Stores a property-list value, or removes the key if `value` is `nil`.
+    ///
+    /// - Throws: ``KVStoreError/notAPropertyList(key:type:)`` for other types,
+    ///   ``KVStoreError/valueTooLarge(what:size:limit:hint:)`` over ``maxValueSize``.
+    public func set(_ value: Any?, forKey key: String) throws {
+        try store.write { try set(value, forKey: key, in: $0) }
+    }
+
+    /// Stores a property-list value inside `transaction`.
+    public func set(_ value: Any?, forKey key: String, in transaction: WriteTransaction) throws {
+        guard let value else { return try removeObject(forKey: key, in: transaction) }
+        let encoded = try PropertyListValue.cbor(from: value, key: key).encoded()
+        try store(encoded, forKey: key, in: transaction)
+    }
+
+    /// Stores any `Encodable` value (as CBOR). Read it back with ``value(_:forKey:)``.
+    public func set<T: Encodable>(encodable value: T, forKey key: String) throws {
+        try store.write { try set(encodable: value, forKey: key, in: $0) }
+    }
+
+    /// Stores any `Encodable` value inside `transaction`.
+    public func set<T: Encodable>(encodable value: T, forKey key: String, in transaction: WriteTransaction) throws {
+        let encoded: [UInt8]
+        do {
+            encoded = try CBOREncoder().encode(value)
+        } catch {
+            throw KVStoreError.encodingFailed(collection: "defaults \(suiteName)", reason: "\(error)")
+        }
+        try store(encoded, forKey: key, in: transaction)
+    }
+
+    private func store(_ encoded: [UInt8], forKey key: String, in transaction: WriteTransaction) throws {
+        let k = try keyBytes(key)
+        guard encoded.count <= Self.maxValueSize else {
+            throw KVStoreError.valueTooLarge(
+                what: "the value for key '\(key)' in defaults suite '\(suiteName)'", size: encoded.count,
+                limit: Self.maxValueSize, hint: "store large data with SharedFiles instead")
+        }
+        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        try transaction.put(database, k, encoded)
+        transaction.record(Mutation(target: target, key: k, operation: .put))
+    }
+
+    /// Removes the stored value for `key` (a registered default shows through again).
+    public func removeObject(forKey key: String) throws {
+        try store.write { try removeObject(forKey: key, in: $0) }
+    }
+
+    /// Removes the stored value for `key` inside `transaction`.
+    public func removeObject(forKey key: String, in transaction: WriteTransaction) throws {
+        let k = try keyBytes(key)
+        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        if try transaction.delete(database, k) {
+            transaction.record(Mutation(target: target, key: k, operation: .delete))
+        }
+    }
+
+    /// Sets fallback values for keys that have none stored. Like `UserDefaults`, they live in this
+    /// process's memory only and are never written to the store.
+    public func register(defaults: [String: Any]) throws {
+        var converted: [String: CBORValue] = [:]
+        for (key, value) in defaults { converted[key] = try PropertyListValue.cbor(from: value, key: key) }
+        registered.withLock { $0.merge(converted) { _, new in new } }
+    }
+
+    // MARK: - Reading
+
+    /// The stored value (or registered default) as a property list, or `nil`.
+    public func object(forKey key: String) throws -> Any? {
+        try rawValue(forKey: key).map { try PropertyListValue.object(from: $0) }
+    }
+
+    /// The stored value inside `transaction`, or the registered default, or `nil`.
+    public func object(forKey key: String, in transaction: ReadTransaction) throws -> Any? {
+        try rawValue(forKey: key, in: transaction).map { try PropertyListValue.object(from: $0) }
+    }
+
+    /// A string, or a number's or bool's text; `nil` otherwise.
+    public func string(forKey key: String) throws -> String? {
+        switch try rawValue(forKey: key) {
+        case .text(let s)?: s
+        case .unsigned(let n)?: String(n)
+        case .negative(let n)?: n == .max ? "-18446744073709551616" : "-\(n + 1)"
+        case .float(let d)?: String(d)
+        case .bool(let b)?: b ? "1" : "0"
+        default: nil
+        }
+    }
+
+    /// An integer (numbers are truncated, `true` is 1, numeric strings are parsed), or 0.
+    public func integer(forKey key: String) throws -> Int {
+        switch try rawValue(forKey: key) {
+        case .unsigned(let n)?: Int(clamping: n)
+        case .negative(let n)?: n < UInt64(Int.max) ? -1 - Int(n) : Int.min
+        case .float(let d)?: d.isFinite ? Int(clamping: Int64(exactly: d.rounded(.towardZero)) ?? 0) : 0
+        case .bool(let b)?: b ? 1 : 0
+        case .text(let s)?: Int(s.trimmingCharacters(in: .whitespaces)) ?? Double(s).flatMap { Int(exactly: $0.rounded(.towardZero)) } ?? 0
+        default: 0
+        }
+    }
+
+    /// A floating-point number (integers converted, numeric strings parsed), or 0.
+    public func double(forKey key: String) throws -> Double {
+        switch try rawValue(forKey: key) {
+        case .unsigned(let n)?: Double(n)
+        case .negative(let n)?: -1 - Double(n)
+        case .float(let d)?: d
+        case .bool(let b)?: b ? 1 : 0
+        case .text(let s)?: Double(s.trimmingCharacters(in: .whitespaces)) ?? 0
+        default: 0
+        }
+    }
+
+    /// A bool (non-zero numbers; strings "YES", "true", "1"), or `false`.
+    public func bool(forKey key: String) throws -> Bool {
+        switch try rawValue(forKey: key) {
+        case .bool(let b)?: b
+        case .unsigned(let n)?: n != 0
+        case .negative?: true
+        case .float(let d)?: d != 0
+        case .text(let s)?: ["yes", "true", "1"].contains(s.lowercased())
+        default: false
+        }
+    }
+
+    /// Bytes, or `nil`.
+    public func data(forKey key: String) throws -> Data? {
+        if case .bytes(let b)? = try rawValue(forKey: key) { return Data(b) }
+        return nil
+    }
+
+    /// An array, or `nil`.
+    public func array(forKey key: String) throws -> [Any]? {
+        try object(forKey: key) as? [Any]
+    }
+
+    /// An array of strings, or `nil` if the value is not one.
+    public func stringArray(forKey key: String) throws -> [String]? {
+        try object(forKey: key) as? [String]
+    }
+
+    /// A dictionary, or `nil`.
+    public func dictionary(forKey key: String) throws -> [String: Any]? {
+        try object(forKey: key) as? [String: Any]
+    }
+
+    /// A URL, or `nil`.
+    public func url(forKey key: String) throws -> URL? {
+        try object(forKey: key) as? URL
+    }
+
+    /// A value stored with ``set(encodable:forKey:)`` (or any value that decodes as `T`), or `nil`.
+    ///
+    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:)`` if the value does not decode as `T`.
+    public func value<T: Decodable>(_ type: T.Type, forKey key: String) throws -> T? {
+        try store.read { try value(type, forKey: key, in: $0) }
+    }
+
+    /// A `Decodable` value read inside `transaction`, or `nil`.
+    public func value<T: Decodable>(_ type: T.Type, forKey key: String, in transaction: ReadTransaction) throws -> T? {
+        let k = try keyBytes(key)
+        do {
+            if let database = try resolvedDatabase(), let bytes = try transaction.get(database, k) {
+                return try CBORDecoder().decode(T.self, from: bytes)
+            }
+            guard let fallback = registered.withLock({ $0[key] }) else { return nil }
+            return try CBORDecoder().decode(T.self, from: fallback.encoded())
+        } catch let error as KVStoreError {
+            throw error
+        } catch {
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+        }
+    }
+
+    /// The stored value (or registered default) as it is stored: a ``CBORValue``, or `nil`.
+    public func cborValue(forKey key: String) throws -> CBORValue? {
+        try rawValue(forKey: key)
+    }
+
+    /// Stores a ``CBORValue`` as it is, inside `transaction`.
+    public func set(cborValue value: CBORValue, forKey key: String, in transaction: WriteTransaction) throws {
+        try store(value.encoded(), forKey: key, in: transaction)
+    }
+
+    /// The keys that have a stored value, in key order.
+    public func keys() throws -> [String] {
+        try store.read { transaction in
+            guard let database = try resolvedDatabase() else { return [] }
+            var keys: [String] = []
+            try transaction.scan(database, .all, reverse: false) { key, _ in
+                keys.append(String(decoding: key, as: UTF8.self))
+                return true
+            }
+            return keys
+        }
+    }
+
+    /// Every stored value, over the registered defaults, read in one transaction.
+    public func dictionaryRepresentation() throws -> [String: Any] {
+        var result: [String: Any] = [:]
+        for (key, value) in registered.withLock({ $0 }) { result[key] = try PropertyListValue.object(from: value) }
+        try store.read { transaction in
+            guard let database = try resolvedDatabase() else { return }
+            try transaction.scan(database, .all, reverse: false) { keyBytes, valueBytes in
+                let key = String(decoding: keyBytes, as: UTF8.self)
+                result[key] = try PropertyListValue.object(from: try decodeValue(valueBytes, key: key))
+                return true
+            }
+        }
+        return result
+    }
+
+    // MARK: - Internals
+
+    private func rawValue(forKey key: String) throws -> CBORValue? {
+        try store.read { try rawValue(forKey: key, in: $0) }
+    }
+
+    private func rawValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
+        let k = try keyBytes(key)
+        if let database = try resolvedDatabase(), let bytes = try transaction.get(database, k) {
+            return try decodeValue(bytes, key: key)
+        }
+        return registered.withLock { $0[key] }
+    }
+
+    private func decodeValue(_ bytes: UnsafeRawBufferPointer, key: String) throws -> CBORValue {
+        do {
+            return try CBORValue.decode(bytes)
+        } catch {
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+        }
+    }
+}
