@@ -1,0 +1,116 @@
+import Foundation
+import KVStore
+
+/// What the notification service extension shows as the sender of a trainer's message: on iOS an
+/// `INPerson` with `displayName`, `personHandle` and `image`.
+public struct NotificationSender: Codable, Hashable, Sendable {
+    public var displayName: String
+    /// The trainer's ID, the person handle.
+    public var handle: String
+    /// Size of the image that loaded, or `nil` when the notification goes without one.
+    public var imageBytes: Int?
+    /// Why the extension fell back to the default trainer, or `nil` if it did not.
+    public var fallbackReason: String?
+    /// Why the image did not load, or `nil`.
+    public var imageProblem: String?
+
+    /// One line for people, as the demo prints it.
+    public var summary: String {
+        var line = "sender \(displayName) (handle \(handle))"
+        if let imageBytes { line += ", image loaded (\(imageBytes) bytes)" }
+        else { line += ", no image" + (imageProblem.map { " (\($0))" } ?? "") }
+        if let fallbackReason { line += "; fell back to the default trainer: \(fallbackReason)" }
+        return line
+    }
+}
+
+/// The two sides of the seed notification flow, on top of a ``SharedContainer``.
+public enum TrainerNotificationFlow {
+    /// The largest image the extension loads: it has a 24 MB memory budget on iOS.
+    public static let maxImageSize = 8 << 20
+
+    /// The main app's side: stores the trainers, the selected one, and their images, each image at
+    /// the trainer's ``OshiTrainerTemplate/imagePath``. The defaults change in one transaction.
+    public static func publish(trainers: [OshiTrainerTemplate], selected: UUID, images: [UUID: Data],
+                               in container: SharedContainer, author: String = "app") throws {
+        for (id, image) in images {
+            try container.files.write(image, to: OshiTrainerTemplate.imagePath(for: id))
+        }
+        let defaults = try container.defaults()
+        try container.store.write(author: author) { transaction in
+            try defaults.set(encodable: trainers, forKey: TrainerDefaultsKey.trainerTemplates, in: transaction)
+            try defaults.set(selected.uuidString, forKey: TrainerDefaultsKey.selectedTrainerId, in: transaction)
+        }
+    }
+
+    /// The extension's side: resolves the sender to show. It never throws: when the App Group cannot
+    /// be opened or the data is missing or corrupt it falls back to ``OshiTrainerTemplate/fallback``,
+    /// and when the image cannot be read it goes without one.
+    public static func resolveSender(groupIdentifier: String, root: String?) -> NotificationSender {
+        let container: SharedContainer
+        do {
+            var options = SharedContainer.Options()
+            options.readOnly = true
+            container = try SharedContainer(groupIdentifier: groupIdentifier, root: root, options: options)
+        } catch {
+            return sender(.fallback, files: nil, fallbackReason: "the App Group is not available: \(error)")
+        }
+        let trainer: OshiTrainerTemplate
+        do {
+            let defaults = try container.defaults()
+            guard let selected = try defaults.string(forKey: TrainerDefaultsKey.selectedTrainerId) else {
+                return sender(.fallback, files: container.files, fallbackReason: "no trainer is selected")
+            }
+            guard let trainers = try defaults.value([OshiTrainerTemplate].self, forKey: TrainerDefaultsKey.trainerTemplates) else {
+                return sender(.fallback, files: container.files, fallbackReason: "no trainers are stored")
+            }
+            guard let found = trainers.first(where: { $0.id.uuidString == selected }) else {
+                return sender(.fallback, files: container.files, fallbackReason: "trainer \(selected) is not among the stored trainers")
+            }
+            trainer = found
+        } catch {
+            return sender(.fallback, files: container.files, fallbackReason: "the trainer data is unreadable: \(error)")
+        }
+        return sender(trainer, files: container.files, fallbackReason: nil)
+    }
+
+    private static func sender(_ trainer: OshiTrainerTemplate, files: SharedFiles?, fallbackReason: String?) -> NotificationSender {
+        var result = NotificationSender(displayName: trainer.displayName, handle: trainer.id.uuidString,
+                                        imageBytes: nil, fallbackReason: fallbackReason, imageProblem: nil)
+        guard let path = trainer.imagePath else {
+            result.imageProblem = "the trainer has no image"
+            return result
+        }
+        guard let files else {
+            result.imageProblem = "the shared files are not available"
+            return result
+        }
+        do {
+            let data = try files.read(path, maxSize: maxImageSize)
+            guard data.starts(with: pngSignature) else {
+                result.imageProblem = "\(path) is not a PNG image"
+                return result
+            }
+            result.imageBytes = data.count
+        } catch {
+            result.imageProblem = "\(error)"
+        }
+        return result
+    }
+
+    static let pngSignature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+
+    /// A valid 1×1 PNG, for demos and tests.
+    public static let samplePNG = Data(base64Encoded:
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
+
+    /// The demo's trainers.
+    public static let sampleTrainers: [OshiTrainerTemplate] = [
+        OshiTrainerTemplate(id: UUID(uuidString: "6B1F3C2A-4D5E-4F60-8A7B-9C0D1E2F3A4B")!,
+                            displayName: "星野 ミライ", personality: "元気いっぱい",
+                            imagePath: OshiTrainerTemplate.imagePath(for: UUID(uuidString: "6B1F3C2A-4D5E-4F60-8A7B-9C0D1E2F3A4B")!)),
+        OshiTrainerTemplate(id: UUID(uuidString: "A1B2C3D4-E5F6-4711-8899-AABBCCDDEEFF")!,
+                            displayName: "月城 レイ", personality: "クールで的確",
+                            imagePath: OshiTrainerTemplate.imagePath(for: UUID(uuidString: "A1B2C3D4-E5F6-4711-8899-AABBCCDDEEFF")!)),
+    ]
+}
