@@ -1,0 +1,28 @@
+import ArgumentParser
+import KVStore
+
+/// `kvtool get <collection> <key>`.
+struct Get: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the value at a key.",
+        discussion: "The key is typed as the collection's key encoding: 42, 2026-11-21, a UUID, or a JSON array for tuple keys. Exits 1 if the key has no value.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The collection.") var collection: String
+    @Argument(help: "The key.") var key: String
+
+    func run() throws {
+        let container = try global.openContainer(readOnly: true)
+        let (entry, raw) = try container.store.untypedCollection(named: collection)
+        let keyBytes = try ValueText.parseKey(key, entry: entry)
+        guard let value = try raw.get(ByteKey(keyBytes)) else {
+            throw CLIError(.notFound, "no value at key \(key) in '\(collection)'")
+        }
+        let text = try ValueText.render(value, entry: entry, key: key)
+        if global.json {
+            print("{\"key\":\(JSONBridge.quoted(key)),\"value\":\(text)}")
+        } else {
+            print(text)
+        }
+    }
+}

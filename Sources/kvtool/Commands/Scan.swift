@@ -1,0 +1,63 @@
+import ArgumentParser
+import KVStore
+
+/// `kvtool scan <collection>`.
+struct Scan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print entries in key order: all of them, a range, or a prefix.",
+        discussion: "Keys are typed as for get. --prefix takes the first component of a tuple key, or the start of a string key.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The collection.") var collection: String
+    @Option(help: "The first key (inclusive).") var from: String?
+    @Option(help: "The last key (inclusive).") var through: String?
+    @Option(help: "Only keys that start with this (first tuple component or string prefix).") var prefix: String?
+    @Flag(help: "Newest (largest key) first.") var reverse = false
+    @Option(help: "At most this many entries.") var limit: Int?
+
+    func validate() throws {
+        if prefix != nil && (from != nil || through != nil) {
+            throw ValidationError("--prefix cannot be combined with --from or --through")
+        }
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let container = try global.openContainer(readOnly: true)
+        let (entry, raw) = try container.store.untypedCollection(named: collection)
+        let range: KeyRange<ByteKey>
+        if let prefix {
+            let bytes = try ValueText.parsePrefix(prefix, entry: entry)
+            range = KeyRange(lower: .inclusive(ByteKey(bytes)), upper: ByteRangeHelper.prefixUpper(bytes))
+        } else {
+            range = KeyRange(
+                lower: try from.map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded,
+                upper: try through.map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded)
+        }
+        let entries = try raw.entries(range, reverse: reverse, limit: limit)
+        let rendered = try entries.map { key, value -> (String, String) in
+            let keyText = try ValueText.renderKey(key.bytes, entry: entry)
+            return (keyText, try ValueText.render(value, entry: entry, key: keyText))
+        }
+        if global.json {
+            print("[" + rendered.map { "{\"key\":\(ValueText.keyJSON($0.0, entry: entry)),\"value\":\($0.1)}" }.joined(separator: ",") + "]")
+        } else {
+            for (key, value) in rendered { print("\(key)\t\(value)") }
+        }
+    }
+}
+
+enum ByteRangeHelper {
+    /// The exclusive upper bound of every key starting with `prefix`.
+    static func prefixUpper(_ prefix: [UInt8]) -> KeyRange<ByteKey>.Bound {
+        var bytes = prefix
+        while let last = bytes.last {
+            if last < 0xFF {
+                bytes[bytes.count - 1] = last + 1
+                return .exclusive(ByteKey(bytes))
+            }
+            bytes.removeLast()
+        }
+        return .unbounded
+    }
+}

@@ -1,0 +1,19 @@
+import ArgumentParser
+
+/// `kvtool`: inspect, dump and administer App Group containers.
+struct KVTool: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kvtool",
+        abstract: "Inspect and administer KVStore App Group containers.",
+        discussion: """
+            Global options (--root, --group, --json, --author) go before or after the subcommand.
+            KVSTORE_ROOT and KVSTORE_GROUP supply defaults for --root and --group.
+
+            Exit codes: 0 success, 1 not found, 64 usage, 65 bad input data, 74 store or I/O failure.
+            """,
+        subcommands: [
+            Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self,
+            Defaults.self, Demo.self,
+        ]
+    )
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import KVStore
+
+/// An error `kvtool` reports as one line on stderr, with the exit code of its class.
+struct CLIError: Error, CustomStringConvertible {
+    /// The documented exit codes.
+    enum Kind: Int32 {
+        case notFound = 1
+        case usage = 64
+        case badInput = 65
+        case failure = 74
+    }
+
+    let kind: Kind
+    let message: String
+
+    init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    var description: String { message }
+
+    /// Classifies library errors; `nil` for errors swift-argument-parser reports itself.
+    init?(mapping error: any Error) {
+        switch error {
+        case let error as KVStoreError:
+            switch error {
+            case .collectionNotFound, .fileNotFound:
+                self.init(.notFound, error.description)
+            case .invalidGroupIdentifier, .invalidPath, .invalidName, .invalidKey, .valueTooLarge,
+                 .notAPropertyList, .encodingFailed, .catalogMismatch:
+                self.init(.badInput, error.description)
+            case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .transactionEnded, .mapLimitReached, .io:
+                self.init(.failure, error.description)
+            }
+        case let error as LMDBError:
+            self.init(.failure, "store error: \(error)")
+        case let error as KeyDecodingError:
+            self.init(.badInput, "bad key: \(error)")
+        case let error as CBORError:
+            self.init(.badInput, "bad value: \(error)")
+        case is DecodingError, is EncodingError:
+            self.init(.badInput, "bad value: \(error)")
+        default:
+            return nil
+        }
+    }
+
+    func exit() -> Never {
+        let line = "kvtool: error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n"
+        FileHandle.standardError.write(Data(line.utf8))
+        Foundation.exit(kind.rawValue)
+    }
+}

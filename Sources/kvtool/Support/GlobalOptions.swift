@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import KVStore
+
+/// The options every subcommand accepts.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "The containers' root directory (default: $KVSTORE_ROOT, $XDG_DATA_HOME/kvstore, ~/.local/share/kvstore).")
+    var root: String?
+
+    @Option(name: .long, help: "The App Group identifier, e.g. group.com.example.app (default: $KVSTORE_GROUP).")
+    var group: String?
+
+    @Flag(name: .long, help: "Print machine-readable JSON.")
+    var json = false
+
+    @Option(name: .long, help: "The author recorded for writes (default: kvtool).")
+    var author: String = "kvtool"
+
+    /// The group identifier from `--group` or `$KVSTORE_GROUP`.
+    func groupIdentifier() throws -> String {
+        if let group { return group }
+        if let group = ProcessInfo.processInfo.environment["KVSTORE_GROUP"], !group.isEmpty { return group }
+        throw CLIError(.usage, "no App Group given: pass --group ID or set KVSTORE_GROUP")
+    }
+
+    /// Opens the container; read-only ones must already exist.
+    func openContainer(readOnly: Bool) throws -> SharedContainer {
+        let group = try groupIdentifier()
+        var options = SharedContainer.Options()
+        options.readOnly = readOnly
+        if readOnly {
+            // Say "not found" rather than an I/O error when there is simply no container yet.
+            let identifier = try GroupIdentifier(group)
+            let path = try ContainerRoot.resolve(explicit: root) + "/" + identifier.rawValue
+            guard FileManager.default.fileExists(atPath: path + "/Store/data.mdb") else {
+                throw CLIError(.notFound, "no container for \(identifier.rawValue) at \(path)")
+            }
+        }
+        return try SharedContainer(groupIdentifier: group, root: root, options: options)
+    }
+
+    static let valued: Set<String> = ["--root", "--group", "--author"]
+    static let flags: Set<String> = ["--json"]
+    static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
+                                                "demo": ["extension"]]
+
+    /// Moves global options that precede the subcommand name to just after it (and its
+    /// sub-subcommand), where swift-argument-parser looks for them.
+    static func movingGlobalOptionsAfterSubcommand(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+            if flags.contains(argument) {
+                leading.append(argument)
+                index += 1
+            } else if valued.contains(name) {
+                leading.append(argument)
+                if !argument.contains("="), index + 1 < arguments.count {
+                    leading.append(arguments[index + 1])
+                    index += 1
+                }
+                index += 1
+            } else {
+                break
+            }
+        }
+        guard !leading.isEmpty, index < arguments.count else { return arguments }
+        var rest = Array(arguments[index...])
+        var pathLength = 1
+        if let subs = nested[rest[0]], rest.count > 1, subs.contains(rest[1]) { pathLength = 2 }
+        rest.insert(contentsOf: leading, at: pathLength)
+        return rest
+    }
+}

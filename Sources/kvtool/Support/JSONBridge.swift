@@ -1,0 +1,134 @@
+import Foundation
+import KVStore
+
+/// Converts stored CBOR values to JSON text for people and scripts, and JSON typed on the command
+/// line to CBOR.
+enum JSONBridge {
+    /// JSON text for a CBOR value. Dates become ISO 8601 strings, UUIDs strings, decimal fractions
+    /// exact JSON numbers, byte strings base64 strings; map entries keep their stored order.
+    static func json(_ value: CBORValue) -> String {
+        var out = ""
+        write(value, to: &out)
+        return out
+    }
+
+    private static func write(_ value: CBORValue, to out: inout String) {
+        switch value {
+        case .unsigned(let n): out += String(n)
+        case .negative(let n): out += n == .max ? "-18446744073709551616" : "-\(n + 1)"
+        case .float(let d): out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
+        case .text(let s): out += quoted(s)
+        case .bytes(let b): out += quoted(Data(b).base64EncodedString())
+        case .bool(let b): out += b ? "true" : "false"
+        case .null, .undefined: out += "null"
+        case .simple(let s): out += String(s)
+        case .array(let items):
+            out += "["
+            for (i, item) in items.enumerated() {
+                if i > 0 { out += "," }
+                write(item, to: &out)
+            }
+            out += "]"
+        case .map(let entries):
+            out += "{"
+            for (i, entry) in entries.enumerated() {
+                if i > 0 { out += "," }
+                switch entry.key {
+                case .text(let s): out += quoted(s)
+                default: out += quoted(json(entry.key))
+                }
+                out += ":"
+                write(entry.value, to: &out)
+            }
+            out += "}"
+        case .tagged(let tag, let content):
+            switch tag {
+            case CBORTag.epochDate, CBORTag.referenceDate, CBORTag.uuid, CBORTag.decimalFraction:
+                if let text = try? special(value) {
+                    out += tag == CBORTag.decimalFraction ? text : quoted(text)
+                } else {
+                    write(content, to: &out)
+                }
+            default:
+                write(content, to: &out)
+            }
+        }
+    }
+
+    private static func special(_ value: CBORValue) throws -> String {
+        guard case .tagged(let tag, _) = value else { return "" }
+        let bytes = value.encoded()
+        switch tag {
+        case CBORTag.uuid: return try CBORDecoder().decode(UUID.self, from: bytes).uuidString
+        case CBORTag.decimalFraction: return "\(try CBORDecoder().decode(Decimal.self, from: bytes))"
+        default:
+            let date = try CBORDecoder().decode(Date.self, from: bytes)
+            return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+        }
+    }
+
+    static func quoted(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// Parses JSON text into CBOR: integers stay integers, other numbers become floats.
+    static func cbor(fromJSON text: String) throws -> CBORValue {
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)).cbor
+        } catch {
+            throw CLIError(.badInput, "invalid JSON: \(describe(error))")
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if case DecodingError.dataCorrupted(let context) = error {
+            return (context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription)
+                .replacingOccurrences(of: "\n", with: " ")
+        }
+        return "\(error)"
+    }
+}
+
+/// Any JSON value, decoded with Foundation's JSONDecoder.
+private enum JSONValue: Decodable {
+    case bool(Bool), int(Int64), uint(UInt64), double(Double), string(String), null
+    case array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let v = try? container.decode(Bool.self) { self = .bool(v) }
+        else if let v = try? container.decode(Int64.self) { self = .int(v) }
+        else if let v = try? container.decode(UInt64.self) { self = .uint(v) }
+        else if let v = try? container.decode(Double.self) { self = .double(v) }
+        else if let v = try? container.decode(String.self) { self = .string(v) }
+        else if let v = try? container.decode([JSONValue].self) { self = .array(v) }
+        else { self = .object(try container.decode([String: JSONValue].self)) }
+    }
+
+    var cbor: CBORValue {
+        switch self {
+        case .bool(let v): .bool(v)
+        case .int(let v): v >= 0 ? .unsigned(UInt64(v)) : .negative(UInt64(-1 - v))
+        case .uint(let v): .unsigned(v)
+        case .double(let v): .float(v)
+        case .string(let v): .text(v)
+        case .null: .null
+        case .array(let items): .array(items.map(\.cbor))
+        case .object(let members):
+            .map(members.sorted { $0.key < $1.key }.map { CBORMapEntry(key: .text($0.key), value: $0.value.cbor) })
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+
+/// Printing helpers: aligned tables for people, JSON for scripts.
+enum Output {
+    /// Prints rows as columns padded to the widest cell (by character count).
+    static func table(_ header: [String], _ rows: [[String]]) {
+        let all = [header] + rows
+        var widths = Array(repeating: 0, count: header.count)
+        for row in all { for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) } }
+        for row in all {
+            let cells = row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count)
+            }
+            print(cells.joined(separator: "  "))
+        }
+    }
+
+    /// Prints a Foundation JSON object, keys sorted.
+    static func json(_ object: Any) {
+        let options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: options.union(.fragmentsAllowed)) else {
+            print("null")
+            return
+        }
+        print(String(decoding: data, as: UTF8.self))
+    }
+
+    /// Reads a whole value argument: `-` means standard input. At most `limit` bytes.
+    static func readArgument(_ text: String, limit: Int = 16 << 20) throws -> String {
+        guard text == "-" else {
+            guard text.utf8.count <= limit else { throw CLIError(.badInput, "the value is over the \(limit)-byte input limit") }
+            return text
+        }
+        let data = FileHandle.standardInput.readData(ofLength: limit + 1)
+        guard data.count <= limit else { throw CLIError(.badInput, "standard input is over the \(limit)-byte input limit") }
+        guard let string = String(data: data, encoding: .utf8) else { throw CLIError(.badInput, "standard input is not UTF-8") }
+        return string
+    }
+}

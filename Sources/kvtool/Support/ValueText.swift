@@ -1,0 +1,100 @@
+import Foundation
+import KVStore
+
+/// Keys and values typed by people, converted with the collection's catalog entry.
+enum ValueText {
+    static func encoding(_ entry: CatalogEntry) throws -> KeyEncoding {
+        guard let encoding = KeyEncoding(entry.keyEncoding) else {
+            throw CLIError(.failure, "collection '\(entry.name)' has an unknown key encoding '\(entry.keyEncoding)' in the catalog")
+        }
+        return encoding
+    }
+
+    static func parseKey(_ text: String, entry: CatalogEntry) throws -> [UInt8] {
+        do {
+            let bytes = try encoding(entry).parse(text)
+            guard !bytes.isEmpty, bytes.count <= 511 else {
+                throw CLIError(.badInput, "key \(text) encodes to \(bytes.count) bytes; keys must be 1 to 511 bytes")
+            }
+            return bytes
+        } catch let error as KeyDecodingError {
+            throw CLIError(.badInput, "bad key for '\(entry.name)' (\(entry.keyEncoding)): \(error)")
+        }
+    }
+
+    /// The byte prefix for `--prefix`: the first component of a tuple key, or the start of a string.
+    static func parsePrefix(_ text: String, entry: CatalogEntry) throws -> [UInt8] {
+        let keyEncoding = try encoding(entry)
+        switch keyEncoding {
+        case .tuple(let parts):
+            var bytes: [UInt8] = []
+            do {
+                let first = try parts[0].parse(text)
+                // Re-encode the first component in its non-terminal (escaped, terminated) form.
+                if parts[0] == .string || parts[0] == .bytes {
+                    bytes.appendEscaped(first)
+                } else {
+                    bytes = first
+                }
+            } catch {
+                throw CLIError(.badInput, "bad prefix for '\(entry.name)' (\(entry.keyEncoding)): \(error)")
+            }
+            return bytes
+        case .string:
+            return Array(text.precomposedStringWithCanonicalMapping.utf8)
+        default:
+            throw CLIError(.badInput, "--prefix needs a tuple or string key; '\(entry.name)' has \(entry.keyEncoding) keys")
+        }
+    }
+
+    static func renderKey(_ bytes: [UInt8], entry: CatalogEntry) throws -> String {
+        do {
+            return try encoding(entry).render(bytes).description
+        } catch {
+            throw CLIError(.failure, "stored key 0x\(bytes.map { String(format: "%02x", $0) }.joined()) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
+        }
+    }
+
+    /// A rendered key as JSON: arrays for tuples, numbers for integers, strings otherwise.
+    static func keyJSON(_ rendered: String, entry: CatalogEntry) -> String {
+        switch KeyEncoding(entry.keyEncoding) {
+        case .tuple?: rendered
+        case .int64?, .int32?, .uint64?, .uint32?: rendered
+        default: JSONBridge.quoted(rendered)
+        }
+    }
+
+    /// A stored value as JSON text.
+    static func render(_ bytes: [UInt8], entry: CatalogEntry, key: String) throws -> String {
+        switch entry.valueEncoding {
+        case "cbor":
+            do {
+                return JSONBridge.json(try CBORValue.decode(bytes))
+            } catch {
+                throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
+            }
+        default:
+            return JSONBridge.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
+        }
+    }
+
+    static func requireWritable(_ entry: CatalogEntry) throws {
+        guard entry.valueEncoding == "cbor" else {
+            throw CLIError(.badInput, "collection '\(entry.name)' stores \(entry.valueEncoding) values, which kvtool cannot write")
+        }
+        guard !entry.hasMaintainedData else {
+            throw CLIError(.badInput, "collection '\(entry.name)' has indexes or derived collections that only the app can maintain; kvtool does not write it")
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// The non-terminal form of a variable-length key component: `00` escaped as `00 01`, then `00 00`.
+    mutating func appendEscaped(_ component: [UInt8]) {
+        for byte in component {
+            append(byte)
+            if byte == 0 { append(1) }
+        }
+        append(contentsOf: [0, 0])
+    }
+}
