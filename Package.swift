@@ -33,7 +33,13 @@ let package = Package(
             dependencies: ["KVStore", "Workloads"],
             path: "Tests/Helper"
         ),
-        .testTarget(name: "KVStoreTests", dependencies: ["KVStore", "Workloads"]),
-        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads"]),
+        // Temporary containers and process runners shared by the test targets.
+        .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
+        .testTarget(
+            name: "KVStoreTests",
+            dependencies: ["KVStore", "Workloads", "TestSupport"],
+            exclude: ["Fixtures/cbor_interop.py"]
+        ),
+        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
     ]
 )

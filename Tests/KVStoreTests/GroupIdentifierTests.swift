@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import KVStore
 #if canImport(Glibc)
 import Glibc
@@ -106,8 +107,7 @@ struct GroupIdentifierTests {
 
     @Test("validation happens before the file system is touched")
     func validationPrecedesFileSystem() throws {
-        let root = try TemporaryDirectoryForGroupTests()
-        defer { root.remove() }
+        let root = TemporaryDirectory()
         let before = root.listing()
         // A caller that builds the container path from the identifier (as the container code does)
         // never reaches mkdir for an invalid identifier, not even for traversal attempts.
@@ -208,8 +208,7 @@ struct ContainerRootTests {
 
     @Test("resolving creates nothing")
     func createsNothing() throws {
-        let root = try TemporaryDirectoryForGroupTests()
-        defer { root.remove() }
+        let root = TemporaryDirectory()
         let target = root.path + "/not/yet/there"
         #expect(try ContainerRoot.resolve(explicit: nil, environment: ["KVSTORE_ROOT": target]) == target)
         #expect(try ContainerRoot.resolve(explicit: nil, environment: ["XDG_DATA_HOME": target]) == target + "/kvstore")
@@ -217,23 +216,9 @@ struct ContainerRootTests {
     }
 }
 
-/// A fresh directory from mkdtemp under the temporary directory, removed by `remove()`.
-struct TemporaryDirectoryForGroupTests {
-    let path: String
-
-    init() throws {
-        var template = Array((FileManager.default.temporaryDirectory.path + "/kvstore-gid-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw KVStoreError.io(operation: "mkdtemp", path: "kvstore-gid-XXXXXX", errno: errno)
-        }
-        path = String(cString: made)
-    }
-
+extension TemporaryDirectory {
+    /// The names in the directory, sorted.
     func listing() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
     }
 }

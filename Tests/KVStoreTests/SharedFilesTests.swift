@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import KVStore
 #if canImport(Glibc)
 import Glibc
@@ -12,6 +13,7 @@ import Glibc
 ///   outside/secret    a file that must never change ("original")
 /// ```
 struct SharedFilesFixture {
+    let directory: TemporaryDirectory
     let root: String
     let filesPath: String
     let outside: String
@@ -19,11 +21,8 @@ struct SharedFilesFixture {
     static let secretContents = Data("original".utf8)
 
     init() throws {
-        var template = Array((FileManager.default.temporaryDirectory.path + "/kvstore-sf-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw KVStoreError.io(operation: "mkdtemp", path: "kvstore-sf-XXXXXX", errno: errno)
-        }
-        root = String(cString: made)
+        directory = TemporaryDirectory()
+        root = directory.path
         filesPath = root + "/Files"
         outside = root + "/outside"
         secret = outside + "/secret"

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import KVStore
+import Workloads
+
+@Suite struct SharedContainerTests {
+    let dir = TemporaryDirectory()
+
+    func mode(_ path: String) -> mode_t {
+        var info = stat()
+        lstat(path, &info)
+        return info.st_mode & 0o7777
+    }
+
+    @Test func layoutAndPermissions() throws {
+        let container = try dir.container("group.com.example.layout")
+        #expect(container.path == dir.path + "/group.com.example.layout")
+        for sub in ["", "/Store", "/Files", "/Snapshots", "/Notify"] {
+            #expect(mode(container.path + sub) == 0o700, "\(sub)")
+        }
+        #expect(mode(container.storeDirectory + "/data.mdb") == 0o600)
+        #expect(mode(container.storeDirectory + "/lock.mdb") == 0o600)
+
+        var shared = SharedContainer.Options()
+        shared.sharing = .groupShared
+        let group = try dir.container("group.com.example.shared", options: shared)
+        #expect(mode(group.path) == 0o2770)
+        #expect(mode(group.storeDirectory + "/data.mdb") == 0o660)
+    }
+
+    @Test func badGroupIdentifiersTouchNothing() throws {
+        for bad in ["", "com.example.app", "group.", "group..a", "group.a/../b", "group.com.example/x", "../group.com.x",
+                    "group.com.ex ample", "group.com.\u{0}x", "group.com.ｅxample", "group." + String(repeating: "a.", count: 130) + "b"] {
+            do {
+                _ = try SharedContainer(groupIdentifier: bad, root: dir.path)
+                Issue.record("\(bad) must be rejected")
+            } catch let error as KVStoreError {
+                guard case .invalidGroupIdentifier = error else { Issue.record("\(error)"); continue }
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    @Test func readOnlyContainerNeedsAnExistingOne() throws {
+        var options = SharedContainer.Options()
+        options.readOnly = true
+        #expect(throws: (any Error).self) { try dir.container("group.com.example.none", options: options) }
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/group.com.example.none"))
+        let writer = try dir.container("group.com.example.ro")
+        try writer.defaults().set("v", forKey: "k")
+        // Within one process both handles share the environment, so check from another process.
+        let r = try helper(["read-defaults", dir.path, "group.com.example.ro", "k"])
+        #expect(r.stdout == "v\n", "\(r.stderr)")
+    }
+
+    @Test func symlinkedContainerPartsAreRefused() throws {
+        let outside = TemporaryDirectory()
+        let path = dir.path + "/group.com.example.link"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: path + "/Files", withDestinationPath: outside.path)
+        #expect(throws: KVStoreError.self) { try dir.container("group.com.example.link") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
+    }
+
+    @Test func trainerFlowAcrossProcesses() throws {
+        let group = "group.com.example.trainer"
+        let container = try dir.container(group)
+        let trainers = TrainerNotificationFlow.sampleTrainers
+        try TrainerNotificationFlow.publish(trainers: trainers, selected: trainers[1].id,
+                                            images: [trainers[1].id: TrainerNotificationFlow.samplePNG], in: container)
+        func sender(_ group: String) throws -> NotificationSender {
+            let r = try helper(["sender", dir.path, group])
+            #expect(r.status == 0, "\(r.stderr)")
+            return try JSONDecoder().decode(NotificationSender.self, from: Data(r.stdout.utf8))
+        }
+        var s = try sender(group)
+        #expect(s.displayName == "月城 レイ")
+        #expect(s.handle == trainers[1].id.uuidString)
+        #expect(s.imageBytes == TrainerNotificationFlow.samplePNG.count)
+        #expect(s.fallbackReason == nil)
+
+        try container.files.write(Data("garbage".utf8), to: OshiTrainerTemplate.imagePath(for: trainers[1].id))
+        s = try sender(group)
+        #expect(s.displayName == "月城 レイ")
+        #expect(s.imageBytes == nil)
+        #expect(s.imageProblem?.contains("not a PNG") == true)
+
+        try container.files.remove(OshiTrainerTemplate.imagePath(for: trainers[1].id))
+        s = try sender(group)
+        #expect(s.imageBytes == nil)
+
+        try container.defaults().set(UUID().uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
+        s = try sender(group)
+        #expect(s.displayName == "推乃 愛")
+        #expect(s.fallbackReason != nil)
+
+        try container.defaults().removeObject(forKey: TrainerDefaultsKey.selectedTrainerId)
+        #expect(try sender(group).fallbackReason == "no trainer is selected")
+
+        try container.defaults().set("not a list", forKey: TrainerDefaultsKey.trainerTemplates)
+        try container.defaults().set(trainers[0].id.uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
+        #expect(try sender(group).fallbackReason?.contains("unreadable") == true)
+
+        s = try sender("group.com.example.missing")
+        #expect(s.displayName == "推乃 愛")
+        #expect(s.fallbackReason?.contains("App Group") == true)
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/group.com.example.missing"))
+    }
+
+    @Test func theDatasetIsTheSpecifiedOne() {
+        let records = ChecklistDataset.records()
+        #expect(records.count == 343)
+        #expect(records.reduce(0) { $0 + $1.cachedInputCount } == 9288)
+        #expect(records.first?.day.description == "2025-11-22")
+        #expect(records.last?.day.description == "2026-11-21")
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import KVStore
+
+@Suite struct SharedDefaultsTests {
+    let dir = TemporaryDirectory()
+
+    @Test func userDefaultsAPI() throws {
+        let container = try dir.container()
+        let d = try container.defaults()
+        #expect(d.suiteName == "group.com.example.test")
+        #expect(try d.string(forKey: "missing") == nil)
+        #expect(try d.integer(forKey: "missing") == 0)
+        #expect(try d.bool(forKey: "missing") == false)
+        try d.set("hello", forKey: "s")
+        try d.set(42, forKey: "i")
+        try d.set(2.5, forKey: "f")
+        try d.set(true, forKey: "b")
+        try d.set(Data([1, 2, 3]), forKey: "data")
+        try d.set(["a", "b"], forKey: "arr")
+        try d.set(["k": 1, "nested": ["x": "y"]] as [String: Any], forKey: "dict")
+        let date = Date()
+        try d.set(date, forKey: "date")
+        try d.set(URL(string: "https://example.com/a")!, forKey: "url")
+        #expect(try d.string(forKey: "s") == "hello")
+        #expect(try d.integer(forKey: "i") == 42)
+        #expect(try d.string(forKey: "i") == "42")
+        #expect(try d.double(forKey: "f") == 2.5)
+        #expect(try d.integer(forKey: "f") == 2)
+        #expect(try d.bool(forKey: "b"))
+        #expect(try d.integer(forKey: "b") == 1)
+        #expect(try d.data(forKey: "data") == Data([1, 2, 3]))
+        #expect(try d.stringArray(forKey: "arr") == ["a", "b"])
+        #expect(try d.array(forKey: "arr")?.count == 2)
+        let dict = try #require(try d.dictionary(forKey: "dict"))
+        #expect(dict["k"] as? Int == 1)
+        #expect((dict["nested"] as? [String: Any])?["x"] as? String == "y")
+        #expect(try d.object(forKey: "date") as? Date == date)
+        #expect(try d.url(forKey: "url") == URL(string: "https://example.com/a"))
+        try d.set("YES", forKey: "yes")
+        #expect(try d.bool(forKey: "yes"))
+        try d.set("17", forKey: "num")
+        #expect(try d.integer(forKey: "num") == 17)
+
+        try d.removeObject(forKey: "s")
+        #expect(try d.string(forKey: "s") == nil)
+        try d.set(nil, forKey: "i")
+        #expect(try d.object(forKey: "i") == nil)
+
+        try d.register(defaults: ["s": "fallback", "volume": 0.8])
+        #expect(try d.string(forKey: "s") == "fallback")
+        #expect(try d.double(forKey: "volume") == 0.8)
+        try d.set("stored", forKey: "s")
+        #expect(try d.string(forKey: "s") == "stored")
+        let all = try d.dictionaryRepresentation()
+        #expect(all["s"] as? String == "stored")
+        #expect(all["volume"] as? Double == 0.8)
+        #expect(try d.keys().contains("s"))
+        #expect(try !d.keys().contains("volume"))  // registered values are never stored
+
+        // The same instance per suite, and other suites are separate.
+        #expect(try container.defaults() === d)
+        let other = try container.defaults(suite: "com.example.other")
+        #expect(try other.string(forKey: "s") == nil)
+    }
+
+    @Test func codableValuesAndLimits() throws {
+        struct Settings: Codable, Equatable { var theme: String; var fontSize: Double; var tags: [String] }
+        let d = try dir.container().defaults()
+        let settings = Settings(theme: "dark", fontSize: 14.5, tags: ["a"])
+        try d.set(encodable: settings, forKey: "settings")
+        #expect(try d.value(Settings.self, forKey: "settings") == settings)
+        #expect(throws: KVStoreError.self) { try d.value(Int.self, forKey: "settings") }
+
+        do {
+            try d.set(Data(count: SharedDefaults.maxValueSize + 1), forKey: "big")
+            Issue.record("an oversized value must be rejected")
+        } catch let error as KVStoreError {
+            #expect("\(error)".contains("SharedFiles"))
+            #expect("\(error)".contains("big"))
+        }
+        #expect(try d.data(forKey: "big") == nil)
+        struct NotPlist {}
+        #expect(throws: KVStoreError.self) { try d.set(NotPlist(), forKey: "x") }
+        #expect(throws: KVStoreError.self) { try d.set("v", forKey: "") }
+        #expect(throws: KVStoreError.self) { try d.set("v", forKey: String(repeating: "k", count: 600)) }
+        #expect(throws: KVStoreError.self) { try SharedDefaults(store: d.store, suiteName: "bad/suite") }
+    }
+
+    @Test func aWriteInOneProcessIsTheNextReadInAnother() throws {
+        let group = "group.com.example.defaults"
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        let d = try container.defaults()
+        // Another process writes; this one reads with no synchronize().
+        let w = try helper(["write-defaults", dir.path, group, "selectedTrainerId", "ABC-123"])
+        #expect(w.status == 0, "\(w.stderr)")
+        #expect(try d.string(forKey: "selectedTrainerId") == "ABC-123")
+        // This process writes; another reads.
+        try d.set("from-parent", forKey: "note")
+        let r = try helper(["read-defaults", dir.path, group, "note"])
+        #expect(r.stdout == "from-parent\n", "\(r.stderr)")
+        for i in 0..<5 {
+            try d.set("v\(i)", forKey: "counter")
+            #expect(try helper(["read-defaults", dir.path, group, "counter"]).stdout == "v\(i)\n")
+        }
+    }
+}

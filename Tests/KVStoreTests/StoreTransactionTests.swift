@@ -1,0 +1,198 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import KVStore
+
+final class RecordingObserver: WriteObserver, @unchecked Sendable {
+    let lock = NSLock()
+    var before: [[Mutation]] = []
+    var after: [CommittedTransaction] = []
+    var log: KVCollection<Int, String>?
+
+    func transactionWillCommit(_ transaction: WriteTransaction) throws {
+        lock.lock(); before.append(transaction.mutations); lock.unlock()
+        // Write more inside the same transaction, without it being observed as a change.
+        if let log {
+            try transaction.unrecorded {
+                try log.put("\(transaction.mutations.count) mutations by \(transaction.author ?? "-")",
+                            forKey: transaction.transactionID, in: transaction)
+            }
+        }
+    }
+
+    func transactionDidCommit(_ commit: CommittedTransaction) {
+        lock.lock(); after.append(commit); lock.unlock()
+    }
+}
+
+@Suite struct StoreTransactionTests {
+    let dir = TemporaryDirectory()
+
+    @Test func readsSeeASnapshot() throws {
+        let store = try dir.store()
+        let values = try store.collection("values", key: Int.self, value: Int.self)
+        try values.put(1, forKey: 1)
+        try store.read { tx throws in
+            // A write committed on another thread during this read is not visible to it.
+            let thread = Thread { try? values.put(2, forKey: 1) }
+            thread.start()
+            while try values.get(1) != 2 { usleep(1000) }
+            #expect(try values.get(1, in: tx) == 1)
+        }
+        #expect(try values.get(1) == 2)
+    }
+
+    @Test func nestedWriteAndEscapedTransactionAreErrors() throws {
+        let store = try dir.store()
+        let values = try store.collection("values", key: Int.self, value: Int.self)
+        #expect(throws: KVStoreError.nestedWrite) {
+            try store.write { _ in try store.write { _ in } }
+        }
+        var escaped: ReadTransaction?
+        try store.read { escaped = $0 }
+        #expect(throws: KVStoreError.transactionEnded) { _ = try values.get(1, in: escaped!) }
+        // A read inside a write is allowed and sees the last committed state.
+        try values.put(5, forKey: 5)
+        try store.write { tx throws in
+            try values.put(6, forKey: 5, in: tx)
+            #expect(try store.read { try values.get(5, in: $0) } == 5)
+        }
+    }
+
+    @Test func observersSeeMutationsBeforeAndAfterCommit() throws {
+        let store = try dir.store()
+        let values = try store.collection("values", key: Int.self, value: String.self)
+        let log = try store.collection("log", key: Int.self, value: String.self)
+        let defaults = try SharedDefaults(store: store, suiteName: "settings")
+        let observer = RecordingObserver()
+        observer.log = log
+        store.addObserver(observer)
+        defer { store.removeObserver(observer) }
+
+        let id = try store.write(author: "app") { tx throws in
+            try values.put("a", forKey: 1, in: tx)
+            try values.delete(1, in: tx)
+            try values.put("b", forKey: 2, in: tx)
+            try defaults.set(true, forKey: "flag", in: tx)
+            return tx.transactionID
+        }
+        #expect(observer.before.count == 1)
+        #expect(observer.before[0].map(\.operation) == [.put, .delete, .put, .put])
+        #expect(observer.before[0].map(\.target) == [.collection("values"), .collection("values"), .collection("values"), .defaults("settings")])
+        #expect(observer.after.count == 1)
+        #expect(observer.after[0].author == "app")
+        #expect(observer.after[0].transactionID == id)
+        #expect(observer.after[0].mutations[2].key == 2.encodedKey)
+        // The observer's own write committed with the transaction, unobserved.
+        #expect(try log.get(id) == "4 mutations by app")
+
+        // An aborted transaction is seen before commit but never after.
+        struct Abort: Error {}
+        _ = try? store.write { tx in try values.put("c", forKey: 3, in: tx); throw Abort() }
+        #expect(observer.after.count == 1)
+        #expect(try values.get(3) == nil)
+    }
+
+    @Test func theMapGrowsFromATinyStart() throws {
+        var options = Store.Options()
+        options.mapSize = 64 << 10
+        let store = try dir.store(options: options)
+        let blobs = try store.collection("blobs", key: Int.self, value: [UInt8].self)
+        let before = try store.environmentInfo().mapSize
+        // One transaction far larger than the initial map, then many small ones.
+        try store.write { tx in for i in 0..<200 { try blobs.put([UInt8](repeating: 7, count: 4000), forKey: i, in: tx) } }
+        for i in 200..<400 { try blobs.put([UInt8](repeating: 9, count: 4000), forKey: i) }
+        let after = try store.environmentInfo().mapSize
+        print("map grew from \(before) to \(after) bytes")
+        #expect(after > before)
+        #expect(try blobs.count() == 400)
+        #expect(try blobs.get(399)?.first == 9)
+
+        var capped = Store.Options()
+        capped.mapSize = 64 << 10
+        capped.maxMapSize = 256 << 10
+        let small = try dir.store("capped", options: capped)
+        let c = try small.collection("c", key: Int.self, value: [UInt8].self)
+        #expect(throws: KVStoreError.mapLimitReached(limit: 256 << 10)) {
+            try small.write { tx in for i in 0..<200 { try c.put([UInt8](repeating: 1, count: 4000), forKey: i, in: tx) } }
+        }
+        #expect(try c.count() == 0)
+    }
+
+    @Test func theMapGrowsAcrossProcesses() throws {
+        let root = dir.path
+        let group = "group.com.example.growth"
+        var options = SharedContainer.Options()
+        options.mapSize = 64 << 10
+        let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
+        let blobs = try container.store.collection("blobs", key: Int.self, value: [UInt8].self)
+        // Two other processes grow the map while this one writes and reads.
+        let results = LockedResults()
+        let threads = (0..<2).map { n in
+            Thread {
+                let r = try? helper(["grow", root, group, "blobs", "150", "3000", "\(10_000 * (n + 1))"])
+                results.append(r)
+            }
+        }
+        threads.forEach { $0.start() }
+        for i in 0..<150 { try blobs.put([UInt8](repeating: 1, count: 3000), forKey: i) }
+        while results.count < 2 { usleep(10_000) }
+        for r in results.all {
+            #expect(r?.status == 0, "\(r?.stderr ?? "no result")")
+            #expect(r?.stdout.hasPrefix("ok ") == true)
+        }
+        // This process adopts the larger map and sees every write.
+        #expect(try blobs.count() == 450)
+        #expect(try blobs.get(10_149)?.count == 3000)
+        #expect(try blobs.get(20_000)?.count == 3000)
+        let count = try helper(["count", root, group, "blobs"])
+        #expect(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "450")
+        try blobs.put([1], forKey: -1)
+        #expect(try blobs.count() == 451)
+    }
+
+    @Test func lmdbToolsReadOurFiles() throws {
+        let container = try dir.container()
+        let scores = try container.store.collection("scores", key: String.self, value: Int.self)
+        try scores.put(42, forKey: "alice")
+        try container.defaults().set("hello", forKey: "greeting")
+        let stat = try run("/usr/bin/mdb_stat", ["-a", container.storeDirectory])
+        #expect(stat.status == 0, "\(stat.stderr)")
+        #expect(stat.stdout.contains("c/scores"))
+        #expect(stat.stdout.contains("d/group.com.example.test"))
+        #expect(stat.stdout.contains("_catalog"))
+        let dump = try run("/usr/bin/mdb_dump", ["-p", "-s", "c/scores", container.storeDirectory])
+        #expect(dump.status == 0, "\(dump.stderr)")
+        #expect(dump.stdout.contains(" alice"))
+    }
+
+    @Test func durabilityModesCommitAndSync() throws {
+        for mode in Durability.allCases {
+            var options = Store.Options()
+            options.durability = mode
+            let store = try dir.store(mode.rawValue, options: options)
+            let c = try store.collection("c", key: Int.self, value: Int.self)
+            try c.put(1, forKey: 1)
+            try store.sync()
+            #expect(try c.get(1) == 1)
+        }
+    }
+
+    @Test func readOnlyStoresRefuseWrites() throws {
+        let store = try dir.store("ro")
+        let c = try store.collection("c", key: Int.self, value: Int.self)
+        try c.put(1, forKey: 1)
+        // A second handle in this process shares the environment (one per path per process).
+        let again = try Store(directory: dir.path + "/ro")
+        #expect(again.environment === store.environment)
+        #expect(try again.collection("c", key: Int.self, value: Int.self).get(1) == 1)
+    }
+}
+
+final class LockedResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var results: [ProcessResult?] = []
+    func append(_ r: ProcessResult?) { lock.lock(); results.append(r); lock.unlock() }
+    var count: Int { lock.lock(); defer { lock.unlock() }; return results.count }
+    var all: [ProcessResult?] { lock.lock(); defer { lock.unlock() }; return results }
+}

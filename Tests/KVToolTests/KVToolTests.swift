@@ -1,0 +1,183 @@
+import Foundation
+import Testing
+import TestSupport
+import KVStore
+import Workloads
+
+/// End-to-end tests of the built `kvtool` binary: exact output on small fixtures, and exit codes.
+@Suite struct KVToolTests {
+    let dir = TemporaryDirectory()
+    let group = "group.com.example.cli"
+
+    func kvtool(_ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> ProcessResult {
+        try run(productsDirectory() + "/kvtool", arguments, environment: environment, stdin: stdin)
+    }
+
+    /// `kvtool ARGS --root DIR --group G`.
+    func tool(_ arguments: String..., stdin: String? = nil) throws -> ProcessResult {
+        try kvtool(arguments + ["--root", dir.path, "--group", group], stdin: stdin)
+    }
+
+    func fixture() throws -> SharedContainer {
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        let scores = try container.store.collection("scores", key: String.self, value: Int.self)
+        try container.store.write { tx in
+            try scores.put(42, forKey: "alice", in: tx)
+            try scores.put(7, forKey: "bob", in: tx)
+            try scores.put(19, forKey: "carol", in: tx)
+        }
+        let days = try container.store.collection("days", key: LogicalDay.self, value: [String: Int].self)
+        for i in 0..<3 { try days.put(["n": i], forKey: LogicalDay(year: 2026, month: 11, day: 19 + i)!) }
+        try container.defaults().set("ABC", forKey: "selectedTrainerId")
+        try container.defaults().set(3, forKey: "count")
+        _ = try ChecklistStore(store: container.store)
+        return container
+    }
+
+    @Test func getPutDeleteScan() throws {
+        _ = try fixture()
+        var r = try tool("get", "scores", "alice")
+        #expect(r.status == 0 && r.stdout == "42\n", "\(r.stderr)")
+        r = try tool("get", "scores", "alice", "--json")
+        #expect(r.stdout == "{\"key\":\"alice\",\"value\":42}\n")
+
+        r = try tool("put", "scores", "dave", "{\"level\": 3, \"tags\": [\"a\", \"b\"], \"ratio\": 0.5}")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = try tool("get", "scores", "dave")
+        #expect(r.stdout == "{\"level\":3,\"ratio\":0.5,\"tags\":[\"a\",\"b\"]}\n")
+        r = try tool("put", "scores", "erin", "-", stdin: "5")
+        #expect(r.status == 0, "\(r.stderr)")
+
+        r = try tool("scan", "scores")
+        #expect(r.stdout == "alice\t42\nbob\t7\ncarol\t19\ndave\t{\"level\":3,\"ratio\":0.5,\"tags\":[\"a\",\"b\"]}\nerin\t5\n")
+        r = try tool("scan", "scores", "--from", "bob", "--through", "carol")
+        #expect(r.stdout == "bob\t7\ncarol\t19\n")
+        r = try tool("scan", "scores", "--reverse", "--limit", "2")
+        #expect(r.stdout == "erin\t5\ndave\t{\"level\":3,\"ratio\":0.5,\"tags\":[\"a\",\"b\"]}\n")
+        r = try tool("scan", "scores", "--prefix", "ca", "--json")
+        #expect(r.stdout == "[{\"key\":\"carol\",\"value\":19}]\n")
+        r = try tool("scan", "days", "--from", "2026-11-20")
+        #expect(r.stdout == "2026-11-20\t{\"n\":1}\n2026-11-21\t{\"n\":2}\n")
+
+        r = try tool("delete", "scores", "dave")
+        #expect(r.status == 0)
+        r = try tool("delete", "scores", "dave")
+        #expect(r.status == 1)
+        #expect(r.stderr == "kvtool: error: no value at key dave in 'scores'\n")
+    }
+
+    @Test func infoAndCollections() throws {
+        _ = try fixture()
+        var r = try tool("collections")
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("KIND") == true)
+        #expect(lines.contains { $0.hasPrefix("collection  scores") && $0.contains("  3  ") && $0.contains("string") && $0.contains("cbor") })
+        #expect(lines.contains { $0.contains("dailySummaries") && $0.contains("fixed(56)") && $0.contains("derived from dailyRecords") })
+        #expect(lines.contains { $0.hasPrefix("defaults") && $0.contains(group) })
+
+        r = try tool("collections", "--json")
+        let json = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]]
+        let scores = try #require(json?.first { $0["name"] as? String == "scores" })
+        #expect(scores["count"] as? Int == 3)
+        #expect(scores["keyEncoding"] as? String == "string")
+        #expect(scores["database"] as? String == "c/scores")
+
+        r = try tool("info")
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("container  \(dir.path)/\(group)\n"))
+        #expect(r.stdout.contains("map size"))
+        r = try tool("info", "--json")
+        let info = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        #expect((info["environment"] as? [String: Any])?["pageSize"] as? Int == 4096)
+        #expect(info["group"] as? String == group)
+    }
+
+    @Test func defaultsReadWriteDeleteDomains() throws {
+        _ = try fixture()
+        var r = try tool("defaults", "read", "selectedTrainerId")
+        #expect(r.stdout == "ABC\n")
+        r = try tool("defaults", "write", "volume", "0.75", "--type", "float")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = try tool("defaults", "write", "profile", "{\"name\": \"愛\", \"level\": 2}", "--type", "json")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = try tool("defaults", "read", "--json")
+        #expect(r.stdout == "{\"count\":3,\"profile\":{\"level\":2,\"name\":\"愛\"},\"selectedTrainerId\":\"ABC\",\"volume\":0.75}\n")
+        // The library reads what the CLI wrote, and the other way round.
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        #expect(try container.defaults().double(forKey: "volume") == 0.75)
+        r = try tool("defaults", "delete", "volume")
+        #expect(r.status == 0)
+        r = try tool("defaults", "read", "volume")
+        #expect(r.status == 1)
+        r = try tool("defaults", "write", "other", "x", "--suite", "com.example.widgets")
+        #expect(r.status == 0)
+        r = try tool("defaults", "domains")
+        #expect(r.stdout == "com.example.widgets\n\(group)\n")
+    }
+
+    @Test func globalOptionsBeforeOrAfterAndFromTheEnvironment() throws {
+        _ = try fixture()
+        let before = try kvtool(["--root", dir.path, "--group", group, "get", "scores", "bob"])
+        #expect(before.stdout == "7\n", "\(before.stderr)")
+        let mixed = try kvtool(["--json", "defaults", "read", "count", "--root", dir.path, "--group", group])
+        #expect(mixed.stdout == "3\n", "\(mixed.stderr)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["KVSTORE_ROOT"] = dir.path
+        environment["KVSTORE_GROUP"] = group
+        let env = try kvtool(["get", "scores", "carol"], environment: environment)
+        #expect(env.stdout == "19\n", "\(env.stderr)")
+    }
+
+    @Test func errorsAreOneLineWithTheirExitCode() throws {
+        _ = try fixture()
+        func check(_ arguments: [String], _ status: Int32, _ fragment: String, stdin: String? = nil) throws {
+            let r = try kvtool(arguments, stdin: stdin)
+            #expect(r.status == status, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.contains(fragment), "\(arguments): \(r.stderr)")
+            #expect(r.stdout.isEmpty, "\(arguments): \(r.stdout)")
+            if status != 64 {
+                #expect(r.stderr.hasPrefix("kvtool: error: ") && r.stderr.filter { $0 == "\n" }.count == 1, "\(r.stderr)")
+            }
+        }
+        let base = ["--root", dir.path, "--group", group]
+        try check(["get", "scores", "nobody"] + base, 1, "no value at key nobody")
+        try check(["get", "nothing", "k"] + base, 1, "no collection named 'nothing'")
+        try check(["get", "scores", "k", "--root", dir.path, "--group", "group.com.example.absent"], 1, "no container")
+        try check(["get", "scores", "k", "--root", dir.path, "--group", "../etc"], 65, "invalid group identifier")
+        try check(["get", "scores", "k", "--root", dir.path, "--group", "group.a/b"], 65, "invalid group identifier")
+        try check(["get", "days", "yesterday"] + base, 65, "not a day")
+        try check(["get", "days", "2026-02-30"] + base, 65, "not a day")
+        try check(["put", "scores", "x", "{not json"] + base, 65, "invalid JSON")
+        try check(["put", "scores", "x", "-"] + base, 65, "invalid JSON", stdin: "[1,")
+        try check(["put", "scores", String(repeating: "k", count: 600), "1"] + base, 65, "511")
+        try check(["put", "dailyRecords", "2026-01-01", "{}"] + base, 65, "only the app can maintain")
+        try check(["put", "dailySummaries", "2026-01-01", "{}"] + base, 65, "fixed(56)")
+        try check(["defaults", "write", "n", "abc", "--type", "int"] + base, 65, "not an integer")
+        try check(["defaults", "write", "big", "-"] + base, 65, "SharedFiles", stdin: String(repeating: "x", count: 1_100_000))
+        try check(["scan", "scores", "--limit", "-1"] + base, 64, "--limit")
+        try check(["get", "scores"] + base, 64, "Missing expected argument")
+        try check(["frobnicate"], 64, "Unexpected argument")
+        try check(["get", "scores", "k", "--root", dir.path], 64, "no App Group")
+        // Nothing was half-written by the failures above.
+        let r = try kvtool(["scan", "scores"] + base)
+        #expect(r.stdout == "alice\t42\nbob\t7\ncarol\t19\n")
+    }
+
+    @Test func demoShowsTheTwoProcessFlow() throws {
+        let r = try kvtool(["demo", "--root", dir.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let out = r.stdout
+        #expect(out.contains("container: \(dir.path)/group.com.yourcompany.VirtualTrainer"))
+        let senders = out.split(separator: "\n").filter { $0.contains("extension (pid") }
+        #expect(senders.count == 5)
+        #expect(senders[0].contains("sender 星野 ミライ") && senders[0].contains("image loaded (\(TrainerNotificationFlow.samplePNG.count) bytes)"))
+        #expect(senders[1].contains("sender 星野 ミライ") && senders[1].contains("no image") && senders[1].contains("not a PNG"))
+        #expect(senders[2].contains("sender 推乃 愛") && senders[2].contains("fell back"))
+        #expect(senders[3].contains("sender 推乃 愛") && senders[3].contains("App Group is not available"))
+        #expect(senders[4].contains("image loaded"))
+        // The extension ran in other processes.
+        let pids = Set(senders.compactMap { $0.split(separator: "pid ").last?.split(separator: ",").first })
+        #expect(pids.count == 5)
+    }
+}

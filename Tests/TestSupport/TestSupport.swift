@@ -1,0 +1,101 @@
+import Foundation
+import KVStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Shared by every test target: temporary containers, and running the built products as real processes.
+
+/// A temporary directory, removed when the value is deinitialised.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init() {
+        var template = Array((Self.systemTemporaryDirectory + "/kvstore-test-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { fatalError("mkdtemp failed: \(errno)") }
+        path = String(cString: made)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// `$TMPDIR` (or `/tmp`) as a real path without a trailing slash, so paths built on it compare
+    /// equal to the normalised paths the library reports.
+    public static var systemTemporaryDirectory: String {
+        let raw = NSTemporaryDirectory()
+        guard let real = realpath(raw, nil) else { return "/tmp" }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    /// A fresh store in a new subdirectory.
+    public func store(_ name: String = "store", options: Store.Options = Store.Options()) throws -> Store {
+        let directory = path + "/" + name
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return try Store(directory: directory, options: options)
+    }
+
+    /// A container for `group` under this directory.
+    public func container(_ group: String = "group.com.example.test", options: SharedContainer.Options = .init()) throws -> SharedContainer {
+        try SharedContainer(groupIdentifier: group, root: path, options: options)
+    }
+}
+
+/// The directory holding the built products (`kvtool`, `kvtest-helper`) next to the test bundle.
+public func productsDirectory() -> String {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let exe = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    var url = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // swift-testing may run from inside the .xctest bundle on some layouts.
+    while url.path.hasSuffix(".xctest") || url.lastPathComponent == "Contents" || url.lastPathComponent == "MacOS" {
+        url.deleteLastPathComponent()
+    }
+    return url.path
+}
+
+public struct ProcessResult {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+/// Runs a program to completion and captures its output.
+@discardableResult
+public func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let input = Pipe()
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    // Read both pipes concurrently so that neither fills up and blocks the child.
+    let errData = LockedData()
+    let errThread = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+    errThread.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    while !errData.isSet { usleep(1000) }
+    return ProcessResult(status: process.terminationStatus,
+                         stdout: String(decoding: outData, as: UTF8.self),
+                         stderr: String(decoding: errData.value, as: UTF8.self))
+}
+
+final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data: Data?
+    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return data != nil }
+    var value: Data { lock.lock(); defer { lock.unlock() }; return data ?? Data() }
+}
+
+/// Runs `kvtest-helper`.
+@discardableResult
+public func helper(_ arguments: [String]) throws -> ProcessResult {
+    try run(productsDirectory() + "/kvtest-helper", arguments)
+}
