@@ -1,0 +1,25 @@
+# make demo   builds kvtool and runs the two-process trainer demo against the default root
+# make test   runs every test (unit, multi-process, CLI end-to-end)
+SWIFT ?= swift
+KVTOOL := .build/release/kvtool
+
+.PHONY: deps test-deps build demo test clean
+
+deps:
+	@./scripts/install-deps.sh
+
+test-deps:
+	@./scripts/install-deps.sh --test
+
+build: deps
+	$(SWIFT) build -c release --product kvtool
+
+demo: build
+	$(KVTOOL) demo
+
+test: test-deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+clean:
+	rm -rf .build

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine with Swift lacks for building and testing KVStore:
+# LMDB's library and headers (liblmdb-dev), LMDB's own tools (lmdb-utils: mdb_stat, mdb_dump,
+# mdb_load, used by the tests), pkg-config, and Python's cbor2 (the interoperability tests).
+set -euo pipefail
+
+sudo_if_needed() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+pkg-config --exists lmdb 2>/dev/null || missing+=(liblmdb-dev)
+command -v mdb_stat >/dev/null 2>&1 || missing+=(lmdb-utils)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    sudo_if_needed apt-get update -qq
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--test" ]; then
+    if ! python3 -c 'import cbor2' >/dev/null 2>&1; then
+        echo "installing cbor2 for python3"
+        python3 -m pip install --quiet --disable-pip-version-check cbor2 2>/dev/null \
+            || python3 -m pip install --quiet --disable-pip-version-check --user cbor2 \
+            || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages cbor2
+    fi
+fi
