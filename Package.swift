@@ -41,5 +41,7 @@ let package = Package(
             exclude: ["Fixtures/cbor_interop.py"]
         ),
         .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
+        // Timed workloads that print their figures and assert only correctness.
+        .testTarget(name: "KVStorePerformanceTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
     ]
 )

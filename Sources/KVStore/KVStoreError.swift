@@ -27,6 +27,11 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case readOnly(path: String)
     /// `write { }` was called while the same thread already holds a write transaction.
     case nestedWrite
+    /// A collection or defaults suite was first opened inside a transaction. LMDB lets a transaction
+    /// use only the named databases that were open in the process when it began. Fix: open collections
+    /// (``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``) and suites
+    /// (``SharedContainer/defaults(suite:)``) before `read { }` or `write { }`.
+    case databaseOpenedInsideTransaction(String)
     /// A transaction, cursor or collection handle was used after its closure returned.
     case transactionEnded
     /// The map would have to grow past ``Store/Options/maxMapSize``.
@@ -64,6 +69,8 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "the store at \(path) is open read-only"
         case .nestedWrite:
             "write transaction started inside another write transaction on the same thread"
+        case .databaseOpenedInsideTransaction(let database):
+            "database '\(database)' was first opened inside a transaction; open the collection or suite before read { } or write { }"
         case .transactionEnded:
             "a transaction was used after its closure returned"
         case .mapLimitReached(let limit):

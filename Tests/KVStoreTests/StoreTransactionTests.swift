@@ -93,6 +93,27 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try values.get(3) == nil)
     }
 
+    @Test func openingACollectionInsideATransactionIsAClearError() throws {
+        let store = try dir.store()
+        let early = try store.collection("early", key: Int.self, value: Int.self)
+        try early.put(1, forKey: 1)
+        // LMDB would answer EINVAL when the transaction used a database opened after it began.
+        #expect(throws: KVStoreError.databaseOpenedInsideTransaction("c/late")) {
+            try store.read { _ in _ = try store.collection("late", key: Int.self, value: Int.self) }
+        }
+        #expect(throws: KVStoreError.databaseOpenedInsideTransaction("c/late")) {
+            try store.write { _ in _ = try store.collection("late", key: Int.self, value: Int.self) }
+        }
+        // Opened first, it works in any later transaction; a handle already open works inside one too.
+        let late = try store.collection("late", key: Int.self, value: Int.self)
+        try store.write { tx in
+            try late.put(2, forKey: 2, in: tx)
+            let again = try store.collection("early", key: Int.self, value: Int.self)
+            #expect(try again.get(1, in: tx) == 1)
+        }
+        #expect(try late.get(2) == 2)
+    }
+
     @Test func theMapGrowsFromATinyStart() throws {
         var options = Store.Options()
         options.mapSize = 64 << 10

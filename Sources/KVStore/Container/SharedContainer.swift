@@ -83,6 +83,8 @@ public final class SharedContainer: Sendable {
         storeOptions.fileMode = sharing.fileMode
         store = try Store(directory: path + "/Store", options: storeOptions)
         files = try SharedFiles(directory: path + "/Files", sharing: sharing)
+        // Open the container's own suite now, so that `defaults()` also works inside a transaction.
+        _ = try defaults()
     }
 
     /// `Store/`, the LMDB environment's directory.
@@ -95,6 +97,10 @@ public final class SharedContainer: Sendable {
     /// The defaults suite `suite`, or by default the suite named after the App Group (as
     /// `UserDefaults(suiteName: "group.…")` is on iOS). One instance per suite per container, so
     /// registered defaults are shared by every caller in the process.
+    ///
+    /// The container's own suite is opened with the container, so you may call `defaults()` inside a
+    /// transaction. Open any other suite before `read { }` or `write { }`: a transaction can use only
+    /// databases that were open when it began (see ``KVStoreError/databaseOpenedInsideTransaction(_:)``).
     public func defaults(suite: String? = nil) throws -> SharedDefaults {
         let name = suite ?? groupIdentifier.rawValue
         if let existing = suites.withLock({ $0[name] }) { return existing }

@@ -281,10 +281,15 @@ final class Environment: @unchecked Sendable {
     /// The handle of the named database, opening (and with `create`, creating) it on first use.
     /// Returns `nil` if it does not exist and `create` is false.
     ///
-    /// Must not be called while this thread holds a write transaction.
+    /// Must not be called while this thread is inside a transaction, unless the handle is already open:
+    /// it throws ``KVStoreError/databaseOpenedInsideTransaction(_:)`` then.
     func database(named name: String, create: Bool) throws -> MDB_dbi? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-        if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
+        // A transaction can use only the databases that were open in the process when it began, so a
+        // handle opened now would fail (EINVAL) in the transaction this thread is inside.
+        if ThreadState.writeDepth > 0 || ThreadState.readDepth > 0 {
+            throw KVStoreError.databaseOpenedInsideTransaction(name)
+        }
         let open: (OpaquePointer) throws -> MDB_dbi? = { txn in
             var dbi = MDB_dbi()
             let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)

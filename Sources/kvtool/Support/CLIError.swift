@@ -32,7 +32,8 @@ struct CLIError: Error, CustomStringConvertible {
             case .invalidGroupIdentifier, .invalidPath, .invalidName, .invalidKey, .valueTooLarge,
                  .notAPropertyList, .encodingFailed, .catalogMismatch:
                 self.init(.badInput, error.description)
-            case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .transactionEnded, .mapLimitReached, .io:
+            case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .databaseOpenedInsideTransaction, .transactionEnded,
+                 .mapLimitReached, .io:
                 self.init(.failure, error.description)
             }
         case let error as LMDBError:
