@@ -141,9 +141,15 @@ struct BillingEvent: Codable, Hashable, Sendable {
         let recent = try store.read { tx throws in
             try events.entries(in: bySubscription, Pair(s1, base + 2_592_000 * 3)..., reverse: true, in: tx)
         }
-        #expect(recent.first?.value.subscriptionId == s2 || recent.allSatisfy { $0.value.billedAt >= base + 2_592_000 * 3 })
-        let onlyS1 = recent.filter { $0.value.subscriptionId == s1 }
-        #expect(onlyS1.map(\.value.billedAt) == onlyS1.map(\.value.billedAt).sorted(by: >))
+        // Expected from the model: every remaining event whose index key is at or after the bound, in
+        // descending (index key, primary key) order.
+        let bound = Pair(s1, base + 2_592_000 * 3)
+        let expected = all.dropFirst()
+            .filter { Pair($0.subscriptionId, $0.billedAt) >= bound }
+            .sorted { (Pair($0.subscriptionId, $0.billedAt), $0.id) > (Pair($1.subscriptionId, $1.billedAt), $1.id) }
+        #expect(recent.map(\.value) == expected)
+        #expect(recent.map(\.key) == expected.map(\.id))
+        #expect(!expected.isEmpty)
         #expect(try store.read { try events.entries(in: bySubscription, equalTo: Pair(s1, base + 2_592_000), in: $0).count } == 1)
 
         // The catalog records the index.

@@ -5,11 +5,12 @@ extension String: OrderedKey {
 
     public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
         // ASCII is already in normalisation form C; anything else is normalised so that strings that
-        // Swift considers equal (precomposed and decomposed "é") share one key.
+        // Swift considers equal (precomposed and decomposed "é") share one key. `_nfcCodeUnits` is the
+        // standard library's own NFC, the one its `==` and `<` compare, so the key order is Swift's.
         if utf8.allSatisfy({ $0 < 0x80 }) {
             bytes.appendVariable(utf8, terminal: terminal)
         } else {
-            bytes.appendVariable(precomposedStringWithCanonicalMapping.utf8, terminal: terminal)
+            bytes.appendVariable(_nfcCodeUnits, terminal: terminal)
         }
     }
 
