@@ -1,9 +1,10 @@
 # make demo   builds kvtool and runs the two-process trainer demo against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end)
+# make perf   prints the point-operation figures of the README from a release build
 SWIFT ?= swift
 KVTOOL := .build/release/kvtool
 
-.PHONY: deps test-deps build demo test clean
+.PHONY: deps test-deps build demo test perf clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -20,6 +21,9 @@ demo: build
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+
+perf: test-deps
+	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests
 
 clean:
 	rm -rf .build

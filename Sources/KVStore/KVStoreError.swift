@@ -28,7 +28,10 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `write { }` was called while the same thread already holds a write transaction.
     case nestedWrite
     /// A collection or defaults suite was first opened inside a transaction. LMDB lets a transaction
-    /// use only the named databases that were open in the process when it began. Fix: open collections
+    /// use only the named databases that were open in the process when it began. ``Store/read(_:)``
+    /// and ``Store/write(author:_:)`` recover by themselves when the database exists (they open it and
+    /// run the closure again), so you see this only for a collection that does not exist yet or inside
+    /// nested transactions. Fix: open collections
     /// (``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``) and suites
     /// (``SharedContainer/defaults(suite:)``) before `read { }` or `write { }`.
     case databaseOpenedInsideTransaction(String)

@@ -50,31 +50,11 @@ do {
         // sender ROOT GROUP: the extension side of the trainer flow, as JSON
         let sender = TrainerNotificationFlow.resolveSender(groupIdentifier: group, root: root)
         print(String(decoding: try JSONEncoder().encode(sender), as: UTF8.self))
-    case "bench-point":
-        // bench-point ROOT GROUP N: point put and get cost, one transaction per operation, at each
-        // durability mode. Prints one line per measurement.
-        let n = Int(rest[0])!
-        for durability in Durability.allCases {
-            var options = SharedContainer.Options()
-            options.durability = durability
-            options.mapSize = 256 << 20
-            let container = try SharedContainer(groupIdentifier: group + "." + durability.rawValue, root: root, options: options)
-            let c = try container.store.collection("bench", key: Int.self, value: String.self)
-            let value = String(repeating: "x", count: 100)
-            let puts = durability == .durable ? min(n, 2000) : n
-            var start = DispatchTime.now().uptimeNanoseconds
-            for i in 0..<puts { try c.put(value, forKey: i) }
-            let putNs = Double(DispatchTime.now().uptimeNanoseconds - start) / Double(puts)
-            start = DispatchTime.now().uptimeNanoseconds
-            var found = 0
-            for i in 0..<n where try c.get(i % puts) != nil { found += 1 }
-            let getNs = Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n)
-            start = DispatchTime.now().uptimeNanoseconds
-            try container.store.read { tx in for i in 0..<n where try c.get(i % puts, in: tx) != nil { found += 1 } }
-            let getInTxNs = Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n)
-            guard found == 2 * n else { fail("bench-point: \(found) of \(2 * n) gets found their key") }
-            print("\(durability.rawValue): put (own txn) \(Int(putNs)) ns, get (own txn) \(Int(getNs)) ns, get (shared txn) \(Int(getInTxNs)) ns")
-        }
+    case "write-suite":
+        // write-suite ROOT GROUP SUITE KEY VALUE: a string in the defaults suite SUITE
+        let container = open()
+        try container.defaults(suite: rest[0]).set(rest[2], forKey: rest[1])
+        print("ok")
     default:
         fail("unknown command \(command)")
     }

@@ -63,6 +63,36 @@ import Workloads
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
     }
 
+    @Test func aReaderSeesCollectionsAndSuitesCreatedByAnotherProcessAfterItOpenedThem() throws {
+        let group = "group.com.example.late"
+        // Another process creates the container; this one opens it read-only, like a widget, with
+        // handles on a collection and a suite that no process has created yet.
+        #expect(try helper(["write-defaults", dir.path, group, "k", "v"]).status == 0)
+        var options = SharedContainer.Options()
+        options.readOnly = true
+        let widget = try SharedContainer(groupIdentifier: group, root: dir.path, options: options)
+        let blobs = try widget.store.collection("blobs", key: Int.self, value: [UInt8].self)
+        let other = try widget.defaults(suite: "other")
+        #expect(try blobs.get(0) == nil)
+        #expect(try blobs.count() == 0)
+        #expect(try other.string(forKey: "k") == nil)
+        let before = try widget.store.read { tx in try blobs.entries(in: tx).count }
+        #expect(before == 0)
+
+        // The app process creates both, then this process reads them through the handles it kept:
+        // alone, and in one transaction that begins before this process has the databases open.
+        let grow = try helper(["grow", dir.path, group, "blobs", "3", "10", "0"])
+        #expect(grow.status == 0, "\(grow.stderr)")
+        #expect(try helper(["write-suite", dir.path, group, "other", "k", "late"]).status == 0)
+        let seen = try widget.store.read { tx in
+            (try blobs.entries(in: tx).map(\.key), try other.object(forKey: "k", in: tx) as? String)
+        }
+        #expect(seen.0 == [0, 1, 2])
+        #expect(seen.1 == "late")
+        #expect(try blobs.get(2) == [UInt8](repeating: 2, count: 10))
+        #expect(try other.string(forKey: "k") == "late")
+    }
+
     @Test func trainerFlowAcrossProcesses() throws {
         let group = "group.com.example.trainer"
         let container = try dir.container(group)

@@ -35,7 +35,7 @@ extension KVCollection {
 
     private func indexEntries<IndexKey>(_ index: Index<Value, IndexKey>, _ range: ByteRange, reverse: Bool,
                                         limit: Int?, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
-        guard let database = try resolvedDatabase() else { return [] }
+        guard let database = try resolvedDatabase(in: transaction) else { return [] }
         guard let indexDatabase = indexes.first(where: { $0.definition.name == index.name })?.database else {
             throw KVStoreError.invalidName(index.name, reason: "collection '\(name)' has no index of that name")
         }

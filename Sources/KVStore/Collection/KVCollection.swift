@@ -35,7 +35,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// The value at `key`, or `nil`.
     public func get(_ key: Key, in transaction: ReadTransaction) throws -> Value? {
-        guard let database = try resolvedDatabase() else { return nil }
+        guard let database = try resolvedDatabase(in: transaction) else { return nil }
         let keyBytes = key.encodedKey
         guard let bytes = try transaction.get(database, keyBytes) else { return nil }
         return try decode(bytes, key: keyBytes)
@@ -45,20 +45,20 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// returns `nil` if the key is missing. The buffer is valid only during `body`.
     public func withValueBytes<R>(forKey key: Key, in transaction: ReadTransaction,
                                   _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        guard let database = try resolvedDatabase(),
+        guard let database = try resolvedDatabase(in: transaction),
               let bytes = try transaction.get(database, key.encodedKey) else { return nil }
         return try body(bytes)
     }
 
     /// Whether `key` has a value (without decoding it).
     public func contains(_ key: Key, in transaction: ReadTransaction) throws -> Bool {
-        guard let database = try resolvedDatabase() else { return false }
+        guard let database = try resolvedDatabase(in: transaction) else { return false }
         return try transaction.get(database, key.encodedKey) != nil
     }
 
     /// The number of entries (LMDB keeps it, so this does not scan).
     public func count(in transaction: ReadTransaction) throws -> Int {
-        guard let database = try resolvedDatabase() else { return 0 }
+        guard let database = try resolvedDatabase(in: transaction) else { return 0 }
         return try transaction.count(database)
     }
 
@@ -90,7 +90,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     public func forEachBytes(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
                              in transaction: ReadTransaction,
                              _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        guard let database = try resolvedDatabase() else { return }
+        guard let database = try resolvedDatabase(in: transaction) else { return }
         try transaction.scan(database, range.keyRange.bytes, reverse: reverse, body)
     }
 
@@ -118,7 +118,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     }
 
     func keys(_ range: ByteRange, reverse: Bool, limit: Int?, in transaction: ReadTransaction) throws -> [Key] {
-        guard let database = try resolvedDatabase() else { return [] }
+        guard let database = try resolvedDatabase(in: transaction) else { return [] }
         var keys: [Key] = []
         try transaction.scan(database, range, reverse: reverse) { key, _ in
             keys.append(try decodeKey(key))
@@ -135,7 +135,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over 511 bytes,
     ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
     public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
-        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         let keyBytes = try checkedKey(key)
         let valueBytes: [UInt8]
         do {
@@ -161,7 +161,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// Deletes the value at `key` with its index entries and derived values. Returns whether it existed.
     @discardableResult
     public func delete(_ key: Key, in transaction: WriteTransaction) throws -> Bool {
-        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         let keyBytes = try checkedKey(key)
         if !indexes.isEmpty {
             try updateIndexes(primaryKey: keyBytes, newValue: nil, database: database, in: transaction)
@@ -176,7 +176,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Deletes every entry, with indexes and derived values.
     public func removeAll(in transaction: WriteTransaction) throws {
-        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         for key in try keys(.all, reverse: false, limit: nil, in: transaction) {
             transaction.record(Mutation(target: .collection(name), key: key.encodedKey, operation: .delete))
         }
@@ -189,9 +189,11 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     // MARK: - Internals
 
-    func resolvedDatabase() throws -> MDB_dbi? {
+    /// The collection's database as `transaction` sees it: `nil` if it does not exist there (a
+    /// read-only process that opened the collection before any process created it).
+    func resolvedDatabase(in transaction: ReadTransaction) throws -> MDB_dbi? {
         if let database { return database }
-        return try store.database(named: Catalog.collectionDatabase(name), create: false)
+        return try store.environment.database(named: Catalog.collectionDatabase(name), in: transaction.pointer)
     }
 
     func checkedKey(_ key: Key) throws -> [UInt8] {
@@ -228,7 +230,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     func scan(_ range: ByteRange, reverse: Bool, in transaction: ReadTransaction,
               _ body: (Key, Value) throws -> Bool) throws {
-        guard let database = try resolvedDatabase() else { return }
+        guard let database = try resolvedDatabase(in: transaction) else { return }
         try transaction.scan(database, range, reverse: reverse) { key, value in
             let decodedKey = try decodeKey(key)
             return try body(decodedKey, try decode(value, key: Array(key)))

@@ -17,7 +17,7 @@ public struct CollectionMigration<Key: OrderedKey, Value> {
     /// result with the collection's codec (or deletes the entry if `transform` returns `nil`). Indexes
     /// and derived collections are rebuilt.
     public func rewriteValues<Old: Decodable>(from old: Old.Type, _ transform: (Key, Old) throws -> Value?) throws {
-        guard let database = try collection.resolvedDatabase() else { return }
+        guard let database = try collection.resolvedDatabase(in: transaction) else { return }
         var rewritten: [(Key, Value?)] = []
         try transaction.scan(database, .all, reverse: false) { keyBytes, valueBytes in
             let key = try collection.decodeKey(keyBytes)
@@ -177,7 +177,7 @@ extension Store {
     private func rebuild<Key, Value>(index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
                                      of collection: KVCollection<Key, Value>, in transaction: WriteTransaction) throws {
         try transaction.drop(index.database, delete: false)
-        guard let database = try collection.resolvedDatabase() else { return }
+        guard let database = try collection.resolvedDatabase(in: transaction) else { return }
         try transaction.scan(database, .all, reverse: false) { key, value in
             let decoded = try collection.decode(value, key: Array(key))
             if let prefix = index.definition.indexPrefix(for: decoded) {
@@ -189,7 +189,7 @@ extension Store {
 
     private func rebuild<Key, Value>(derivation: Derivation<Key, Value>, of collection: KVCollection<Key, Value>,
                                      in transaction: WriteTransaction) throws {
-        guard let target = derivation.targetDatabase, let database = try collection.resolvedDatabase() else { return }
+        guard let target = derivation.targetDatabase, let database = try collection.resolvedDatabase(in: transaction) else { return }
         try transaction.drop(target, delete: false)
         try transaction.scan(database, .all, reverse: false) { key, value in
             let decoded = try collection.decode(value, key: Array(key))

@@ -57,9 +57,10 @@ public final class SharedDefaults: @unchecked Sendable {
 
     private var target: Mutation.Target { .defaults(suiteName) }
 
-    private func resolvedDatabase() throws -> MDB_dbi? {
+    /// The suite's database as `transaction` sees it, or `nil` if no process has written to it yet.
+    private func resolvedDatabase(in transaction: ReadTransaction) throws -> MDB_dbi? {
         if let database { return database }
-        return try store.database(named: Catalog.defaultsDatabase(suiteName), create: false)
+        return try store.environment.database(named: Catalog.defaultsDatabase(suiteName), in: transaction.pointer)
     }
 
     private func keyBytes(_ key: String) throws -> [UInt8] {
@@ -114,7 +115,7 @@ public final class SharedDefaults: @unchecked Sendable {
                 what: "the value for key '\(key)' in defaults suite '\(suiteName)'", size: encoded.count,
                 limit: Self.maxValueSize, hint: "store large data with SharedFiles instead")
         }
-        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         try transaction.put(database, k, encoded)
         transaction.record(Mutation(target: target, key: k, operation: .put))
     }
@@ -127,7 +128,7 @@ public final class SharedDefaults: @unchecked Sendable {
     /// Removes the stored value for `key` inside `transaction`.
     public func removeObject(forKey key: String, in transaction: WriteTransaction) throws {
         let k = try keyBytes(key)
-        guard let database = try resolvedDatabase() else { throw KVStoreError.readOnly(path: store.directory) }
+        guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         if try transaction.delete(database, k) {
             transaction.record(Mutation(target: target, key: k, operation: .delete))
         }
@@ -238,7 +239,7 @@ public final class SharedDefaults: @unchecked Sendable {
     public func value<T: Decodable>(_ type: T.Type, forKey key: String, in transaction: ReadTransaction) throws -> T? {
         let k = try keyBytes(key)
         do {
-            if let database = try resolvedDatabase(), let bytes = try transaction.get(database, k) {
+            if let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) {
                 return try CBORDecoder().decode(T.self, from: bytes)
             }
             guard let fallback = registered.withLock({ $0[key] }) else { return nil }
@@ -263,7 +264,7 @@ public final class SharedDefaults: @unchecked Sendable {
     /// The keys that have a stored value, in key order.
     public func keys() throws -> [String] {
         try store.read { transaction in
-            guard let database = try resolvedDatabase() else { return [] }
+            guard let database = try resolvedDatabase(in: transaction) else { return [] }
             var keys: [String] = []
             try transaction.scan(database, .all, reverse: false) { key, _ in
                 keys.append(String(decoding: key, as: UTF8.self))
@@ -278,7 +279,7 @@ public final class SharedDefaults: @unchecked Sendable {
         var result: [String: Any] = [:]
         for (key, value) in registered.withLock({ $0 }) { result[key] = try PropertyListValue.object(from: value) }
         try store.read { transaction in
-            guard let database = try resolvedDatabase() else { return }
+            guard let database = try resolvedDatabase(in: transaction) else { return }
             try transaction.scan(database, .all, reverse: false) { keyBytes, valueBytes in
                 let key = String(decoding: keyBytes, as: UTF8.self)
                 result[key] = try PropertyListValue.object(from: try decodeValue(valueBytes, key: key))
@@ -296,7 +297,7 @@ public final class SharedDefaults: @unchecked Sendable {
 
     private func rawValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
         let k = try keyBytes(key)
-        if let database = try resolvedDatabase(), let bytes = try transaction.get(database, k) {
+        if let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) {
             return try decodeValue(bytes, key: key)
         }
         return registered.withLock { $0[key] }

@@ -287,7 +287,7 @@ final class Environment: @unchecked Sendable {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
         // A transaction can use only the databases that were open in the process when it began, so a
         // handle opened now would fail (EINVAL) in the transaction this thread is inside.
-        if ThreadState.writeDepth > 0 || ThreadState.readDepth > 0 {
+        if ThreadState.isInTransaction {
             throw KVStoreError.databaseOpenedInsideTransaction(name)
         }
         let open: (OpaquePointer) throws -> MDB_dbi? = { txn in
@@ -309,6 +309,29 @@ final class Environment: @unchecked Sendable {
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
             return dbi
         }
+    }
+
+    /// The handle of the named database for use inside `transaction`: the cached handle if this process
+    /// has it open, `nil` if the database does not exist in the transaction's snapshot.
+    ///
+    /// - Throws: ``KVStoreError/databaseOpenedInsideTransaction(_:)`` if the database exists but was not
+    ///   open in this process when the transaction began (another process created it since): LMDB does
+    ///   not let the transaction use a handle opened now. ``Store`` catches it, opens the database and
+    ///   runs the transaction again.
+    func database(named name: String, in transaction: OpaquePointer) throws -> MDB_dbi? {
+        if let cached = dbiCache.withLock({ $0[name] }) { return cached }
+        // Named databases are records of the main database (`MAIN_DBI`), which every transaction can
+        // read: its handle needs no opening (`mdb_dbi_open` with a NULL name).
+        var main = MDB_dbi()
+        try LMDBError.check(mdb_dbi_open(transaction, nil, 0, &main))
+        let rc = Array(name.utf8).withUnsafeBytes { bytes in
+            var key = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+            var value = MDB_val()
+            return mdb_get(transaction, main, &key, &value)
+        }
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBError.check(rc)
+        throw KVStoreError.databaseOpenedInsideTransaction(name)
     }
 
     /// Forgets a cached handle after its database was dropped.
@@ -376,6 +399,9 @@ enum ThreadState {
         get { counters.pointee.0 }
         set { counters.pointee.0 = newValue }
     }
+
+    /// Whether the current thread is inside a read or write transaction of any environment.
+    static var isInTransaction: Bool { readDepth > 0 || writeDepth > 0 }
 
     static var writeDepth: Int {
         get { counters.pointee.1 }

@@ -72,19 +72,26 @@ public final class Store: @unchecked Sendable {
     ///
     /// The transaction is valid only during the execution of `body`. Reading never blocks, and is
     /// never blocked by, writers in this or another process.
+    ///
+    /// If `body` reaches a collection that another process created after this process opened its
+    /// handle, the transaction cannot use it (LMDB allows only databases open when a transaction
+    /// began): the store opens it and runs `body` again in a new transaction, once per such collection.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
-        try environment.withReadTransaction { pointer in
-            let transaction = ReadTransaction(pointer: pointer, store: self)
-            defer { transaction.end() }
-            return try body(transaction)
+        try openingNewDatabases {
+            try environment.withReadTransaction { pointer in
+                let transaction = ReadTransaction(pointer: pointer, store: self)
+                defer { transaction.end() }
+                return try body(transaction)
+            }
         }
     }
 
     /// Runs `body` in a write transaction: committed when `body` returns, aborted if it throws.
     ///
     /// Writers are serialised, across processes too. Write observers see the mutations before and
-    /// after commit. If the map fills up, it grows and `body` runs again, so keep side effects inside
-    /// the transaction.
+    /// after commit. If the map fills up, it grows and `body` runs again (as it does for a collection
+    /// created by another process since its handle was opened; see ``read(_:)``), so keep side effects
+    /// inside the transaction.
     ///
     /// - Parameter author: Recorded with the mutations (history shows it). Defaults to none.
     /// - Throws: whatever `body` throws, ``KVStoreError/readOnly(path:)``, ``KVStoreError/nestedWrite``
@@ -92,7 +99,7 @@ public final class Store: @unchecked Sendable {
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
         let observers = self.observers.withLock { $0 }
         var committed: CommittedTransaction?
-        let result = try environment.withWriteTransaction { pointer in
+        let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
             let result = try body(transaction)
@@ -100,11 +107,30 @@ public final class Store: @unchecked Sendable {
             committed = CommittedTransaction(
                 transactionID: transaction.transactionID, author: author, mutations: transaction.mutations)
             return result
-        }
+        } }
         if let committed {
             for observer in observers { observer.transactionDidCommit(committed) }
         }
         return result
+    }
+
+    /// Runs `attempt`, and again each time it fails on a database that exists but was not open in this
+    /// process when its transaction began, after opening that database outside any transaction.
+    private func openingNewDatabases<R>(_ attempt: () throws -> R) throws -> R {
+        var opened: Set<String> = []
+        while true {
+            do {
+                return try attempt()
+            } catch KVStoreError.databaseOpenedInsideTransaction(let name)
+                        where !opened.contains(name) && !ThreadState.isInTransaction {
+                // Outside every transaction now, so the handle can be opened; if the database is gone
+                // again, the error stands.
+                guard try environment.database(named: name, create: false) != nil else {
+                    throw KVStoreError.databaseOpenedInsideTransaction(name)
+                }
+                opened.insert(name)
+            }
+        }
     }
 
     /// Registers a hook in the write path of this process. See ``WriteObserver``.
