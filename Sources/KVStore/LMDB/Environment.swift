@@ -120,10 +120,24 @@ final class Environment: @unchecked Sendable {
 
     /// Runs `body` inside a read-only transaction. The pointer is valid only inside `body`.
     func withReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
+        let txn = try beginLocked(acquireReadTransaction)
+        ThreadState.readDepth += 1
+        defer {
+            ThreadState.readDepth -= 1
+            releaseReadTransaction(txn)
+            pthread_rwlock_unlock(mapLock)
+        }
+        return try body(txn)
+    }
+
+    /// Begins a transaction with `begin` while holding `mapLock` shared, and returns it with the lock
+    /// still held: the caller ends the transaction, then unlocks. When another process grew the map
+    /// (`MDB_MAP_RESIZED`), adopts the new size and begins again.
+    private func beginLocked(_ begin: (inout OpaquePointer?) -> Int32) throws -> OpaquePointer {
         while true {
             pthread_rwlock_rdlock(mapLock)
             var txn: OpaquePointer?
-            let rc = acquireReadTransaction(&txn)
+            let rc = begin(&txn)
             if rc == MDB_MAP_RESIZED {
                 pthread_rwlock_unlock(mapLock)
                 try adoptMapSize()
@@ -133,13 +147,7 @@ final class Environment: @unchecked Sendable {
                 pthread_rwlock_unlock(mapLock)
                 throw LMDBError(rawValue: rc)
             }
-            ThreadState.readDepth += 1
-            defer {
-                ThreadState.readDepth -= 1
-                releaseReadTransaction(txn)
-                pthread_rwlock_unlock(mapLock)
-            }
-            return try body(txn)
+            return txn
         }
     }
 
@@ -176,18 +184,7 @@ final class Environment: @unchecked Sendable {
         if configuration.readOnly { throw KVStoreError.readOnly(path: directory) }
         if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
         while true {
-            pthread_rwlock_rdlock(mapLock)
-            var txnPointer: OpaquePointer?
-            let rc = mdb_txn_begin(handle, nil, 0, &txnPointer)
-            if rc == MDB_MAP_RESIZED {
-                pthread_rwlock_unlock(mapLock)
-                try adoptMapSize()
-                continue
-            }
-            guard rc == MDB_SUCCESS, let txn = txnPointer else {
-                pthread_rwlock_unlock(mapLock)
-                throw LMDBError(rawValue: rc)
-            }
+            let txn = try beginLocked { mdb_txn_begin(handle, nil, 0, &$0) }
             writeHitMapFull = false
             ThreadState.writeDepth += 1
             var committed = false
@@ -340,28 +337,15 @@ final class Environment: @unchecked Sendable {
     }
 
     private func withFreshReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
-        while true {
-            pthread_rwlock_rdlock(mapLock)
-            var txnPointer: OpaquePointer?
-            let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txnPointer)
-            if rc == MDB_MAP_RESIZED {
-                pthread_rwlock_unlock(mapLock)
-                try adoptMapSize()
-                continue
-            }
-            guard rc == MDB_SUCCESS, let txn = txnPointer else {
-                pthread_rwlock_unlock(mapLock)
-                throw LMDBError(rawValue: rc)
-            }
-            defer { pthread_rwlock_unlock(mapLock) }
-            do {
-                let result = try body(txn)
-                try LMDBError.check(mdb_txn_commit(txn))
-                return result
-            } catch {
-                mdb_txn_abort(txn)
-                throw error
-            }
+        let txn = try beginLocked { mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &$0) }
+        defer { pthread_rwlock_unlock(mapLock) }
+        do {
+            let result = try body(txn)
+            try LMDBError.check(mdb_txn_commit(txn))
+            return result
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
         }
     }
 }
