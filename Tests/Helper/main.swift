@@ -50,6 +50,17 @@ do {
         // sender ROOT GROUP: the extension side of the trainer flow, as JSON
         let sender = TrainerNotificationFlow.resolveSender(groupIdentifier: group, root: root)
         print(String(decoding: try JSONEncoder().encode(sender), as: UTF8.self))
+    case "hold-read":
+        // hold-read ROOT GROUP: begins a read transaction, says so, and keeps it open until killed.
+        let container = open(readOnly: true)
+        try container.store.read { _ in
+            FileHandle.standardOutput.write(Data("reading\n".utf8))
+            while true { sleep(60) }
+        }
+    case "stale-readers":
+        // stale-readers ROOT GROUP: opens the store (which clears stale reader slots) and prints how
+        // many stale slots an explicit check finds afterwards.
+        print(try open(readOnly: true).store.clearStaleReaders())
     case "write-suite":
         // write-suite ROOT GROUP SUITE KEY VALUE: a string in the defaults suite SUITE
         let container = open()

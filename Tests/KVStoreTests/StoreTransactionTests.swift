@@ -114,6 +114,37 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try late.get(2) == 2)
     }
 
+    /// Starts `kvtest-helper hold-read`, waits until it holds a read transaction, and kills it with
+    /// SIGKILL, leaving its reader slot behind.
+    func killReaderHoldingATransaction(root: String, group: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: productsDirectory() + "/kvtest-helper")
+        process.arguments = ["hold-read", root, group]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let line = out.fileHandleForReading.availableData
+        #expect(String(decoding: line, as: UTF8.self) == "reading\n")
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+    }
+
+    @Test func staleReadersOfAKilledProcessAreCleared() throws {
+        let group = "group.com.example.readers"
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        // An explicit check in a process that has the store open finds the dead reader's slot.
+        try killReaderHoldingATransaction(root: dir.path, group: group)
+        #expect(try container.store.clearStaleReaders() == 1)
+        #expect(try container.store.clearStaleReaders() == 0)
+        // Opening the store in a new process clears it before anything else runs: afterwards neither
+        // that process nor this one finds a stale slot.
+        try killReaderHoldingATransaction(root: dir.path, group: group)
+        let fresh = try helper(["stale-readers", dir.path, group])
+        #expect(fresh.stdout == "0\n", "\(fresh.stderr)")
+        #expect(try container.store.clearStaleReaders() == 0)
+    }
+
     @Test func theMapGrowsFromATinyStart() throws {
         var options = Store.Options()
         options.mapSize = 64 << 10
