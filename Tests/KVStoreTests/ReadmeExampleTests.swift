@@ -34,5 +34,18 @@ import TestSupport
         #expect(try widget.defaults().string(forKey: "lastSaved") == "2026-11-21")
         #expect(week.count == 1)
         #expect(week.first?.value.scores == ["think.1": 4])
+
+        // The README's shell lines, against the same container.
+        let environment = ["KVSTORE_GROUP": "group.com.example.checklist", "KVSTORE_ROOT": root]
+        func kvtool(_ arguments: String...) throws -> ProcessResult {
+            try run(productsDirectory() + "/kvtool", arguments, environment: environment)
+        }
+        let collections = try kvtool("collections")
+        #expect(collections.status == 0, "\(collections.stderr)")
+        #expect(collections.stdout.contains("dailyRecords"))
+        let scan = try kvtool("scan", "dailyRecords", "--from", "2026-11-15", "--json")
+        #expect(scan.stdout == #"[{"key":"2026-11-21","value":{"day":"2026-11-21","scores":{"think.1":4}}}]"# + "\n", "\(scan.stderr)")
+        let lastSaved = try kvtool("defaults", "read", "lastSaved")
+        #expect(lastSaved.stdout == "2026-11-21\n", "\(lastSaved.stderr)")
     }
 }

@@ -51,7 +51,10 @@ struct Demo: ParsableCommand {
             images: [selected.id: TrainerNotificationFlow.samplePNG], in: container, author: "app")
         try runExtension(group: group)
 
-        print("Inspect it: kvtool defaults read --group \(group)\(global.root.map { " --root \($0)" } ?? "")")
+        let tool = (try? Self.executablePath()) ?? "kvtool"
+        let options = " --group \(group)" + (global.root.map { " --root \($0)" } ?? "")
+        print("Inspect it: \(tool) info\(options)")
+        print("            \(tool) defaults read\(options)")
     }
 
     /// Starts `kvtool demo extension` as a separate process and relays what it prints.
