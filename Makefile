@@ -24,6 +24,8 @@ test: test-deps
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests
+	$(CC) -O2 -o .build/raw-lmdb-point scripts/raw-lmdb-point.c $$(pkg-config --cflags --libs lmdb)
+	.build/raw-lmdb-point
 
 clean:
 	rm -rf .build
