@@ -20,7 +20,7 @@ struct Get: ParsableCommand {
         }
         let text = try ValueText.render(value, entry: entry, key: key)
         if global.json {
-            print("{\"key\":\(JSONBridge.quoted(key)),\"value\":\(text)}")
+            print("{\"key\":\(JSONText.quoted(key)),\"value\":\(text)}")
         } else {
             print(text)
         }

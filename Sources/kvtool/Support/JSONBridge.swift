@@ -17,8 +17,8 @@ enum JSONBridge {
         case .unsigned(let n): out += String(n)
         case .negative(let n): out += n == .max ? "-18446744073709551616" : "-\(n + 1)"
         case .float(let d): out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
-        case .text(let s): out += quoted(s)
-        case .bytes(let b): out += quoted(Data(b).base64EncodedString())
+        case .text(let s): out += JSONText.quoted(s)
+        case .bytes(let b): out += JSONText.quoted(Data(b).base64EncodedString())
         case .bool(let b): out += b ? "true" : "false"
         case .null, .undefined: out += "null"
         case .simple(let s): out += String(s)
@@ -34,8 +34,8 @@ enum JSONBridge {
             for (i, entry) in entries.enumerated() {
                 if i > 0 { out += "," }
                 switch entry.key {
-                case .text(let s): out += quoted(s)
-                default: out += quoted(json(entry.key))
+                case .text(let s): out += JSONText.quoted(s)
+                default: out += JSONText.quoted(json(entry.key))
                 }
                 out += ":"
                 write(entry.value, to: &out)
@@ -45,7 +45,7 @@ enum JSONBridge {
             switch tag {
             case CBORTag.epochDate, CBORTag.referenceDate, CBORTag.uuid, CBORTag.decimalFraction:
                 if let text = try? special(value) {
-                    out += tag == CBORTag.decimalFraction ? text : quoted(text)
+                    out += tag == CBORTag.decimalFraction ? text : JSONText.quoted(text)
                 } else {
                     write(content, to: &out)
                 }
@@ -65,22 +65,6 @@ enum JSONBridge {
             let date = try CBORDecoder().decode(Date.self, from: bytes)
             return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
         }
-    }
-
-    static func quoted(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 
     /// Parses JSON text into CBOR: integers stay integers, other numbers become floats.

@@ -60,7 +60,7 @@ enum ValueText {
         switch KeyEncoding(entry.keyEncoding) {
         case .tuple?: rendered
         case .int64?, .int32?, .uint64?, .uint32?: rendered
-        default: JSONBridge.quoted(rendered)
+        default: JSONText.quoted(rendered)
         }
     }
 
@@ -74,7 +74,7 @@ enum ValueText {
                 throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
             }
         default:
-            return JSONBridge.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
+            return JSONText.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
         }
     }
 

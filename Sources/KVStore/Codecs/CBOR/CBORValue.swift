@@ -357,7 +357,7 @@ extension CBORValue: CustomStringConvertible {
                 out += String(byte, radix: 16)
             }
             out += "'"
-        case .text(let s): Self.quote(s, into: &out)
+        case .text(let s): out += JSONText.quoted(s)
         case .array(let items):
             out += "["
             for (i, item) in items.enumerated() {
@@ -385,24 +385,6 @@ extension CBORValue: CustomStringConvertible {
         case .float(let d):
             if d.isNaN { out += "NaN" } else if d.isInfinite { out += d < 0 ? "-Infinity" : "Infinity" } else { out += "\(d)" }
         }
-    }
-
-    private static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 }
 
