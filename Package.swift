@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "KVStore", targets: ["KVStore"]),
+        .library(name: "SyncKit", targets: ["SyncKit"]),
         .library(name: "Workloads", targets: ["Workloads"]),
         .executable(name: "kvtool", targets: ["kvtool"]),
     ],
@@ -19,18 +20,19 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "KVStore", dependencies: ["CLMDB"]),
-        .target(name: "Workloads", dependencies: ["KVStore"]),
+        .target(name: "SyncKit", dependencies: ["KVStore"]),
+        .target(name: "Workloads", dependencies: ["KVStore", "SyncKit"]),
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "Workloads",
+                "KVStore", "SyncKit", "Workloads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
             name: "kvtest-helper",
-            dependencies: ["KVStore", "Workloads"],
+            dependencies: ["KVStore", "SyncKit", "Workloads"],
             path: "Tests/Helper"
         ),
         // Temporary containers and process runners shared by the test targets.
@@ -40,6 +42,8 @@ let package = Package(
             dependencies: ["KVStore", "Workloads", "TestSupport"],
             exclude: ["Fixtures/cbor_interop.py"]
         ),
+        .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
+        .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
         // Timed workloads that print their figures and assert only correctness.
         .testTarget(name: "KVStorePerformanceTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),

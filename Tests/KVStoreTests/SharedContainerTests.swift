@@ -137,12 +137,4 @@ import Workloads
         #expect(s.fallbackReason?.contains("App Group") == true)
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/group.com.example.missing"))
     }
-
-    @Test func theDatasetIsTheSpecifiedOne() {
-        let records = ChecklistDataset.records()
-        #expect(records.count == 343)
-        #expect(records.reduce(0) { $0 + $1.cachedInputCount } == 9288)
-        #expect(records.first?.day.description == "2025-11-22")
-        #expect(records.last?.day.description == "2026-11-21")
-    }
 }
