@@ -35,6 +35,11 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``) and suites
     /// (``SharedContainer/defaults(suite:)``) before `read { }` or `write { }`.
     case databaseOpenedInsideTransaction(String)
+    /// A write touched a collection or suite that requires a write observer of `kind` (see
+    /// ``Store/requireObserver(kind:for:in:)``), and this process has none registered. Nothing was
+    /// written. Fix: register the observer before writing (for `history`, SyncKit's
+    /// `History.attach(to:)`).
+    case observerRequired(target: String, kind: String)
     /// A transaction, cursor or collection handle was used after its closure returned.
     case transactionEnded
     /// The map would have to grow past ``Store/Options/maxMapSize``.
@@ -74,6 +79,8 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "write transaction started inside another write transaction on the same thread"
         case .databaseOpenedInsideTransaction(let database):
             "database '\(database)' was first opened inside a transaction; open the collection or suite before read { } or write { }"
+        case .observerRequired(let target, let kind):
+            "\(target) requires a '\(kind)' write observer in every process that writes to it, and this one has none; register it before writing"
         case .transactionEnded:
             "a transaction was used after its closure returned"
         case .mapLimitReached(let limit):

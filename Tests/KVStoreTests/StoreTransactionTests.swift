@@ -145,6 +145,37 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try container.store.clearStaleReaders() == 0)
     }
 
+    @Test func aRequiredObserverMustBePresentToWrite() throws {
+        final class Tracker: WriteObserver, @unchecked Sendable {
+            var observerKind: String? { "history" }
+        }
+        let store = try dir.store()
+        let tracked = try store.collection("tracked", key: Int.self, value: Int.self)
+        let free = try store.collection("free", key: Int.self, value: Int.self)
+        try store.write { tx in try store.requireObserver(kind: "history", for: .collection("tracked"), in: tx) }
+        #expect(try store.read { try store.observerRequirement(for: .collection("tracked"), in: $0) } == "history")
+
+        // Without the observer, a write that touches the collection fails whole.
+        #expect(throws: KVStoreError.observerRequired(target: "collection 'tracked'", kind: "history")) {
+            try store.write { tx in
+                try free.put(1, forKey: 1, in: tx)
+                try tracked.put(1, forKey: 1, in: tx)
+            }
+        }
+        #expect(try free.get(1) == nil)
+        #expect(try tracked.get(1) == nil)
+        try free.put(2, forKey: 2)
+
+        // With it, the write goes through; once the requirement is lifted, it is not needed.
+        let tracker = Tracker()
+        store.addObserver(tracker)
+        try tracked.put(1, forKey: 1)
+        store.removeObserver(tracker)
+        try store.write { tx in try store.removeObserverRequirement(for: .collection("tracked"), in: tx) }
+        try tracked.put(2, forKey: 2)
+        #expect(try tracked.count() == 2)
+    }
+
     @Test func theMapGrowsFromATinyStart() throws {
         var options = Store.Options()
         options.mapSize = 64 << 10

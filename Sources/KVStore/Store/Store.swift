@@ -46,6 +46,8 @@ public final class Store: @unchecked Sendable {
     /// The options this store was opened with.
     public let options: Options
     let catalogDatabase: MDB_dbi?
+    /// See ``requireObserver(kind:for:in:)``; `nil` in a read-only store that has none.
+    let requirementsDatabase: MDB_dbi?
     private let observers = Mutex<[any WriteObserver]>([])
 
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
@@ -61,6 +63,7 @@ public final class Store: @unchecked Sendable {
         environment = try Environment.open(directory: directory, configuration: configuration)
         self.directory = environment.directory
         catalogDatabase = try environment.database(named: Catalog.databaseName, create: !options.readOnly)
+        requirementsDatabase = try environment.database(named: Self.requirementsDatabaseName, create: !options.readOnly)
     }
 
     /// Whether writes are refused.
@@ -98,11 +101,13 @@ public final class Store: @unchecked Sendable {
     ///   if this thread is already writing, or ``LMDBError`` (`noSpace`, `ioError`…).
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
         let observers = self.observers.withLock { $0 }
+        let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
         let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
             let result = try body(transaction)
+            try checkObserverRequirements(of: transaction, present: observerKinds)
             for observer in observers { try observer.transactionWillCommit(transaction) }
             committed = CommittedTransaction(
                 transactionID: transaction.transactionID, author: author, mutations: transaction.mutations)

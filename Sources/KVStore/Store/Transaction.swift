@@ -141,7 +141,7 @@ public struct Mutation: Hashable, Sendable {
     }
 
     /// Where the mutation happened.
-    public enum Target: Hashable, Sendable {
+    public enum Target: Hashable, Sendable, CustomStringConvertible {
         /// A collection, by name.
         case collection(String)
         /// A ``SharedDefaults`` suite, by name.
@@ -151,6 +151,14 @@ public struct Mutation: Hashable, Sendable {
         public var name: String {
             switch self {
             case .collection(let name), .defaults(let name): name
+            }
+        }
+
+        /// `collection 'name'` or `defaults suite 'name'`.
+        public var description: String {
+            switch self {
+            case .collection(let name): "collection '\(name)'"
+            case .defaults(let name): "defaults suite '\(name)'"
             }
         }
     }
@@ -182,11 +190,15 @@ public struct CommittedTransaction: Sendable {
 /// whole transaction. ``transactionDidCommit(_:)`` runs after the commit succeeded, on the thread that
 /// committed.
 public protocol WriteObserver: AnyObject, Sendable {
+    /// The kind of hook this is (`"history"`, say), matched against the requirements recorded with
+    /// ``Store/requireObserver(kind:for:in:)``. `nil` (the default) for hooks nothing depends on.
+    var observerKind: String? { get }
     func transactionWillCommit(_ transaction: WriteTransaction) throws
     func transactionDidCommit(_ commit: CommittedTransaction)
 }
 
 extension WriteObserver {
+    public var observerKind: String? { nil }
     public func transactionWillCommit(_ transaction: WriteTransaction) throws {}
     public func transactionDidCommit(_ commit: CommittedTransaction) {}
 }

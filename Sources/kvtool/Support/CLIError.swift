@@ -33,6 +33,7 @@ struct CLIError: Error, CustomStringConvertible {
                  .notAPropertyList, .encodingFailed, .catalogMismatch:
                 self.init(.badInput, error.description)
             case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .databaseOpenedInsideTransaction, .transactionEnded,
+                 .observerRequired,
                  .mapLimitReached, .io:
                 self.init(.failure, error.description)
             }
