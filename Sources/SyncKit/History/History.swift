@@ -1,0 +1,212 @@
+import Foundation
+import KVStore
+import Synchronization
+
+/// The change history of a store, in the spirit of Core Data's persistent history: every committed
+/// write to a history-enabled collection or defaults suite appends one ``HistoryEntry`` per mutation,
+/// in the same transaction, whichever process wrote.
+///
+/// ```swift
+/// let history = try History.attach(to: container)       // once per process, before writing
+/// try history.enable(.collection("dailyRecords"))        // once, from any process
+/// try container.store.write(author: "app") { tx in try records.put(record, forKey: day, in: tx) }
+///
+/// // A widget, in another process:
+/// let feed = try history.consumer(named: "widget")
+/// if case .changes(let transactions, let next) = try feed.pendingChanges() {
+///     … ; try feed.acknowledge(through: next)
+/// }
+/// ```
+///
+/// Enabling history records a requirement in the store, so from then on every process must attach a
+/// `History` before writing to that collection: a process that did not would fail to write
+/// (`KVStoreError.observerRequired`) rather than make changes the history never sees.
+///
+/// Entries live in the collection `_history` (key: the token), the last token and the purge point in
+/// `_history.state`, and consumers in `_history.consumers`, so `kvtool` can show all of them.
+/// A `History` is safe to use from any thread.
+public final class History: WriteObserver, @unchecked Sendable {
+    /// The store whose history this is.
+    public let store: Store
+    /// Posts a cross-process notification after every commit that changed something, if set.
+    public let notifier: ChangeNotifier?
+    let entries: KVCollection<UInt64, HistoryEntry>
+    let state: KVCollection<String, UInt64>
+    let consumerRecords: KVCollection<String, ConsumerRecord>
+
+    /// The observer kind recorded as the requirement of history-enabled collections.
+    public static let kind = "history"
+    public var observerKind: String? { Self.kind }
+
+    static let entriesName = "_history"
+    static let stateName = "_history.state"
+    static let consumersName = "_history.consumers"
+    static let lastTokenKey = "lastToken"
+    static let purgedThroughKey = "purgedThrough"
+
+    private static let attached = Mutex<[ObjectIdentifier: History]>([:])
+
+    /// The history of `store`, registered in its write path. Attaching again returns the same object.
+    ///
+    /// Call it in every process before it writes, and before any `read { }` or `write { }`.
+    /// - Parameter notifier: posts a notification after each commit that changed something.
+    public static func attach(to store: Store, notifier: ChangeNotifier? = nil) throws -> History {
+        if let existing = attached.withLock({ $0[ObjectIdentifier(store)] }) { return existing }
+        let history = try History(store: store, notifier: notifier)
+        return attached.withLock { attached in
+            if let existing = attached[ObjectIdentifier(store)] { return existing }
+            attached[ObjectIdentifier(store)] = history
+            store.addObserver(history)
+            return history
+        }
+    }
+
+    /// The history of the container's store, posting notifications in its `Notify/` directory.
+    public static func attach(to container: SharedContainer) throws -> History {
+        try attach(to: container.store, notifier: ChangeNotifier(directory: container.notifyDirectory))
+    }
+
+    private init(store: Store, notifier: ChangeNotifier?) throws {
+        self.store = store
+        self.notifier = notifier
+        entries = try store.collection(Self.entriesName, key: UInt64.self, value: HistoryEntry.self)
+        state = try store.collection(Self.stateName, key: String.self, value: UInt64.self)
+        consumerRecords = try store.collection(Self.consumersName, key: String.self, value: ConsumerRecord.self)
+    }
+
+    // MARK: - Opting in
+
+    /// Records history for `target` from the next transaction on, in every process.
+    public func enable(_ target: Mutation.Target) throws {
+        try store.write { tx in try store.requireObserver(kind: Self.kind, for: target, in: tx) }
+    }
+
+    /// Stops recording history for `target`. Entries already recorded stay until purged.
+    public func disable(_ target: Mutation.Target) throws {
+        try store.write { tx in try store.removeObserverRequirement(for: target, in: tx) }
+    }
+
+    /// Whether changes to `target` are recorded.
+    public func isEnabled(_ target: Mutation.Target) throws -> Bool {
+        try store.read { tx in try store.observerRequirement(for: target, in: tx) == Self.kind }
+    }
+
+    // MARK: - Reading
+
+    /// The token of the last entry recorded so far (``ChangeToken/zero`` if none ever was).
+    public func currentToken() throws -> ChangeToken {
+        try store.read { try currentToken(in: $0) }
+    }
+
+    /// The last token purged: tokens below it are expired.
+    public func purgedThrough() throws -> ChangeToken {
+        try store.read { ChangeToken(rawValue: try state.get(Self.purgedThroughKey, in: $0) ?? 0) }
+    }
+
+    func currentToken(in transaction: ReadTransaction) throws -> ChangeToken {
+        ChangeToken(rawValue: try state.get(Self.lastTokenKey, in: transaction) ?? 0)
+    }
+
+    /// The transactions recorded after `token`, oldest first, read in one transaction: no gap, no
+    /// duplicate, and no transaction cut in two. A token older than the purge point (or newer than
+    /// anything recorded, as after restoring an older copy of the store) answers
+    /// ``HistoryChanges/expired(purgedThrough:)``.
+    public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all) throws -> HistoryChanges {
+        try store.read { try changes(since: token, matching: filter, in: $0) }
+    }
+
+    /// ``changes(since:matching:)`` inside a transaction you hold.
+    public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all,
+                        in transaction: ReadTransaction) throws -> HistoryChanges {
+        let purged = try state.get(Self.purgedThroughKey, in: transaction) ?? 0
+        let last = try currentToken(in: transaction)
+        if token.rawValue < purged || token > last {
+            return .expired(purgedThrough: ChangeToken(rawValue: purged))
+        }
+        var collector = TransactionCollector(filter: filter, next: token)
+        if token < last {
+            try entries.forEach((token.rawValue + 1)..., in: transaction) { _, entry in
+                collector.add(entry)
+            }
+        }
+        collector.finish()
+        return .changes(collector.transactions, next: collector.next)
+    }
+
+    // MARK: - WriteObserver
+
+    public func transactionWillCommit(_ transaction: WriteTransaction) throws {
+        let mutations = transaction.mutations
+        guard !mutations.isEmpty else { return }
+        var tracked: [Mutation.Target: Bool] = [:]
+        var last: UInt64?
+        let now = Date()
+        try transaction.unrecorded {
+            for mutation in mutations {
+                let isTracked: Bool
+                if let known = tracked[mutation.target] {
+                    isTracked = known
+                } else {
+                    isTracked = try store.observerRequirement(for: mutation.target, in: transaction) == Self.kind
+                    tracked[mutation.target] = isTracked
+                }
+                guard isTracked else { continue }
+                let token = (try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0) + 1
+                last = token
+                try entries.put(HistoryEntry(
+                    token: ChangeToken(rawValue: token), transactionID: transaction.transactionID,
+                    author: transaction.author, timestamp: now, target: mutation.target,
+                    key: mutation.key, operation: mutation.operation), forKey: token, in: transaction)
+            }
+            if let last { try state.put(last, forKey: Self.lastTokenKey, in: transaction) }
+        }
+    }
+
+    public func transactionDidCommit(_ commit: CommittedTransaction) {
+        guard let notifier, commit.mutations.contains(where: { !Self.isBookkeeping($0.target) }) else { return }
+        // A failed post loses nothing: observers also find changes by reading history.
+        try? notifier.post()
+    }
+
+    /// SyncKit's own collections, whose changes are not news to anyone.
+    static func isBookkeeping(_ target: Mutation.Target) -> Bool {
+        target.name.hasPrefix(entriesName)
+    }
+}
+
+/// Groups entries into transactions while applying a filter, remembering how far it read.
+struct TransactionCollector {
+    let filter: HistoryFilter
+    private(set) var next: ChangeToken
+    private(set) var transactions: [HistoryTransaction] = []
+    private var current: (id: Int, kept: [HistoryEntry], last: ChangeToken)?
+
+    init(filter: HistoryFilter, next: ChangeToken) {
+        self.filter = filter
+        self.next = next
+    }
+
+    /// Adds the next entry; returns `false` once the transaction limit is reached.
+    mutating func add(_ entry: HistoryEntry) -> Bool {
+        if let open = current, open.id != entry.transactionID {
+            close()
+            if let limit = filter.transactionLimit, transactions.count >= limit { return false }
+        }
+        if current == nil { current = (entry.transactionID, [], entry.token) }
+        current!.last = entry.token
+        if filter.includes(entry) { current!.kept.append(entry) }
+        return true
+    }
+
+    mutating func finish() { close() }
+
+    private mutating func close() {
+        guard let open = current else { return }
+        current = nil
+        next = open.last
+        if let first = open.kept.first {
+            transactions.append(HistoryTransaction(transactionID: open.id, author: first.author,
+                                                   timestamp: first.timestamp, entries: open.kept))
+        }
+    }
+}

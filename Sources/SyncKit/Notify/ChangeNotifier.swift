@@ -1,0 +1,159 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Name-only notifications between processes, like Darwin's `notify_post`: a writer posts a name, and
+/// every process observing that name wakes up.
+///
+/// ```swift
+/// let notifier = ChangeNotifier(directory: container.notifyDirectory)
+/// // A widget process:
+/// for await _ in try notifier.notifications() {
+///     reload()                         // read History for what changed
+/// }
+/// // The app, after a commit (History does this for you):
+/// try notifier.post()
+/// ```
+///
+/// A post rewrites one byte of the file `<directory>/<name>`; observers watch the directory with
+/// inotify and wake on the file's `IN_CLOSE_WRITE`. Nothing connects a writer to its observers, so a
+/// dead, stopped or slow observer never blocks a writer, and a post with no observer costs one small
+/// write. Notifications carry no data and may coalesce: an observer learns *that* something changed
+/// and reads ``History`` for what.
+public struct ChangeNotifier: Sendable {
+    /// The directory holding the notification files (a container's `Notify/`).
+    public let directory: String
+    /// Permissions of notification files this process creates.
+    public let fileMode: mode_t
+    /// The name ``History`` posts after every commit.
+    public static let changes = "changes"
+
+    public init(directory: String, fileMode: mode_t = 0o600) {
+        self.directory = directory
+        self.fileMode = fileMode
+    }
+
+    /// Wakes every process observing `name`.
+    ///
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
+    public func post(_ name: String = Self.changes) throws {
+        let path = try self.path(for: name)
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, fileMode)
+        guard fd >= 0 else { throw SyncError.io(operation: "post notification to", path: path, errno: errno) }
+        defer { close(fd) }
+        var byte: UInt8 = 1
+        guard pwrite(fd, &byte, 1, 0) == 1 else {
+            throw SyncError.io(operation: "post notification to", path: path, errno: errno)
+        }
+    }
+
+    /// An endless sequence that yields once per post of `name` by any process (posts that arrive while
+    /// the previous one has not been consumed coalesce into one). Observation starts when this returns,
+    /// so a post made after it is never missed. Stop by ending the iteration or cancelling its task.
+    ///
+    /// - Throws: ``SyncError/io(operation:path:errno:)`` if the directory cannot be watched.
+    public func notifications(_ name: String = Self.changes) throws -> AsyncStream<Void> {
+        _ = try path(for: name)
+        let watch = try InotifyWatch(directory: directory)
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let thread = Thread {
+            watch.run(name: name) { continuation.yield(()) }
+            continuation.finish()
+        }
+        thread.name = "ChangeNotifier \(name)"
+        continuation.onTermination = { _ in watch.stop() }
+        thread.start()
+        return stream
+    }
+
+    func path(for name: String) throws -> String {
+        let valid = !name.isEmpty && name.utf8.count <= 100 && name.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0))
+        } && name != "." && name != ".."
+        guard valid else { throw SyncError.invalidNotificationName(name) }
+        return directory + "/" + name
+    }
+}
+
+/// An inotify watch on a directory, plus a pipe to wake its thread when observation stops. The file
+/// descriptors are closed when the last holder (the thread or the stream's termination handler) lets go.
+final class InotifyWatch: @unchecked Sendable {
+    private let inotify: Int32
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    init(directory: String) throws {
+        inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard inotify >= 0 else { throw SyncError.io(operation: "inotify_init1 for", path: directory, errno: errno) }
+        guard inotify_add_watch(inotify, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO)) >= 0 else {
+            let code = errno
+            close(inotify)
+            throw SyncError.io(operation: "watch", path: directory, errno: code)
+        }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else {
+            let code = errno
+            close(inotify)
+            throw SyncError.io(operation: "pipe for", path: directory, errno: code)
+        }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        (wakeRead, wakeWrite) = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(inotify)
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    /// Makes ``run(name:_:)`` return.
+    func stop() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    /// Calls `notify` each time a batch of events names `name`, until ``stop()``.
+    func run(name: String, _ notify: () -> Void) {
+        let wanted = Array(name.utf8)
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if fds[1].revents != 0 { return }
+            guard fds[0].revents & Int16(POLLIN) != 0 else { if fds[0].revents != 0 { return } else { continue } }
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                return
+            }
+            if Self.names(in: buffer[0..<count], contain: wanted) { notify() }
+        }
+    }
+
+    /// Whether a buffer of `inotify_event`s mentions `name` (or reports lost events, which may have).
+    static func names(in events: ArraySlice<UInt8>, contain name: [UInt8]) -> Bool {
+        let header = MemoryLayout<inotify_event>.size
+        var offset = events.startIndex
+        while offset + header <= events.endIndex {
+            let mask = events.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset - events.startIndex + 4, as: UInt32.self) }
+            let length = Int(events.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset - events.startIndex + 12, as: UInt32.self) })
+            if mask & UInt32(IN_Q_OVERFLOW) != 0 { return true }
+            let nameStart = offset + header
+            let nameEnd = min(nameStart + length, events.endIndex)
+            let stored = events[nameStart..<nameEnd].prefix { $0 != 0 }
+            if stored.elementsEqual(name) { return true }
+            offset = nameEnd
+        }
+        return false
+    }
+}

@@ -1,0 +1,29 @@
+/// An error raised by SyncKit. Each description is one line naming the problem.
+public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// No consumer of that name is registered.
+    case unknownConsumer(String)
+    /// A consumer name is empty or longer than 200 bytes.
+    case invalidConsumerName(String)
+    /// A token beyond the last one recorded was acknowledged.
+    case tokenFromTheFuture(token: ChangeToken, current: ChangeToken)
+    /// A notification name is not 1–100 letters, digits, `.`, `_` or `-`.
+    case invalidNotificationName(String)
+    /// A system call failed.
+    case io(operation: String, path: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .unknownConsumer(let name): "no history consumer named '\(name)'"
+        case .invalidConsumerName(let name): "invalid consumer name '\(name)': it must be 1 to 200 bytes"
+        case .tokenFromTheFuture(let token, let current):
+            "token \(token) is beyond the last recorded change (\(current))"
+        case .invalidNotificationName(let name):
+            "invalid notification name '\(name)': use 1 to 100 letters, digits, '.', '_' or '-'"
+        case .io(let operation, let path, let code): "\(operation) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
