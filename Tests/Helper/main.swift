@@ -67,7 +67,7 @@ do {
         try container.defaults(suite: rest[0]).set(rest[2], forKey: rest[1])
         print("ok")
     default:
-        fail("unknown command \(command)")
+        if try !historyCommand(command, root: root, group: group, rest: rest) { fail("unknown command \(command)") }
     }
 } catch {
     fail("\(command): \(error)")

@@ -99,3 +99,78 @@ final class LockedData: @unchecked Sendable {
 public func helper(_ arguments: [String]) throws -> ProcessResult {
     try run(productsDirectory() + "/kvtest-helper", arguments)
 }
+
+/// A process started in the background whose output is read line by line while it runs.
+public final class BackgroundProcess: @unchecked Sendable {
+    public let process = Process()
+    private let lock = NSLock()
+    private var buffer = Data()
+    private var lines: [String] = []
+    private var ended = false
+
+    /// Starts `executable` with `arguments`.
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.standardError
+        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            self?.append(data)
+        }
+        try process.run()
+    }
+
+    /// `kvtest-helper ARGUMENTS` in the background.
+    public convenience init(helper arguments: [String]) throws {
+        try self.init(productsDirectory() + "/kvtest-helper", arguments)
+    }
+
+    private func append(_ data: Data) {
+        lock.lock(); defer { lock.unlock() }
+        if data.isEmpty { ended = true; return }
+        buffer.append(data)
+        while let newline = buffer.firstIndex(of: 0x0A) {
+            lines.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+            buffer.removeSubrange(buffer.startIndex...newline)
+        }
+    }
+
+    /// The complete lines printed so far.
+    public var output: [String] {
+        lock.lock(); defer { lock.unlock() }
+        return lines
+    }
+
+    /// Waits up to `timeout` seconds for a line starting with `prefix`; returns it, or `nil`.
+    public func waitForLine(startingWith prefix: String, timeout: Double = 30) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = output.first(where: { $0.hasPrefix(prefix) }) { return line }
+            usleep(1_000)
+        }
+        return nil
+    }
+
+    /// Waits for the process to exit and for its output to be read; returns its status.
+    @discardableResult
+    public func wait(timeout: Double = 120) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(1_000) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        while Date() < deadline {
+            lock.lock(); let done = ended; lock.unlock()
+            if done { break }
+            usleep(1_000)
+        }
+        return process.terminationStatus
+    }
+
+    /// Sends SIGKILL and waits for the process to end.
+    public func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
