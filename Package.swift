@@ -44,7 +44,7 @@ let package = Package(
         ),
         .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
-        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
+        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         // Timed workloads that print their figures and assert only correctness.
         .testTarget(name: "KVStorePerformanceTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
     ]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KVStore
+import SyncKit
 
 /// The options every subcommand accepts.
 struct GlobalOptions: ParsableArguments {
@@ -36,12 +37,16 @@ struct GlobalOptions: ParsableArguments {
                 throw CLIError(.notFound, "no container for \(identifier.rawValue) at \(path)")
             }
         }
-        return try SharedContainer(groupIdentifier: group, root: root, options: options)
+        let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
+        // Every write records history where it is enabled, and wakes the container's observers.
+        if !readOnly { _ = try History.attach(to: container) }
+        return container
     }
 
     static let valued: Set<String> = ["--root", "--group", "--author"]
     static let flags: Set<String> = ["--json"]
     static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
+                                                "history": ["show", "purge", "enable", "disable", "consumers"],
                                                 "demo": ["extension"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its

@@ -25,6 +25,11 @@ enum Output {
         print(String(decoding: data, as: UTF8.self))
     }
 
+    /// Flushes standard output, so that a reader of a pipe sees each line as it is printed.
+    static func flush() {
+        fflush(nil)
+    }
+
     /// Reads a whole value argument: `-` means standard input. At most `limit` bytes.
     static func readArgument(_ text: String, limit: Int = 16 << 20) throws -> String {
         guard text == "-" else {

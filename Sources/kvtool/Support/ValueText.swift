@@ -41,7 +41,7 @@ enum ValueText {
             }
             return bytes
         case .string:
-            return Array(text.precomposedStringWithCanonicalMapping.utf8)
+            return text.encodedKey
         default:
             throw CLIError(.badInput, "--prefix needs a tuple or string key; '\(entry.name)' has \(entry.keyEncoding) keys")
         }

@@ -1,0 +1,150 @@
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKit
+
+/// `kvtool history`: the change history of history-enabled collections and suites.
+struct HistoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "Show, follow, enable and purge the change history.",
+        subcommands: [Show.self, Purge.self, Enable.self, Disable.self, Consumers.self],
+        defaultSubcommand: Show.self)
+
+    /// `kvtool history [show]`.
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print history entries after a token, one line each.",
+            discussion: """
+                With --consumer, reads from that consumer's stored token and acknowledges what it printed \
+                (registering the consumer if it is new, at the oldest entry kept). A token older than the last purge exits with \
+                status 1 and says so: the reader must resynchronise.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Print the entries after this token (default: everything kept).") var since: UInt64?
+        @Option(help: "Read as this consumer, from its stored token, and acknowledge what is printed.") var consumer: String?
+        @Option(help: "Only this collection (repeatable).") var collection: [String] = []
+        @Option(help: "Only this defaults suite (repeatable).") var suite: [String] = []
+        @Option(help: "At most this many transactions.") var limit: Int?
+        @Flag(help: "Keep printing new entries as any process commits them.") var follow = false
+
+        func validate() throws {
+            if since != nil && consumer != nil { throw ValidationError("--since and --consumer cannot be combined") }
+            if let limit, limit <= 0 { throw ValidationError("--limit must be positive") }
+        }
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: consumer == nil)
+            let history = try History.attach(to: container.store)
+            let text = try HistoryText(store: container.store)
+            let targets: Set<Mutation.Target>? = collection.isEmpty && suite.isEmpty
+                ? nil : Set(collection.map { .collection($0) } + suite.map { .defaults($0) })
+            let filter = HistoryFilter(targets: targets, transactionLimit: limit)
+            let reader = try consumer.map { try history.consumer(named: $0, startingAt: .oldest) }
+            var token = try reader?.token() ?? since.map { ChangeToken(rawValue: $0) } ?? history.purgedThrough()
+            let waiter = follow ? try ChangeWaiter(container: container) : nil
+            repeat {
+                switch try history.changes(since: token, matching: filter) {
+                case .expired(let purged):
+                    throw CLIError(.notFound, "token \(token) has expired: history was purged through \(purged); resynchronise and start from the current token")
+                case .changes(let transactions, let next):
+                    for entry in transactions.flatMap(\.entries) { text.print(entry, json: global.json) }
+                    if next != token { try reader?.acknowledge(through: next) }
+                    token = next
+                }
+                Output.flush()
+            } while waiter?.wait(timeout: 1) != nil
+        }
+    }
+
+    /// `kvtool history purge`.
+    struct Purge: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove the history every live consumer has acknowledged.",
+            discussion: "Consumers silent for longer than --max-age or more than --max-lag entries behind count as gone and no longer hold history back.")
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Seconds of silence after which a consumer counts as gone (default: 7 days).")
+        var maxAge: Double = RetentionPolicy.default.maxAge ?? 0
+        @Option(help: "Entries a consumer may lag before it counts as gone (default: 100000).")
+        var maxLag: UInt64 = RetentionPolicy.default.maxLag ?? 0
+
+        func validate() throws {
+            if maxAge < 0 { throw ValidationError("--max-age must not be negative") }
+        }
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: false)
+            let history = try History.attach(to: container.store)
+            let report = try history.purge(retaining: RetentionPolicy(maxAge: maxAge, maxLag: maxLag))
+            if global.json {
+                Output.json(["removed": report.removed, "purgedThrough": report.purgedThrough.rawValue,
+                             "goneConsumers": report.goneConsumers] as [String: Any])
+            } else {
+                print("removed \(report.removed) entries; history is purged through token \(report.purgedThrough)"
+                      + (report.goneConsumers.isEmpty ? "" : "; gone consumers: \(report.goneConsumers.joined(separator: ", "))"))
+            }
+        }
+    }
+
+    /// The collection or suite an enable/disable command names.
+    struct Target: ParsableArguments {
+        @Argument(help: "The collection.") var collection: String?
+        @Option(help: "A defaults suite instead of a collection.") var suite: String?
+
+        func validate() throws {
+            if (collection == nil) == (suite == nil) { throw ValidationError("name a collection or pass --suite, not both") }
+        }
+
+        var target: Mutation.Target { suite.map { .defaults($0) } ?? .collection(collection ?? "") }
+    }
+
+    /// `kvtool history enable`.
+    struct Enable: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Record history for a collection or suite, in every process.")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var target: Target
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: false)
+            try History.attach(to: container).enable(target.target)
+        }
+    }
+
+    /// `kvtool history disable`.
+    struct Disable: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop recording history for a collection or suite.")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var target: Target
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: false)
+            try History.attach(to: container).disable(target.target)
+        }
+    }
+
+    /// `kvtool history consumers`.
+    struct Consumers: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the registered consumers and how far behind they are.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: true)
+            let history = try History.attach(to: container.store)
+            let current = try history.currentToken()
+            let consumers = try history.consumers()
+            if global.json {
+                Output.json(consumers.map {
+                    ["name": $0.name, "token": $0.token.rawValue, "behind": current.rawValue - min($0.token.rawValue, current.rawValue),
+                     "updatedAt": HistoryText.timestamp($0.updatedAt)] as [String: Any]
+                })
+            } else {
+                Output.table(["NAME", "TOKEN", "BEHIND", "LAST SEEN"], consumers.map {
+                    [$0.name, String($0.token.rawValue), String(current.rawValue - min($0.token.rawValue, current.rawValue)),
+                     HistoryText.timestamp($0.updatedAt)]
+                })
+            }
+        }
+    }
+}
