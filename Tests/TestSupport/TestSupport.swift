@@ -115,11 +115,17 @@ public final class BackgroundProcess: @unchecked Sendable {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.standardError
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            self?.append(data)
-        }
         try process.run()
+        // A thread of its own reads until end of file, which comes when the process exits.
+        let reader = Thread { [self] in
+            let handle = out.fileHandleForReading
+            while true {
+                let data = handle.availableData
+                append(data)
+                if data.isEmpty { return }
+            }
+        }
+        reader.start()
     }
 
     /// `kvtest-helper ARGUMENTS` in the background.
