@@ -103,7 +103,12 @@ import TestSupport
         latencies.sort()
         let p50 = latencies[latencies.count / 2]
         let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-        print(String(format: "notification latency, commit to wakeup in another process: p50 %.0f µs, p99 %.0f µs, max %.0f µs (%d wakes for %d commits, debug build)",
-                     p50, p99, latencies.last ?? 0, latencies.count, count))
+        #if DEBUG
+        let build = "debug"
+        #else
+        let build = "release"
+        #endif
+        print(String(format: "notification latency, commit to wakeup in another process: p50 %.0f µs, p99 %.0f µs, max %.0f µs (%d wakes for %d commits, %@ build)",
+                     p50, p99, latencies.last ?? 0, latencies.count, count, build))
     }
 }
