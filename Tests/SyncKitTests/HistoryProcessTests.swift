@@ -108,7 +108,7 @@ import TestSupport
         #else
         let build = "release"
         #endif
-        print(String(format: "notification latency, commit to wakeup in another process: p50 %.0f µs, p99 %.0f µs, max %.0f µs (%d wakes for %d commits, %@ build)",
-                     p50, p99, latencies.last ?? 0, latencies.count, count, build))
+        print(String(format: "notification latency, commit to wakeup in another process: p50 %.0f µs, p99 %.0f µs, max %.0f µs",
+                     p50, p99, latencies.last ?? 0) + " (\(latencies.count) wakes for \(count) commits, \(build) build)")
     }
 }
