@@ -20,8 +20,8 @@ import KVStore
 /// - Cloud Storage: every 3 months, 12.99 USD, no category and no memo (`null`).
 ///
 /// Events are generated for ``historyRange`` around ``today`` (2025-12-06...2026-05-06) at
-/// ``generatedAt``; five of them are confirmed at ``confirmedAt``, one with an overridden amount and
-/// a memo.
+/// ``generatedAt``; five of them are confirmed at ``confirmedAt``, one with an overridden amount, three
+/// with memos that hold a comma and a line feed, quotes and a comma, and quotes and CRLF.
 public enum SubscriptionSampleData {
     /// Asia/Tokyo, the zone of every instant below.
     public static let timeZone = TimeZone(identifier: "Asia/Tokyo")!
@@ -77,11 +77,11 @@ public enum SubscriptionSampleData {
 
     /// The confirmations applied after generation: (subscription, day, overriding amount, memo).
     public static let confirmations: [(subscriptionId: UUID, billedAt: LogicalDay, amount: Decimal?, memo: String?)] = [
-        (netflixID, day(2025, 12, 31), nil, nil),
+        (netflixID, day(2025, 12, 31), nil, "Family plan,\nshared with 2"),
         (netflixID, day(2026, 1, 31), nil, nil),
         (coffeeID, day(2025, 12, 30), 2680, "Price up, \"limited\" lot"),
         (newsID, day(2025, 12, 10), nil, nil),
-        (newsID, day(2026, 1, 10), nil, nil),
+        (newsID, day(2026, 1, 10), nil, "Last charge.\r\nRefund: \"none\""),
     ]
 
     /// The days projected events are generated for: ``historyRange`` around ``today``.
