@@ -121,9 +121,16 @@ private func monthly(status: SubscriptionStatus = .active, cancellationDate: Log
             try HistoryRange(pastMonths: 0, futureMonths: 1201).validate()
         }
         try HistoryRange(pastMonths: 1200, futureMonths: 1200).validate()
-        #expect(throws: SubscriptionValidationError.self) {
+        #expect(throws: SubscriptionValidationError.historyRangeOutOfBounds(HistoryRange(pastMonths: 0, futureMonths: 1),
+                                                                           around: day("9999-12-15"))) {
             try HistoryRange(pastMonths: 0, futureMonths: 1).days(around: day("9999-12-15"))
         }
+        #expect(throws: SubscriptionValidationError.self) {
+            try HistoryRange(pastMonths: 1, futureMonths: 0).days(around: day("0001-01-15"))
+        }
+        #expect(try HistoryRange(pastMonths: 0, futureMonths: 0).days(around: day("9999-12-31")) == day("9999-12-31")...day("9999-12-31"))
+        #expect("\(SubscriptionValidationError.historyRangeOutOfBounds(HistoryRange(pastMonths: 0, futureMonths: 1), around: day("9999-12-15")))"
+                == "historyRange of 0 months back and 1 ahead of 9999-12-15 reaches outside 0001-01-01...9999-12-31")
         #expect("\(SubscriptionValidationError.invalidHistoryRange(field: "pastMonths", -1))"
                 == "historyRange pastMonths is -1; it must be between 0 and 1200")
     }

@@ -35,15 +35,13 @@ public struct HistoryRange: Codable, Hashable, Sendable {
     /// (2026-08-31 minus 6 months is 2026-02-28).
     ///
     /// - Throws: ``SubscriptionValidationError/invalidHistoryRange(field:_:)`` for a bound out of
-    ///   range, or ``SubscriptionValidationError/dayOutOfRange(field:_:)`` when the range would leave
-    ///   the years 0001-9999.
+    ///   range, or ``SubscriptionValidationError/historyRangeOutOfBounds(_:around:)`` when the range
+    ///   would leave the years 0001-9999.
     public func days(around today: LogicalDay) throws(SubscriptionValidationError) -> ClosedRange<LogicalDay> {
         try validate()
-        guard let start = today.adding(months: -pastMonths), Subscription.supportedDays.contains(start) else {
-            throw .dayOutOfRange(field: "historyRange start", today)
-        }
-        guard let end = today.adding(months: futureMonths), Subscription.supportedDays.contains(end) else {
-            throw .dayOutOfRange(field: "historyRange end", today)
+        guard let start = today.adding(months: -pastMonths), let end = today.adding(months: futureMonths),
+              Subscription.supportedDays.contains(start), Subscription.supportedDays.contains(end) else {
+            throw .historyRangeOutOfBounds(self, around: today)
         }
         return start...end
     }

@@ -4,6 +4,8 @@ import KVStore
 extension LogicalDay {
     /// The last representable billing day, 9999-12-31: later dates are never generated.
     static let lastSupported = LogicalDay(year: 9999, month: 12, day: 31)!
+    /// The earliest day `LogicalDay(year:month:day:)` accepts, -9999-01-01.
+    static let firstRepresentable = LogicalDay(year: -9999, month: 1, day: 1)!
 
     /// The number of days in `month` (1...12) of `year`.
     static func daysInMonth(year: Int, month: Int) -> Int {
@@ -38,7 +40,7 @@ extension LogicalDay {
     func adding(days: Int) -> LogicalDay? {
         let (number, overflow) = Int(dayNumber).addingReportingOverflow(days)
         guard !overflow, number <= Int(Self.lastSupported.dayNumber),
-              number >= Int(LogicalDay(year: -9999, month: 1, day: 1)!.dayNumber) else { return nil }
+              number >= Int(Self.firstRepresentable.dayNumber) else { return nil }
         return LogicalDay(dayNumber: Int32(number))
     }
 

@@ -37,6 +37,8 @@ public enum SubscriptionValidationError: Error, Hashable, Sendable, CustomString
     /// A history range bound is not in 0...``HistoryRange/maximumMonths``. `field` is `pastMonths` or
     /// `futureMonths`.
     case invalidHistoryRange(field: String, Int)
+    /// The history range around a day would reach before 0001-01-01 or after 9999-12-31.
+    case historyRangeOutOfBounds(HistoryRange, around: LogicalDay)
 
     public var description: String {
         switch self {
@@ -65,6 +67,9 @@ public enum SubscriptionValidationError: Error, Hashable, Sendable, CustomString
             "customDaysInterval is \(days); it must be a positive number of days, at most \(BillingCycle.maximumDays)"
         case .invalidHistoryRange(let field, let months):
             "historyRange \(field) is \(months); it must be between 0 and \(HistoryRange.maximumMonths)"
+        case .historyRangeOutOfBounds(let range, let today):
+            "historyRange of \(range.pastMonths) months back and \(range.futureMonths) ahead of \(today) "
+                + "reaches outside 0001-01-01...9999-12-31"
         }
     }
 }
