@@ -42,7 +42,7 @@ let package = Package(
             dependencies: ["KVStore", "Workloads", "TestSupport"],
             exclude: ["Fixtures/cbor_interop.py"]
         ),
-        .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
+        .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         // Timed workloads that print their figures and assert only correctness.
