@@ -4,7 +4,7 @@ import TestSupport
 @testable import KVStore
 import Workloads
 
-struct BillingEvent: Codable, Hashable, Sendable {
+struct Charge: Codable, Hashable, Sendable {
     var id: UUID
     var subscriptionId: UUID
     var billedAt: Date
@@ -106,14 +106,14 @@ struct BillingEvent: Codable, Hashable, Sendable {
 
     @Test func indexIsMaintainedOnPutUpdateAndDelete() throws {
         let store = try dir.store()
-        let bySubscription = Index<BillingEvent, Pair<UUID, Date>>("bySubscription") { Pair($0.subscriptionId, $0.billedAt) }
-        let events = try store.collection("billingEvents", key: UUID.self, value: BillingEvent.self, indexes: [bySubscription])
+        let bySubscription = Index<Charge, Pair<UUID, Date>>("bySubscription") { Pair($0.subscriptionId, $0.billedAt) }
+        let events = try store.collection("billingEvents", key: UUID.self, value: Charge.self, indexes: [bySubscription])
         let s1 = UUID(), s2 = UUID()
         let base = Date(timeIntervalSince1970: 1_760_000_000)
-        var all: [BillingEvent] = []
+        var all: [Charge] = []
         for month in 0..<6 {
             for sub in [s1, s2] {
-                all.append(BillingEvent(id: UUID(), subscriptionId: sub, billedAt: base + Double(month) * 2_592_000,
+                all.append(Charge(id: UUID(), subscriptionId: sub, billedAt: base + Double(month) * 2_592_000,
                                         amount: Decimal(string: "980.00")!))
             }
         }
@@ -162,19 +162,19 @@ struct BillingEvent: Codable, Hashable, Sendable {
 
     @Test func indexAddedLaterIsBuiltAndDroppedIndexIsRemoved() throws {
         let store = try dir.store()
-        let plain = try store.collection("events", key: UUID.self, value: BillingEvent.self)
+        let plain = try store.collection("events", key: UUID.self, value: Charge.self)
         let sub = UUID()
         try store.write { tx throws in
             for i in 0..<10 {
-                let e = BillingEvent(id: UUID(), subscriptionId: sub, billedAt: Date(timeIntervalSince1970: Double(i)), amount: 1)
+                let e = Charge(id: UUID(), subscriptionId: sub, billedAt: Date(timeIntervalSince1970: Double(i)), amount: 1)
                 try plain.put(e, forKey: e.id, in: tx)
             }
         }
-        let byDate = Index<BillingEvent, Date>("byDate") { $0.billedAt }
-        let indexed = try store.collection("events", key: UUID.self, value: BillingEvent.self, indexes: [byDate])
+        let byDate = Index<Charge, Date>("byDate") { $0.billedAt }
+        let indexed = try store.collection("events", key: UUID.self, value: Charge.self, indexes: [byDate])
         let ordered = try store.read { try indexed.entries(in: byDate, in: $0) }
         #expect(ordered.map(\.value.billedAt.timeIntervalSince1970) == (0..<10).map(Double.init))
-        _ = try store.collection("events", key: UUID.self, value: BillingEvent.self)
+        _ = try store.collection("events", key: UUID.self, value: Charge.self)
         #expect(try store.catalogEntry(forCollection: "events")?.indexes.isEmpty == true)
     }
 
