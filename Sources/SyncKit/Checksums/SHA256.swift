@@ -175,8 +175,10 @@ public struct SHA256: Sendable {
         0x748F_82EE, 0x78A5_636F, 0x84C8_7814, 0x8CC7_0208, 0x90BE_FFFA, 0xA450_6CEB, 0xBEF9_A3F7, 0xC671_78F2,
     ]
 
-    @inline(__always)
-    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 &- n)) }
+    /// Rotates right. Transparent, with masking shifts (`&>>`, `&<<`): inlined even in debug builds,
+    /// where generic smart shifts (`>>`) and ordinary functions are real calls.
+    @_transparent
+    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x &>> n) | (x &<< (32 &- n)) }
 
     /// Runs the compression function over `count` consecutive 64-byte blocks at `blocks`.
     private mutating func compress(blocks: UnsafeRawPointer, count: Int) {
@@ -184,19 +186,26 @@ public struct SHA256: Sendable {
             let k = kBuffer.baseAddress!
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { wBuffer in
                 let w = wBuffer.baseAddress!
-                for blockIndex in 0..<count {
+                // `while` loops rather than ranges: no iterator calls in debug builds.
+                var blockIndex = 0
+                while blockIndex < count {
                     let block = blocks + blockIndex &* Self.blockSize
-                    for t in 0..<16 {
+                    blockIndex &+= 1
+                    var t = 0
+                    while t < 16 {
                         w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: t &* 4, as: UInt32.self))
+                        t &+= 1
                     }
-                    for t in 16..<64 {
+                    while t < 64 {
                         let x = w[t &- 15], y = w[t &- 2]
-                        let s0 = Self.rotr(x, 7) ^ Self.rotr(x, 18) ^ (x >> 3)
-                        let s1 = Self.rotr(y, 17) ^ Self.rotr(y, 19) ^ (y >> 10)
+                        let s0 = Self.rotr(x, 7) ^ Self.rotr(x, 18) ^ (x &>> 3)
+                        let s1 = Self.rotr(y, 17) ^ Self.rotr(y, 19) ^ (y &>> 10)
                         w[t] = w[t &- 16] &+ s0 &+ w[t &- 7] &+ s1
+                        t &+= 1
                     }
                     var a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7
-                    for t in 0..<64 {
+                    t = 0
+                    while t < 64 {
                         let s1 = Self.rotr(e, 6) ^ Self.rotr(e, 11) ^ Self.rotr(e, 25)
                         let choice = (e & f) ^ (~e & g)
                         let t1 = h &+ s1 &+ choice &+ k[t] &+ w[t]
@@ -205,6 +214,7 @@ public struct SHA256: Sendable {
                         let t2 = s0 &+ majority
                         h = g; g = f; f = e; e = d &+ t1
                         d = c; c = b; b = a; a = t1 &+ t2
+                        t &+= 1
                     }
                     h0 &+= a; h1 &+= b; h2 &+= c; h3 &+= d
                     h4 &+= e; h5 &+= f; h6 &+= g; h7 &+= h
