@@ -67,6 +67,7 @@ do {
         try container.defaults(suite: rest[0]).set(rest[2], forKey: rest[1])
         print("ok")
     default:
+        if try runSnapshotCommand(command, root: root, group: group, rest) { break }
         fail("unknown command \(command)")
     }
 } catch {
