@@ -42,7 +42,8 @@ struct GlobalOptions: ParsableArguments {
     static let valued: Set<String> = ["--root", "--group", "--author"]
     static let flags: Set<String> = ["--json"]
     static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
-                                                "demo": ["extension"]]
+                                                "demo": ["extension"],
+                                                "snapshot": ["export", "list", "verify", "prune"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its
     /// sub-subcommand), where swift-argument-parser looks for them.
