@@ -138,6 +138,8 @@ import Glibc
              "names file \"../../Store/data.mdb\"; expected snapshot-000001.mdb"),
             (goodText.replacingOccurrences(of: entry.sha256, with: "xyz"), "malformed sha256"),
             (goodText.replacingOccurrences(of: "\"lastGeneration\" : 1", with: "\"lastGeneration\" : 0"), "lastGeneration 0"),
+            (goodText.replacingOccurrences(of: "\"lastGeneration\" : 1", with: "\"lastGeneration\" : 9223372036854775807"),
+             "over the limit"),
             (goodText.replacingOccurrences(of: "\"size\" : \(entry.size)", with: "\"size\" : \"big\""), "size"),
         ]
         for (text, fragment) in cases {

@@ -128,6 +128,13 @@ struct Today: Codable, Equatable, Sendable {
         try write([1, 2, 3], feed.path)
         #expect(try feed.publish(Today(total: 1, streak: 5, note: nil)) == 5)
         #expect(try feed.read().payload.streak == 5)
+        // A counter that cannot count on is an error, not a trap; the feed keeps its contents.
+        let lock = (feed.path as NSString).deletingLastPathComponent + "/.today.lock"
+        try write([UInt8](repeating: 0xFF, count: 8), lock)
+        #expect(throws: WidgetFeedError.corrupt(path: lock, reason: "the generation counter 18446744073709551615 is out of range")) {
+            try feed.publish(Today(total: 1, streak: 6, note: nil))
+        }
+        #expect(try feed.read().generation == 5)
         // Feeds are independent.
         #expect(try self.feed("other").publish(Today(total: 0, streak: 0, note: nil)) == 1)
     }

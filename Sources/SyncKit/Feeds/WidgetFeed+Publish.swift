@@ -47,8 +47,16 @@ extension WidgetFeed {
         let lock = try FileLock(path: feedsPath + "/." + name + ".lock", mode: sharing.fileMode, shared: false)
         return try withExtendedLifetime(lock) {
             _ = try sweep(files, maxAge: 3600)
-            let current = try rawBytes().flatMap(WidgetFeedFile.generation(inHeaderOf:)) ?? 0
-            let generation = max(try lock.counter(), current) + 1
+            // Only an intact feed's generation is trusted; the lock file's counter covers the rest.
+            var current: UInt64 = 0
+            if let bytes = try? rawBytes(), let parsed = try? WidgetFeedFile.decode(bytes, path: path) {
+                current = parsed.generation
+            }
+            let last = max(try lock.counter(), current)
+            guard last < UInt64(Int64.max) else {
+                throw WidgetFeedError.corrupt(path: lock.path, reason: "the generation counter \(last) is out of range")
+            }
+            let generation = last + 1
             try lock.setCounter(generation)
 
             let bytes = WidgetFeedFile.encode(generation: generation, publishedAt: date, payload: encoded)

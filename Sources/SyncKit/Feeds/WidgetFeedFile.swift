@@ -42,14 +42,6 @@ enum WidgetFeedFile {
         return bytes
     }
 
-    /// The generation in a header whose magic and version are right, without checking the payload:
-    /// what a publisher needs to continue the numbering. `nil` otherwise.
-    static func generation(inHeaderOf bytes: [UInt8]) -> UInt64? {
-        guard bytes.count >= headerSize, Array(bytes[0..<6]) == magic,
-              read(bytes, at: 6, width: 2) == UInt64(formatVersion) else { return nil }
-        return read(bytes, at: 8, width: 8)
-    }
-
     /// Checks everything and returns the fields; throws ``WidgetFeedError`` naming the first problem.
     static func decode(_ bytes: [UInt8], path: String) throws -> Parsed {
         guard bytes.count >= headerSize else {

@@ -15,12 +15,22 @@ final class FileLock {
     let descriptor: Int32
     let path: String
 
-    /// Opens (creating with `mode`) `path` without following a symbolic link and waits for the lock.
+    /// Opens (creating with exactly `mode`) `path` without following a symbolic link, and waits for
+    /// the lock. A shared lock also works where the file may only be read.
     ///
-    /// - Throws: ``KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or locked;
-    ///   ``KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
+    /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or
+    ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
     init(path: String, mode: mode_t, shared: Bool) throws {
-        let fd = SyscallRetry.retry { open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode) }
+        let flags = O_NOFOLLOW | O_CLOEXEC
+        var fd = SyscallRetry.retry { open(path, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
+        if fd >= 0 {
+            _ = fchmod(fd, mode)  // the umask does not decide who may lock
+        } else if errno == EEXIST {
+            fd = SyscallRetry.retry { open(path, O_RDWR | flags) }
+        }
+        if fd < 0 && shared && (errno == EACCES || errno == EROFS || errno == EPERM) {
+            fd = SyscallRetry.retry { open(path, O_RDONLY | flags) }
+        }
         if fd < 0 {
             let code = errno
             if code == ELOOP { throw KVStoreError.invalidPath(path, reason: "the lock file is a symbolic link") }

@@ -43,7 +43,7 @@ public struct SnapshotEntry: Codable, Hashable, Sendable {
     public static func generation(ofFileName name: String) -> Int? {
         guard name.hasPrefix("snapshot-"), name.hasSuffix(".mdb") else { return nil }
         let digits = name.dropFirst("snapshot-".count).dropLast(".mdb".count)
-        guard digits.count >= 6, digits.count <= 18, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+        guard digits.count >= 6, digits.count <= 12, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
               let generation = Int(digits), generation >= 1,
               fileName(forGeneration: generation) == name else { return nil }
         return generation

@@ -20,6 +20,8 @@ public struct SnapshotManifest: Codable, Hashable, Sendable {
     public static let currentFormatVersion = 1
     /// Manifests larger than this are refused as corrupt.
     public static let maxSize = 16 << 20
+    /// The largest generation accepted (twelve digits), so that counting on never overflows.
+    public static let maxGeneration = 999_999_999_999
 
     public var formatVersion: Int
     /// The highest generation ever published, kept when its snapshot is pruned, so that generations
@@ -80,6 +82,7 @@ public struct SnapshotManifest: Codable, Hashable, Sendable {
         for entry in snapshots {
             let expected = SnapshotEntry.fileName(forGeneration: entry.generation)
             if entry.generation < 1 { return "generation \(entry.generation) is not positive" }
+            if entry.generation > Self.maxGeneration { return "generation \(entry.generation) is over the limit \(Self.maxGeneration)" }
             if entry.generation <= previous {
                 return "generation \(entry.generation) follows generation \(previous); generations must increase"
             }
@@ -92,6 +95,9 @@ public struct SnapshotManifest: Codable, Hashable, Sendable {
                 return "\(entry.file) has a malformed sha256 (expected 64 lower-case hex digits)"
             }
             previous = entry.generation
+        }
+        if lastGeneration > Self.maxGeneration {
+            return "lastGeneration \(lastGeneration) is over the limit \(Self.maxGeneration)"
         }
         if lastGeneration < previous {
             return "lastGeneration \(lastGeneration) is below the listed generation \(previous)"
