@@ -39,10 +39,10 @@ extension WidgetFeed {
         guard encoded.count <= maxPayloadSize else {
             throw WidgetFeedError.payloadTooLarge(name: name, size: encoded.count, limit: maxPayloadSize)
         }
-        try SyscallRetry.makeDirectory(snapshotsDirectory, mode: sharing.directoryMode)
+        try SystemCalls.makeDirectory(snapshotsDirectory, mode: sharing.directoryMode)
         let files = try SharedFiles(directory: snapshotsDirectory, sharing: sharing)
         let feedsPath = snapshotsDirectory + "/" + Self.feedsDirectoryName
-        try SyscallRetry.makeDirectory(feedsPath, mode: sharing.directoryMode)
+        try SystemCalls.makeDirectory(feedsPath, mode: sharing.directoryMode)
 
         let lock = try FileLock(path: feedsPath + "/." + name + ".lock", mode: sharing.fileMode, shared: false)
         return try withExtendedLifetime(lock) {
@@ -63,9 +63,9 @@ extension WidgetFeed {
             try files.publish(to: relativePath, temporaryName: TemporaryFileName.make(for: fileName)) { fd, temporaryPath in
                 try bytes.withUnsafeBytes { all in
                     let half = all.count / 2
-                    try SyscallRetry.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[..<half]), path: temporaryPath)
+                    try SystemCalls.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[..<half]), path: temporaryPath)
                     midWrite?()
-                    try SyscallRetry.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[half...]), path: temporaryPath)
+                    try SystemCalls.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[half...]), path: temporaryPath)
                 }
             }
             return generation

@@ -66,7 +66,7 @@ public struct Snapshots: Sendable {
 
     /// The snapshots in `directory`, which must exist unless `create` is set.
     public init(directory: String, sharing: SharingMode = .privateToUser, create: Bool = false) throws {
-        if create { try SyscallRetry.makeDirectory(directory, mode: sharing.directoryMode) }
+        if create { try SystemCalls.makeDirectory(directory, mode: sharing.directoryMode) }
         files = try SharedFiles(directory: directory, sharing: sharing)
         self.directory = files.directory
         self.sharing = sharing

@@ -3,8 +3,9 @@ import KVStore
 import Glibc
 #endif
 
-/// System-call helpers shared by the publishers.
-enum SyscallRetry {
+/// The system calls the publishers make directly (everything else goes through ``KVStore/SharedFiles``):
+/// `EINTR` retries, whole writes, and creating one directory level with an exact mode.
+enum SystemCalls {
     /// Runs a system call until it does not fail with `EINTR`.
     @inline(__always)
     static func retry<T: BinaryInteger>(_ call: () -> T) -> T {
