@@ -67,7 +67,9 @@ do {
         try container.defaults(suite: rest[0]).set(rest[2], forKey: rest[1])
         print("ok")
     default:
-        if try !historyCommand(command, root: root, group: group, rest: rest) { fail("unknown command \(command)") }
+        if try runSnapshotCommand(command, root: root, group: group, rest) { break }
+        if try historyCommand(command, root: root, group: group, rest: rest) { break }
+        fail("unknown command \(command)")
     }
 } catch {
     fail("\(command): \(error)")

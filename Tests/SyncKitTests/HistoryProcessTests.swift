@@ -20,21 +20,22 @@ import TestSupport
         _ = try dir.container(group)
         let transactions = 300
         let expected = (0..<transactions).reduce(0) { $0 + 1 + $1 % 3 }
-        let writer = try BackgroundProcess(helper: ["history-writer", dir.path, group, String(transactions)])
+        let writer = try BackgroundProcess.helper(["history-writer", dir.path, group, String(transactions)])
         let steady = try ["first", "second"].map {
-            try BackgroundProcess(helper: ["history-consumer", dir.path, group, $0, String(expected)])
+            try BackgroundProcess.helper(["history-consumer", dir.path, group, $0, String(expected)])
         }
         // The third consumer is killed after its first acknowledgement, then started again.
-        let doomed = try BackgroundProcess(helper: ["history-consumer", dir.path, group, "third", String(expected)])
-        #expect(doomed.waitForLine(startingWith: "acked") != nil)
+        let doomed = try BackgroundProcess.helper(["history-consumer", dir.path, group, "third", String(expected)])
+        #expect(doomed.waitForLine { $0.hasPrefix("acked") } != nil)
         doomed.kill()
+        doomed.wait()
         let ackedBeforeDeath = doomed.output.filter { $0.hasPrefix("acked ") }.compactMap { UInt64($0.dropFirst(6)) }.max() ?? 0
         #expect(doomed.output.contains { $0.hasPrefix("end ") } == false)
 
-        #expect(writer.wait() == 0)
+        #expect(writer.wait().status == 0)
         #expect(writer.output.last == "done \(expected)")
-        let reborn = try BackgroundProcess(helper: ["history-consumer", dir.path, group, "third", String(expected)])
-        for consumer in steady + [reborn] { #expect(consumer.wait() == 0) }
+        let reborn = try BackgroundProcess.helper(["history-consumer", dir.path, group, "third", String(expected)])
+        for consumer in steady + [reborn] { #expect(consumer.wait().status == 0) }
 
         for consumer in steady {
             let result = summary(consumer)
@@ -81,8 +82,8 @@ import TestSupport
         _ = try History.attach(to: container)
         let defaults = try container.defaults()
         let count = 200
-        let observer = try BackgroundProcess(helper: ["notify-latency", dir.path, group, String(count)])
-        #expect(observer.waitForLine(startingWith: "ready") != nil)
+        let observer = try BackgroundProcess.helper(["notify-latency", dir.path, group, String(count)])
+        #expect(observer.waitForLine { $0.hasPrefix("ready") } != nil)
 
         var committedAt: [Int: UInt64] = [:]
         for seq in 1...count {
@@ -90,7 +91,7 @@ import TestSupport
             committedAt[seq] = clock.lastCommit
             usleep(3_000)
         }
-        #expect(observer.wait(timeout: 30) == 0)
+        #expect(observer.wait().status == 0)
         var latencies: [Double] = []
         for line in observer.output where line.hasPrefix("seq ") {
             let parts = line.split(separator: " ")

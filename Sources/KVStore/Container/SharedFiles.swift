@@ -139,65 +139,13 @@ public struct SharedFiles: Sendable {
     }
 
     private func writeBytes(_ bytes: UnsafeRawBufferPointer, to path: String) throws {
-        let components = try Self.validate(path)
-        guard let name = components.last else { throw KVStoreError.invalidPath(path, reason: "the path is empty") }
-        let parent = try SafePath.walk(
-            from: SafePath.openRoot(directory), through: components.dropLast(),
-            createMode: sharing.directoryMode, path: path, directory: directory)
-        defer { close(parent) }
-        let full = SafePath.join(directory, path)
-
-        if let existing = SafePath.lstat(at: parent, name) {
-            if SafePath.isType(existing, S_IFLNK) {
-                throw KVStoreError.invalidPath(path, reason: "'\(path)' is a symbolic link")
-            }
-            if SafePath.isType(existing, S_IFDIR) {
-                throw KVStoreError.io(operation: "write", path: full, errno: EISDIR)
-            }
-        }
-
-        // Create the temporary file; retry on the (unlikely) name collision.
-        var temporary = ""
-        var fd: Int32 = -1
-        for _ in 0..<16 {
-            temporary = SafePath.temporaryPrefix + Self.randomSuffix()
-            fd = SafePath.retry {
-                openat(parent, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            }
-            if fd >= 0 || errno != EEXIST { break }
-        }
-        if fd < 0 {
-            throw KVStoreError.io(operation: "create temporary file", path: SafePath.join(directory, temporary), errno: errno)
-        }
-
-        var open = true
-        do {
-            if SafePath.retry({ fchmod(fd, sharing.fileMode) }) != 0 {
-                throw KVStoreError.io(operation: "chmod", path: full, errno: errno)
-            }
-            try Self.writeAll(fd, bytes, path: full)
-            if SafePath.retry({ fsync(fd) }) != 0 {
-                throw KVStoreError.io(operation: "fsync", path: full, errno: errno)
-            }
-            open = false
-            if close(fd) != 0 && errno != EINTR {  // the fd is released even when close fails
-                throw KVStoreError.io(operation: "close", path: full, errno: errno)
-            }
-            if SafePath.retry({ renameat(parent, temporary, parent, name) }) != 0 {
-                throw KVStoreError.io(operation: "rename temporary file onto", path: full, errno: errno)
-            }
-        } catch {
-            if open { close(fd) }
-            _ = unlinkat(parent, temporary, 0)
-            throw error
-        }
-        let code = SafePath.syncDirectory(parent)
-        if code != 0 {
-            throw KVStoreError.io(operation: "fsync directory", path: SafePath.join(directory, components.dropLast().joined(separator: "/")), errno: code)
+        try publish(to: path, temporaryName: { SafePath.temporaryPrefix + Self.randomSuffix() },
+                    attempts: 16, replacing: true) { fd, _ in
+            try Self.writeAll(fd, bytes, path: SafePath.join(directory, path))
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
         guard let base = bytes.baseAddress else { return }  // empty file
         var offset = 0
         while offset < bytes.count {
@@ -214,7 +162,7 @@ public struct SharedFiles: Sendable {
         }
     }
 
-    private static func randomSuffix() -> String {
+    static func randomSuffix() -> String {
         var generator = SystemRandomNumberGenerator()
         let value = generator.next() as UInt64
         let digits = String(value, radix: 16)

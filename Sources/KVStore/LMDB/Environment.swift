@@ -26,6 +26,9 @@ final class Environment: @unchecked Sendable {
         var durability: Durability
         var readOnly: Bool
         var fileMode: mode_t
+        /// Opens one immutable file (a snapshot) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
+        /// MDB_NOLOCK`, so no lock file is needed or touched. Implies `readOnly`.
+        var immutableFile = false
     }
 
     let handle: OpaquePointer
@@ -95,6 +98,7 @@ final class Environment: @unchecked Sendable {
             try LMDBError.check(mdb_env_set_mapsize(handle, roundToPage(configuration.mapSize)))
             var flags = UInt32(MDB_NOTLS) | configuration.durability.environmentFlags
             if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
+            if configuration.immutableFile { flags |= UInt32(MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK) }
             try LMDBError.check(mdb_env_open(handle, directory, flags, configuration.fileMode))
         } catch {
             mdb_env_close(handle)

@@ -36,6 +36,9 @@ public final class Store: @unchecked Sendable {
         public var maxReaders: UInt32 = 126
         /// Named databases, including indexes and defaults suites (`mdb_env_set_maxdbs`). Default 512.
         public var maxDatabases: UInt32 = 512
+        /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
+        /// without a lock file.
+        var immutableFile = false
 
         public init() {}
     }
@@ -58,7 +61,8 @@ public final class Store: @unchecked Sendable {
         let configuration = Environment.Configuration(
             mapSize: options.mapSize, maxMapSize: options.maxMapSize,
             maxReaders: options.maxReaders, maxDatabases: options.maxDatabases,
-            durability: options.durability, readOnly: options.readOnly, fileMode: options.fileMode
+            durability: options.durability, readOnly: options.readOnly || options.immutableFile,
+            fileMode: options.fileMode, immutableFile: options.immutableFile
         )
         environment = try Environment.open(directory: directory, configuration: configuration)
         self.directory = environment.directory

@@ -47,6 +47,7 @@ struct GlobalOptions: ParsableArguments {
     static let flags: Set<String> = ["--json"]
     static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
                                                 "history": ["show", "purge", "enable", "disable", "consumers"],
+                                                "snapshot": ["export", "list", "verify", "prune"],
                                                 "demo": ["extension"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its

@@ -1,0 +1,141 @@
+import Foundation
+import KVStore
+
+/// A small typed payload that the app publishes for widgets and extensions, so that they never open
+/// the main store: `Snapshots/feeds/<name>.feed`, replaced atomically with a generation number.
+///
+/// ```swift
+/// // The app, after each save:
+/// let feed = try WidgetFeed<TodayPayload>(name: "today", container: container)
+/// let generation = try feed.publish(TodayPayload(total: 3.8, streak: 12))
+///
+/// // The widget, in another process, with no access to Store/:
+/// let reader = try WidgetFeed<TodayPayload>(name: "today", groupIdentifier: "group.com.example.app")
+/// let latest = try reader.read()          // latest.generation, latest.payload
+/// ```
+///
+/// **Never torn.** A publication writes header and payload into a new temporary file
+/// (`.<name>.feed.tmp-<pid>-<random>`, `O_EXCL`), `fsync`s it, renames it over the feed and `fsync`s
+/// the directory, so a reader opens either the previous file or the new one, complete. The header
+/// carries the format version, the generation, the payload length and a SHA-256 of header and payload,
+/// and ``read()`` checks all of them: a damaged file is a clear ``WidgetFeedError/corrupt(path:reason:)``,
+/// never a garbled payload. See `WidgetFeedFile` for the layout.
+///
+/// **Generations** increase by one per publication, across processes: publishers of one feed take
+/// turns on an `flock` of `feeds/.<name>.lock`, which also records the last generation, so numbering
+/// continues even if the feed file is deleted.
+///
+/// **Crashes.** A publisher that dies mid-publication leaves only its temporary file; the feed keeps
+/// its previous contents. Every publication first removes temporary files whose process is gone (or
+/// that are older than an hour); ``removeOrphanedTemporaryFiles(olderThan:)`` does it on demand.
+///
+/// The payload is encoded as CBOR (RFC 8949), the store's own value encoding. A small immutable value:
+/// share it between threads freely.
+public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
+    /// The feed's name: its file is `feeds/<name>.feed`.
+    public let name: String
+    /// The `Snapshots/` directory the `feeds/` directory lives in.
+    public let snapshotsDirectory: String
+    /// The modes of files and directories the publisher creates.
+    public let sharing: SharingMode
+    /// The largest payload accepted, in bytes, when publishing and when reading. Default 1 MiB.
+    public var maxPayloadSize: Int = 1 << 20
+
+    /// Feed files live here, relative to ``snapshotsDirectory``.
+    public static var feedsDirectoryName: String { "feeds" }
+
+    /// The feed `name` of a container (in its ``KVStore/SharedContainer/snapshotsDirectory``).
+    ///
+    /// - Throws: ``WidgetFeedError/invalidName(_:reason:)``.
+    public init(name: String, container: SharedContainer) throws {
+        try self.init(name: name, snapshotsDirectory: container.snapshotsDirectory, sharing: container.options.sharing)
+    }
+
+    /// The feed `name` of the container of `groupIdentifier` under `root` (resolved as
+    /// ``KVStore/SharedContainer`` resolves it), without opening the container or its store: what a
+    /// widget uses. Nothing is touched on disk until you read or publish.
+    ///
+    /// - Throws: ``WidgetFeedError/invalidName(_:reason:)``,
+    ///   ``KVStore/KVStoreError/invalidGroupIdentifier(_:reason:)``.
+    public init(name: String, groupIdentifier: String, root: String? = nil, sharing: SharingMode = .privateToUser) throws {
+        let identifier = try GroupIdentifier(groupIdentifier)
+        let path = try ContainerRoot.resolve(explicit: root) + "/" + identifier.rawValue + "/Snapshots"
+        try self.init(name: name, snapshotsDirectory: path, sharing: sharing)
+    }
+
+    /// The feed `name` in the `feeds/` directory below `snapshotsDirectory`.
+    ///
+    /// - Throws: ``WidgetFeedError/invalidName(_:reason:)``.
+    public init(name: String, snapshotsDirectory: String, sharing: SharingMode = .privateToUser) throws {
+        if let reason = Self.nameProblem(name) { throw WidgetFeedError.invalidName(name, reason: reason) }
+        self.name = name
+        self.snapshotsDirectory = try ContainerRoot.resolve(explicit: snapshotsDirectory, environment: [:])
+        self.sharing = sharing
+    }
+
+    /// The feed file's name, `<name>.feed`.
+    public var fileName: String { name + ".feed" }
+    /// The feed file's path relative to ``snapshotsDirectory``.
+    var relativePath: String { Self.feedsDirectoryName + "/" + fileName }
+    /// The feed file's absolute path.
+    public var path: String { snapshotsDirectory + "/" + relativePath }
+
+    static func nameProblem(_ name: String) -> String? {
+        if name.isEmpty { return "the name is empty" }
+        if name.utf8.count > 100 { return "the name is longer than 100 bytes" }
+        if name.hasPrefix(".") { return "the name must not start with '.'" }
+        let allowed = name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                || scalar == "." || scalar == "_" || scalar == "-")
+        }
+        return allowed ? nil : "feed names may contain only ASCII letters, digits, '.', '_' and '-'"
+    }
+
+    // MARK: - Reading
+
+    /// The latest publication, checked end to end (magic, version, length, SHA-256) and decoded.
+    ///
+    /// Reads only `Snapshots/feeds/<name>.feed`; works when the main store is unreadable or absent.
+    /// Safe to call while publishers in other processes replace the file: it sees one complete
+    /// publication or the next.
+    ///
+    /// - Throws: ``WidgetFeedError/notPublished(name:path:)``; ``WidgetFeedError/corrupt(path:reason:)``;
+    ///   ``WidgetFeedError/unsupportedVersion(path:version:supported:)``;
+    ///   ``WidgetFeedError/payloadMismatch(path:type:reason:)``; ``KVStore/KVStoreError`` for a symbolic
+    ///   link or an I/O failure.
+    public func read() throws -> PublishedFeed<Payload> {
+        guard let feed = try readIfPublished() else {
+            throw WidgetFeedError.notPublished(name: name, path: path)
+        }
+        return feed
+    }
+
+    /// Like ``read()``, but `nil` when nothing has been published yet.
+    public func readIfPublished() throws -> PublishedFeed<Payload>? {
+        guard let bytes = try rawBytes() else { return nil }
+        let parsed = try WidgetFeedFile.decode(bytes, path: path)
+        do {
+            let payload = try CBORDecoder().decode(Payload.self, from: Array(parsed.payload))
+            return PublishedFeed(generation: parsed.generation, publishedAt: parsed.publishedAt, payload: payload)
+        } catch {
+            throw WidgetFeedError.payloadMismatch(path: path, type: "\(Payload.self)", reason: "\(error)")
+        }
+    }
+
+    /// The feed file's bytes, or `nil` if there is none (or no `Snapshots/` directory at all).
+    func rawBytes() throws -> [UInt8]? {
+        let files: SharedFiles
+        do {
+            files = try SharedFiles(directory: snapshotsDirectory, sharing: sharing)
+        } catch KVStoreError.io(_, _, let code) where code == ENOENT {
+            return nil
+        }
+        do {
+            return Array(try files.read(relativePath, maxSize: WidgetFeedFile.headerSize + maxPayloadSize))
+        } catch KVStoreError.fileNotFound {
+            return nil
+        } catch KVStoreError.valueTooLarge(_, let size, _, _) {
+            throw WidgetFeedError.corrupt(path: path, reason: "the file is \(size) bytes, over the \(WidgetFeedFile.headerSize)-byte header plus the \(maxPayloadSize)-byte payload limit")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import KVStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An advisory lock (`flock`) on a lock file, held until the value is released or deinitialised.
+///
+/// `flock` locks belong to an open file description, so two threads of one process that each open
+/// the file exclude each other just as two processes do; and the kernel releases the lock when its
+/// holder dies, so a crashed publisher never blocks the next one.
+///
+/// The lock file can also keep a small counter (8 bytes, big-endian): feed publishers store the last
+/// generation there, so that generations keep increasing even if the feed file itself is lost.
+final class FileLock {
+    let descriptor: Int32
+    let path: String
+
+    /// Opens (creating with exactly `mode`) `path` without following a symbolic link, and waits for
+    /// the lock. A shared lock also works where the file may only be read.
+    ///
+    /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or
+    ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
+    init(path: String, mode: mode_t, shared: Bool) throws {
+        let flags = O_NOFOLLOW | O_CLOEXEC
+        var fd = SystemCalls.retry { open(path, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
+        if fd >= 0 {
+            _ = fchmod(fd, mode)  // the umask does not decide who may lock
+        } else if errno == EEXIST {
+            fd = SystemCalls.retry { open(path, O_RDWR | flags) }
+        }
+        if fd < 0 && shared && (errno == EACCES || errno == EROFS || errno == EPERM) {
+            fd = SystemCalls.retry { open(path, O_RDONLY | flags) }
+        }
+        if fd < 0 {
+            let code = errno
+            if code == ELOOP { throw KVStoreError.invalidPath(path, reason: "the lock file is a symbolic link") }
+            throw KVStoreError.io(operation: "open lock file", path: path, errno: code)
+        }
+        if SystemCalls.retry({ flock(fd, shared ? LOCK_SH : LOCK_EX) }) != 0 {
+            let code = errno
+            close(fd)
+            throw KVStoreError.io(operation: "lock", path: path, errno: code)
+        }
+        descriptor = fd
+        self.path = path
+    }
+
+    deinit { close(descriptor) }
+
+    /// The counter stored in the lock file; 0 if none was stored yet.
+    func counter() throws -> UInt64 {
+        var bytes = [UInt8](repeating: 0, count: 8)
+        let n = SystemCalls.retry { bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 8, 0) } }
+        if n < 0 { throw KVStoreError.io(operation: "read lock file", path: path, errno: errno) }
+        guard n == 8 else { return 0 }
+        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// Stores `value` as the counter.
+    func setCounter(_ value: UInt64) throws {
+        let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> UInt64(56 - 8 * $0)) }
+        let n = SystemCalls.retry { bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, 8, 0) } }
+        if n != 8 { throw KVStoreError.io(operation: "write lock file", path: path, errno: n < 0 ? errno : EIO) }
+    }
+}

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKit
+
+/// `kvtool snapshot export|list|verify|prune`: published snapshots of the store in `Snapshots/`.
+struct Snapshot: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export, list, verify and prune the container's published snapshots.",
+        discussion: """
+            A snapshot is a consistent, compacted copy of the store taken in one read transaction and \
+            published atomically as Snapshots/snapshot-<generation>.mdb, listed with its source \
+            transaction ID, size and SHA-256 in Snapshots/manifest.json.
+            """,
+        subcommands: [Export.self, List.self, Verify.self, Prune.self])
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Publish a snapshot of the store as the next generation.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            try Snapshot.mappingErrors {
+                let container = try global.openContainer(readOnly: true)
+                let snapshots = try Snapshots(container: container)
+                let entry = try snapshots.export(from: container.store)
+                if global.json {
+                    var object = Snapshot.json(entry)
+                    object["path"] = snapshots.path(of: entry)
+                    Output.json(object)
+                } else {
+                    print("exported \(entry.file): generation \(entry.generation), source txn \(entry.sourceTransactionID), \(entry.size) bytes, sha256 \(entry.sha256)")
+                }
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the published snapshots, oldest first.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            try Snapshot.mappingErrors {
+                let entries = try Snapshot.snapshots(global).list()
+                if global.json {
+                    Output.json(entries.map(Snapshot.json))
+                    return
+                }
+                Output.table(["GENERATION", "FILE", "SOURCE TXN", "SIZE", "CREATED", "SHA256"], entries.map {
+                    [String($0.generation), $0.file, String($0.sourceTransactionID), String($0.size),
+                     Snapshot.timestamp($0.createdAt), $0.sha256]
+                })
+            }
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Recompute every snapshot's size and SHA-256 and compare them with the manifest.",
+            discussion: "Prints one line per problem and exits 74 if there is any.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            try Snapshot.mappingErrors {
+                let result = try Snapshot.snapshots(global).verify()
+                if global.json {
+                    Output.json([
+                        "ok": result.isValid,
+                        "checked": result.checked.count,
+                        "problems": result.problems.map { problem -> [String: Any] in
+                            var object: [String: Any] = ["file": problem.file, "kind": problem.kindName,
+                                                         "message": problem.description]
+                            if let generation = problem.generation { object["generation"] = generation }
+                            return object
+                        },
+                    ] as [String: Any])
+                } else if result.isValid {
+                    print("ok: \(result.checked.count) snapshot\(result.checked.count == 1 ? "" : "s") verified")
+                } else {
+                    for problem in result.problems { print(problem) }
+                }
+                if !result.isValid {
+                    let count = result.problems.count
+                    throw CLIError(.failure, "\(count) problem\(count == 1 ? "" : "s") in the snapshots of \(try global.groupIdentifier())")
+                }
+            }
+        }
+    }
+
+    struct Prune: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Keep the N newest snapshots and remove the others, with their manifest entries.")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "How many of the newest snapshots to keep (0 or more).") var keep: Int
+
+        func validate() throws {
+            guard keep >= 0 else { throw ValidationError("--keep must be 0 or more, got \(keep)") }
+        }
+
+        func run() throws {
+            try Snapshot.mappingErrors {
+                let result = try Snapshot.snapshots(global).prune(keep: keep)
+                if global.json {
+                    Output.json([
+                        "removed": result.removed.map(\.file), "kept": result.kept.map(\.file),
+                        "removedUnlisted": result.removedUnlisted, "removedTemporaryFiles": result.removedTemporaryFiles,
+                    ])
+                    return
+                }
+                for file in result.removed.map(\.file) + result.removedUnlisted + result.removedTemporaryFiles {
+                    print("removed \(file)")
+                }
+                print("kept \(result.kept.count) snapshot\(result.kept.count == 1 ? "" : "s")")
+            }
+        }
+    }
+
+    // MARK: - Shared
+
+    /// The container's snapshots, without opening its store; "not found" if there is no container.
+    static func snapshots(_ global: GlobalOptions) throws -> Snapshots {
+        let identifier = try GroupIdentifier(try global.groupIdentifier())
+        let path = try ContainerRoot.resolve(explicit: global.root) + "/" + identifier.rawValue
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError(.notFound, "no container for \(identifier.rawValue) at \(path)")
+        }
+        return try Snapshots(directory: path + "/Snapshots", create: false)
+    }
+
+    static func json(_ entry: SnapshotEntry) -> [String: Any] {
+        ["generation": entry.generation, "file": entry.file, "sourceTransactionID": entry.sourceTransactionID,
+         "createdAt": timestamp(entry.createdAt), "size": entry.size, "sha256": entry.sha256]
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(.iso8601)
+    }
+
+    /// Runs `body`, turning snapshot errors into `kvtool`'s one-line errors with their exit codes.
+    static func mappingErrors(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as SnapshotError {
+            switch error {
+            case .generationNotFound, .noSnapshots:
+                throw CLIError(.notFound, error.description)
+            case .invalidGeneration, .invalidKeepCount:
+                throw CLIError(.usage, error.description)
+            case .corruptManifest, .unsupportedManifestVersion, .readBackMismatch:
+                throw CLIError(.failure, error.description)
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A product (`kvtest-helper`, `kvtool`) running as another process while the test goes on: its
+/// standard output is collected line by line, so the test can wait for a line ("ready", "paused"),
+/// kill the process, or wait for it to finish.
+public final class BackgroundProcess: @unchecked Sendable {
+    public let process = Process()
+    private let lock = NSCondition()
+    private var lines: [String] = []
+    private var partial = Data()
+    private var errorData = Data()
+    private var outputClosed = false
+    private var errorClosed = false
+
+    /// Starts `executable` with `arguments`.
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        Thread.detachNewThread { [self] in
+            let handle = out.fileHandleForReading
+            while true {
+                let chunk = handle.availableData
+                lock.lock()
+                if chunk.isEmpty {
+                    if !partial.isEmpty { lines.append(String(decoding: partial, as: UTF8.self)) }
+                    outputClosed = true
+                    lock.broadcast(); lock.unlock()
+                    return
+                }
+                partial.append(chunk)
+                while let newline = partial.firstIndex(of: 0x0A) {
+                    lines.append(String(decoding: partial[partial.startIndex..<newline], as: UTF8.self))
+                    partial = Data(partial[(newline + 1)...])
+                }
+                lock.broadcast(); lock.unlock()
+            }
+        }
+        Thread.detachNewThread { [self] in
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            lock.lock(); errorData = data; errorClosed = true; lock.broadcast(); lock.unlock()
+        }
+    }
+
+    /// Starts `kvtest-helper` with `arguments`.
+    public static func helper(_ arguments: [String]) throws -> BackgroundProcess {
+        try BackgroundProcess(productsDirectory() + "/kvtest-helper", arguments)
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    /// The complete lines printed so far.
+    public var output: [String] {
+        lock.lock(); defer { lock.unlock() }
+        return lines
+    }
+
+    /// Waits until a line satisfying `predicate` has been printed, and returns it; `nil` if the
+    /// output ends or `timeout` seconds pass first.
+    public func waitForLine(timeout: TimeInterval = 60, where predicate: (String) -> Bool) -> String? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        lock.lock(); defer { lock.unlock() }
+        var checked = 0
+        while true {
+            while checked < lines.count {
+                if predicate(lines[checked]) { return lines[checked] }
+                checked += 1
+            }
+            if outputClosed { return nil }
+            if !lock.wait(until: deadline) { return nil }
+        }
+    }
+
+    /// Waits for the process to exit (and its output to close) and returns its status, output lines
+    /// and standard error.
+    @discardableResult
+    public func wait() -> (status: Int32, lines: [String], stderr: String) {
+        process.waitUntilExit()
+        lock.lock(); defer { lock.unlock() }
+        while !outputClosed || !errorClosed { lock.wait() }
+        return (process.terminationStatus, lines, String(decoding: errorData, as: UTF8.self))
+    }
+
+    /// Sends `signal` to the process.
+    public func kill(_ signal: Int32 = SIGKILL) {
+        _ = Glibc.kill(process.processIdentifier, signal)
+    }
+}
