@@ -164,20 +164,39 @@ import Workloads
         #expect(r.stdout == "alice\t42\nbob\t7\ncarol\t19\n")
     }
 
-    @Test func demoShowsTheTwoProcessFlow() throws {
+    @Test func demoShowsTheAppTheWidgetAndTheExtensionSharingOneContainer() throws {
         let r = try kvtool(["demo", "--root", dir.path])
         #expect(r.status == 0, "\(r.stderr)")
         let out = r.stdout
         #expect(out.contains("container: \(dir.path)/group.com.yourcompany.VirtualTrainer"))
-        let senders = out.split(separator: "\n").filter { $0.contains("extension (pid") }
+        let lines = out.split(separator: "\n").map(String.init)
+
+        // The widget ran in its own process, was woken by the app's save, and read the new feed.
+        let widget = lines.filter { $0.contains("widget (pid") }
+        #expect(widget.count == 2)
+        #expect(widget.first?.contains("showing feed generation 1; waiting") == true)
+        #expect(widget.last?.contains("feed generation 2") == true && widget.last?.contains("today 2026-11-21") == true)
+        #expect(widget.last?.contains("streak 2 (longest 16)") == true)
+        #expect(lines.contains("   history: token 343, put dailyRecords 2026-11-21 by app"))
+
+        let senders = lines.filter { $0.contains("extension (pid") }
         #expect(senders.count == 5)
         #expect(senders[0].contains("sender 星野 ミライ") && senders[0].contains("image loaded (\(TrainerNotificationFlow.samplePNG.count) bytes)"))
         #expect(senders[1].contains("sender 星野 ミライ") && senders[1].contains("no image") && senders[1].contains("not a PNG"))
         #expect(senders[2].contains("sender 推乃 愛") && senders[2].contains("fell back"))
         #expect(senders[3].contains("sender 推乃 愛") && senders[3].contains("App Group is not available"))
         #expect(senders[4].contains("image loaded"))
-        // The extension ran in other processes.
-        let pids = Set(senders.compactMap { $0.split(separator: "pid ").last?.split(separator: ",").first })
-        #expect(pids.count == 5)
+        // The widget and the extensions ran in other processes.
+        let pids = Set((widget + senders).compactMap { $0.split(separator: "pid ").last?.split(whereSeparator: { $0 == "," || $0 == ")" }).first })
+        #expect(pids.count == 6)
+
+        // The exports and the snapshot were written into the same container.
+        #expect(lines.contains("8. main app saves 6 subscriptions with 17 billing events and exports them from one read transaction:"))
+        let exports = try FileManager.default.contentsOfDirectory(atPath: dir.path + "/group.com.yourcompany.VirtualTrainer/Files/Exports")
+        #expect(exports.filter { $0.hasPrefix("subscriptions_export_") && $0.hasSuffix(".json") }.count == 1)
+        #expect(exports.filter { $0.hasPrefix("subscriptions_events_") && $0.hasSuffix(".csv") }.count == 1)
+        #expect(lines.contains { $0.hasPrefix("9. main app publishes a snapshot: Snapshots/snapshot-000001.mdb, generation 1") })
+        let verify = try kvtool(["snapshot", "verify", "--root", dir.path, "--group", "group.com.yourcompany.VirtualTrainer"])
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
     }
 }

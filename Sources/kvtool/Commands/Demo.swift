@@ -1,19 +1,22 @@
 import ArgumentParser
 import Foundation
 import KVStore
+import SyncKit
 import Workloads
 
-/// `kvtool demo`: the seed notification flow across two processes.
+/// `kvtool demo`: the seed apps sharing one container across processes.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the two-process trainer notification demo.",
+        abstract: "Run the demo: an app, a widget and a notification extension sharing one container.",
         discussion: """
-            This process plays the main app: it stores trainers in the shared defaults and an image in \
-            Files/TrainerImages/. For each scenario it starts a separate extension process that reads them \
-            and prints the sender it would show, falling back to the default trainer when data is missing \
-            and going without the image when it cannot be read.
+            This process plays the main app. It saves a year of checklist records with history, publishes \
+            the widget feed and starts a widget process, which the next save wakes; it stores trainers in \
+            the shared defaults and an image in Files/TrainerImages/ and, for each scenario, starts a \
+            notification-extension process that prints the sender it would show (falling back to the \
+            default trainer when data is missing); it exports the subscription tracker's data as JSON and \
+            CSV; and it publishes a snapshot of the whole store.
             """,
-        subcommands: [Extension.self])
+        subcommands: [Extension.self, Widget.self])
 
     static let defaultGroup = "group.com.yourcompany.VirtualTrainer"
 
@@ -22,57 +25,108 @@ struct Demo: ParsableCommand {
     func run() throws {
         let group = (try? global.groupIdentifier()) ?? Self.defaultGroup
         let container = try SharedContainer(groupIdentifier: group, root: global.root)
-        let trainers = TrainerNotificationFlow.sampleTrainers
-        let selected = trainers[0]
         let pid = ProcessInfo.processInfo.processIdentifier
         print("container: \(container.path)")
         print("")
-
-        print("1. main app (pid \(pid)) stores \(trainers.count) trainers, selects \(selected.displayName), writes its image")
-        try TrainerNotificationFlow.publish(
-            trainers: trainers, selected: selected.id,
-            images: [selected.id: TrainerNotificationFlow.samplePNG], in: container, author: "app")
-        try runExtension(group: group)
-
-        print("2. main app replaces the image with bytes that are not a PNG")
-        try container.files.write(Data("not a png".utf8), to: OshiTrainerTemplate.imagePath(for: selected.id))
-        try runExtension(group: group)
-
-        print("3. main app selects a trainer that is not stored")
-        try container.defaults().set(UUID().uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
-        try runExtension(group: group)
-
-        print("4. the extension is configured with an App Group that does not exist")
-        try runExtension(group: "group.com.yourcompany.Misconfigured")
-
-        print("5. main app restores the trainer and its image")
-        try TrainerNotificationFlow.publish(
-            trainers: trainers, selected: selected.id,
-            images: [selected.id: TrainerNotificationFlow.samplePNG], in: container, author: "app")
-        try runExtension(group: group)
+        try checklist(container, group: group, pid: pid)
+        try trainer(container, group: group, pid: pid)
+        try subscriptions(container)
+        try snapshot(container)
 
         let tool = (try? Self.executablePath()) ?? "kvtool"
         let options = " --group \(group)" + (global.root.map { " --root \($0)" } ?? "")
         print("Inspect it: \(tool) info\(options)")
+        let token = try History.attach(to: container).currentToken()
+        print("            \(tool) history --since \(token.advanced(by: -1))\(options)")
+        print("            \(tool) snapshot list\(options)")
         print("            \(tool) defaults read\(options)")
     }
 
+    // MARK: - The checklist app and its widget
+
+    private func checklist(_ container: SharedContainer, group: String, pid: Int32) throws {
+        let app = try ChecklistWidgetFlow.App(container: container)
+        let year = ChecklistDataset.records()
+        let generation = try app.save(Array(year.dropLast()))
+        print("1. main app (pid \(pid)) saves \(year.count - 1) daily records with history, publishes the widget feed (generation \(generation))")
+        let widget = try ChildProcess(arguments: ["demo", "widget", "--group", group, "--after", String(generation)] + rootArguments)
+        widget.relay(untilLineContaining: "waiting")
+        print("")
+
+        print("2. main app saves today's record; the commit wakes the widget, which reads the feed, not the store")
+        try app.save([year[year.count - 1]])
+        try widget.finish()
+        if case .changes(let transactions, _) = try app.history.changes(since: try app.history.currentToken().advanced(by: -1)),
+           let entry = transactions.last?.entries.last {
+            print("   history: token \(entry.token), \(entry.operation.rawValue) \(entry.name) \(try entry.decodeKey(as: LogicalDay.self)) by \(entry.author ?? "-")")
+        }
+        print("")
+    }
+
+    // MARK: - The trainer notification extension
+
+    private func trainer(_ container: SharedContainer, group: String, pid: Int32) throws {
+        let trainers = TrainerNotificationFlow.sampleTrainers
+        let selected = trainers[0]
+        print("3. main app stores \(trainers.count) trainers, selects \(selected.displayName), writes its image")
+        try TrainerNotificationFlow.publish(
+            trainers: trainers, selected: selected.id,
+            images: [selected.id: TrainerNotificationFlow.samplePNG], in: container, author: "app")
+        try runExtension(group: group)
+
+        print("4. main app replaces the image with bytes that are not a PNG")
+        try container.files.write(Data("not a png".utf8), to: OshiTrainerTemplate.imagePath(for: selected.id))
+        try runExtension(group: group)
+
+        print("5. main app selects a trainer that is not stored")
+        try container.defaults().set(UUID().uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
+        try runExtension(group: group)
+
+        print("6. the extension is configured with an App Group that does not exist")
+        try runExtension(group: "group.com.yourcompany.Misconfigured")
+
+        print("7. main app restores the trainer and its image")
+        try TrainerNotificationFlow.publish(
+            trainers: trainers, selected: selected.id,
+            images: [selected.id: TrainerNotificationFlow.samplePNG], in: container, author: "app")
+        try runExtension(group: group)
+    }
+
+    // MARK: - Exports and snapshots
+
+    private func subscriptions(_ container: SharedContainer) throws {
+        let tracker = try SubscriptionStore(store: container.store)
+        try SubscriptionSampleData.populate(tracker, author: "app")
+        let export = SubscriptionExport(tracker: tracker, timeZone: SubscriptionSampleData.timeZone,
+                                        historyRange: SubscriptionSampleData.historyRange)
+        let (json, csv) = try export.files()
+        let events = try tracker.billingEvents.count()
+        print("8. main app saves \(SubscriptionSampleData.subscriptions.count) subscriptions with \(events) billing events and exports them from one read transaction:")
+        for file in [json, csv] {
+            try container.files.write(file.contents, to: "Exports/" + file.name)
+            print("   Files/Exports/\(file.name) (\(file.contents.count) bytes)")
+        }
+        for line in csv.text.split(separator: "\r\n", omittingEmptySubsequences: false).prefix(3) { print("   | \(line)") }
+        print("")
+    }
+
+    private func snapshot(_ container: SharedContainer) throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let entry = try Snapshots(container: container).export(from: container.store)
+        let elapsed = clock.now - start
+        print("9. main app publishes a snapshot: Snapshots/\(entry.file), generation \(entry.generation), \(entry.size) bytes, store txn \(entry.sourceTransactionID), \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))))")
+        print("")
+    }
+
+    // MARK: - Child processes
+
+    private var rootArguments: [String] { global.root.map { ["--root", $0] } ?? [] }
+
     /// Starts `kvtool demo extension` as a separate process and relays what it prints.
     private func runExtension(group: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.executablePath())
-        var arguments = ["demo", "extension", "--group", group]
-        if let root = global.root { arguments += ["--root", root] }
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        for line in String(decoding: output, as: UTF8.self).split(separator: "\n") { print("   \(line)") }
-        guard process.terminationStatus == 0 else {
-            throw CLIError(.failure, "the extension process exited with status \(process.terminationStatus)")
-        }
+        let child = try ChildProcess(arguments: ["demo", "extension", "--group", group] + rootArguments)
+        try child.finish()
         print("")
     }
 
@@ -81,6 +135,52 @@ struct Demo: ParsableCommand {
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard count > 0 else { throw CLIError(.failure, "cannot find the kvtool executable: \(String(cString: strerror(errno)))") }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// This executable run again with `arguments`; its output is relayed indented.
+    final class ChildProcess {
+        let process = Process()
+        let output = Pipe()
+        private var pending = Data()
+
+        init(arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: try Demo.executablePath())
+            process.arguments = arguments
+            process.standardOutput = output
+            try process.run()
+        }
+
+        /// Relays lines until one contains `marker` (or the output ends).
+        func relay(untilLineContaining marker: String) {
+            while true {
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...newline)
+                    print("   \(line)")
+                    if line.contains(marker) { return }
+                }
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { return }
+                pending.append(chunk)
+            }
+        }
+
+        /// Relays the rest of the output and checks the exit status.
+        func finish() throws {
+            pending.append(output.fileHandleForReading.readDataToEndOfFile())
+            process.waitUntilExit()
+            for line in String(decoding: pending, as: UTF8.self).split(separator: "\n") { print("   \(line)") }
+            pending = Data()
+            guard process.terminationStatus == 0 else {
+                throw CLIError(.failure, "the \(process.arguments?[1] ?? "child") process exited with status \(process.terminationStatus)")
+            }
+        }
+    }
+
+    static func maxRSS() -> Int {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return usage.ru_maxrss / 1024
     }
 
     /// The extension process: reads the shared container and prints the sender it would show.
@@ -94,15 +194,53 @@ struct Demo: ParsableCommand {
         func run() throws {
             let group = (try? global.groupIdentifier()) ?? Demo.defaultGroup
             let sender = TrainerNotificationFlow.resolveSender(groupIdentifier: group, root: global.root)
-            var usage = rusage()
-            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
             let pid = ProcessInfo.processInfo.processIdentifier
             if global.json {
                 let data = try JSONEncoder().encode(sender)
                 print(String(decoding: data, as: UTF8.self))
             } else {
-                print("extension (pid \(pid), max RSS \(usage.ru_maxrss / 1024) MiB): \(sender.summary)")
+                print("extension (pid \(pid), max RSS \(Demo.maxRSS()) MiB): \(sender.summary)")
             }
         }
+    }
+
+    /// The widget process: waits for a change notification, then reads the checklist feed (never the
+    /// store) and prints what it would show.
+    struct Widget: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The demo's widget process (started by kvtool demo).",
+            shouldDisplay: false)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "The feed generation already shown: wait for a newer one.") var after: UInt64 = 0
+        @Option(help: "Seconds to wait before giving up.") var timeout: Double = 20
+
+        func run() throws {
+            let group = try GroupIdentifier((try? global.groupIdentifier()) ?? Demo.defaultGroup)
+            let path = try ContainerRoot.resolve(explicit: global.root) + "/" + group.rawValue
+            let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, groupIdentifier: group.rawValue, root: global.root)
+            let waiter = try ChangeWaiter(notifyDirectory: path + "/Notify")
+            let pid = ProcessInfo.processInfo.processIdentifier
+            print("widget (pid \(pid)): showing feed generation \(after); waiting for a change")
+            Output.flush()
+            let deadline = Date().addingTimeInterval(timeout)
+            var wakes = 0
+            while Date() < deadline {
+                guard waiter.wait(timeout: deadline.timeIntervalSinceNow) else { break }
+                wakes += 1
+                if let published = try feed.readIfPublished(), published.generation > after {
+                    print("widget (pid \(pid), max RSS \(Demo.maxRSS()) MiB): woken \(wakes == 1 ? "once" : "\(wakes) times"); \(ChecklistWidgetFlow.summary(published))")
+                    return
+                }
+            }
+            throw CLIError(.failure, "the widget saw no new feed within \(Int(timeout)) s")
+        }
+    }
+}
+
+extension ChangeToken {
+    /// The token `distance` entries away (never below zero).
+    func advanced(by distance: Int64) -> ChangeToken {
+        ChangeToken(rawValue: UInt64(max(0, Int64(rawValue) + distance)))
     }
 }

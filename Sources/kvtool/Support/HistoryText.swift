@@ -55,8 +55,12 @@ final class ChangeWaiter: @unchecked Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
     private var task: Task<Void, Never>?
 
-    init(container: SharedContainer) throws {
-        let stream = try ChangeNotifier(directory: container.notifyDirectory).notifications()
+    convenience init(container: SharedContainer) throws {
+        try self.init(notifyDirectory: container.notifyDirectory)
+    }
+
+    init(notifyDirectory: String) throws {
+        let stream = try ChangeNotifier(directory: notifyDirectory).notifications()
         let semaphore = semaphore
         task = Task { for await _ in stream { semaphore.signal() } }
     }
