@@ -1,4 +1,4 @@
-# make demo   builds kvtool and runs the two-process trainer demo against the default root
+# make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end)
 # make perf   prints the point-operation figures of the README from a release build
 SWIFT ?= swift

@@ -177,10 +177,15 @@ struct Demo: ParsableCommand {
         }
     }
 
-    static func maxRSS() -> Int {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        return usage.ru_maxrss / 1024
+    /// This process's peak resident set in MiB: `VmHWM` from `/proc/self/status`. (`getrusage`'s
+    /// `ru_maxrss` would not do: Linux carries it over from the parent through fork and exec.)
+    static func maxRSS() -> String {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kib = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
+            return "?"
+        }
+        return String(format: "%.1f", kib / 1024)
     }
 
     /// The extension process: reads the shared container and prints the sender it would show.
