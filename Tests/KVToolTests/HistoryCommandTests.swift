@@ -64,6 +64,20 @@ import TestSupport
         #expect(r.status == 64 && r.stderr.contains("name a collection or pass --suite"))
     }
 
+    @Test func historyFollowKeepsPrintingAsOtherProcessesCommit() throws {
+        _ = try fixture()
+        #expect(try tool("put", "scores", "first", "1").status == 0)
+        let follow = try BackgroundProcess(productsDirectory() + "/kvtool",
+                                           ["history", "--follow", "--root", dir.path, "--group", group])
+        #expect(follow.waitForLine { $0.hasSuffix("first") } != nil)
+        #expect(try tool("put", "scores", "second", "2", "--author", "app").status == 0)
+        let second = follow.waitForLine(timeout: 10) { $0.hasSuffix("second") }
+        follow.kill()
+        follow.wait()
+        #expect(second?.split(separator: "  ").map(String.init).prefix(1) == ["2"])
+        #expect(second?.contains("  app  put  scores  second") == true)
+    }
+
     @Test func watchPrintsChangesFromOtherProcessesAsTheyCommit() throws {
         _ = try fixture()
         let watch = try BackgroundProcess(productsDirectory() + "/kvtool",
