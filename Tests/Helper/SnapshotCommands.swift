@@ -3,27 +3,8 @@
 import Foundation
 import KVStore
 @_spi(Testing) import SyncKit
+import TestSupport
 import Workloads
-
-/// The payload the feed tests publish and read: `sum` is the sum of `values`, and `padding` makes the
-/// file big enough that a torn read would be likely if publication were not atomic.
-struct TestFeedPayload: Codable, Sendable {
-    var sequence: Int
-    var values: [Int]
-    var sum: Int
-    var padding: String
-
-    init(sequence: Int, size: Int) {
-        self.sequence = sequence
-        values = (0..<64).map { ($0 &* 7919 &+ sequence &* 104_729) % 100_003 }
-        sum = values.reduce(0, +)
-        padding = String(repeating: String(UnicodeScalar(UInt8(65 + sequence % 26))), count: size)
-    }
-
-    var isConsistent: Bool {
-        values.reduce(0, +) == sum && padding.allSatisfy { $0 == padding.first }
-    }
-}
 
 /// Runs one of the commands below; `false` if `command` is not one of them.
 func runSnapshotCommand(_ command: String, root: String, group: String, _ rest: [String]) throws -> Bool {

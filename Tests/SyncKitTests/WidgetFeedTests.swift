@@ -7,21 +7,6 @@ import SyncKit
 import Glibc
 #endif
 
-/// The payload `kvtest-helper`'s feed commands publish (same fields, so the same CBOR).
-struct TestFeedPayload: Codable, Equatable, Sendable {
-    var sequence: Int
-    var values: [Int]
-    var sum: Int
-    var padding: String
-
-    init(sequence: Int, size: Int) {
-        self.sequence = sequence
-        values = (0..<64).map { ($0 &* 7919 &+ sequence &* 104_729) % 100_003 }
-        sum = values.reduce(0, +)
-        padding = String(repeating: String(UnicodeScalar(UInt8(65 + sequence % 26))), count: size)
-    }
-}
-
 struct Today: Codable, Equatable, Sendable {
     var total: Double
     var streak: Int

@@ -99,3 +99,25 @@ final class LockedData: @unchecked Sendable {
 public func helper(_ arguments: [String]) throws -> ProcessResult {
     try run(productsDirectory() + "/kvtest-helper", arguments)
 }
+
+/// The payload the widget-feed tests and `kvtest-helper`'s feed commands publish and read: `sum` is the
+/// sum of `values`, and `padding` makes the file big enough that a torn read would be likely if
+/// publication were not atomic.
+public struct TestFeedPayload: Codable, Equatable, Sendable {
+    public var sequence: Int
+    public var values: [Int]
+    public var sum: Int
+    public var padding: String
+
+    public init(sequence: Int, size: Int) {
+        self.sequence = sequence
+        values = (0..<64).map { ($0 &* 7919 &+ sequence &* 104_729) % 100_003 }
+        sum = values.reduce(0, +)
+        padding = String(repeating: String(UnicodeScalar(UInt8(65 + sequence % 26))), count: size)
+    }
+
+    /// Whether the payload is whole: the sum matches and the padding is one letter throughout.
+    public var isConsistent: Bool {
+        values.reduce(0, +) == sum && padding.allSatisfy { $0 == padding.first }
+    }
+}
