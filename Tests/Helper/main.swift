@@ -61,6 +61,9 @@ do {
         // stale-readers ROOT GROUP: opens the store (which clears stale reader slots) and prints how
         // many stale slots an explicit check finds afterwards.
         print(try open(readOnly: true).store.clearStaleReaders())
+    case "cbor-dictionary":
+        // cbor-dictionary ROOT GROUP: the CBOR of a fixed 100-entry dictionary, in hex (no container).
+        print(try CBOREncoder().encode(sampleDictionary()).map { String(format: "%02x", $0) }.joined())
     case "write-suite":
         // write-suite ROOT GROUP SUITE KEY VALUE: a string in the defaults suite SUITE
         let container = open()
@@ -73,4 +76,9 @@ do {
     }
 } catch {
     fail("\(command): \(error)")
+}
+
+/// A dictionary whose iteration order differs between processes (Swift seeds hashing per process).
+func sampleDictionary() -> [String: [Int: String]] {
+    Dictionary(uniqueKeysWithValues: (0..<100).map { i in ("key-\(i * 7919 % 1000)", [i: "v\(i)", -i - 1: "w"]) })
 }

@@ -1008,3 +1008,38 @@ struct CBORInteropTests {
         }
     }
 }
+
+@Suite("CBOR dictionaries are deterministic")
+struct CBORDeterministicDictionaryTests {
+    @Test("map keys are sorted shorter first, then bytewise (RFC 8949 section 4.2.1)")
+    func textKeysAreSorted() throws {
+        let bytes = try CBOREncoder().encode(["bb": 1, "a": 2, "c": 3, "ab": 4])
+        #expect(bytes == [0xA4, 0x61, 0x61, 0x02, 0x61, 0x63, 0x03, 0x62, 0x61, 0x62, 0x04, 0x62, 0x62, 0x62, 0x01])
+        // Structs keep their declaration order: only dictionaries are sorted.
+        struct Fields: Codable { var zeta = 1; var alpha = 2 }
+        #expect(try CBOREncoder().encode(Fields()) == [0xA2, 0x64] + Array("zeta".utf8) + [0x01, 0x65] + Array("alpha".utf8) + [0x02])
+    }
+
+    @Test("dictionaries with other keys are written as pairs sorted by encoded key")
+    func otherKeysAreSortedByEncodedKey() throws {
+        let a = UUID(uuidString: "00000000-0000-0000-0000-000000000001")!
+        let b = UUID(uuidString: "00000000-0000-0000-0000-000000000002")!
+        let bytes = try CBOREncoder().encode([b: "b", a: "a"])
+        let decoded = try CBORDecoder().decode([UUID: String].self, from: bytes)
+        #expect(decoded == [a: "a", b: "b"])
+        let value = try CBORValue.decode(bytes)
+        guard case .array(let items) = value else { Issue.record("not an array: \(value)"); return }
+        #expect(items.count == 4 && items[1] == .text("a") && items[3] == .text("b"))
+    }
+
+    @Test("equal dictionaries give equal bytes in different processes")
+    func sameBytesInEveryProcess() throws {
+        let here = try CBOREncoder().encode(sampleDictionary()).map { String(format: "%02x", $0) }.joined()
+        let runs = try (0..<2).map { _ in try helper(["cbor-dictionary", "/tmp", "group.com.example.unused"]).stdout }
+        #expect(runs == [here + "\n", here + "\n"])
+    }
+
+    func sampleDictionary() -> [String: [Int: String]] {
+        Dictionary(uniqueKeysWithValues: (0..<100).map { i in ("key-\(i * 7919 % 1000)", [i: "v\(i)", -i - 1: "w"]) })
+    }
+}

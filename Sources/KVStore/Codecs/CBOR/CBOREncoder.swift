@@ -16,6 +16,10 @@ import Foundation
 /// - Keyed containers are definite-length maps with text keys (`CodingKey.stringValue`) in the
 ///   order they were encoded (encoding a key again replaces its value in place); unkeyed containers
 ///   are definite-length arrays.
+/// - A `Dictionary`, whose order Swift does not fix (it differs from process to process), is written
+///   in the deterministic order of RFC 8949 section 4.2.1: keys sorted by their encoded bytes (for text
+///   keys, shorter first, then bytewise). So equal values give equal bytes in every process, which
+///   checksums and byte-exact dumps rely on.
 /// - `Date` is tag 1 with a float64 of seconds since 1970 when that float64 gives back the same
 ///   `Date`, and otherwise the private tag ``CBORTag/referenceDate`` with a float64 of
 ///   `timeIntervalSinceReferenceDate`, so that every `Date` round-trips exactly.
@@ -109,6 +113,34 @@ enum CBOREncodingNode {
     }
 }
 
+/// Swift's dictionaries: their iteration order is random per process, so the encoder sorts them.
+protocol UnorderedCBORMap {}
+extension Dictionary: UnorderedCBORMap {}
+
+extension CBOREncodingNode {
+    /// Puts what a `Dictionary` encoded into RFC 8949's deterministic order: a map's entries by key
+    /// (shorter text first, then bytewise); the `[key, value, key, value…]` array Swift writes for
+    /// other key types by each key's encoded bytes.
+    func sortAsDictionary() {
+        switch self {
+        case .map(let box):
+            box.sortKeys()
+        case .array(let box):
+            guard box.items.count % 2 == 0 else { return }
+            let pairs = stride(from: 0, to: box.items.count, by: 2).map { (key: box.items[$0], value: box.items[$0 + 1]) }
+            let sorted = pairs.map { (encoded: $0.key.encodedBytes(), pair: $0) }
+                .sorted { $0.encoded.lexicographicallyPrecedes($1.encoded) }
+            box.items = sorted.flatMap { [$0.pair.key, $0.pair.value] }
+        case .value, .encoder:
+            return
+        }
+    }
+
+    func encodedBytes() -> [UInt8] {
+        CBORWriter.serialize(size: encodedSize) { write(to: &$0) }
+    }
+}
+
 final class CBORArrayBox {
     var items: [CBOREncodingNode] = []
 }
@@ -134,6 +166,17 @@ final class CBORMapBox {
             for (i, k) in keys.enumerated() { built[k] = i }
             index = built
         }
+    }
+
+    /// Sorts the entries by key as RFC 8949 section 4.2.1 orders text keys: shorter first, then bytewise.
+    func sortKeys() {
+        let order = keys.indices.sorted { a, b in
+            let (x, y) = (keys[a].utf8, keys[b].utf8)
+            return x.count != y.count ? x.count < y.count : x.lexicographicallyPrecedes(y)
+        }
+        keys = order.map { keys[$0] }
+        values = order.map { values[$0] }
+        index = nil
     }
 
     private func position(of key: String) -> Int? {
@@ -180,7 +223,10 @@ final class CBOREncodingOptions {
         if T.self == [Int64].self { return .value(.array(unsafeBitCast(value, to: [Int64].self).map(Self.integer))) }
         let encoder = CBOREncoderImpl(path: path(), options: self)
         try value.encode(to: encoder)
-        if let storage = encoder.storage { return storage }
+        if let storage = encoder.storage {
+            if value is any UnorderedCBORMap { storage.sortAsDictionary() }
+            return storage
+        }
         if topLevel {
             let reason = "\(T.self) did not encode any value"
             throw EncodingError.invalidValue(value, EncodingError.Context(
