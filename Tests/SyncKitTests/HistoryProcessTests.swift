@@ -60,6 +60,27 @@ import TestSupport
         #expect(Set(all.map(\.transactionID)).count == transactions)
     }
 
+    @Test func aStoppedObserverNeverBlocksTheWriterAndStillLearnsOfTheChange() throws {
+        let group = "group.com.example.stopped"
+        let container = try dir.container(group)
+        _ = try History.attach(to: container)
+        let defaults = try container.defaults()
+        let count = 2_000
+        let observer = try BackgroundProcess.helper(["notify-latency", dir.path, group, String(count)])
+        #expect(observer.waitForLine { $0.hasPrefix("ready") } != nil)
+        observer.kill(SIGSTOP)
+        // Thousands of commits and posts while the observer is stopped: the kernel queues its inotify
+        // events (and would report an overflow rather than block), so none of them waits for it.
+        for seq in 1...count {
+            try container.store.write { tx in try defaults.set(seq, forKey: "seq", in: tx) }
+        }
+        observer.kill(SIGCONT)
+        let result = observer.wait()
+        #expect(result.status == 0, "\(result.stderr)")
+        // Woken after it resumed, it reads the latest state: the last change is never lost.
+        #expect(result.lines.contains { $0.hasPrefix("seq \(count) ") })
+    }
+
     /// Records the time each commit returned from LMDB, before later observers (History's post) run.
     final class CommitClock: WriteObserver, @unchecked Sendable {
         private let lock = NSLock()
