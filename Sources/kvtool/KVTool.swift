@@ -13,7 +13,7 @@ struct KVTool: ParsableCommand {
             """,
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self,
-            Defaults.self, HistoryCommand.self, Watch.self, Snapshot.self, Demo.self,
+            Defaults.self, HistoryCommand.self, Watch.self, Snapshot.self, Bench.self, Demo.self,
         ]
     )
 }

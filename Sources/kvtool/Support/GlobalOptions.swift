@@ -48,6 +48,7 @@ struct GlobalOptions: ParsableArguments {
     static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
                                                 "history": ["show", "purge", "enable", "disable", "consumers"],
                                                 "snapshot": ["export", "list", "verify", "prune"],
+                                                "bench": ["dashboard", "cold-open"],
                                                 "demo": ["extension", "widget"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its
