@@ -1,10 +1,11 @@
 # make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end)
 # make perf   prints the point-operation figures of the README from a release build
+# make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
 SWIFT ?= swift
 KVTOOL := .build/release/kvtool
 
-.PHONY: deps test-deps build demo test perf clean
+.PHONY: deps test-deps build demo test perf bench clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -26,6 +27,12 @@ perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests
 	$(CC) -O2 -o .build/raw-lmdb-point scripts/raw-lmdb-point.c $$(pkg-config --cflags --libs lmdb)
 	.build/raw-lmdb-point
+
+bench: deps
+	mkdir -p benchmarks/.build
+	cd benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress --format markdown > .build/results.md
+	python3 scripts/bench-ratios.py < benchmarks/.build/results.md
+	@echo "(every percentile and metric: benchmarks/.build/results.md)"
 
 clean:
 	rm -rf .build

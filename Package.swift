@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "KVStore", targets: ["KVStore"]),
+        // For the benchmarks' raw C LMDB floor.
+        .library(name: "CLMDB", targets: ["CLMDB"]),
         .library(name: "SyncKit", targets: ["SyncKit"]),
         .library(name: "Workloads", targets: ["Workloads"]),
         .executable(name: "kvtool", targets: ["kvtool"]),

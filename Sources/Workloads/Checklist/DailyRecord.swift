@@ -51,6 +51,19 @@ public struct DailySummary: BitwiseCopyable, Hashable, Sendable {
     public var engage: Double
     public var sustain: Double
 
+    /// A summary from its fields; an absent category average is NaN.
+    public init(dayNumber: Int32, inputCount: Int32, totalAverage: Double, perceive: Double, think: Double,
+                execute: Double, engage: Double, sustain: Double) {
+        self.dayNumber = dayNumber
+        self.inputCount = inputCount
+        self.totalAverage = totalAverage
+        self.perceive = perceive
+        self.think = think
+        self.execute = execute
+        self.engage = engage
+        self.sustain = sustain
+    }
+
     public init(_ record: DailyRecord) {
         dayNumber = record.day.dayNumber
         inputCount = Int32(clamping: record.cachedInputCount)

@@ -111,12 +111,17 @@ extension ChecklistStore {
         let results = periods.map { period in
             let first = today.dayNumber - Int32(period.days - 1)
             let start = rows.firstIndex { $0.dayNumber >= first } ?? rows.count
-            return Self.periodResult(period, rows[start...])
+            return DashboardPeriodResult(period, summaries: rows[start...])
         }
         return Dashboard(periods: results, streak: try streak(in: transaction))
     }
+}
 
-    static func periodResult(_ period: DashboardPeriod, _ rows: ArraySlice<DailySummary>) -> DashboardPeriodResult {
+extension DashboardPeriodResult {
+    /// The period computed from its days' summaries, in day order (exactly the period's days: the
+    /// caller selects them). Shared by every implementation the benchmarks compare, so that they differ
+    /// only in how they fetch the summaries.
+    public init(_ period: DashboardPeriod, summaries rows: ArraySlice<DailySummary>) {
         let half = rows.startIndex + rows.count / 2
         var averages: [ChecklistCategory: Double] = [:]
         var trends: [ChecklistCategory: Trend] = [:]
@@ -132,6 +137,6 @@ extension ChecklistStore {
             if let mean = all.mean { averages[category] = mean }
             trends[category] = Trend(difference: late.mean.flatMap { l in early.mean.map { l - $0 } })
         }
-        return DashboardPeriodResult(period: period, records: rows.count, categoryAverages: averages, trends: trends)
+        self.init(period: period, records: rows.count, categoryAverages: averages, trends: trends)
     }
 }
