@@ -32,6 +32,7 @@ bench: deps
 	mkdir -p benchmarks/.build
 	cd benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress --format markdown > .build/results.md
 	python3 scripts/bench-ratios.py < benchmarks/.build/results.md
+	@cat benchmarks/.build/sizes.txt
 	@echo "(every percentile and metric: benchmarks/.build/results.md)"
 
 clean:
