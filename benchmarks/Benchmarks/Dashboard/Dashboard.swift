@@ -110,6 +110,26 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // MARK: Change notifications
+
+    // Commit (with history) → post → inotify → an observer thread wakes. In one process: package-benchmark
+    // runs benchmarks in-process, so the cross-process figure comes from HistoryProcessTests instead.
+    Benchmark("Commit to notification wakeup · KVStore", configuration: .init(metrics: [.wallClock], maxDuration: .seconds(2), maxIterations: 2_000)) { benchmark in
+        let container = try SharedContainer(groupIdentifier: "group.com.example.notify", root: try Fixture.temporaryDirectory("notify"),
+                                            options: { var o = SharedContainer.Options(); o.durability = .noSync; return o }())
+        _ = try History.attach(to: container)
+        let defaults = try container.defaults()
+        let wakes = try ChangeNotifier(directory: container.notifyDirectory).notifications()
+        let woke = DispatchSemaphore(value: 0)
+        let observer = Task { for await _ in wakes { woke.signal() } }
+        defer { observer.cancel() }
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            try defaults.set(i, forKey: "seq")
+            guard woke.wait(timeout: .now() + 5) == .success else { throw SyncError.io(operation: "wait 5 s for a wakeup on", path: container.notifyDirectory, errno: ETIMEDOUT) }
+        }
+    }
+
     // MARK: Decoding one record
 
     Benchmark("Decode one DailyRecord · KVStore CBOR") { benchmark in
