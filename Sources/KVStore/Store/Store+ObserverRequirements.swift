@@ -19,19 +19,28 @@ extension Store {
         try Catalog.validateName(kind, what: "observer kind")
         guard let database = requirementsDatabase else { throw KVStoreError.readOnly(path: directory) }
         try transaction.put(database, Self.requirementKey(target), Array(kind.utf8))
+        transaction.observerRequirements[target] = nil
     }
 
     /// Lifts the requirement on `target`, if there is one.
     public func removeObserverRequirement(for target: Mutation.Target, in transaction: WriteTransaction) throws {
         guard let database = requirementsDatabase else { throw KVStoreError.readOnly(path: directory) }
         try transaction.delete(database, Self.requirementKey(target))
+        transaction.observerRequirements[target] = nil
     }
 
-    /// The kind of write observer that writes to `target` require, or `nil`.
+    /// The kind of write observer that writes to `target` require, or `nil`. Inside a write
+    /// transaction the answer is looked up once per target (the store's own check and the observers'
+    /// share it).
     public func observerRequirement(for target: Mutation.Target, in transaction: ReadTransaction) throws -> String? {
-        guard let database = requirementsDatabase,
-              let bytes = try transaction.get(database, Self.requirementKey(target)) else { return nil }
-        return String(decoding: bytes, as: UTF8.self)
+        let write = transaction as? WriteTransaction
+        if let cached = write?.observerRequirements[target] { return cached }
+        var kind: String?
+        if let database = requirementsDatabase, let bytes = try transaction.get(database, Self.requirementKey(target)) {
+            kind = String(decoding: bytes, as: UTF8.self)
+        }
+        write?.observerRequirements[target] = .some(kind)
+        return kind
     }
 
     /// Throws if `transaction` wrote to a target whose required observer kind is not in `present`.

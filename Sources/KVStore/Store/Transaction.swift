@@ -78,6 +78,9 @@ public final class WriteTransaction: ReadTransaction {
     /// The puts and deletes made so far through collections and defaults suites, in order. Write
     /// observers read it in ``WriteObserver/transactionWillCommit(_:)``.
     public private(set) var mutations: [Mutation] = []
+    /// Observer requirements already looked up in this transaction (see
+    /// ``Store/observerRequirement(for:in:)``).
+    var observerRequirements: [Mutation.Target: String?] = [:]
     private var recording = true
 
     init(pointer: OpaquePointer, store: Store, author: String?) {
