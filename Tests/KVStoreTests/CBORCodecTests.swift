@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import Workloads
 @testable import KVStore
 
 // MARK: - Helpers
@@ -36,19 +37,6 @@ private func expectError<T: Decodable>(_: T.Type, _ input: [UInt8], _ kind: CBOR
     } catch {
         Issue.record("expected CBORError, got \(type(of: error)): \(error)", sourceLocation: sourceLocation)
         return nil
-    }
-}
-
-/// A small, seeded PRNG (TestRNG) so that random tests repeat.
-private struct TestRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
@@ -437,7 +425,7 @@ struct CBORRoundTripTests {
     }
 
     @Test func datesRoundTripExactly() throws {
-        var generator = TestRNG(seed: 0xDA7E)
+        var generator = SplitMix64(seed: 0xDA7E)
         var dates: [Date] = [Date(), .distantPast, .distantFuture, Date(timeIntervalSince1970: 0),
                              Date(timeIntervalSinceReferenceDate: 0), Date(timeIntervalSinceReferenceDate: -0.0),
                              Date(timeIntervalSinceReferenceDate: .leastNonzeroMagnitude),
@@ -474,7 +462,7 @@ struct CBORRoundTripTests {
                      "1e127", "-1e127", "1e-128", "12.3e-120", "0.00000000000000000001", "3.14159265358979323846264338327950288"]
         var decimals = texts.compactMap { Decimal(string: $0, locale: Locale(identifier: "en_US_POSIX")) }
         #expect(decimals.count == texts.count)
-        var generator = TestRNG(seed: 0xDEC1)
+        var generator = SplitMix64(seed: 0xDEC1)
         for _ in 0 ..< 3000 {
             let digitCount = Int.random(in: 1 ... 38, using: &generator)
             var digits = String((0 ..< digitCount).map { _ in Character(String(Int.random(in: 0 ... 9, using: &generator))) })
@@ -525,7 +513,7 @@ struct CBORRoundTripTests {
             var chunks: [Data?]
             var maybe: UUID?
         }
-        var generator = TestRNG(seed: 0x0BAD)
+        var generator = SplitMix64(seed: 0x0BAD)
         let ids = (0 ..< 50).map { _ in UUID() }
         let chunks: [Data?] = (0 ..< 20).map { i in
             i % 5 == 0 ? nil : Data((0 ..< Int(generator.next() % 300)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
@@ -811,7 +799,7 @@ struct CBORLimitTests {
 
     @Test func corruptInputNeverTraps() throws {
         let original = try encode(Person.sample)
-        var generator = TestRNG(seed: 0xC0FFEE)
+        var generator = SplitMix64(seed: 0xC0FFEE)
         var decodedCount = 0
         var failedCount = 0
         let limits = CBORLimits(maxInputSize: 1 << 20, maxDepth: 16)

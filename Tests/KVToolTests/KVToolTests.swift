@@ -132,13 +132,7 @@ import Workloads
     @Test func errorsAreOneLineWithTheirExitCode() throws {
         _ = try fixture()
         func check(_ arguments: [String], _ status: Int32, _ fragment: String, stdin: String? = nil) throws {
-            let r = try kvtool(arguments, stdin: stdin)
-            #expect(r.status == status, "\(arguments): \(r.stderr)")
-            #expect(r.stderr.contains(fragment), "\(arguments): \(r.stderr)")
-            #expect(r.stdout.isEmpty, "\(arguments): \(r.stdout)")
-            if status != 64 {
-                #expect(r.stderr.hasPrefix("kvtool: error: ") && r.stderr.filter { $0 == "\n" }.count == 1, "\(r.stderr)")
-            }
+            expectOneLineError(try kvtool(arguments, stdin: stdin), arguments, status: status, mentioning: fragment)
         }
         let base = ["--root", dir.path, "--group", group]
         try check(["get", "scores", "nobody"] + base, 1, "no value at key nobody")

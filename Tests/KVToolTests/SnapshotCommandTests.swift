@@ -107,13 +107,7 @@ import Glibc
     @Test func badInputIsOneLineWithItsExitCode() throws {
         _ = try fixture()
         func check(_ arguments: [String], _ status: Int32, _ fragment: String) throws {
-            let r = try kvtool(arguments)
-            #expect(r.status == status, "\(arguments): \(r.stderr)")
-            #expect(r.stderr.contains(fragment), "\(arguments): \(r.stderr)")
-            #expect(r.stdout.isEmpty, "\(arguments): \(r.stdout)")
-            if status != 64 {
-                #expect(r.stderr.hasPrefix("kvtool: error: ") && r.stderr.filter { $0 == "\n" }.count == 1, "\(r.stderr)")
-            }
+            expectOneLineError(try kvtool(arguments), arguments, status: status, mentioning: fragment)
         }
         let base = ["--root", dir.path, "--group", group]
         try check(["snapshot", "prune", "--keep=-1"] + base, 64, "--keep must be 0 or more")

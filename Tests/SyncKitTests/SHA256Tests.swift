@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 import KVStore
 import SyncKit
+import Workloads
 
 /// SHA-256 against the FIPS 180-4 examples and NIST CAVS vectors, split inputs, and `sha256sum`.
 @Suite struct SHA256Tests {
@@ -33,7 +34,7 @@ import SyncKit
 
     @Test func paddingBoundariesAndSplitsAgree() {
         // Lengths around the 55/56/64-byte padding boundaries, hashed whole and byte by byte.
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         for length in [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000] {
             let bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
             let whole = SHA256.hash(bytes)
@@ -46,7 +47,7 @@ import SyncKit
 
     @Test func fileDigestsMatchSha256sum() throws {
         let dir = TemporaryDirectory()
-        var rng = SplitMix(seed: 99)
+        var rng = SplitMix64(seed: 99)
         let bytes = (0..<(3 << 20) + 17).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         let path = dir.path + "/data.bin"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
@@ -56,18 +57,5 @@ import SyncKit
         #expect(r.stdout == SHA256.hex(digest) + "  " + path + "\n")
         #expect(throws: KVStoreError.fileNotFound(path: dir.path + "/missing")) { try SHA256.hash(fileAt: dir.path + "/missing") }
         #expect(throws: KVStoreError.invalidPath(dir.path, reason: "is not a regular file")) { try SHA256.hash(fileAt: dir.path) }
-    }
-}
-
-/// A deterministic byte source for tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

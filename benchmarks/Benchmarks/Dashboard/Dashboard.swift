@@ -77,36 +77,35 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Saving one record
 
-    for (mode, durability, synchronous) in [("durable", Durability.durable, "FULL"), ("no meta sync", .noMetaSync, "NORMAL")] {
-        Benchmark("Save one DailyRecord, \(mode) · KVStore", configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxDuration: .seconds(2), maxIterations: 500)) { benchmark in
-            let saver = try KVStoreSaver(durability: durability)
+    /// Saves today's record again and again (one score changing) through the `save` that `prepare`
+    /// returns, which is set up before measuring starts.
+    func saveBenchmark(_ name: String, prepare: @escaping @Sendable () throws -> (DailyRecord) throws -> Void) {
+        Benchmark(name, configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxDuration: .seconds(2), maxIterations: 500)) { benchmark in
+            let save = try prepare()
             var record = Fixture.records[Fixture.records.count - 1]
             benchmark.startMeasurement()
             for i in benchmark.scaledIterations {
                 record.scores["think.1"] = 1 + i % 5
-                try saver.save(record)
+                try save(record)
             }
         }
-        Benchmark("Save one DailyRecord, \(mode) · raw LMDB", configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxDuration: .seconds(2), maxIterations: 500)) { benchmark in
+    }
+
+    for (mode, durability, synchronous) in [("durable", Durability.durable, "FULL"), ("no meta sync", .noMetaSync, "NORMAL")] {
+        saveBenchmark("Save one DailyRecord, \(mode) · KVStore") {
+            let saver = try KVStoreSaver(durability: durability)
+            return saver.save
+        }
+        saveBenchmark("Save one DailyRecord, \(mode) · raw LMDB") {
             // The same bytes KVStore commits for the record and its summary, in one transaction with
             // the same sync flags (history aside).
             let raw = try RawLMDB(directory: Fixture.temporaryDirectory("raw-save"), records: Fixture.records,
                                   flags: durability == .durable ? 0 : UInt32(MDB_NOMETASYNC))
-            var record = Fixture.records[Fixture.records.count - 1]
-            benchmark.startMeasurement()
-            for i in benchmark.scaledIterations {
-                record.scores["think.1"] = 1 + i % 5
-                try raw.save(try CBOREncoder().encode(record), DailySummary(record), day: record.day)
-            }
+            return { record in try raw.save(try CBOREncoder().encode(record), DailySummary(record), day: record.day) }
         }
-        Benchmark("Save one DailyRecord, \(mode) · GRDB", configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxDuration: .seconds(2), maxIterations: 500)) { benchmark in
+        saveBenchmark("Save one DailyRecord, \(mode) · GRDB") {
             let saver = try SQLiteChecklist(synchronous: synchronous)
-            var record = Fixture.records[Fixture.records.count - 1]
-            benchmark.startMeasurement()
-            for i in benchmark.scaledIterations {
-                record.scores["think.1"] = 1 + i % 5
-                try saver.save(record)
-            }
+            return { record in try saver.save(record) }
         }
     }
 
