@@ -13,7 +13,8 @@ struct KVTool: ParsableCommand {
             """,
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self,
-            Defaults.self, HistoryCommand.self, Watch.self, Snapshot.self, Bench.self, Demo.self,
+            Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,
+            Readers.self, Check.self, Compact.self, Bench.self, Demo.self,
         ]
     )
 }

@@ -23,6 +23,9 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     public let name: String
     /// The store the collection lives in.
     public let store: Store
+    /// The LMDB database holding the entries (what `mdb_dump -s` takes, and
+    /// ``Store/rawDatabase(named:create:)``).
+    public var databaseName: String { Catalog.collectionDatabase(name) }
     let database: MDB_dbi?
     let codec: any ValueCodec<Value>
     let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]

@@ -37,6 +37,8 @@ public final class SharedContainer: Sendable {
         public var mapSize: Int = 16 << 20
         /// The store's map never grows past this. Default 64 GiB.
         public var maxMapSize: Int = 64 << 30
+        /// See ``Store/Options/clearStaleReadersOnOpen``. Default `true`.
+        public var clearStaleReadersOnOpen = true
 
         public init() {}
     }
@@ -80,6 +82,7 @@ public final class SharedContainer: Sendable {
         storeOptions.durability = options.durability
         storeOptions.mapSize = options.mapSize
         storeOptions.maxMapSize = options.maxMapSize
+        storeOptions.clearStaleReadersOnOpen = options.clearStaleReadersOnOpen
         storeOptions.fileMode = sharing.fileMode
         store = try Store(directory: path + "/Store", options: storeOptions)
         files = try SharedFiles(directory: path + "/Files", sharing: sharing)

@@ -29,11 +29,16 @@ final class Environment: @unchecked Sendable {
         /// Opens one immutable file (a snapshot) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
         /// MDB_NOLOCK`, so no lock file is needed or touched. Implies `readOnly`.
         var immutableFile = false
+        /// Whether opening runs `mdb_reader_check`.
+        var clearStaleReadersOnOpen = true
     }
 
     let handle: OpaquePointer
     let directory: String
     let configuration: Configuration
+    /// How many stale reader slots opening the environment cleared. Set once, before anyone else
+    /// sees the environment.
+    private(set) var staleReadersClearedAtOpen = 0
 
     /// Readers hold it shared for the length of a transaction; changing the map size holds it
     /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
@@ -111,7 +116,9 @@ final class Environment: @unchecked Sendable {
                 _ = chmod(directory + "/" + file, configuration.fileMode)
             }
         }
-        _ = try env.clearStaleReaders()
+        if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
+            env.staleReadersClearedAtOpen = try env.clearStaleReaders()
+        }
         return env
     }
 

@@ -36,6 +36,10 @@ public final class Store: @unchecked Sendable {
         public var maxReaders: UInt32 = 126
         /// Named databases, including indexes and defaults suites (`mdb_env_set_maxdbs`). Default 512.
         public var maxDatabases: UInt32 = 512
+        /// Whether opening clears the reader slots of dead processes (`mdb_reader_check`). Default
+        /// `true`; tools that want to *show* stale slots (`kvtool readers`) turn it off. It applies
+        /// only to the first open of a path in a process.
+        public var clearStaleReadersOnOpen = true
         /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
@@ -62,7 +66,8 @@ public final class Store: @unchecked Sendable {
             mapSize: options.mapSize, maxMapSize: options.maxMapSize,
             maxReaders: options.maxReaders, maxDatabases: options.maxDatabases,
             durability: options.durability, readOnly: options.readOnly || options.immutableFile,
-            fileMode: options.fileMode, immutableFile: options.immutableFile
+            fileMode: options.fileMode, immutableFile: options.immutableFile,
+            clearStaleReadersOnOpen: options.clearStaleReadersOnOpen
         )
         environment = try Environment.open(directory: directory, configuration: configuration)
         self.directory = environment.directory
@@ -164,6 +169,10 @@ public final class Store: @unchecked Sendable {
     public func clearStaleReaders() throws -> Int {
         try environment.clearStaleReaders()
     }
+
+    /// How many stale reader slots were cleared when this process opened the environment (the first
+    /// open of its path in this process).
+    public var staleReadersClearedAtOpen: Int { environment.staleReadersClearedAtOpen }
 
     // MARK: - Named databases
 

@@ -1,9 +1,13 @@
 import ArgumentParser
+import Foundation
 import KVStore
+import SyncKit
 
-/// `kvtool info`: the container, its environment and its collections.
+/// `kvtool info`: the container, its environment, collections, suites, history and snapshots.
 struct Info: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the container, the LMDB environment and the collections.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show the container: LMDB environment, collections, defaults suites, history, consumers and snapshots.",
+        discussion: "Everything about the store comes from one read transaction per section; nothing is written.")
 
     @OptionGroup var global: GlobalOptions
 
@@ -11,30 +15,115 @@ struct Info: ParsableCommand {
         let container = try global.openContainer(readOnly: true)
         let env = try container.store.environmentInfo()
         let counted = try container.store.catalogWithCounts()
-        let (catalog, counts) = (counted.map(\.entry), counted.map(\.count))
+        let history = try HistorySummary(container: container, catalog: counted.map(\.entry))
+        let snapshots = try Self.snapshots(of: container)
+        let collections = counted.filter { $0.entry.kind == .collection }
+        let suites = counted.filter { $0.entry.kind == .defaults }
+
         if global.json {
-            Output.json([
+            var object: [String: Any] = [
                 "path": container.path,
                 "group": container.groupIdentifier.rawValue,
                 "environment": [
                     "mapSize": env.mapSize, "pageSize": env.pageSize, "usedPages": env.usedPages,
-                    "lastTransactionID": env.lastTransactionID, "maxReaders": env.maxReaders,
-                    "readersUsed": env.readersUsed,
+                    "freePages": env.freePages, "lastTransactionID": env.lastTransactionID,
+                    "maxReaders": env.maxReaders, "readersUsed": env.readersUsed,
                 ],
-                "collections": zip(catalog, counts).filter { $0.0.kind == .collection }.map { entry, count in
-                    Collections.json(entry, count: count)
-                },
-                "defaults": zip(catalog, counts).filter { $0.0.kind == .defaults }.map { entry, count in
-                    ["name": entry.name, "keys": count] as [String: Any]
-                },
-            ] as [String: Any])
+                "collections": collections.map { Collections.json($0.entry, count: $0.count) },
+                "defaults": suites.map { ["name": $0.entry.name, "keys": $0.count] as [String: Any] },
+                "snapshots": snapshots.map(Snapshot.json),
+            ]
+            object["history"] = history.json
+            Output.json(object)
             return
         }
+        let mapPages = env.pageSize > 0 ? env.mapSize / env.pageSize : 0
         print("container  \(container.path)")
-        print("map size   \(env.mapSize) bytes, page size \(env.pageSize), \(env.usedPages) pages used")
+        print("map size   \(env.mapSize) bytes (\(mapPages) pages of \(env.pageSize) bytes)")
+        print("pages      \(env.usedPages) used, \(env.freePages) free for reuse")
         print("last txn   \(env.lastTransactionID)")
         print("readers    \(env.readersUsed) used of \(env.maxReaders)")
         print("")
-        Collections.printTable(catalog, counts: counts)
+        Collections.printTable(counted.map(\.entry), counts: counted.map(\.count))
+        print("")
+        print(history.summaryLine)
+        if !history.enabledFor.isEmpty { print("  recorded for \(history.enabledFor.joined(separator: ", "))") }
+        if !history.consumers.isEmpty {
+            print("")
+            Output.table(["CONSUMER", "TOKEN", "BEHIND", "LAST SEEN"], history.consumers.map {
+                [$0.name, String($0.token.rawValue), String(history.behind($0)), HistoryText.timestamp($0.updatedAt)]
+            })
+        }
+        print("")
+        if snapshots.isEmpty {
+            print("snapshots  none")
+        } else {
+            Output.table(["SNAPSHOT", "SOURCE TXN", "SIZE", "CREATED"], snapshots.map {
+                [String($0.generation), String($0.sourceTransactionID), String($0.size), Snapshot.timestamp($0.createdAt)]
+            })
+        }
+    }
+
+    /// The published snapshots, or none if the container has no `Snapshots/` yet.
+    static func snapshots(of container: SharedContainer) throws -> [SnapshotEntry] {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: container.snapshotsDirectory, isDirectory: &isDirectory),
+              isDirectory.boolValue else { return [] }
+        return try Snapshot.mappingErrors {
+            try Snapshots(directory: container.snapshotsDirectory, create: false).list()
+        }
+    }
+}
+
+/// What `info` says about history: the token range, the targets recorded, and the consumers.
+struct HistorySummary {
+    var recorded = false
+    var entries = 0
+    var first: UInt64?
+    var current = ChangeToken.zero
+    var purgedThrough = ChangeToken.zero
+    var enabledFor: [String] = []
+    var consumers: [ConsumerInfo] = []
+
+    init(container: SharedContainer, catalog: [CatalogEntry]) throws {
+        guard catalog.contains(where: { $0.kind == .collection && $0.name == "_history" }) else { return }
+        let history = try History.attach(to: container.store)
+        recorded = true
+        current = try history.currentToken()
+        purgedThrough = try history.purgedThrough()
+        let (_, raw) = try container.store.untypedCollection(named: "_history")
+        entries = try raw.count()
+        if let firstKey = try raw.entries(limit: 1).first?.key {
+            first = try UInt64.decodeKey(firstKey.bytes)
+        }
+        for entry in catalog where !entry.name.hasPrefix("_history") {
+            let target: Mutation.Target = entry.kind == .collection ? .collection(entry.name) : .defaults(entry.name)
+            if try history.isEnabled(target) { enabledFor.append(target.description) }
+        }
+        consumers = try history.consumers()
+    }
+
+    func behind(_ consumer: ConsumerInfo) -> UInt64 {
+        current.rawValue - min(consumer.token.rawValue, current.rawValue)
+    }
+
+    var summaryLine: String {
+        guard recorded else { return "history    not recorded in this container" }
+        let range = first.map { "tokens \($0)–\(current.rawValue)" } ?? "no entries (last token \(current.rawValue))"
+        return "history    \(entries) entries, \(range), purged through \(purgedThrough.rawValue)"
+    }
+
+    var json: [String: Any]? {
+        guard recorded else { return nil }
+        var object: [String: Any] = [
+            "entries": entries, "currentToken": current.rawValue, "purgedThrough": purgedThrough.rawValue,
+            "enabledFor": enabledFor,
+            "consumers": consumers.map {
+                ["name": $0.name, "token": $0.token.rawValue, "behind": behind($0),
+                 "updatedAt": HistoryText.timestamp($0.updatedAt)] as [String: Any]
+            },
+        ]
+        if let first { object["firstToken"] = first }
+        return object
     }
 }

@@ -138,9 +138,10 @@ struct Snapshot: ParsableCommand {
     }
 
     /// Runs `body`, turning snapshot errors into `kvtool`'s one-line errors with their exit codes.
-    static func mappingErrors(_ body: () throws -> Void) throws {
+    @discardableResult
+    static func mappingErrors<R>(_ body: () throws -> R) throws -> R {
         do {
-            try body()
+            return try body()
         } catch let error as SnapshotError {
             switch error {
             case .generationNotFound, .noSnapshots:

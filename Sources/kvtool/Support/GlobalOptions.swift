@@ -25,10 +25,12 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Opens the container; read-only ones must already exist.
-    func openContainer(readOnly: Bool) throws -> SharedContainer {
+    /// - Parameter clearStaleReaders: whether opening clears the reader slots of dead processes.
+    func openContainer(readOnly: Bool, clearStaleReaders: Bool = true) throws -> SharedContainer {
         let group = try groupIdentifier()
         var options = SharedContainer.Options()
         options.readOnly = readOnly
+        options.clearStaleReadersOnOpen = clearStaleReaders
         if readOnly {
             // Say "not found" rather than an I/O error when there is simply no container yet.
             let identifier = try GroupIdentifier(group)
@@ -48,6 +50,7 @@ struct GlobalOptions: ParsableArguments {
     static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
                                                 "history": ["show", "purge", "enable", "disable", "consumers"],
                                                 "snapshot": ["export", "list", "verify", "prune"],
+                                                "files": ["ls", "cat", "put", "rm"],
                                                 "bench": ["dashboard", "cold-open"],
                                                 "demo": ["extension", "widget"]]
 

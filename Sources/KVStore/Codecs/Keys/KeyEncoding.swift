@@ -67,6 +67,22 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         return try result.get()
     }
 
+    /// Decodes the key at the start of `bytes` in its non-terminal form, as an index entry begins
+    /// with its index key, and says how many bytes it took (the primary key follows).
+    public func renderPrefix(_ bytes: [UInt8]) throws(KeyDecodingError) -> (value: KeyValue, length: Int) {
+        let result: Result<(KeyValue, Int), KeyDecodingError> = bytes.withUnsafeBytes { buffer in
+            var reader = KeyReader(buffer)
+            do throws(KeyDecodingError) {
+                let value = try render(&reader, terminal: false)
+                return .success((value, reader.offset))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let (value, length) = try result.get()
+        return (value, length)
+    }
+
     private func render(_ reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> KeyValue {
         switch self {
         case .int64: .integer(Int64(try Int64.decodeKey(from: &reader, terminal: terminal)))

@@ -1,0 +1,306 @@
+import CLMDB
+
+/// One problem an integrity check found, naming where it is.
+public struct IntegrityProblem: Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Hashable, Sendable, Codable {
+        /// A catalog entry that does not decode or describes something that is not there.
+        case catalog
+        /// A named database the catalog does not account for.
+        case unknownDatabase
+        /// A stored key that does not decode with its collection's key encoding.
+        case corruptKey
+        /// A stored value that does not decode with its collection's value encoding.
+        case corruptValue
+        /// An index entry whose primary key has no record.
+        case indexEntryWithoutRecord
+        /// A record whose index entry is missing.
+        case missingIndexEntry
+        /// A derived entry whose key has no record in the source collection.
+        case derivedEntryWithoutSource
+        /// A record whose derived entry is missing or differs from what its value derives.
+        case derivedEntryMismatch
+        /// A gap, a duplicate or an inconsistency in SyncKit's history.
+        case history
+        /// A published snapshot whose size or checksum does not match its manifest.
+        case snapshot
+    }
+
+    public var kind: Kind
+    /// The collection, suite or database (`dailyRecords`, `dailyRecords index byMonth`, `_catalog`…).
+    public var location: String
+    /// The key, rendered with the catalog's key encoding (or in hex when it does not decode).
+    public var key: String?
+    public var detail: String
+
+    public init(kind: Kind, location: String, key: String? = nil, detail: String) {
+        self.kind = kind
+        self.location = location
+        self.key = key
+        self.detail = detail
+    }
+
+    public var description: String {
+        "\(location)\(key.map { " key \($0)" } ?? ""): \(detail)"
+    }
+}
+
+/// What ``Store/checkIntegrity(maxProblems:progress:)`` walked and found.
+public struct IntegrityReport: Sendable {
+    /// The transaction the walk read (the last one committed when it began).
+    public var transactionID: Int
+    /// Named databases walked.
+    public var databases: Int
+    /// Entries read, over all databases.
+    public var entries: Int
+    public var problems: [IntegrityProblem]
+    /// Whether the walk stopped collecting problems at the limit.
+    public var truncated: Bool
+
+    public var isClean: Bool { problems.isEmpty }
+}
+
+extension Store {
+    /// Walks every named database in one read transaction and checks everything the catalog alone can
+    /// tell, without the Swift types:
+    ///
+    /// - every catalog entry decodes and names databases that exist; every database is accounted for;
+    /// - every key of a collection decodes with its key encoding, and every value with its value
+    ///   encoding (CBOR fully, with the decoder's depth limit; fixed layouts by size);
+    /// - every index entry decodes (index key, then primary key) and its record exists;
+    /// - every entry of a derived collection has a record at its key in the source collection.
+    ///
+    /// What needs the Swift types (that each record's index entries and derived value are present and
+    /// current) is ``KVCollection/checkMaintainedData(in:)``. Reading pages also makes LMDB walk
+    /// every B-tree page of every database, which catches a file truncated or scribbled over.
+    ///
+    /// Call it outside every transaction (it opens each database first).
+    ///
+    /// - Parameters:
+    ///   - maxProblems: stop recording problems after this many (the walk still completes).
+    ///   - progress: called with the number of entries read so far, about every 4,096 entries.
+    public func checkIntegrity(maxProblems: Int = 1_000,
+                               progress: ((Int) -> Void)? = nil) throws -> IntegrityReport {
+        let databases = try rawDatabases()
+        var checker = IntegrityChecker(maxProblems: maxProblems, progress: progress)
+        let transactionID = try read { transaction in
+            try checker.walk(databases, in: transaction)
+            return transaction.transactionID
+        }
+        return IntegrityReport(transactionID: transactionID, databases: databases.count, entries: checker.entries,
+                               problems: checker.problems, truncated: checker.truncated)
+    }
+}
+
+extension KVCollection {
+    /// Recomputes, from every record and with the Swift types, its index entries and derived values,
+    /// and compares them with what is stored: a record whose index entry is missing, or whose derived
+    /// entry is missing or stale, is a problem. (Index and derived entries without a record are found
+    /// by ``Store/checkIntegrity(maxProblems:progress:)``.)
+    public func checkMaintainedData(in transaction: ReadTransaction, maxProblems: Int = 1_000) throws -> [IntegrityProblem] {
+        guard let database = try resolvedDatabase(in: transaction) else { return [] }
+        var problems: [IntegrityProblem] = []
+        func add(_ problem: IntegrityProblem) { if problems.count < maxProblems { problems.append(problem) } }
+        try transaction.scan(database, .all, reverse: false) { keyBytes, valueBytes in
+            let key = Array(keyBytes)
+            let value: Value
+            do {
+                value = try codec.decode(valueBytes)
+            } catch {
+                add(IntegrityProblem(kind: .corruptValue, location: name, key: renderKey(key), detail: "\(error)"))
+                return true
+            }
+            for index in indexes {
+                guard let prefix = index.definition.indexPrefix(for: value) else { continue }
+                if try transaction.get(index.database, prefix + key) == nil {
+                    add(IntegrityProblem(kind: .missingIndexEntry, location: "\(name) index \(index.definition.name)",
+                                         key: renderKey(key), detail: "the record has no entry in the index"))
+                }
+            }
+            for derivation in derivations {
+                guard let target = derivation.targetDatabase else { continue }
+                let expected = try derivation.encode(value)
+                let stored = try transaction.get(target, key).map(Array.init)
+                if stored != expected {
+                    let detail = expected == nil ? "the record derives nothing, but \(derivation.targetName) has an entry"
+                        : stored == nil ? "the derived entry in \(derivation.targetName) is missing"
+                        : "the derived entry in \(derivation.targetName) differs from what the record derives"
+                    add(IntegrityProblem(kind: .derivedEntryMismatch, location: name, key: renderKey(key), detail: detail))
+                }
+            }
+            return true
+        }
+        return problems
+    }
+}
+
+/// The catalog-driven walk behind ``Store/checkIntegrity(maxProblems:progress:)``.
+private struct IntegrityChecker {
+    let maxProblems: Int
+    let progress: ((Int) -> Void)?
+    var entries = 0
+    var problems: [IntegrityProblem] = []
+    var truncated = false
+
+    init(maxProblems: Int, progress: ((Int) -> Void)?) {
+        self.maxProblems = maxProblems
+        self.progress = progress
+    }
+
+    mutating func add(_ kind: IntegrityProblem.Kind, _ location: String, key: String? = nil, _ detail: String) {
+        guard problems.count < maxProblems else { truncated = true; return }
+        problems.append(IntegrityProblem(kind: kind, location: location, key: key, detail: detail))
+    }
+
+    mutating func counted() {
+        entries += 1
+        if entries % 4_096 == 0 { progress?(entries) }
+    }
+
+    mutating func walk(_ databases: [RawDatabase], in transaction: ReadTransaction) throws {
+        let byName = Dictionary(databases.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var accounted: Set<String> = [Catalog.databaseName, Store.requirementsDatabaseName]
+        var catalog: [CatalogEntry] = []
+
+        if let database = byName[Catalog.databaseName] {
+            try transaction.rawScan(database) { key, value in
+                counted()
+                let keyText = String(decoding: key, as: UTF8.self)
+                do {
+                    let entry = try CBORDecoder().decode(CatalogEntry.self, from: Array(value))
+                    if Catalog.key(entry.name, kind: entry.kind) != Array(key) {
+                        add(.catalog, Catalog.databaseName, key: keyText, "the entry describes \(entry.kind.rawValue) '\(entry.name)'")
+                    } else {
+                        catalog.append(entry)
+                    }
+                } catch {
+                    add(.catalog, Catalog.databaseName, key: keyText, "the entry does not decode: \(error)")
+                }
+                return true
+            }
+        }
+        if let database = byName[Store.requirementsDatabaseName] {
+            try transaction.rawScan(database) { _, _ in counted(); return true }
+        }
+
+        let collections = Dictionary(catalog.filter { $0.kind == .collection }.map { ($0.name, $0) },
+                                     uniquingKeysWith: { a, _ in a })
+        for entry in catalog {
+            accounted.insert(entry.database)
+            let location = entry.kind == .collection ? entry.name : "defaults suite '\(entry.name)'"
+            guard let keyEncoding = KeyEncoding(entry.keyEncoding) else {
+                add(.catalog, location, "unknown key encoding '\(entry.keyEncoding)'")
+                continue
+            }
+            guard let database = byName[entry.database] else {
+                add(.catalog, location, "its database \(entry.database) does not exist")
+                continue
+            }
+            try walkEntries(database, location: location, keyEncoding: keyEncoding,
+                            valueEncoding: entry.valueEncoding, in: transaction)
+            if let source = entry.derivedFrom {
+                if let sourceEntry = collections[source], let sourceDatabase = byName[sourceEntry.database] {
+                    try checkDerived(database, location: location, keyEncoding: keyEncoding,
+                                     source: sourceDatabase, sourceName: source, in: transaction)
+                } else {
+                    add(.catalog, location, "it is derived from '\(source)', which is not in the catalog")
+                }
+            }
+            for index in entry.indexes {
+                accounted.insert(index.database)
+                let indexLocation = "\(entry.name) index \(index.name)"
+                guard let indexEncoding = KeyEncoding(index.keyEncoding) else {
+                    add(.catalog, indexLocation, "unknown key encoding '\(index.keyEncoding)'")
+                    continue
+                }
+                guard let indexDatabase = byName[index.database] else {
+                    add(.catalog, indexLocation, "its database \(index.database) does not exist")
+                    continue
+                }
+                try checkIndex(indexDatabase, location: indexLocation, indexEncoding: indexEncoding,
+                               keyEncoding: keyEncoding, records: database, in: transaction)
+            }
+        }
+        for database in databases where !accounted.contains(database.name) {
+            add(.unknownDatabase, database.name, "the catalog does not account for this database")
+        }
+        progress?(entries)
+    }
+
+    private mutating func walkEntries(_ database: RawDatabase, location: String, keyEncoding: KeyEncoding,
+                                      valueEncoding: String, in transaction: ReadTransaction) throws {
+        let fixedSize = Self.fixedSize(valueEncoding)
+        if fixedSize == nil && valueEncoding != "cbor" && valueEncoding != "bytes" {
+            add(.catalog, location, "unknown value encoding '\(valueEncoding)'")
+        }
+        try transaction.rawScan(database) { keyBuffer, value in
+            counted()
+            let key = Array(keyBuffer)
+            let rendered: String
+            do {
+                rendered = try keyEncoding.render(key).description
+            } catch {
+                add(.corruptKey, location, key: hex(key), "does not decode as \(keyEncoding): \(error)")
+                return true
+            }
+            if let fixedSize {
+                if value.count != fixedSize {
+                    add(.corruptValue, location, key: rendered, "\(value.count) bytes, but the layout is \(fixedSize)")
+                }
+            } else if valueEncoding == "cbor" {
+                do {
+                    _ = try CBORValue.decode(value)
+                } catch {
+                    add(.corruptValue, location, key: rendered, "not valid CBOR: \(error)")
+                }
+            }
+            return true
+        }
+    }
+
+    private mutating func checkIndex(_ index: RawDatabase, location: String, indexEncoding: KeyEncoding,
+                                     keyEncoding: KeyEncoding, records: RawDatabase,
+                                     in transaction: ReadTransaction) throws {
+        try transaction.rawScan(index) { entryBuffer, _ in
+            counted()
+            let entry = Array(entryBuffer)
+            let prefix: (value: KeyValue, length: Int)
+            do {
+                prefix = try indexEncoding.renderPrefix(entry)
+            } catch {
+                add(.corruptKey, location, key: hex(entry), "the index key does not decode as \(indexEncoding): \(error)")
+                return true
+            }
+            let primary = Array(entry[prefix.length...])
+            let rendered: String
+            do {
+                rendered = try keyEncoding.render(primary).description
+            } catch {
+                add(.corruptKey, location, key: hex(entry), "the primary key after \(prefix.value) does not decode as \(keyEncoding): \(error)")
+                return true
+            }
+            if try transaction.rawGet(records, primary) == nil {
+                add(.indexEntryWithoutRecord, location, key: rendered, "index key \(prefix.value) points at a record that does not exist")
+            }
+            return true
+        }
+    }
+
+    private mutating func checkDerived(_ database: RawDatabase, location: String, keyEncoding: KeyEncoding,
+                                       source: RawDatabase, sourceName: String,
+                                       in transaction: ReadTransaction) throws {
+        try transaction.rawScan(database) { keyBuffer, _ in
+            let key = Array(keyBuffer)
+            if try transaction.rawGet(source, key) == nil {
+                add(.derivedEntryWithoutSource, location, key: (try? keyEncoding.render(key).description) ?? hex(key),
+                    "no record at this key in '\(sourceName)'")
+            }
+            return true
+        }
+    }
+
+    /// `N` of a `fixed(N)` value encoding.
+    static func fixedSize(_ encoding: String) -> Int? {
+        guard encoding.hasPrefix("fixed("), encoding.hasSuffix(")") else { return nil }
+        return Int(encoding.dropFirst(6).dropLast())
+    }
+}

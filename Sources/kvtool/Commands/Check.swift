@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKit
+import Workloads
+
+/// `kvtool check`: the integrity walk.
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Walk the whole container and verify it; exits 74 if anything is wrong.",
+        discussion: """
+            In order: clears stale reader slots; walks every LMDB database in one read transaction, \
+            decoding every key and value with the catalog, and checks that every index entry and \
+            derived entry has its record; for the collections kvtool knows the Swift types of \
+            (dailyRecords, billingEvents), recomputes every index entry and derived value from each \
+            record; checks that history has no gap; and verifies every snapshot's size and SHA-256. \
+            Prints one line per problem, naming the collection and the key.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Stop listing problems after this many (the walk still completes).") var maxProblems = 1_000
+
+    func validate() throws {
+        guard maxProblems > 0 else { throw ValidationError("--max-problems must be at least 1") }
+    }
+
+    func run() throws {
+        let container = try global.openContainer(readOnly: true)
+        let cleared = container.store.staleReadersClearedAtOpen + (try container.store.clearStaleReaders())
+        let catalog = try container.store.catalogWithCounts()
+        let total = catalog.reduce(0) { $0 + $1.count }
+        let bar = ProgressBar(total: total, label: "check")
+        let report = try container.store.checkIntegrity(maxProblems: maxProblems) { bar.update($0) }
+        bar.finish()
+        var problems = report.problems
+        var notes: [String] = []
+
+        let names = Set(catalog.filter { $0.entry.kind == .collection }.map(\.entry.name))
+        for check in Self.typedChecks where names.contains(check.collection) {
+            do {
+                problems += try check.run(container.store, maxProblems)
+                notes.append("recomputed the index entries and derived values of '\(check.collection)'")
+            } catch let error as KVStoreError {
+                notes.append("could not open '\(check.collection)' with kvtool's types (\(error)); its records were checked with the catalog only")
+            }
+        }
+        var historyChecked = false
+        if names.contains("_history") {
+            problems += try History.attach(to: container.store).checkIntegrity(maxProblems: maxProblems)
+            historyChecked = true
+        }
+        let snapshots = try Info.snapshots(of: container).isEmpty ? nil
+            : try Snapshot.mappingErrors { try Snapshots(directory: container.snapshotsDirectory, create: false).verify() }
+        for problem in snapshots?.problems ?? [] {
+            problems.append(IntegrityProblem(kind: .snapshot, location: "Snapshots/\(problem.file)", detail: problem.description))
+        }
+        if problems.count > maxProblems { problems = Array(problems.prefix(maxProblems)) }
+
+        if global.json {
+            Output.json([
+                "ok": problems.isEmpty,
+                "transactionID": report.transactionID,
+                "databases": report.databases, "entries": report.entries,
+                "staleReadersCleared": cleared,
+                "historyChecked": historyChecked,
+                "snapshotsVerified": snapshots?.checked.count ?? 0,
+                "notes": notes,
+                "problems": problems.map {
+                    var object: [String: Any] = ["kind": $0.kind.rawValue, "location": $0.location, "detail": $0.detail,
+                                                 "message": $0.description]
+                    if let key = $0.key { object["key"] = key }
+                    return object
+                },
+            ] as [String: Any])
+        } else {
+            for problem in problems { print(problem) }
+            for note in notes { print("note: \(note)") }
+            let summary = "\(report.entries) entries in \(report.databases) databases at txn \(report.transactionID)"
+                + (historyChecked ? ", history" : "")
+                + (snapshots.map { ", \($0.checked.count) snapshot\($0.checked.count == 1 ? "" : "s")" } ?? "")
+                + "; \(cleared) stale reader slot\(cleared == 1 ? "" : "s") cleared"
+            print(problems.isEmpty ? "ok: \(summary)" : "\(problems.count) problem\(problems.count == 1 ? "" : "s"): \(summary)")
+        }
+        if !problems.isEmpty {
+            throw CLIError(.failure, "\(problems.count) integrity problem\(problems.count == 1 ? "" : "s") in \(container.groupIdentifier.rawValue)"
+                           + (report.truncated ? " (listing stopped at --max-problems)" : ""))
+        }
+    }
+
+    /// Collections whose Swift types kvtool has (from Workloads), so it can recompute what they maintain.
+    struct TypedCheck: Sendable {
+        var collection: String
+        var run: @Sendable (Store, Int) throws -> [IntegrityProblem]
+    }
+
+    static let typedChecks: [TypedCheck] = [
+        TypedCheck(collection: "dailyRecords") { store, limit in
+            let records = try ChecklistStore(store: store).records
+            return try store.read { try records.checkMaintainedData(in: $0, maxProblems: limit) }
+        },
+        TypedCheck(collection: "billingEvents") { store, limit in
+            let events = try SubscriptionStore(store: store).billingEvents
+            return try store.read { try events.checkMaintainedData(in: $0, maxProblems: limit) }
+        },
+    ]
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import KVStore
+
+/// `kvtool files ls|cat|put|rm`: the container's shared `Files/` area, with the library's path safety.
+struct Files: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, print, write and remove files in the container's shared Files/ area.",
+        discussion: """
+            Paths are relative to Files/ and checked as SharedFiles checks them: no '..', no absolute \
+            paths, no NUL or backslash, NFC only, and no symbolic link is ever followed. put replaces \
+            a file atomically (temporary file, fsync, rename, fsync of the directory).
+            """,
+        subcommands: [List.self, Cat.self, Put.self, Remove.self])
+
+    /// Files larger than this are refused by `cat` and `put`.
+    static let sizeLimit = 64 << 20
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "ls", abstract: "List a directory of Files/ (default: its top).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "A directory relative to Files/.") var directory: String = ""
+        @Flag(name: [.short, .long], help: "List every file below the directory.") var recursive = false
+
+        func run() throws {
+            let files = try global.openContainer(readOnly: true).files
+            if recursive {
+                let paths = try files.list(directory, recursive: true)
+                if global.json { Output.json(paths) } else { paths.forEach { print($0) } }
+                return
+            }
+            let entries = try files.entries(in: directory)
+            if global.json {
+                Output.json(entries.map {
+                    ["name": $0.name, "path": $0.path, "kind": Files.kindName($0.kind), "size": $0.size,
+                     "modified": Snapshot.timestamp($0.modificationDate)] as [String: Any]
+                })
+                return
+            }
+            Output.table(["KIND", "SIZE", "MODIFIED", "NAME"], entries.map {
+                [Files.kindName($0.kind), String($0.size), Snapshot.timestamp($0.modificationDate),
+                 $0.name + ($0.kind == .directory ? "/" : "")]
+            })
+        }
+    }
+
+    struct Cat: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Write a file's bytes to standard output.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "A file relative to Files/.") var path: String
+
+        func run() throws {
+            let data = try global.openContainer(readOnly: true).files.read(path, maxSize: Files.sizeLimit)
+            FileHandle.standardOutput.write(data)
+        }
+    }
+
+    struct Put: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Atomically write a file from a local file, or from standard input with -.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The destination, relative to Files/.") var path: String
+        @Argument(help: "A local file to copy, or - for standard input.") var source: String
+
+        func run() throws {
+            // Check the destination before reading anything, so a bad path costs nothing.
+            _ = try SharedFiles.validate(path)
+            let data: Data
+            if source == "-" {
+                data = FileHandle.standardInput.readData(ofLength: Files.sizeLimit + 1)
+            } else {
+                guard let handle = FileHandle(forReadingAtPath: source) else {
+                    throw CLIError(.notFound, "cannot open \(source) for reading")
+                }
+                defer { try? handle.close() }
+                data = handle.readData(ofLength: Files.sizeLimit + 1)
+            }
+            guard data.count <= Files.sizeLimit else {
+                throw CLIError(.badInput, "\(source == "-" ? "standard input" : source) is over the \(Files.sizeLimit)-byte file limit")
+            }
+            let files = try global.openContainer(readOnly: false).files
+            try files.write(data, to: path)
+            if global.json { Output.json(["path": path, "size": data.count] as [String: Any]) }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a file, a symbolic link or an empty directory.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The path, relative to Files/.") var path: String
+
+        func run() throws {
+            try global.openContainer(readOnly: false).files.remove(path)
+            if global.json { Output.json(["removed": path]) }
+        }
+    }
+
+    static func kindName(_ kind: SharedFiles.DirectoryEntry.Kind) -> String {
+        switch kind {
+        case .file: "file"
+        case .directory: "dir"
+        case .symbolicLink: "symlink"
+        case .other: "other"
+        }
+    }
+}
