@@ -15,5 +15,10 @@ do {
     if let mapped = CLIError(mapping: error) {
         mapped.exit()
     }
-    KVTool.exit(withError: error)
+    // --help, --version and completion scripts print in full; usage errors get the one-line contract.
+    if KVTool.exitCode(for: error) == .success {
+        KVTool.exit(withError: error)
+    }
+    let message = KVTool.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid usage"
+    CLIError(.usage, message.replacingOccurrences(of: "Error: ", with: "") + " (see kvtool help)").exit()
 }
