@@ -71,16 +71,25 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     process.standardError = err
     let input = Pipe()
     process.standardInput = input
+    // A child that exits before reading all its input must fail the write, not kill the test runner.
+    signal(SIGPIPE, SIG_IGN)
     try process.run()
-    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-    try input.fileHandleForWriting.close()
+    // Feed standard input from its own thread, so that a child writing before it reads cannot block us.
+    let writer = input.fileHandleForWriting
+    let fed = LockedData()
+    let stdinThread = Thread {
+        if let stdin { try? writer.write(contentsOf: Data(stdin.utf8)) }
+        try? writer.close()
+        fed.set(Data())
+    }
+    stdinThread.start()
     // Read both pipes concurrently so that neither fills up and blocks the child.
     let errData = LockedData()
     let errThread = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
     errThread.start()
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    while !errData.isSet { usleep(1000) }
+    while !errData.isSet || !fed.isSet { usleep(1000) }
     return ProcessResult(status: process.terminationStatus,
                          stdout: String(decoding: outData, as: UTF8.self),
                          stderr: String(decoding: errData.value, as: UTF8.self))

@@ -42,8 +42,8 @@ struct Bench: ParsableCommand {
                 """)
 
         @OptionGroup var global: GlobalOptions
-        @Option(help: "Days of data, ending 2026-11-21 for 365.") var days = 365
-        @Option(help: "Runs of each dashboard timing.") var iterations = 2_000
+        @Option(parsing: .unconditional, help: "Days of data, ending 2026-11-21 for 365.") var days = 365
+        @Option(parsing: .unconditional, help: "Runs of each dashboard timing.") var iterations = 2_000
 
         func validate() throws {
             if days < 1 || days > 3_650 { throw ValidationError("--days must be 1 to 3650") }

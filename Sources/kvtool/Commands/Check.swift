@@ -18,7 +18,7 @@ struct Check: ParsableCommand {
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: "Stop listing problems after this many (the walk still completes).") var maxProblems = 1_000
+    @Option(parsing: .unconditional, help: "Stop listing problems after this many (the walk still completes).") var maxProblems = 1_000
 
     func validate() throws {
         guard maxProblems > 0 else { throw ValidationError("--max-problems must be at least 1") }

@@ -7,8 +7,9 @@ struct Files: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List, print, write and remove files in the container's shared Files/ area.",
         discussion: """
-            Paths are relative to Files/ and checked as SharedFiles checks them: no '..', no absolute \
-            paths, no NUL or backslash, NFC only, and no symbolic link is ever followed. put replaces \
+            Paths are relative to Files/ and checked as SharedFiles checks them: no absolute path, no \
+            '.' or '..' component, no NUL, control character or backslash, no component that Unicode \
+            normalisation (NFKC) turns into one of those, and no symbolic link is ever followed. put replaces \
             a file atomically (temporary file, fsync, rename, fsync of the directory).
             """,
         subcommands: [List.self, Cat.self, Put.self, Remove.self])
@@ -67,16 +68,18 @@ struct Files: ParsableCommand {
             _ = try SharedFiles.validate(path)
             let data: Data
             if source == "-" {
-                data = FileHandle.standardInput.readData(ofLength: Files.sizeLimit + 1)
+                data = try Output.readAll(FileHandle.standardInput, limit: Files.sizeLimit, name: "standard input", what: "file")
             } else {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory) else {
+                    throw CLIError(.notFound, "no file at \(source)")
+                }
+                guard !isDirectory.boolValue else { throw CLIError(.badInput, "\(source) is a directory, not a file") }
                 guard let handle = FileHandle(forReadingAtPath: source) else {
-                    throw CLIError(.notFound, "cannot open \(source) for reading")
+                    throw CLIError(.failure, "cannot open \(source) for reading")
                 }
                 defer { try? handle.close() }
-                data = handle.readData(ofLength: Files.sizeLimit + 1)
-            }
-            guard data.count <= Files.sizeLimit else {
-                throw CLIError(.badInput, "\(source == "-" ? "standard input" : source) is over the \(Files.sizeLimit)-byte file limit")
+                data = try Output.readAll(handle, limit: Files.sizeLimit, name: source, what: "file")
             }
             let files = try global.openContainer(readOnly: false).files
             try files.write(data, to: path)

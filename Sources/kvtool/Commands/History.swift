@@ -22,11 +22,11 @@ struct HistoryCommand: ParsableCommand {
                 """)
 
         @OptionGroup var global: GlobalOptions
-        @Option(help: "Print the entries after this token (default: everything kept).") var since: UInt64?
+        @Option(parsing: .unconditional, help: "Print the entries after this token (default: everything kept).") var since: UInt64?
         @Option(help: "Read as this consumer, from its stored token, and acknowledge what is printed.") var consumer: String?
         @Option(help: "Only this collection (repeatable).") var collection: [String] = []
         @Option(help: "Only this defaults suite (repeatable).") var suite: [String] = []
-        @Option(help: "At most this many transactions.") var limit: Int?
+        @Option(parsing: .unconditional, help: "At most this many transactions.") var limit: Int?
         @Flag(help: "Keep printing new entries as any process commits them.") var follow = false
 
         func validate() throws {
@@ -65,9 +65,9 @@ struct HistoryCommand: ParsableCommand {
             discussion: "Consumers silent for longer than --max-age or more than --max-lag entries behind count as gone and no longer hold history back.")
 
         @OptionGroup var global: GlobalOptions
-        @Option(help: "Seconds of silence after which a consumer counts as gone (default: 7 days).")
+        @Option(parsing: .unconditional, help: "Seconds of silence after which a consumer counts as gone (default: 7 days).")
         var maxAge: Double = RetentionPolicy.default.maxAge ?? 0
-        @Option(help: "Entries a consumer may lag before it counts as gone (default: 100000).")
+        @Option(parsing: .unconditional, help: "Entries a consumer may lag before it counts as gone (default: 100000).")
         var maxLag: UInt64 = RetentionPolicy.default.maxLag ?? 0
 
         func validate() throws {
@@ -108,6 +108,11 @@ struct HistoryCommand: ParsableCommand {
 
         func run() throws {
             let container = try global.openContainer(readOnly: false)
+            // A typo must not silently enable history for something that does not exist.
+            let kind: CatalogEntry.Kind = target.suite == nil ? .collection : .defaults
+            guard try container.store.catalog().contains(where: { $0.kind == kind && $0.name == target.target.name }) else {
+                throw CLIError(.notFound, "no \(target.target) in the catalog")
+            }
             try History.attach(to: container).enable(target.target)
         }
     }

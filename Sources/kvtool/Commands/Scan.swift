@@ -13,7 +13,7 @@ struct Scan: ParsableCommand {
     @Option(help: "The last key (inclusive).") var through: String?
     @Option(help: "Only keys that start with this (first tuple component or string prefix).") var prefix: String?
     @Flag(help: "Newest (largest key) first.") var reverse = false
-    @Option(help: "At most this many entries.") var limit: Int?
+    @Option(parsing: .unconditional, help: "At most this many entries.") var limit: Int?
 
     func validate() throws {
         if prefix != nil && (from != nil || through != nil) {

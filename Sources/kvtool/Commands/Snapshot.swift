@@ -91,7 +91,7 @@ struct Snapshot: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Keep the N newest snapshots and remove the others, with their manifest entries.")
         @OptionGroup var global: GlobalOptions
-        @Option(help: "How many of the newest snapshots to keep (0 or more).") var keep: Int
+        @Option(parsing: .unconditional, help: "How many of the newest snapshots to keep (0 or more).") var keep: Int
 
         func validate() throws {
             guard keep >= 0 else { throw ValidationError("--keep must be 0 or more, got \(keep)") }

@@ -40,8 +40,16 @@ struct GlobalOptions: ParsableArguments {
             }
         }
         let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
-        // Every write records history where it is enabled, and wakes the container's observers.
-        if !readOnly { _ = try History.attach(to: container) }
+        // Every write records history where it is enabled, and wakes the container's observers. History
+        // is attached only where it exists: attaching creates its collections, and a command that fails
+        // must leave the store exactly as it was.
+        if !readOnly {
+            if try container.store.catalogEntry(forCollection: "_history") != nil {
+                _ = try History.attach(to: container)
+            } else {
+                container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(directory: container.notifyDirectory)))
+            }
+        }
         return container
     }
 
@@ -82,5 +90,21 @@ struct GlobalOptions: ParsableArguments {
         if let subs = nested[rest[0]], rest.count > 1, subs.contains(rest[1]) { pathLength = 2 }
         rest.insert(contentsOf: leading, at: pathLength)
         return rest
+    }
+}
+
+/// Posts the container's change notification after each commit that changed something, for writes to
+/// a container without history (where ``History`` would do it).
+final class CommitNotifier: WriteObserver {
+    let notifier: ChangeNotifier
+
+    init(notifier: ChangeNotifier) {
+        self.notifier = notifier
+    }
+
+    func transactionDidCommit(_ commit: CommittedTransaction) {
+        guard !commit.mutations.isEmpty else { return }
+        // A failed post loses nothing: observers also find changes by reading the store.
+        try? notifier.post()
     }
 }

@@ -67,52 +67,9 @@ enum JSONBridge {
         }
     }
 
-    /// Parses JSON text into CBOR: integers stay integers, other numbers become floats.
+    /// Parses JSON text into CBOR (see ``JSONReader``): integers stay integers, other numbers become
+    /// floats, object members are sorted by key.
     static func cbor(fromJSON text: String) throws -> CBORValue {
-        do {
-            return try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)).cbor
-        } catch {
-            throw CLIError(.badInput, "invalid JSON: \(describe(error))")
-        }
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if case DecodingError.dataCorrupted(let context) = error {
-            return (context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription)
-                .replacingOccurrences(of: "\n", with: " ")
-        }
-        return "\(error)"
-    }
-}
-
-/// Any JSON value, decoded with Foundation's JSONDecoder.
-private enum JSONValue: Decodable {
-    case bool(Bool), int(Int64), uint(UInt64), double(Double), string(String), null
-    case array([JSONValue]), object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let v = try? container.decode(Bool.self) { self = .bool(v) }
-        else if let v = try? container.decode(Int64.self) { self = .int(v) }
-        else if let v = try? container.decode(UInt64.self) { self = .uint(v) }
-        else if let v = try? container.decode(Double.self) { self = .double(v) }
-        else if let v = try? container.decode(String.self) { self = .string(v) }
-        else if let v = try? container.decode([JSONValue].self) { self = .array(v) }
-        else { self = .object(try container.decode([String: JSONValue].self)) }
-    }
-
-    var cbor: CBORValue {
-        switch self {
-        case .bool(let v): .bool(v)
-        case .int(let v): v >= 0 ? .unsigned(UInt64(v)) : .negative(UInt64(-1 - v))
-        case .uint(let v): .unsigned(v)
-        case .double(let v): .float(v)
-        case .string(let v): .text(v)
-        case .null: .null
-        case .array(let items): .array(items.map(\.cbor))
-        case .object(let members):
-            .map(members.sorted { $0.key < $1.key }.map { CBORMapEntry(key: .text($0.key), value: $0.value.cbor) })
-        }
+        try JSONReader.parse(text)
     }
 }

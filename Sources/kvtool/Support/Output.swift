@@ -30,14 +30,30 @@ enum Output {
         fflush(nil)
     }
 
+    /// Reads `handle` to its end, refusing more than `limit` bytes; read errors become one-line errors
+    /// rather than traps.
+    static func readAll(_ handle: FileHandle, limit: Int, name: String, what: String) throws -> Data {
+        var data = Data()
+        do {
+            while data.count <= limit {
+                guard let chunk = try handle.read(upToCount: min(1 << 20, limit + 1 - data.count)), !chunk.isEmpty else { break }
+                data.append(chunk)
+            }
+        } catch {
+            let reason = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError)?.localizedDescription ?? "\(error)"
+            throw CLIError(.failure, "cannot read \(name): \(reason)")
+        }
+        guard data.count <= limit else { throw CLIError(.badInput, "\(name) is over the \(limit)-byte \(what) limit") }
+        return data
+    }
+
     /// Reads a whole value argument: `-` means standard input. At most `limit` bytes.
     static func readArgument(_ text: String, limit: Int = 16 << 20) throws -> String {
         guard text == "-" else {
             guard text.utf8.count <= limit else { throw CLIError(.badInput, "the value is over the \(limit)-byte input limit") }
             return text
         }
-        let data = FileHandle.standardInput.readData(ofLength: limit + 1)
-        guard data.count <= limit else { throw CLIError(.badInput, "standard input is over the \(limit)-byte input limit") }
+        let data = try readAll(FileHandle.standardInput, limit: limit, name: "standard input", what: "input")
         guard let string = String(data: data, encoding: .utf8) else { throw CLIError(.badInput, "standard input is not UTF-8") }
         return string
     }

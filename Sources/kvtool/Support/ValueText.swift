@@ -14,7 +14,7 @@ enum ValueText {
         do {
             let bytes = try encoding(entry).parse(text)
             guard !bytes.isEmpty, bytes.count <= 511 else {
-                throw CLIError(.badInput, "key \(text) encodes to \(bytes.count) bytes; keys must be 1 to 511 bytes")
+                throw CLIError(.badInput, "the key \(shortQuoted(text)) encodes to \(bytes.count) bytes; keys must be 1 to 511 bytes")
             }
             return bytes
         } catch let error as KeyDecodingError {
@@ -76,6 +76,11 @@ enum ValueText {
         default:
             return JSONText.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
         }
+    }
+
+    /// `text` quoted for an error message, cut to 40 characters.
+    static func shortQuoted(_ text: String) -> String {
+        text.count <= 40 ? JSONText.quoted(text) : JSONText.quoted(String(text.prefix(40))) + "…"
     }
 
     static func requireWritable(_ entry: CatalogEntry) throws {
