@@ -177,6 +177,49 @@ import Workloads
         #expect(r.stdout.hasPrefix("billingEvents index bySubscription key \(event.key): the record has no entry in the index\n"), "\(r.stdout)")
     }
 
+    @Test func longCommandsDrawAProgressBarOnlyOnATerminal() throws {
+        try fixture()
+        // Python gives kvtool a pseudo-terminal as standard error and prints what was drawn on it.
+        let script = """
+            import os, pty, subprocess, sys
+            master, slave = pty.openpty()
+            subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=slave)
+            os.close(slave)
+            drawn = b""
+            try:
+                while chunk := os.read(master, 4096): drawn += chunk
+            except OSError:
+                pass
+            sys.stdout.write(drawn.decode())
+            """
+        let kvtool = productsDirectory() + "/kvtool"
+        let base = ["--root", dir.path, "--group", group]
+        let check = try run("/usr/bin/python3", ["-c", script, kvtool, "check"] + base)
+        #expect(check.stdout.contains("check [##############################] 100% "), "\(check.stdout.debugDescription)")
+        #expect(check.stdout.hasSuffix("\r\u{1B}[K"), "the bar is erased when done")
+        let compact = try run("/usr/bin/python3", ["-c", script, kvtool, "compact", dir.path + "/tty.mdb"] + base)
+        #expect(compact.stdout.contains("compact ["), "\(compact.stdout.debugDescription)")
+        // Not a terminal: nothing at all on standard error.
+        let piped = try tool("compact", dir.path + "/piped.mdb")
+        #expect(piped.status == 0 && piped.stderr.isEmpty)
+    }
+
+    @Test func mdbStatReadsTheContainersWeCreate() throws {
+        let container = try fixture()
+        let demoRoot = dir.path + "/demo"
+        try FileManager.default.createDirectory(atPath: demoRoot, withIntermediateDirectories: true)
+        let demo = try run(productsDirectory() + "/kvtool", ["demo", "--root", demoRoot])
+        #expect(demo.status == 0, "\(demo.stderr)")
+        for store in [containerPath + "/Store", demoRoot + "/group.com.yourcompany.VirtualTrainer/Store"] {
+            let stat = try run("/usr/bin/mdb_stat", ["-e", "-f", "-r", "-a", store])
+            #expect(stat.status == 0, "\(store): \(stat.stderr)")
+            #expect(stat.stdout.contains("Status of c/dailyRecords") && stat.stdout.contains("Status of _catalog"), "\(stat.stdout)")
+        }
+        for name in try container.store.databaseNames() {
+            #expect(try run("/usr/bin/mdb_stat", ["-s", name, containerPath + "/Store"]).status == 0, "\(name)")
+        }
+    }
+
     // MARK: - readers
 
     @Test func readersShowsLiveAndStaleSlotsAndCheckClearsTheStaleOnes() throws {

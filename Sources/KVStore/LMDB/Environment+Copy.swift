@@ -38,7 +38,8 @@ extension Environment {
     /// Every database must be open in this process when `transaction` began: an unopened one throws
     /// ``KVStoreError/databaseOpenedInsideTransaction(_:)`` before anything is written, and
     /// ``Store/read(_:)`` opens it and runs again.
-    func writeCompactedCopy(of transaction: OpaquePointer, to path: String, descriptor: Int32) throws -> CopyCounts {
+    func writeCompactedCopy(of transaction: OpaquePointer, to path: String, descriptor: Int32,
+                            progress: ((Int) -> Void)? = nil) throws -> CopyCounts {
         // Resolve every handle first, so that a retry never finds a half-written file.
         var sources: [(name: String, dbi: MDB_dbi, flags: UInt32)] = []
         for name in try Self.databaseNames(in: transaction) {
@@ -81,7 +82,7 @@ extension Environment {
 
         while true {
             do {
-                let counts = try copyDatabases(sources, from: transaction, into: target)
+                let counts = try copyDatabases(sources, from: transaction, into: target, progress: progress)
                 try LMDBError.check(mdb_env_sync(target, 1))
                 return counts
             } catch LMDBError.mapFull {
@@ -96,7 +97,7 @@ extension Environment {
     /// One write transaction of the target that receives every database; aborted if anything throws.
     private func copyDatabases(
         _ sources: [(name: String, dbi: MDB_dbi, flags: UInt32)],
-        from transaction: OpaquePointer, into target: OpaquePointer
+        from transaction: OpaquePointer, into target: OpaquePointer, progress: ((Int) -> Void)?
     ) throws -> CopyCounts {
         var txnPointer: OpaquePointer?
         try LMDBError.check(mdb_txn_begin(target, nil, 0, &txnPointer))
@@ -109,8 +110,9 @@ extension Environment {
             for source in sources {
                 var dbi = MDB_dbi()
                 try LMDBError.check(mdb_dbi_open(write, source.name, UInt32(MDB_CREATE) | (source.flags & persistent), &dbi))
+                let base = counts.entries
                 counts.entries += try copyEntries(of: source.dbi, from: transaction, to: dbi, in: write,
-                                                  duplicates: source.flags & UInt32(MDB_DUPSORT) != 0)
+                                                  duplicates: source.flags & UInt32(MDB_DUPSORT) != 0) { progress?(base + $0) }
                 counts.databases += 1
             }
         } catch {
@@ -124,7 +126,7 @@ extension Environment {
     /// Appends every entry of `source` to the empty `target`, in the source's order.
     private func copyEntries(
         of source: MDB_dbi, from transaction: OpaquePointer, to target: MDB_dbi, in write: OpaquePointer,
-        duplicates: Bool
+        duplicates: Bool, progress: (Int) -> Void
     ) throws -> Int {
         let reader = try Cursor(transaction: transaction, database: source)
         let writer = try Cursor(transaction: write, database: target)
@@ -138,6 +140,7 @@ extension Environment {
             let sameKey = duplicates && previousKey.map { compareBytes($0, key) == 0 } == true
             try LMDBError.check(mdb_cursor_put(writer.pointer, &k, &v, UInt32(sameKey ? MDB_APPENDDUP : MDB_APPEND)))
             count += 1
+            if count % 4_096 == 0 { progress(count) }
             previousKey = key
             entry = try reader.next()
         }

@@ -77,8 +77,10 @@ extension Store {
     ///
     /// - Throws: ``KVStoreError/invalidPath(_:reason:)`` if the file is not empty or is not the one at
     ///   `descriptor`; otherwise as ``copy(toNewFile:fileMode:)``.
+    ///
+    /// - Parameter progress: called with the number of entries copied so far, about every 4,096.
     @discardableResult
-    public func copy(intoEmptyFile descriptor: Int32, at path: String) throws -> CopyResult {
+    public func copy(intoEmptyFile descriptor: Int32, at path: String, progress: ((Int) -> Void)? = nil) throws -> CopyResult {
         // A transaction can use only the named databases open in this process when it began: open
         // them all first. One created after this is met inside the read, which then runs again.
         if ThreadState.isInTransaction {
@@ -88,7 +90,7 @@ extension Store {
             _ = try environment.database(named: name, create: false)
         }
         let (counts, transactionID) = try read { transaction in
-            (try environment.writeCompactedCopy(of: transaction.pointer, to: path, descriptor: descriptor),
+            (try environment.writeCompactedCopy(of: transaction.pointer, to: path, descriptor: descriptor, progress: progress),
              transaction.transactionID)
         }
         var info = Glibc.stat()

@@ -53,11 +53,15 @@ struct Bench: ParsableCommand {
         func run() throws {
             let (root, group, temporary) = try location()
             defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
+            // Stages: seeding, five periods, all five, cold open, three saves, compaction.
+            let progress = ProgressBar(total: 3 + DashboardPeriod.allCases.count + Durability.allCases.count, label: "bench")
+            defer { progress.finish() }
             let records = ChecklistDataset.records(days: days)
             let today = ChecklistDataset.firstDay + (days - 1)
             let container = try SharedContainer(groupIdentifier: group, root: root)
             let app = try ChecklistWidgetFlow.App(container: container)
             try app.save(records, today: today, author: "bench")
+            progress.advance()
             let checklist = app.checklist
             let reference = DashboardReference.dashboard(records, today: today)
 
@@ -79,6 +83,7 @@ struct Bench: ParsableCommand {
                     "p50_us": timing.p50, "p90_us": timing.p90,
                 ] as [String: Any]
                 table.append(["dashboard \(period.rawValue)", Self.microseconds(timing.p50), Self.microseconds(timing.p90)])
+                progress.advance()
             }
             let allFive = try Bench.time(iterations) {
                 computed = try container.store.read { tx in try checklist.dashboard(today: today, in: tx) }
@@ -87,6 +92,7 @@ struct Bench: ParsableCommand {
             let streak = computed?.streak ?? Streak(current: 0, longest: 0)
             guard streak == reference.streak else { throw CLIError(.failure, "the streak does not match the reference computation") }
 
+            progress.advance()
             let cold = try coldOpen(root: root, group: group)
             table.append(["cold open: new process, feed + year dashboard", Self.microseconds(cold.p50), Self.microseconds(cold.p90)])
 
@@ -95,6 +101,7 @@ struct Bench: ParsableCommand {
                 let timing = try save(durability, records: records, today: today, root: root, group: group)
                 saves[durability.rawValue] = ["p50_us": timing.p50, "p90_us": timing.p90]
                 table.append(["save one DailyRecord, \(durability.rawValue)", Self.microseconds(timing.p50), Self.microseconds(timing.p90)])
+                progress.advance()
             }
 
             let sizeDirectory = try Self.temporaryDirectory()

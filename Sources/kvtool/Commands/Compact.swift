@@ -35,16 +35,19 @@ struct Compact: ParsableCommand {
         }
         let container = try global.openContainer(readOnly: true)
         let before = try container.store.environmentInfo()
+        let progress = ProgressBar(total: try container.store.catalogWithCounts().reduce(0) { $0 + $1.count }, label: "compact")
+        defer { progress.finish() }
         let result: Store.CopyResult
         do {
             let target = try SharedFiles(directory: directory)
             let temporary = ".\(name).kvtmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
             result = try target.publish(to: name, temporaryName: temporary, replacing: force) { fd, path in
-                try container.store.copy(intoEmptyFile: fd, at: path)
+                try container.store.copy(intoEmptyFile: fd, at: path) { progress.update($0) }
             }
         } catch KVStoreError.io(_, _, let code) where code == EEXIST {
             throw CLIError(.badInput, "\(destination) exists; pass --force to replace it")
         }
+        progress.update(result.entries)
         let sourceSize = before.usedPages * before.pageSize
         if global.json {
             Output.json(["path": url.path, "sourceTransactionID": result.sourceTransactionID,
