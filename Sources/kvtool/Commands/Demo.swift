@@ -32,6 +32,9 @@ struct Demo: ParsableCommand {
         try trainer(container, group: group, pid: pid)
         try subscriptions(container)
         try snapshot(container)
+        print("10. kvtool check, in its own process, walks the whole container: every key and value, the index, the derived summaries, history and the snapshot")
+        try ChildProcess(arguments: ["check", "--group", group] + rootArguments).finish()
+        print("")
 
         let tool = (try? Self.executablePath()) ?? "kvtool"
         let options = " --group \(group)" + (global.root.map { " --root \($0)" } ?? "")
