@@ -63,7 +63,7 @@ public final class History: WriteObserver, @unchecked Sendable {
 
     /// The history of the container's store, posting notifications in its `Notify/` directory.
     public static func attach(to container: SharedContainer) throws -> History {
-        try attach(to: container.store, notifier: ChangeNotifier(directory: container.notifyDirectory))
+        try attach(to: container.store, notifier: ChangeNotifier(container: container))
     }
 
     private init(store: Store, notifier: ChangeNotifier?) throws {

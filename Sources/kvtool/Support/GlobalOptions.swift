@@ -47,7 +47,7 @@ struct GlobalOptions: ParsableArguments {
             if try container.store.catalogEntry(forCollection: "_history") != nil {
                 _ = try History.attach(to: container)
             } else {
-                container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(directory: container.notifyDirectory)))
+                container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
             }
         }
         return container
