@@ -143,8 +143,10 @@ private struct Feed: Codable, Equatable, Sendable {
             }
         }
         swapper.start()
-        var exported = 0, refused = 0
-        for _ in 0 ..< 60 {
+        let feed = try WidgetFeed<Feed>(name: "today", container: container)
+        var exported = 0, refused = 0, published = 0
+        for i in 0 ..< 60 {
+            if (try? feed.publish(Feed(value: i))) != nil { published += 1 }
             do {
                 try snapshots.export(from: container.store)
                 exported += 1
@@ -158,12 +160,14 @@ private struct Feed: Codable, Equatable, Sendable {
         }
         stop.withLock { $0 = true }
         while !swapper.isFinished { usleep(1_000) }
-        print("[security] Snapshots/ swap race: \(exported) exports published, \(refused) refused, 0 outside")
+        print("[security] Snapshots/ swap race: \(exported) exports and \(published) feeds published, \(refused) exports refused, 0 outside")
         let leaked = try contents(outside)
         #expect(leaked.isEmpty, "an export wrote through the swapped-in link: \(leaked)")
         #expect(exported + refused == 60)
-        // Once the directory stays put, exports work again.
+        // Once the directory stays put, exports and feeds work again.
         for _ in 0 ..< 3 { try snapshots.export(from: container.store) }
+        try feed.publish(Feed(value: 100))
+        #expect(try feed.read().payload == Feed(value: 100))
         // An export interrupted between publishing its file and writing the manifest leaves the file
         // unlisted, as a crash would: verify says so, and prune removes it.
         let verification = try snapshots.verify()

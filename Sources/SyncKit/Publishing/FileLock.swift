@@ -15,27 +15,16 @@ final class FileLock {
     let descriptor: Int32
     let path: String
 
-    /// Opens (creating with exactly `mode`) `path` without following a symbolic link, neither at the
-    /// file nor at its directory (a directory swapped for a link must not let the lock file be
-    /// created elsewhere), and waits for the lock. A shared lock also works where the file may only
-    /// be read.
+    /// Opens (creating with exactly `mode`) the file `name` in the directory open at `directory`,
+    /// without following a symbolic link, and waits for the lock. Reaching the directory through a
+    /// descriptor (``KVStore/SharedFiles/withDirectory(_:create:_:)``) means a directory swapped for a
+    /// link cannot make the lock file appear elsewhere. A shared lock also works where the file may
+    /// only be read.
     ///
+    /// - Parameter path: the lock file's path, for messages.
     /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or
-    ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it or its directory is a symbolic
-    ///   link.
-    init(path: String, mode: mode_t, shared: Bool) throws {
-        let slash = path.lastIndex(of: "/")
-        let directoryPath = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let directory = SystemCalls.retry { open(directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-        guard directory >= 0 else {
-            let code = errno
-            if code == ELOOP || code == ENOTDIR {
-                throw KVStoreError.invalidPath(directoryPath, reason: "the directory of the lock file is a symbolic link or not a directory")
-            }
-            throw KVStoreError.io(operation: "open the directory of lock file", path: path, errno: code)
-        }
-        defer { close(directory) }
+    ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
+    init(in directory: Int32, name: String, path: String, mode: mode_t, shared: Bool) throws {
         let flags = O_NOFOLLOW | O_CLOEXEC
         var fd = SystemCalls.retry { openat(directory, name, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
         if fd >= 0 {
