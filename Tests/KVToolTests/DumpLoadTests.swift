@@ -370,6 +370,7 @@ import Workloads
         ("contradicting-catalog.jsonl", [], "line 1: contradicting catalog entries for collection 'scores'"),
         ("duplicate-catalog.jsonl", [], "line 1: duplicate catalog entry for collection 'scores'"),
         ("duplicate-key.jsonl", [], "line 9: duplicate key alice in 'c/scores' (first on line 8)"),
+        ("duplicate-key-with-control-characters.jsonl", [], #"line 9: duplicate key a\u{1b}[31mred\u{d} in 'c/scores' (first on line 8)"#),
         ("empty.jsonl", [], "line 1: the input is empty; expected a kvtool dump"),
         ("fixed-wrong-length.jsonl", [], "line 3: the value at key 2026-11-21 in 'c/dailySummaries' is 3 bytes; fixed(56) values are 56"),
         ("invalid-json.jsonl", [], "line 8: invalid JSON at column 24: unexpected 'a'; expected a value"),
