@@ -209,6 +209,16 @@ import Workloads
         #expect(mdb.status == 0, "\(mdb.stderr)")
         #expect(!mdb.stdout.contains("mapsize=16777216"))
         #expect(mdb.stdout == (try mdbDump(dir.path + "/" + grown + "/Store")))
+        try expectMdbStatReads(dir.path + "/" + grown + "/Store")
+
+        // kvtool load also reads mdb_dump's print format (printable bytes as they are, others as \hh).
+        let print = try run("/usr/bin/mdb_dump", ["-a", "-p", storePath()])
+        #expect(print.status == 0 && print.stdout.contains("format=print\n"))
+        let copy = dir.path + "/from-print"
+        let r = try tool("load", root: copy, stdin: print.stdout)
+        #expect(r.status == 0 && r.stdout == "loaded 11 entries into 8 databases\n", "\(r.stderr)")
+        #expect(try mdbDump(storePath(copy)) == ours.stdout)
+        try expectMdbStatReads(storePath(copy))
     }
 
     // MARK: - Round trips
@@ -303,6 +313,34 @@ import Workloads
         let events = try container.store.collection("events", key: Int.self, value: Event.self,
                                                     indexes: [Index<Event, String>("byTag") { $0.tag }])
         #expect(try events.get(2)?.tag == "a")
+        try expectMdbStatReads(dir.path + "/" + other + "/Store")
+    }
+
+    @Test func whatTheCatalogDoesNotDescribeIsDumpedRawAndRefusedByLoad() throws {
+        let container = try fixture()
+        // A value that is not CBOR in a cbor collection, and a database KVStore knows nothing of.
+        let scores = try #require(try container.store.rawDatabase(named: "c/scores"))
+        let foreign = try #require(try container.store.rawDatabase(named: "foreign", create: true))
+        try container.store.write { tx in
+            try tx.rawPut(scores, Array("bob".utf8), [0x62, 0x61])
+            try tx.rawPut(foreign, [0x01], [0x02])
+        }
+        let r = try tool("dump")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr == "kvtool: note: line 9: the value at key bob in 'c/scores' is not valid CBOR (truncated input at byte 0: text string needs 2 bytes, 1 remain); dumped raw only\n")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines[8] == #"{"db":"c/scores","key":"bob","value":null,"k":"626f62","v":"YmE="}"#)
+        #expect(lines[10] == #"{"db":"foreign","key":null,"value":null,"k":"01","v":"Ag=="}"#)
+        // mdb_dump agrees on the bytes.
+        #expect(try tool("dump", "--format", "mdb").stdout == (try mdbDump(storePath())))
+
+        let copy = dir.path + "/copy"
+        var load = try tool("load", root: copy, stdin: r.stdout)
+        #expect(load.status == 65 && load.stderr == "kvtool: error: line 1: unknown database \"foreign\": the dump's catalog does not describe it\n")
+        // Without the foreign database, the corrupt value is what stops it.
+        load = try tool("load", root: copy, stdin: (try tool("dump", "--collection", "scores")).stdout)
+        #expect(load.status == 65 && load.stderr == "kvtool: error: line 3: the value at key bob in 'c/scores' is not valid CBOR: truncated input at byte 0: text string needs 2 bytes, 1 remain\n")
+        #expect(!FileManager.default.fileExists(atPath: storePath(copy)), "a refused load into a new container creates nothing")
     }
 
     @Test func aMergeNeverChangesEntriesWhoseIndexesOnlyTheAppMaintains() throws {
