@@ -508,6 +508,6 @@ import Workloads
         #expect(shown.stdout.hasPrefix("\rdumping [") && shown.stdout.contains("] 100% 11/11"), "\(shown.stdout.debugDescription)")
         let load = "'\(kvtool)' load '\(dir.path)/tty.jsonl' --replace --root '\(dir.path)' --group \(group)"
         let loading = try run("/usr/bin/script", ["-qec", load, "/dev/null"])
-        #expect(loading.stdout.contains("loading [") && loading.stdout.contains("loaded 11 entries into 11 databases"), "\(loading.stdout.debugDescription)")
+        #expect(loading.stdout.contains("validating [") && loading.stdout.contains("] 100% 11/11") && loading.stdout.contains("loading [") && loading.stdout.contains("loaded 11 entries into 11 databases"), "\(loading.stdout.debugDescription)")
     }
 }

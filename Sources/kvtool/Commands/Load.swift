@@ -43,13 +43,20 @@ struct Load: ParsableCommand {
     }
 
     func run() throws {
+        let group = try GroupIdentifier(try global.groupIdentifier())
         let limits = DumpLimits(maxLineBytes: maxLineBytes, maxInputBytes: maxInputBytes)
-        let document = try DumpReader.read(try readInput(limit: limits.maxInputBytes), limits: limits)
+        let input = try readInput(limit: limits.maxInputBytes)
+        var validating: Progress?
+        let document = try DumpReader.read(input, limits: limits) { done, total in
+            let bar = validating ?? Progress(total: total, label: "validating")
+            validating = bar
+            bar.advance(by: done - bar.done)
+        }
+        validating?.finish()
         let plan = LoadPlan(document: document, replace: replace)
-        try plan.checkDatabaseCount(group: try global.groupIdentifier(), limit: Int(Store.Options().maxDatabases))
+        try plan.checkDatabaseCount(group: group.rawValue, limit: Int(Store.Options().maxDatabases))
 
         // Check against the target before touching it: a container that does not exist yet is empty.
-        let group = try GroupIdentifier(try global.groupIdentifier())
         let path = try ContainerRoot.resolve(explicit: global.root) + "/" + group.rawValue
         let exists = FileManager.default.fileExists(atPath: path + "/Store/data.mdb")
         var container: SharedContainer?

@@ -321,7 +321,8 @@ enum DumpError {
 struct DumpValidator {
     let limits: DumpLimits
 
-    func validate(format: DumpInputFormat, header: DumpHeader, lines: [RawDumpLine], endLine: Int) throws -> DumpDocument {
+    func validate(format: DumpInputFormat, header: DumpHeader, lines: [RawDumpLine], endLine: Int,
+                  progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) throws -> DumpDocument {
         for (i, entry) in header.catalog.enumerated() {
             try DumpCatalog.checkWellFormed(entry, line: i < header.catalogLines.count ? header.catalogLines[i] : header.line)
         }
@@ -366,6 +367,7 @@ struct DumpValidator {
             }
             seen[raw.database, default: [:]][entry.key] = raw.line
             entries.append(entry)
+            progress(entries.count, lines.count)
         }
         for database in header.databases where (found[database.name] ?? 0) < database.entries {
             throw DumpError.at(endLine, "the dump ends early: the header announces \(database.entries) entries for '\(database.name)', found \(found[database.name] ?? 0) (truncated?)")
@@ -484,7 +486,9 @@ enum DumpReader {
     /// Checks the caps, detects the syntax, parses and validates.
     ///
     /// - Throws: a ``CLIError`` of kind `badInput` naming the line at fault.
-    static func read(_ bytes: [UInt8], limits: DumpLimits = .default) throws -> DumpDocument {
+    /// - Parameter progress: called as entries are validated, with the count so far and the total.
+    static func read(_ bytes: [UInt8], limits: DumpLimits = .default,
+                     progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) throws -> DumpDocument {
         guard bytes.count <= limits.maxInputBytes else {
             throw CLIError(.badInput, "the input is over the \(limits.maxInputBytes)-byte limit of a dump")
         }
@@ -496,13 +500,13 @@ enum DumpReader {
         switch try detect(bytes, firstLine: first) {
         case .mdb:
             let (header, raw, end) = try DumpMDB.read(bytes, lines: lines)
-            return try validator.validate(format: .mdb, header: header, lines: raw, endLine: end)
+            return try validator.validate(format: .mdb, header: header, lines: raw, endLine: end, progress: progress)
         case .json:
             let (header, raw, end) = try DumpJSON.readDocument(bytes)
-            return try validator.validate(format: .json, header: header, lines: raw, endLine: end)
+            return try validator.validate(format: .json, header: header, lines: raw, endLine: end, progress: progress)
         case .jsonLines:
             let (header, raw, end) = try DumpJSON.readLines(bytes, lines: lines)
-            return try validator.validate(format: .jsonLines, header: header, lines: raw, endLine: end)
+            return try validator.validate(format: .jsonLines, header: header, lines: raw, endLine: end, progress: progress)
         }
     }
 
