@@ -155,6 +155,11 @@ import Workloads
         let catalog = (header["catalog"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(catalog == ["dailyRecords", "dailySummaries", "events", group])
         #expect(lines.count == 1 + 1 + 1 + 2 + 1 + 2)
+        // In mdb format a selection comes with a _catalog section holding only its entries.
+        r = try tool("dump", "--format", "mdb", "--collection", "scores")
+        #expect(r.stdout.components(separatedBy: "VERSION=3\n").count == 3)
+        #expect(r.stdout.hasPrefix("VERSION=3\nformat=bytevalue\ndatabase=_catalog\n"))
+        #expect(r.stdout.split(separator: "\n").filter { $0.hasPrefix(" ") }.count == 2 + 4)
 
         r = try tool("dump", "--collection", "nope")
         #expect(r.status == 1 && r.stdout.isEmpty && r.stderr == "kvtool: error: no collection named 'nope'\n")

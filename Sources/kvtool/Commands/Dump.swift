@@ -175,6 +175,7 @@ struct Dump: ParsableCommand {
                 try sink.write(DumpMDB.sectionHeader(database: database.name, flags: stat.flags, figures: figures))
                 var buffer: [UInt8] = []
                 try tx.rawScan(handle) { key, value in
+                    progress.advance()
                     if onlyChosen && !catalogKeys.contains(Array(key)) { return true }
                     DumpMDB.dataLine(key, into: &buffer)
                     DumpMDB.dataLine(value, into: &buffer)
@@ -182,7 +183,6 @@ struct Dump: ParsableCommand {
                         try sink.write(buffer)
                         buffer.removeAll(keepingCapacity: true)
                     }
-                    progress.advance()
                     return true
                 }
                 try sink.write(buffer)

@@ -46,13 +46,13 @@ final class Progress {
         }
     }
 
-    /// Draws the final state and ends the line. Calling it again does nothing.
+    /// Draws the state reached (100% when every unit was advanced; less when the operation stopped
+    /// on an error) and ends the line. Calling it again does nothing.
     func finish() {
         guard !finished else { return }
         finished = true
         guard enabled else { return }
-        done = total
-        draw(100)
+        draw(percentDone)
         FileHandle.standardError.write(Data("\n".utf8))
     }
 
