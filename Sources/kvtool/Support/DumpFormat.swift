@@ -515,12 +515,14 @@ enum DumpReader {
         var ranges: [Range<Int>] = []
         var start = 0
         try bytes.withUnsafeBufferPointer { buffer in
-            for (i, byte) in buffer.enumerated() where byte == 0x0A {
-                guard i - start <= maxLineBytes else {
+            guard let base = buffer.baseAddress else { return }
+            while start < buffer.count, let found = memchr(base + start, 0x0A, buffer.count - start) {
+                let end = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+                guard end - start <= maxLineBytes else {
                     throw DumpError.at(ranges.count + 1, "the line is over the \(maxLineBytes)-byte limit")
                 }
-                ranges.append(start..<i)
-                start = i + 1
+                ranges.append(start..<end)
+                start = end + 1
             }
         }
         if start < bytes.count {
