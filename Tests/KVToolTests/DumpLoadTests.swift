@@ -115,6 +115,7 @@ import Workloads
         let environment = try #require((try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])?["environment"] as? [String: Any])
         let last = try #require(environment["lastTransactionID"] as? Int)
         #expect(r.stdout.contains(#""sourceTransactionID":\#(last),"#))
+        try expectMdbStatReads(storePath())
     }
 
     @Test func jsonDumpHoldsTheSameHeaderAndEntries() throws {
@@ -124,6 +125,7 @@ import Workloads
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
         #expect(r.stdout == "{\"header\":" + lines[0] + ",\"entries\":[\n" + lines.dropFirst().joined(separator: ",\n") + "\n]}\n")
         #expect(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) is [String: Any])
+        try expectMdbStatReads(storePath())
     }
 
     @Test func csvDumpHasAKeyColumnAndOneColumnPerField() throws {
@@ -142,6 +144,7 @@ import Workloads
         r = try tool("dump", "--format", "csv", "--collection", "dailySummaries")
         #expect(r.status == 65 && r.stdout.isEmpty)
         #expect(r.stderr == "kvtool: error: --format csv needs cbor values; collection 'dailySummaries' stores fixed(56)\n")
+        try expectMdbStatReads(storePath())
     }
 
     @Test func selectedCollectionsBringTheirIndexesAndDerivedCollections() throws {
@@ -167,6 +170,7 @@ import Workloads
         #expect(r.status == 1 && r.stderr == "kvtool: error: no defaults suite named 'nope'\n")
         r = try kvtool(["dump", "--root", dir.path, "--group", "group.com.example.absent"])
         #expect(r.status == 1 && r.stderr.hasPrefix("kvtool: error: no container"))
+        try expectMdbStatReads(storePath())
     }
 
     @Test func outputFileIsWrittenWholeOrNotAtAll() throws {
@@ -184,6 +188,7 @@ import Workloads
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".tmp-") }.isEmpty)
         r = try tool("dump", "--output", dir.path + "/no/such/dir/out.jsonl")
         #expect(r.status == 1 && r.stderr.hasPrefix("kvtool: error: cannot write \(dir.path)/no/such/dir/out.jsonl: "), "\(r.stderr)")
+        try expectMdbStatReads(storePath())
     }
 
     // MARK: - LMDB's own tools
@@ -301,6 +306,7 @@ import Workloads
         #expect(try tool("scan", "scores").stdout == "alice\t42\nbob\t7\n")
         // Nothing else was touched.
         #expect(try tool("scan", "days").stdout == "2026-11-20\t{\"n\":1}\n2026-11-21\t{\"m\":3,\"n\":2}\n")
+        try expectMdbStatReads(storePath())
     }
 
     @Test func aLoadAddsTheCatalogEntriesOfNewCollections() throws {
@@ -346,6 +352,7 @@ import Workloads
         load = try tool("load", root: copy, stdin: (try tool("dump", "--collection", "scores")).stdout)
         #expect(load.status == 65 && load.stderr == "kvtool: error: line 3: the value at key bob in 'c/scores' is not valid CBOR: truncated input at byte 0: text string needs 2 bytes, 1 remain\n")
         #expect(!FileManager.default.fileExists(atPath: storePath(copy)), "a refused load into a new container creates nothing")
+        try expectMdbStatReads(storePath())
     }
 
     @Test func aMergeNeverChangesEntriesWhoseIndexesOnlyTheAppMaintains() throws {
@@ -365,6 +372,7 @@ import Workloads
         #expect(Self.withoutTransactionID(try tool("dump", "--collection", "events").stdout) == Self.withoutTransactionID(dump))
         r = try tool("load", stdin: dump)
         #expect(r.status == 0, "\(r.stderr)")
+        try expectMdbStatReads(storePath())
     }
 
     @Test func handWrittenLinesAreConvertedWithTheCatalog() throws {
@@ -389,6 +397,7 @@ import Workloads
             return (object["key"] as? String).flatMap { $0.hasPrefix("dave") ? object["v"] as? String : nil }
         }
         #expect(values.count == 2 && values[0] == values[1])
+        try expectMdbStatReads(storePath())
     }
 
     @Test func loadReadsAFileOrStandardInputAndSaysWhenTheFileIsMissing() throws {
@@ -495,6 +504,7 @@ import Workloads
         r = try tool("load", stdin: many)
         #expect(r.status == 65 && r.stderr == "kvtool: error: line 1: the dump holds 510 databases; with the container's own that is 516, over the 512 named databases a store can open\n", "\(r.stderr)")
         #expect(try mdbDump(storePath()) == before)
+        try expectMdbStatReads(storePath())
     }
 
     // MARK: - Progress
@@ -514,5 +524,6 @@ import Workloads
         let load = "'\(kvtool)' load '\(dir.path)/tty.jsonl' --replace --root '\(dir.path)' --group \(group)"
         let loading = try run("/usr/bin/script", ["-qec", load, "/dev/null"])
         #expect(loading.stdout.contains("validating [") && loading.stdout.contains("] 100% 11/11") && loading.stdout.contains("loading [") && loading.stdout.contains("loaded 11 entries into 11 databases"), "\(loading.stdout.debugDescription)")
+        try expectMdbStatReads(storePath())
     }
 }
