@@ -195,8 +195,8 @@ import Workloads
         let kvtool = productsDirectory() + "/kvtool"
         let base = ["--root", dir.path, "--group", group]
         let check = try run("/usr/bin/python3", ["-c", script, kvtool, "check"] + base)
-        #expect(check.stdout.contains("check [##############################] 100% "), "\(check.stdout.debugDescription)")
-        #expect(check.stdout.hasSuffix("\r\u{1B}[K"), "the bar is erased when done")
+        #expect(check.stdout.contains("check [==============================] 100% "), "\(check.stdout.debugDescription)")
+        #expect(check.stdout.hasSuffix("\u{1B}[K\r\n"), "the bar ends its line when done")
         let compact = try run("/usr/bin/python3", ["-c", script, kvtool, "compact", dir.path + "/tty.mdb"] + base)
         #expect(compact.stdout.contains("compact ["), "\(compact.stdout.debugDescription)")
         // Not a terminal: nothing at all on standard error.

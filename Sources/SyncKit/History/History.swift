@@ -168,9 +168,13 @@ public final class History: WriteObserver, @unchecked Sendable {
         try? notifier.post()
     }
 
+    /// The collections History keeps its entries, state and consumers in.
+    public static let collectionNames: Set<String> = [entriesName, stateName, consumersName]
+
     /// SyncKit's own collections, whose changes are not news to anyone.
     static func isBookkeeping(_ target: Mutation.Target) -> Bool {
-        target.name.hasPrefix(entriesName)
+        if case .collection(let name) = target { return collectionNames.contains(name) }
+        return false
     }
 }
 
