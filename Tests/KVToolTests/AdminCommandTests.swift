@@ -220,6 +220,27 @@ import Workloads
         }
     }
 
+    @Test func helpListsEverySubcommandOfTheContractAndCompletionScriptsExist() throws {
+        let contract = ["info", "collections", "get", "put", "delete", "scan", "dump", "load", "defaults", "files",
+                        "history", "watch", "snapshot", "readers", "check", "compact", "bench", "demo"]
+        let help = try run(productsDirectory() + "/kvtool", ["--help"])
+        #expect(help.status == 0)
+        let listed = help.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let word = line.split(separator: " ").first else { return nil }
+            return String(word)
+        }
+        #expect(contract.allSatisfy(listed.contains), "\(listed)")
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try run(productsDirectory() + "/kvtool", ["--generate-completion-script", shell])
+            #expect(script.status == 0 && ["dump", "readers", "compact", "files"].allSatisfy(script.stdout.contains), "\(shell)")
+        }
+        // The README's command table names every subcommand too.
+        let readme = try String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path + "/README.md", encoding: .utf8)
+        let table = readme.split(separator: "\n").filter { $0.hasPrefix("| `") }
+        #expect(contract.allSatisfy { name in table.contains { $0.contains("`\(name)") } })
+    }
+
     // MARK: - readers
 
     @Test func readersShowsLiveAndStaleSlotsAndCheckClearsTheStaleOnes() throws {
