@@ -507,6 +507,26 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
+    @Test func aLoadWhoseWriteFailsLeavesNoNewDatabaseBehind() throws {
+        // A source with a collection the target lacks.
+        let source = dir.path + "/source"
+        try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
+        let sourceContainer = try fixture(root: source)
+        try sourceContainer.store.collection("fresh", key: String.self, value: Int.self).put(1, forKey: "x")
+        let dump = try tool("dump", "--collection", "fresh", "--collection", "scores", root: source)
+        #expect(dump.status == 0, "\(dump.stderr)")
+
+        // The target requires an observer kind no process has for 'scores', so the final write fails
+        // after validation passed, inside the transaction that creates 'c/fresh'.
+        let target = try fixture()
+        try target.store.write { tx in try target.store.requireObserver(kind: "audit", for: .collection("scores"), in: tx) }
+        let before = try mdbDump(storePath())
+        let r = try tool("load", stdin: dump.stdout)
+        #expect(r.status == 74 && r.stderr.hasPrefix("kvtool: error: ") && r.stderr.contains("audit"), "\(r.stderr)")
+        #expect(try mdbDump(storePath()) == before, "the failed load left something behind")
+        #expect(try !target.store.databaseNames().contains("c/fresh"))
+    }
+
     // MARK: - Progress
 
     @Test func progressIsDrawnOnlyOnATerminal() throws {

@@ -64,7 +64,7 @@ struct Load: ParsableCommand {
             var options = SharedContainer.Options()
             options.readOnly = dryRun
             let opened = try SharedContainer(groupIdentifier: group.rawValue, root: global.root, options: options)
-            let handles = try plan.openTargetDatabases(opened.store, create: false)
+            let handles = try plan.openTargetDatabases(opened.store)
             try opened.store.read { tx in try plan.check(against: tx, handles: handles) }
             container = opened
         } else {
@@ -78,9 +78,10 @@ struct Load: ParsableCommand {
         let target = try container ?? global.openContainer(readOnly: false)
         // Every write records history where it is enabled, and wakes the container's observers.
         let history = try History.attach(to: target)
-        let handles = try plan.openTargetDatabases(target.store, create: true)
         let progress = ProgressBar(total: plan.entryCount, label: "loading")
         try target.store.write(author: global.author) { tx in
+            // Databases new to the target are created in this transaction, so a failed load leaves none.
+            let handles = try plan.openTargetDatabases(in: tx)
             try plan.check(against: tx, handles: handles)
             try plan.apply(in: tx, handles: handles, progress: progress)
         }
@@ -178,14 +179,27 @@ struct LoadPlan {
         }
     }
 
-    /// Opens `_catalog` and every database of the dump in the target (outside any transaction).
-    func openTargetDatabases(_ store: Store, create: Bool) throws -> [String: RawDatabase] {
+    /// Opens `_catalog` and every database of the dump that exists in the target (outside any
+    /// transaction), for the checks before writing.
+    func openTargetDatabases(_ store: Store) throws -> [String: RawDatabase] {
         var handles: [String: RawDatabase] = [:]
-        for name in [DumpDatabaseRole.catalogDatabase] + loadedDatabases.map(\.name) {
-            if let handle = try store.rawDatabase(named: name, create: create) { handles[name] = handle }
+        for name in databaseNames {
+            if let handle = try store.rawDatabase(named: name) { handles[name] = handle }
         }
         return handles
     }
+
+    /// Opens `_catalog` and every database of the dump inside the load's transaction, creating those
+    /// the target lacks.
+    func openTargetDatabases(in tx: WriteTransaction) throws -> [String: RawDatabase] {
+        var handles: [String: RawDatabase] = [:]
+        for name in databaseNames {
+            if let handle = try tx.rawDatabase(named: name, create: true) { handles[name] = handle }
+        }
+        return handles
+    }
+
+    private var databaseNames: [String] { [DumpDatabaseRole.catalogDatabase] + loadedDatabases.map(\.name) }
 
     /// Checks the dump against the target's catalog: in a merge, each collection and suite the
     /// target has must be described the same way.
