@@ -12,6 +12,15 @@ private struct Feed: Codable, Equatable, Sendable {
     var value: Int
 }
 
+/// Atomically exchanges two paths (`renameat2(RENAME_EXCHANGE)`, which Swift's Glibc module does not
+/// import), so a directory and a symbolic link trade places with no moment where either is missing.
+private func exchange(_ a: String, _ b: String) -> Bool {
+    typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return false }
+    let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */) == 0
+}
+
 /// Symbolic links planted in `Snapshots/` and `Files/` (also swapped in while writers run), and the
 /// permissions of everything a container creates.
 @Suite struct ContainerSecurityTests {
@@ -88,17 +97,16 @@ private struct Feed: Codable, Equatable, Sendable {
         let files = container.files
         try files.write(Data("x".utf8), to: "inbox/seed.txt")
         let inbox = files.directory + "/inbox"
-        let parked = files.directory + "/inbox.parked"
+        let link = files.directory + "/inbox.link"
+        #expect(symlink(outside, link) == 0)
 
-        // One thread swaps inbox/ for a link to `outside` and back, as fast as it can.
+        // One thread swaps inbox/ for a link to `outside` and back, atomically, as fast as it can.
         let stop = Mutex(false)
         let swaps = Mutex(0)
         let swapper = Thread {
             while !stop.withLock({ $0 }) {
-                if rename(inbox, parked) == 0 {
-                    symlink(outside, inbox)
-                    unlink(inbox)
-                    rename(parked, inbox)
+                if exchange(inbox, link) {
+                    _ = exchange(inbox, link)
                     swaps.withLock { $0 += 1 }
                 }
             }
@@ -129,17 +137,16 @@ private struct Feed: Codable, Equatable, Sendable {
         let outside = try outside()
         let snapshots = try Snapshots(container: container)
         let real = container.snapshotsDirectory
-        let parked = container.path + "/Snapshots.parked"
+        let link = container.path + "/Snapshots.link"
+        #expect(symlink(outside, link) == 0)
         let stop = Mutex(false)
         let swapper = Thread {
             while !stop.withLock({ $0 }) {
-                if rename(real, parked) == 0 {
-                    symlink(outside, real)
+                if exchange(real, link) {
                     usleep(300)
-                    unlink(real)
-                    rename(parked, real)
+                    _ = exchange(real, link)
                 }
-                usleep(20_000)
+                usleep(5_000)
             }
         }
         swapper.start()
