@@ -106,6 +106,11 @@ import Synchronization
                 == "push extension (pid _): rejected: SDK設定が無効です: the app has not configured the SDK in the App Group\n")
         try store.saveConfiguration(try PushSampleData.configuration())
         #expect(try extensionHandles(PushSampleData.validPayload) == "push extension (pid _): rejected: 無効なデバイストークンです。\n")
+        // A stored token that is not 64 hex characters (63 here) is refused too.
+        try container.defaults().set(String(PushSampleData.deviceToken.dropLast()), forKey: PushSDKStore.deviceTokenKey)
+        #expect(try extensionHandles(PushSampleData.validPayload) == "push extension (pid _): rejected: 無効なデバイストークンです。\n")
+        try container.defaults().set(String(PushSampleData.deviceToken.dropLast()) + "z", forKey: PushSDKStore.deviceTokenKey)
+        #expect(try extensionHandles(PushSampleData.validPayload) == "push extension (pid _): rejected: 無効なデバイストークンです。\n")
         // A shared configuration tampered with in place (http://) is refused when read.
         try container.defaults().set(["apiURL": "http://push.example.com", "apiKey": "12345678"], forKey: PushSDKStore.configurationKey)
         #expect(try extensionHandles(PushSampleData.validPayload).hasPrefix("push extension (pid _): rejected: SDK設定が無効です: "))

@@ -32,8 +32,10 @@ public enum PushNotificationFlow {
     public static func handle(apnsJSON data: Data, store: PushSDKStore, now: Date = Date(), id: UUID = UUID()) throws -> Handled {
         let raw = String(decoding: data.prefix(NotificationPayload.maxJSONSize), as: UTF8.self)
         do {
-            _ = try store.configuration()
-            guard try store.deviceToken() != nil else { throw PushNotificationError.invalidToken }
+            let configuration = try store.configuration()
+            // The stored token must still be one the app could have registered.
+            guard let token = try store.deviceToken() else { throw PushNotificationError.invalidToken }
+            _ = try DeviceTokenRegistrationRequest(token: token, playerAccountId: configuration.playerAccountId)
             let payload = try NotificationPayload(apnsJSON: data)
             let record = ReceivedNotification(id: id, receivedAt: now, status: .shown, payload: payload, error: nil, rawJSON: raw)
             try store.record(record)
