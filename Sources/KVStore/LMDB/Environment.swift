@@ -31,6 +31,9 @@ final class Environment: @unchecked Sendable {
         var immutableFile = false
         /// Whether opening runs `mdb_reader_check`.
         var clearStaleReadersOnOpen = true
+        /// How often, at most, a write transaction first runs `mdb_reader_check`; `nil`: only on open
+        /// and when the map fills up.
+        var staleReaderCheckInterval: Duration? = .seconds(1)
     }
 
     let handle: OpaquePointer
@@ -53,6 +56,8 @@ final class Environment: @unchecked Sendable {
     /// Set by `put`/`delete` when LMDB reports `MDB_MAP_FULL`, even if the caller swallowed the error.
     /// Only the one active write transaction of this process touches it.
     var writeHitMapFull = false
+    /// When (`CLOCK_MONOTONIC`, nanoseconds) this process last cleared stale reader slots.
+    private let lastStaleReaderCheck = Atomic<UInt64>(0)
 
     private init(handle: OpaquePointer, directory: String, configuration: Configuration) {
         self.handle = handle
@@ -118,6 +123,7 @@ final class Environment: @unchecked Sendable {
         }
         if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
             env.staleReadersClearedAtOpen = try env.clearStaleReaders()
+            env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
         }
         return env
     }
@@ -194,6 +200,7 @@ final class Environment: @unchecked Sendable {
     ) throws -> R {
         if configuration.readOnly { throw KVStoreError.readOnly(path: directory) }
         if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
+        try clearStaleReadersIfDue()
         while true {
             let txn = try beginLocked { mdb_txn_begin(handle, nil, 0, &$0) }
             writeHitMapFull = false
@@ -214,6 +221,9 @@ final class Environment: @unchecked Sendable {
                 let mapFull = writeHitMapFull || (error as? LMDBError) == .mapFull
                 writeHitMapFull = false
                 guard mapFull else { throw error }
+                // A reader that died holding a transaction keeps every page freed since from being
+                // reused: clear such slots and try again before growing the map.
+                if try clearStaleReaders() > 0 { continue }
                 try growMap()
             }
         }
@@ -270,6 +280,22 @@ final class Environment: @unchecked Sendable {
         var stat = MDB_stat()
         try LMDBError.check(mdb_env_stat(handle, &stat))
         return stat
+    }
+
+    /// Clears stale reader slots if ``Configuration/staleReaderCheckInterval`` has passed since the
+    /// last time. A reader that died holding a transaction pins the snapshot it read: until its slot is
+    /// cleared, no page freed after that snapshot can be reused, so the file grows with every commit.
+    /// Writers are the ones who suffer from that, so they check, at most once per interval.
+    private func clearStaleReadersIfDue() throws {
+        guard let interval = configuration.staleReaderCheckInterval, !configuration.immutableFile else { return }
+        let (seconds, attoseconds) = interval.components
+        let nanoseconds = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+        let now = monotonicNanoseconds()
+        let last = lastStaleReaderCheck.load(ordering: .relaxed)
+        guard now &- last >= nanoseconds,
+              lastStaleReaderCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+        else { return }
+        _ = try clearStaleReaders()
     }
 
     /// Clears reader slots of processes that died. Returns how many were cleared.
@@ -359,6 +385,13 @@ final class Environment: @unchecked Sendable {
             throw error
         }
     }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
 }
 
 /// A reset read transaction waiting in the pool. LMDB allows handing it to another thread because the
