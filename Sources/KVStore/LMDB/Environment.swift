@@ -324,21 +324,24 @@ final class Environment: @unchecked Sendable {
         if ThreadState.isInTransaction {
             throw KVStoreError.databaseOpenedInsideTransaction(name)
         }
-        let open: (OpaquePointer) throws -> MDB_dbi? = { txn in
-            var dbi = MDB_dbi()
-            let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
-            if rc == MDB_NOTFOUND { return nil }
-            try LMDBError.check(rc)
-            return dbi
+        func open(creating: Bool) -> (OpaquePointer) throws -> MDB_dbi? {
+            { txn in
+                var dbi = MDB_dbi()
+                let rc = mdb_dbi_open(txn, name, creating ? UInt32(MDB_CREATE) : 0, &dbi)
+                if rc == MDB_NOTFOUND { return nil }
+                try LMDBError.check(rc)
+                return dbi
+            }
         }
         return try dbiOpenLock.withLock { _ -> MDB_dbi? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-            let dbi: MDB_dbi?
-            if create && !configuration.readOnly {
-                dbi = try withWriteTransaction(open)
-            } else {
-                // A handle opened in a read transaction becomes shared only if that transaction commits.
-                dbi = try withFreshReadTransaction(open)
+            // An existing database is opened in a read transaction (a handle opened there becomes
+            // shared only if that transaction commits), so that opening a store never waits for the
+            // write lock: a writer stopped in the middle of a transaction blocks no process that opens
+            // the store to read, even read-write. Only a missing database takes a write transaction.
+            var dbi = try withFreshReadTransaction(open(creating: false))
+            if dbi == nil && create && !configuration.readOnly {
+                dbi = try withWriteTransaction(open(creating: true))
             }
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
             return dbi
