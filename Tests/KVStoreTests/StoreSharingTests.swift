@@ -44,4 +44,29 @@ import Glibc
         try onValues.put(1, forKey: 1)
         #expect(try on.store.readerSlots().filter { !$0.processAlive }.isEmpty)
     }
+
+    @Test func aProcessOpeningWithASmallerMapTakesTheRecordedSizeAndDoesNotGrowIt() throws {
+        var small = Store.Options()
+        small.mapSize = 64 << 10
+        let directory = dir.path + "/store"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let grown: Int
+        do {
+            // Grow the map from 64 KiB, then close the environment.
+            let store = try Store(directory: directory, options: small)
+            let blobs = try store.collection("blobs", key: Int.self, value: [UInt8].self)
+            for i in 0..<16 { try blobs.put([UInt8](repeating: 1, count: 64 << 10), forKey: i) }
+            grown = try store.environmentInfo().mapSize
+        }
+        #expect(grown >= 1 << 20)
+        // Opened again with 64 KiB (the store is closed, so this is a new environment), it maps the
+        // recorded size at once; a write that needs new pages then fits without growing the map
+        // (it used to double the recorded size, for every process that did this).
+        let store = try Store(directory: directory, options: small)
+        #expect(try store.environmentInfo().mapSize == grown)
+        let blobs = try store.collection("blobs", key: Int.self, value: [UInt8].self)
+        try blobs.put([UInt8](repeating: 2, count: 64 << 10), forKey: 100)
+        #expect(try store.environmentInfo().mapSize == grown)
+        #expect(try blobs.count() == 17)
+    }
 }

@@ -110,6 +110,9 @@ final class Environment: @unchecked Sendable {
             if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
             if configuration.immutableFile { flags |= UInt32(MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK) }
             try LMDBError.check(mdb_env_open(handle, directory, flags, configuration.fileMode))
+            if !configuration.immutableFile {
+                try adoptRecordedMapSize(handle)
+            }
         } catch {
             mdb_env_close(handle)
             throw error
@@ -126,6 +129,23 @@ final class Environment: @unchecked Sendable {
             env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
         }
         return env
+    }
+
+    /// Right after opening: takes the map size recorded in the environment when it is larger than the
+    /// configured one. LMDB opens with the configured size (or just the pages in use, if more), so a
+    /// process configured for less than another process grew the map to would otherwise fill its
+    /// smaller map on its first write and grow it to double the *recorded* size: every new process
+    /// that writes a little would double the map, until it reached `maxMapSize`.
+    private static func adoptRecordedMapSize(_ handle: OpaquePointer) throws {
+        var info = MDB_envinfo()
+        try LMDBError.check(mdb_env_info(handle, &info))
+        let configured = info.me_mapsize
+        // Size 0 adopts the size in the meta page (never less than the pages in use).
+        try LMDBError.check(mdb_env_set_mapsize(handle, 0))
+        try LMDBError.check(mdb_env_info(handle, &info))
+        if info.me_mapsize < configured {
+            try LMDBError.check(mdb_env_set_mapsize(handle, configured))
+        }
     }
 
     private static func roundToPage(_ size: Int) -> Int {
