@@ -45,6 +45,22 @@ import Glibc
         #expect(try on.store.readerSlots().filter { !$0.processAlive }.isEmpty)
     }
 
+    @Test func openingAnExistingContainerReadWriteNeverWaitsForTheWriteLock() throws {
+        let group = "group.com.example.locked"
+        let container = try dir.container(group)
+        let meta = try container.store.collection("ledgerMeta", key: String.self, value: Int.self)
+        try meta.put(7, forKey: "seq")
+        // Another process holds the write lock (as a writer stopped mid-transaction would).
+        let writer = try BackgroundProcess.helper(["hold-write", dir.path, group])
+        defer { writer.kill(SIGKILL); writer.wait() }
+        #expect(writer.waitForLine { $0 == "writing" } != nil)
+        // A new process opens the container read-write, the default, and reads.
+        let reader = try BackgroundProcess.helper(["rw-open-read", dir.path, group])
+        defer { reader.kill(SIGKILL); reader.wait() }
+        let line = reader.waitForLine(timeout: 10) { $0.hasPrefix("read ") }
+        #expect(line?.hasPrefix("read seq=7 ") == true, "the read-write open waited for the write lock")
+    }
+
     @Test func aProcessOpeningWithASmallerMapTakesTheRecordedSizeAndDoesNotGrowIt() throws {
         var small = Store.Options()
         small.mapSize = 64 << 10
