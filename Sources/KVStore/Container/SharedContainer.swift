@@ -143,7 +143,7 @@ public final class SharedContainer: Sendable {
     /// `mkdir -p`, creating missing levels with `mode`.
     private static func makeDirectories(_ path: String, mode: mode_t) throws {
         var current = ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        for component in SafePath.split(path, omittingEmptySubsequences: true) {
             current += "/" + component
             var info = stat()
             if stat(current, &info) == 0 {
