@@ -54,6 +54,78 @@ struct FuzzRegressionTests {
         #expect(ContainerRoot.normalize("/a/\u{301}/../b") == "/a/b")
         #expect(ContainerRoot.normalize("/a/\u{301}../b") == "/a/\u{301}../b")
     }
+
+    // MARK: Keys
+
+    // The catalog's key encoding is text read from the store; `KeyEncoding(_:)` parsed nested
+    // `tuple(` recursively without a bound, so a corrupt or hostile catalog entry overflowed the stack.
+    @Test("key encodings nest at most maxNesting tuples, without recursing on longer input")
+    func keyEncodingNestingIsBounded() {
+        func nested(_ depth: Int) -> String {
+            String(repeating: "tuple(", count: depth) + "int64" + String(repeating: ",int64)", count: depth)
+        }
+        #expect(KeyEncoding(nested(KeyEncoding.maxNesting))?.description == nested(KeyEncoding.maxNesting))
+        #expect(KeyEncoding(nested(KeyEncoding.maxNesting + 1)) == nil)
+        #expect(KeyEncoding(String(repeating: "tuple(", count: 1_000_000)) == nil)
+    }
+
+    // Date(timeIntervalSinceReferenceDate: -0.0) == Date(timeIntervalSinceReferenceDate: 0.0), but the
+    // two encoded to different keys, so a collection could hold both as separate records.
+    @Test("equal dates are one key: -0.0 is written as 0.0")
+    func negativeZeroDateKey() throws {
+        let zero = Date(timeIntervalSinceReferenceDate: 0.0)
+        let negativeZero = Date(timeIntervalSinceReferenceDate: -0.0)
+        #expect(zero == negativeZero)
+        #expect(negativeZero.encodedKey == zero.encodedKey)
+        #expect(try Date.decodeKey(negativeZero.encodedKey) == zero)
+    }
+
+    // LogicalDay's description writes any Int32 day number ("-0001-12-31", "5881580-07-11"), but its
+    // parser took only four-digit years from 0000 to 9999, so `kvtool` printed day keys (and CBOR values
+    // held days) that it could not read back.
+    @Test("every day number's text parses back to the same day", arguments: [
+        Int32.min, Int32.max, -719_529, -719_528, -1, 0, 20_413, 2_932_896, 2_932_897,
+    ])
+    func dayTextRoundTrips(_ number: Int32) throws {
+        let day = LogicalDay(dayNumber: number)
+        #expect(LogicalDay(day.description) == day, "\(day.description)")
+        let key = day.encodedKey
+        #expect(try KeyEncoding.day.parse(KeyEncoding.day.render(key).description) == key)
+        #expect(try CBORDecoder().decode(LogicalDay.self, from: CBOREncoder().encode(day)) == day)
+    }
+
+    @Test("day text is still strict")
+    func dayTextIsStrict() {
+        for bad in ["+2026-01-01", "2026-1-01", "02026-01-01", "20260-13-01", "--2026-01-01", "2026-01-01-", " 2026-01-01", "１２３４-01-01"] {
+            #expect(LogicalDay(bad) == nil, "\(bad)")
+        }
+        #expect(LogicalDay("-0001-12-31") == LogicalDay(year: -1, month: 12, day: 31))
+        #expect(LogicalDay("10000-01-01") == LogicalDay(year: 10_000, month: 1, day: 1))
+    }
+
+    // Eight key bytes can hold any Double; `KeyEncoding.date` rendered those outside the years 1-9999
+    // (and NaN) as a made-up ISO 8601 date ("-4712-01-01T12:00:00.000Z") that parse rejected.
+    @Test("dates outside ISO 8601's four-digit years render as seconds, which parse reads back",
+          arguments: [1e300, -1e300, -1e12, 253_402_300_800, .infinity, -.infinity, .nan])
+    func dateKeyOutsideISORange(_ seconds: Double) throws {
+        let key = Date(timeIntervalSince1970: seconds).encodedKey
+        let text = try KeyEncoding.date.render(key).description
+        #expect(text == "\(Date(timeIntervalSince1970: seconds).timeIntervalSince1970)")
+        #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
+    }
+
+    // `render` writes a nested tuple as a nested JSON array, but `parse` refused nested tuples, so the
+    // keys of a collection keyed by Pair<Pair<…>, …> could be printed but not typed back.
+    @Test("nested tuple keys parse from the nested arrays that render writes")
+    func nestedTupleKeysParse() throws {
+        let key = Pair(Pair("k", LogicalDay(year: 2026, month: 11, day: 21)!), UInt64(12))
+        let encoding = type(of: key).keyEncoding
+        let text = try encoding.render(key.encodedKey).description
+        #expect(text == "[[\"k\", \"2026-11-21\"], 12]")
+        #expect(try encoding.parse(text) == key.encodedKey)
+        #expect(throws: KeyDecodingError.self) { try encoding.parse("[\"k\", 12]") }
+        #expect(throws: KeyDecodingError.self) { try encoding.parse("[[\"k\"], 12]") }
+    }
 }
 
 /// Asserts that `body` throws `KVStoreError.invalidPath` whose reason contains `fragment`.

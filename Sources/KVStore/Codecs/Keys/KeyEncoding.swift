@@ -23,24 +23,30 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Parses a ``description`` back, or returns `nil`.
+    /// The deepest nesting of tuples that ``init(_:)`` accepts: `tuple(tuple(int64,string),day)` is
+    /// 2 levels. Catalog entries are read from the store, so a hostile or corrupt one must not be able
+    /// to recurse without bound.
+    public static let maxNesting = 16
+
+    /// Parses a ``description`` back, or returns `nil` (also for tuples nested deeper than
+    /// ``maxNesting``).
     public init?(_ text: String) {
         var parser = Substring(text)
-        guard let encoding = Self.parse(&parser), parser.isEmpty else { return nil }
+        guard let encoding = Self.parse(&parser, depth: 0), parser.isEmpty else { return nil }
         self = encoding
     }
 
-    private static func parse(_ text: inout Substring) -> KeyEncoding? {
+    private static func parse(_ text: inout Substring, depth: Int) -> KeyEncoding? {
         for simple: KeyEncoding in [.int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes]
         where text.hasPrefix(simple.description) {
             text = text.dropFirst(simple.description.count)
             return simple
         }
-        guard text.hasPrefix("tuple(") else { return nil }
+        guard depth < maxNesting, text.hasPrefix("tuple(") else { return nil }
         text = text.dropFirst(6)
         var parts: [KeyEncoding] = []
         while true {
-            guard let part = parse(&text) else { return nil }
+            guard let part = parse(&text, depth: depth + 1) else { return nil }
             parts.append(part)
             if text.hasPrefix(",") { text = text.dropFirst(); continue }
             if text.hasPrefix(")") { text = text.dropFirst(); break }
@@ -113,20 +119,35 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
                   let array = try? JSONSerialization.jsonObject(with: data) as? [Any] else {
                 throw KeyDecodingError("a \(self) key is a JSON array of \(parts.count) values")
             }
-            guard array.count == parts.count else {
-                throw KeyDecodingError("a \(self) key has \(parts.count) components, got \(array.count)")
-            }
-            for (i, (part, element)) in zip(parts, array).enumerated() {
-                let string: String
-                if let s = element as? String { string = s }
-                else if let n = element as? NSNumber { string = n.stringValue }
-                else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
-                try part.append(string, to: &bytes, terminal: i == parts.count - 1)
-            }
+            try Self.appendTuple(parts, array, to: &bytes, terminal: true)
             return bytes
         }
         try append(text, to: &bytes, terminal: true)
         return bytes
+    }
+
+    /// Appends the components of a tuple given as a JSON array; a nested tuple is a nested array, as
+    /// ``render(_:)`` writes it.
+    private static func appendTuple(_ parts: [KeyEncoding], _ array: [Any], to bytes: inout [UInt8],
+                                    terminal: Bool) throws(KeyDecodingError) {
+        guard array.count == parts.count else {
+            throw KeyDecodingError("a \(KeyEncoding.tuple(parts)) key has \(parts.count) components, got \(array.count)")
+        }
+        for (i, (part, element)) in zip(parts, array).enumerated() {
+            let last = terminal && i == parts.count - 1
+            if case .tuple(let inner) = part {
+                guard let nested = element as? [Any] else {
+                    throw KeyDecodingError("component \(i + 1) of the key must be a JSON array of \(inner.count) values")
+                }
+                try appendTuple(inner, nested, to: &bytes, terminal: last)
+                continue
+            }
+            let string: String
+            if let s = element as? String { string = s }
+            else if let n = element as? NSNumber { string = n.stringValue }
+            else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
+            try part.append(string, to: &bytes, terminal: last)
+        }
     }
 
     private func append(_ text: String, to bytes: inout [UInt8], terminal: Bool) throws(KeyDecodingError) {
@@ -164,12 +185,22 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
             guard let v = Self.parseHex(text) else { throw fail("hex bytes") }
             ByteKey(v).encodeKey(into: &bytes, terminal: terminal)
         case .tuple:
-            throw KeyDecodingError("nested tuple keys are not supported")
+            // Tuples are parsed from JSON arrays by appendTuple, nested ones included.
+            throw KeyDecodingError("a nested tuple key is a JSON array")
         }
     }
 
+    /// 0001-01-01T00:00:00Z and 10000-01-01T00:00:00Z in seconds since 1970: the dates that ISO 8601
+    /// text with a four-digit year can name.
+    static let iso8601Range: Range<Double> = -62_135_596_800 ..< 253_402_300_800
+
+    /// ISO 8601 to the millisecond for dates from year 1 to 9999; outside that (and for the infinite
+    /// and NaN values that eight arbitrary key bytes can hold) the seconds since 1970 as a number, which
+    /// ``parse(_:)`` reads back, instead of a formatter's made-up date.
     static func iso8601(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let seconds = date.timeIntervalSince1970
+        guard iso8601Range.contains(seconds) else { return "\(seconds)" }
+        return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
     static func parseISO8601(_ text: String) -> Date? {
