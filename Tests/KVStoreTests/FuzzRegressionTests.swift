@@ -114,6 +114,21 @@ struct FuzzRegressionTests {
         #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
     }
 
+    // Found by `make fuzz` (keys, first minute): Foundation's ISO8601FormatStyle rounds the fraction
+    // without carrying into the seconds, so a date key at 23:59:59.9996 rendered as
+    // "2000-12-31T23:59:59.1000Z", which parse read as 59.1 s.
+    @Test("date keys render rounded to the millisecond, carrying into the seconds")
+    func dateKeyMillisecondCarry() throws {
+        let key = Date(timeIntervalSince1970: 978_307_199.9996).encodedKey
+        let text = try KeyEncoding.date.render(key).description
+        #expect(text == "2001-01-01T00:00:00.000Z")
+        #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
+        #expect(try KeyEncoding.date.render(Date(timeIntervalSince1970: -62_135_596_800).encodedKey).description
+                == "0001-01-01T00:00:00.000Z")
+        #expect(try KeyEncoding.date.render(Date(timeIntervalSince1970: 1_709_263_815.25).encodedKey).description
+                == "2024-03-01T03:30:15.250Z")
+    }
+
     // `render` writes a nested tuple as a nested JSON array, but `parse` refused nested tuples, so the
     // keys of a collection keyed by Pair<Pair<…>, …> could be printed but not typed back.
     @Test("nested tuple keys parse from the nested arrays that render writes")

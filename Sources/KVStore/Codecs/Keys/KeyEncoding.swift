@@ -190,17 +190,31 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// 0001-01-01T00:00:00Z and 10000-01-01T00:00:00Z in seconds since 1970: the dates that ISO 8601
-    /// text with a four-digit year can name.
-    static let iso8601Range: Range<Double> = -62_135_596_800 ..< 253_402_300_800
+    /// 0001-01-01T00:00:00Z and 10000-01-01T00:00:00Z in milliseconds since 1970: the dates that
+    /// ISO 8601 text with a four-digit year can name.
+    static let iso8601Milliseconds: Range<Double> = -62_135_596_800_000 ..< 253_402_300_800_000
 
-    /// ISO 8601 to the millisecond for dates from year 1 to 9999; outside that (and for the infinite
-    /// and NaN values that eight arbitrary key bytes can hold) the seconds since 1970 as a number, which
-    /// ``parse(_:)`` reads back, instead of a formatter's made-up date.
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, rounded to the millisecond, for dates from year 1 to 9999; outside
+    /// that (and for the infinite and NaN values that eight arbitrary key bytes can hold) the seconds
+    /// since 1970 as a number, which ``parse(_:)`` reads back, instead of a formatter's made-up date.
+    ///
+    /// Written here rather than with `Date.ISO8601FormatStyle`, which rounds the fraction without
+    /// carrying: it writes 23:59:59.9996 as `23:59:59.1000`, which reads back as 59.1 seconds.
     static func iso8601(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970
-        guard iso8601Range.contains(seconds) else { return "\(seconds)" }
-        return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let rounded = (seconds * 1000).rounded()
+        guard iso8601Milliseconds.contains(rounded) else { return "\(seconds)" }
+        let milliseconds = Int64(rounded)
+        let dayMilliseconds: Int64 = 86_400_000
+        let days = milliseconds >= 0 ? milliseconds / dayMilliseconds : -((-milliseconds + dayMilliseconds - 1) / dayMilliseconds)
+        let inDay = Int(milliseconds - days * dayMilliseconds)
+        let (year, month, day) = LogicalDay.civilFromDays(Int(days))
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(inDay / 3_600_000, 2) + ":"
+            + pad(inDay / 60_000 % 60, 2) + ":" + pad(inDay / 1000 % 60, 2) + "." + pad(inDay % 1000, 3) + "Z"
     }
 
     static func parseISO8601(_ text: String) -> Date? {
