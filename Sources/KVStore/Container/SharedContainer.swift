@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,7 +52,7 @@ public final class SharedContainer: Sendable {
     public let files: SharedFiles
     /// The options the container was opened with.
     public let options: Options
-    private let suites = Mutex<[String: SharedDefaults]>([:])
+    private let suites = Locked<[String: SharedDefaults]>([:])
 
     /// Opens the container of `groupIdentifier`, creating its layout if needed.
     ///
