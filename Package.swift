@@ -39,9 +39,12 @@ let package = Package(
         ),
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
+        // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
+        // swiftc, which compiles these same files), so that the replay tests check the same ones.
+        .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),
         .testTarget(
             name: "KVStoreTests",
-            dependencies: ["KVStore", "Workloads", "TestSupport"],
+            dependencies: ["KVStore", "Workloads", "TestSupport", "FuzzProperties"],
             exclude: ["Fixtures/cbor_interop.py"]
         ),
         .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"], exclude: ["Fixtures"]),
