@@ -143,6 +143,24 @@ import Glibc
         }
     }
 
+    @Test func theCopyWritesTheFileItWasGivenEvenIfItsDirectoryIsSwappedForALink() throws {
+        let store = try dir.store()
+        try store.collection("scores", key: String.self, value: Int.self).put(7, forKey: "a")
+        let inbox = dir.path + "/inbox", parked = dir.path + "/inbox.parked", outside = dir.path + "/outside"
+        for path in [inbox, outside] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        let fd = open(inbox + "/copy.mdb", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        // The directory is swapped for a link after the file was created: LMDB, which opens files by
+        // path, must still write the file the caller holds, and never create one through the link.
+        #expect(rename(inbox, parked) == 0 && symlink(outside, inbox) == 0)
+        let copy = try store.copy(intoEmptyFile: fd, at: inbox + "/copy.mdb")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+        let snapshot = try Store(snapshotFile: parked + "/copy.mdb")
+        #expect(try snapshot.collection("scores", key: String.self, value: Int.self).get("a") == 7)
+        #expect(copy.entries >= 1)
+    }
+
     @Test func theCopyNeverOverwritesOrWritesIntoAFileWithContent() throws {
         let store = try fixture()
         let existing = dir.path + "/existing.mdb"
@@ -155,14 +173,15 @@ import Glibc
         #expect(throws: KVStoreError.invalidPath(existing, reason: "the copy must go to a new, empty file")) {
             try store.copy(intoEmptyFile: fd, at: existing)
         }
-        // The descriptor and the path must be the same file.
+        // The descriptor decides which file is written (LMDB opens it through /proc/self/fd), whatever
+        // the path names now.
         let empty = dir.path + "/empty.mdb", other = dir.path + "/other.mdb"
         for path in [empty, other] { #expect(FileManager.default.createFile(atPath: path, contents: nil)) }
         let emptyFD = open(empty, O_RDWR)
         defer { close(emptyFD) }
-        #expect(throws: KVStoreError.invalidPath(other, reason: "the copy file was replaced while it was being opened")) {
-            try store.copy(intoEmptyFile: emptyFD, at: other)
-        }
+        let copy = try store.copy(intoEmptyFile: emptyFD, at: other)
+        #expect(try FileManager.default.attributesOfItem(atPath: empty)[.size] as? Int == copy.size)
+        #expect(try FileManager.default.attributesOfItem(atPath: other)[.size] as? Int == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: existing)) == Data("keep me".utf8))
         // Inside a transaction the databases cannot be opened first: a clear error, no file.
         let inside = dir.path + "/inside.mdb"

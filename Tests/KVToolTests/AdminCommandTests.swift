@@ -195,8 +195,8 @@ import Workloads
         let kvtool = productsDirectory() + "/kvtool"
         let base = ["--root", dir.path, "--group", group]
         let check = try run("/usr/bin/python3", ["-c", script, kvtool, "check"] + base)
-        #expect(check.stdout.contains("check [##############################] 100% "), "\(check.stdout.debugDescription)")
-        #expect(check.stdout.hasSuffix("\r\u{1B}[K"), "the bar is erased when done")
+        #expect(check.stdout.contains("check [==============================] 100% "), "\(check.stdout.debugDescription)")
+        #expect(check.stdout.hasSuffix("\u{1B}[K\r\n"), "the bar ends its line when done")
         let compact = try run("/usr/bin/python3", ["-c", script, kvtool, "compact", dir.path + "/tty.mdb"] + base)
         #expect(compact.stdout.contains("compact ["), "\(compact.stdout.debugDescription)")
         // Not a terminal: nothing at all on standard error.
@@ -218,6 +218,27 @@ import Workloads
         for name in try container.store.databaseNames() {
             #expect(try run("/usr/bin/mdb_stat", ["-s", name, containerPath + "/Store"]).status == 0, "\(name)")
         }
+    }
+
+    @Test func helpListsEverySubcommandOfTheContractAndCompletionScriptsExist() throws {
+        let contract = ["info", "collections", "get", "put", "delete", "scan", "dump", "load", "defaults", "files",
+                        "history", "watch", "snapshot", "readers", "check", "compact", "bench", "demo"]
+        let help = try run(productsDirectory() + "/kvtool", ["--help"])
+        #expect(help.status == 0)
+        let listed = help.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let word = line.split(separator: " ").first else { return nil }
+            return String(word)
+        }
+        #expect(contract.allSatisfy(listed.contains), "\(listed)")
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try run(productsDirectory() + "/kvtool", ["--generate-completion-script", shell])
+            #expect(script.status == 0 && ["dump", "readers", "compact", "files"].allSatisfy(script.stdout.contains), "\(shell)")
+        }
+        // The README's command table names every subcommand too.
+        let readme = try String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path + "/README.md", encoding: .utf8)
+        let table = readme.split(separator: "\n").filter { $0.hasPrefix("| `") }
+        #expect(contract.allSatisfy { name in table.contains { $0.contains("`\(name)") } })
     }
 
     // MARK: - readers

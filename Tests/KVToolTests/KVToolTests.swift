@@ -173,7 +173,7 @@ import Workloads
         #expect(widget.last?.contains("streak 2 (longest 16)") == true)
         #expect(lines.contains("   history: token 343, put dailyRecords 2026-11-21 by app"))
 
-        let senders = lines.filter { $0.contains("extension (pid") }
+        let senders = lines.filter { $0.contains("extension (pid") && !$0.contains("push extension") }
         try #require(senders.count == 5)  // so that a failed demo fails the test instead of trapping below
         #expect(senders[0].contains("sender 星野 ミライ") && senders[0].contains("image loaded (\(TrainerNotificationFlow.samplePNG.count) bytes)"))
         #expect(senders[1].contains("sender 星野 ミライ") && senders[1].contains("no image") && senders[1].contains("not a PNG"))
@@ -183,6 +183,15 @@ import Workloads
         // The widget and the extensions ran in other processes.
         let pids = Set((widget + senders).compactMap { $0.split(separator: "pid ").last?.split(whereSeparator: { $0 == "," || $0 == ")" }).first })
         #expect(pids.count == 6)
+
+        // The push SDK: the app registered, two extension processes handled a valid and an invalid
+        // payload, and the app read both back through history.
+        let push = lines.filter { $0.contains("push extension (pid") }
+        #expect(push.count == 2)
+        #expect(push.first?.contains("shows \"New Mission Available!\"") == true && push.first?.contains("確認 [CONFIRM, foreground]") == true)
+        #expect(push.last?.contains("rejected: レスポンスのデコードに失敗しました: aps.alert.title: title must be 1 to 100 characters, got 0") == true)
+        #expect(lines.contains { $0.hasSuffix("reads what the extension recorded, through history: 2 notifications") })
+        #expect(lines.contains("   - shown: \"New Mission Available!\""))
 
         // The exports and the snapshot were written into the same container.
         #expect(lines.contains("8. main app saves 6 subscriptions with 17 billing events and exports them from one read transaction:"))

@@ -58,3 +58,25 @@ extension SharedFiles {
         return result.sorted { $0.name < $1.name }
     }
 }
+
+extension SharedFiles {
+    /// Runs `body` with a descriptor of the directory at `path` (`""` for ``directory`` itself),
+    /// reached without following a symbolic link at any level, and creating missing levels with
+    /// ``SharingMode/directoryMode`` when `create` is set. For code that must create or open files
+    /// next to this API's own (lock files, say) with `openat`, so that a directory swapped for a link
+    /// cannot send them elsewhere. The descriptor is closed when `body` returns: do not keep it.
+    ///
+    /// ```swift
+    /// let fd = try files.withDirectory("feeds", create: true) { dir in openat(dir, ".today.lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0o600) }
+    /// ```
+    ///
+    /// - Throws: As ``list(_:recursive:)``, and whatever `body` throws.
+    public func withDirectory<R>(_ path: String, create: Bool, _ body: (Int32) throws -> R) throws -> R {
+        let components = path.isEmpty ? [] : try Self.validate(path)
+        let fd = try SafePath.walk(
+            from: SafePath.openRoot(directory), through: components[...],
+            createMode: create ? sharing.directoryMode : nil, path: path, directory: directory)
+        defer { close(fd) }
+        return try body(fd)
+    }
+}

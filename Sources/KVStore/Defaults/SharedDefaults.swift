@@ -114,6 +114,12 @@ public final class SharedDefaults: @unchecked Sendable {
                 what: "the value for key '\(key)' in defaults suite '\(suiteName)'", size: encoded.count,
                 limit: Self.maxValueSize, hint: "store large data with SharedFiles instead")
         }
+        // Refuse what reading would refuse (nesting deeper than the decoder's limit).
+        do {
+            try CBORReader.check(encoded, limits: .default)
+        } catch {
+            throw KVStoreError.encodingFailed(collection: suiteName, reason: "the value for key '\(key)': \(error)")
+        }
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         try transaction.put(database, k, encoded)
         transaction.record(Mutation(target: target, key: k, operation: .put))

@@ -67,7 +67,12 @@ extension Environment {
         var mapSize = (used + used / 4 + (1 << 20) + pageSize - 1) / pageSize * pageSize
         try LMDBError.check(mdb_env_set_maxdbs(target, MDB_dbi(sources.count + 1)))
         try LMDBError.check(mdb_env_set_mapsize(target, mapSize))
-        try LMDBError.check(mdb_env_open(target, path, UInt32(MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC), 0o600))
+        // LMDB opens files by path, with O_CREAT. Through /proc/self/fd it opens the very file the caller
+        // holds, so a directory on the way swapped for a symbolic link meanwhile cannot make LMDB create
+        // and write a file elsewhere. (Without /proc, the path, and the check below refuses a swap.)
+        let procPath = "/proc/self/fd/\(descriptor)"
+        let openPath = access(procPath, F_OK) == 0 ? procPath : path
+        try LMDBError.check(mdb_env_open(target, openPath, UInt32(MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOSYNC), 0o600))
 
         // LMDB opened the file by path: make sure it is the one the caller created.
         var targetFD: Int32 = -1

@@ -304,18 +304,43 @@ final class Environment: @unchecked Sendable {
             try LMDBError.check(rc)
             return dbi
         }
+        if create && !configuration.readOnly {
+            // Lock order: LMDB's writer lock, then dbiOpenLock (as ``database(named:create:inWrite:)``).
+            let dbi = try withWriteTransaction { txn in
+                try dbiOpenLock.withLock { _ -> MDB_dbi? in try dbiCache.withLock({ $0[name] }) ?? open(txn) }
+            }
+            if let dbi { cacheDatabases([name: dbi]) }
+            return dbi
+        }
         return try dbiOpenLock.withLock { _ -> MDB_dbi? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-            let dbi: MDB_dbi?
-            if create && !configuration.readOnly {
-                dbi = try withWriteTransaction(open)
-            } else {
-                // A handle opened in a read transaction becomes shared only if that transaction commits.
-                dbi = try withFreshReadTransaction(open)
-            }
+            // A handle opened in a read transaction becomes shared only if that transaction commits.
+            let dbi = try withFreshReadTransaction(open)
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
             return dbi
         }
+    }
+
+    /// Opens (or with `create`, creates) the named database inside the write transaction `txn`, for
+    /// use in that transaction. The handle becomes usable by other transactions only once `txn`
+    /// commits: pass it to ``cacheDatabases(_:)`` then. If `txn` aborts, LMDB closes it, and the
+    /// database is not created.
+    func database(named name: String, create: Bool, inWrite txn: OpaquePointer) throws -> MDB_dbi? {
+        if let cached = dbiCache.withLock({ $0[name] }) { return cached }
+        return try dbiOpenLock.withLock { _ -> MDB_dbi? in
+            if let cached = dbiCache.withLock({ $0[name] }) { return cached }
+            var dbi = MDB_dbi()
+            let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc == MDB_NOTFOUND { return nil }
+            try LMDBError.check(rc)
+            return dbi
+        }
+    }
+
+    /// Makes handles opened in a write transaction that committed available to every transaction.
+    func cacheDatabases(_ handles: [String: MDB_dbi]) {
+        guard !handles.isEmpty else { return }
+        dbiCache.withLock { $0.merge(handles) { cached, _ in cached } }
     }
 
     /// The handle of the named database for use inside `transaction`: the cached handle if this process

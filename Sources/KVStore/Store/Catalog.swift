@@ -14,6 +14,12 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         public var keyEncoding: String
         /// The LMDB database holding the index.
         public var database: String
+
+        public init(name: String, keyEncoding: String, database: String) {
+            self.name = name
+            self.keyEncoding = keyEncoding
+            self.database = database
+        }
     }
 
     public var name: String
@@ -33,7 +39,34 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
 
     /// Whether writes need Swift code (index keys or derived values) that tools like `kvtool` lack.
     public var hasMaintainedData: Bool { !indexes.isEmpty || !derived.isEmpty || derivedFrom != nil }
+
+    public init(name: String, kind: Kind, keyEncoding: String, valueEncoding: String, schemaVersion: Int,
+                indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String) {
+        self.name = name
+        self.kind = kind
+        self.keyEncoding = keyEncoding
+        self.valueEncoding = valueEncoding
+        self.schemaVersion = schemaVersion
+        self.indexes = indexes
+        self.derived = derived
+        self.derivedFrom = derivedFrom
+        self.database = database
+    }
+
+    /// `N` when values are ``FixedLayoutCodec`` layouts of `N` bytes (`fixed(N)`); otherwise `nil`.
+    public var fixedValueSize: Int? {
+        guard valueEncoding.hasPrefix("fixed("), valueEncoding.hasSuffix(")"),
+              let size = Int(valueEncoding.dropFirst(6).dropLast()), size >= 1, "fixed(\(size))" == valueEncoding else { return nil }
+        return size
+    }
+
+    /// Whether `name` may name a collection, index or defaults suite: 1–200 bytes of ASCII letters,
+    /// digits, `.`, `_` and `-`.
+    public static func isValidName(_ name: String) -> Bool {
+        (try? Catalog.validateName(name, what: "collection")) != nil
+    }
 }
+
 
 /// The catalog: an LMDB database named `_catalog` mapping names to ``CatalogEntry`` values (CBOR).
 enum Catalog {

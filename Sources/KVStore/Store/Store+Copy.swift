@@ -70,8 +70,11 @@ extension Store {
     /// }
     /// ```
     ///
-    /// LMDB writes the file by path; the copy checks that the file it opened is the one at
-    /// `descriptor` (same device and inode) and that it was empty, and refuses otherwise. The data is
+    /// The file written is the one open at `descriptor`, which must be empty: LMDB opens files by
+    /// path, so it is given `/proc/self/fd/<descriptor>`, which names that very file even if a
+    /// directory on `path` was swapped for a symbolic link meanwhile (`path` serves in messages, and
+    /// as LMDB's path where `/proc` is not mounted, in which case a file LMDB opened that is not the
+    /// one at `descriptor`, same device and inode, is refused). The data is
     /// flushed (`mdb_env_sync`) before this returns; the descriptor stays open and is not `fsync`ed
     /// again. On failure the file may hold a partial copy: remove it.
     ///

@@ -196,7 +196,7 @@ private struct IntegrityChecker {
                 continue
             }
             try walkEntries(database, location: location, keyEncoding: keyEncoding,
-                            valueEncoding: entry.valueEncoding, in: transaction)
+                            valueEncoding: entry.valueEncoding, fixedSize: entry.fixedValueSize, in: transaction)
             if let source = entry.derivedFrom {
                 if let sourceEntry = collections[source], let sourceDatabase = byName[sourceEntry.database] {
                     try checkDerived(database, location: location, keyEncoding: keyEncoding,
@@ -227,8 +227,7 @@ private struct IntegrityChecker {
     }
 
     private mutating func walkEntries(_ database: RawDatabase, location: String, keyEncoding: KeyEncoding,
-                                      valueEncoding: String, in transaction: ReadTransaction) throws {
-        let fixedSize = Self.fixedSize(valueEncoding)
+                                      valueEncoding: String, fixedSize: Int?, in transaction: ReadTransaction) throws {
         if fixedSize == nil && valueEncoding != "cbor" && valueEncoding != "bytes" {
             add(.catalog, location, "unknown value encoding '\(valueEncoding)'")
         }
@@ -296,11 +295,5 @@ private struct IntegrityChecker {
             }
             return true
         }
-    }
-
-    /// `N` of a `fixed(N)` value encoding.
-    static func fixedSize(_ encoding: String) -> Int? {
-        guard encoding.hasPrefix("fixed("), encoding.hasSuffix(")") else { return nil }
-        return Int(encoding.dropFirst(6).dropLast())
     }
 }

@@ -118,6 +118,21 @@ extension ReadTransaction {
 }
 
 extension WriteTransaction {
+    /// Opens the named database `name` inside this transaction, creating it if `create` is set and
+    /// it does not exist; `nil` if it does not exist and `create` is not set. Unlike
+    /// ``Store/rawDatabase(named:create:)`` the creation belongs to this transaction: it is undone if
+    /// the transaction aborts, and the handle is shared with the process's other transactions only
+    /// once it commits. For restores that must leave nothing behind when they fail.
+    public func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
+        try checkActive()
+        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 511 else {
+            throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to 511 bytes without NUL")
+        }
+        guard let handle = try store.environment.database(named: name, create: create, inWrite: pointer) else { return nil }
+        openedDatabases[name] = handle
+        return RawDatabase(name: name, handle: handle)
+    }
+
     /// Stores `value` at `key` in `database`, bypassing every collection: no codec, no index, no
     /// derived collection. With a `target`, the put is recorded in ``mutations`` as a change of that
     /// collection or suite, so write observers (history) see it; without one it is not.

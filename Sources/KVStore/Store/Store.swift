@@ -111,6 +111,7 @@ public final class Store: @unchecked Sendable {
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
+        var opened: [String: MDB_dbi] = [:]
         let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
@@ -119,8 +120,10 @@ public final class Store: @unchecked Sendable {
             for observer in observers { try observer.transactionWillCommit(transaction) }
             committed = CommittedTransaction(
                 transactionID: transaction.transactionID, author: author, mutations: transaction.mutations)
+            opened = transaction.openedDatabases
             return result
         } }
+        environment.cacheDatabases(opened)
         if let committed {
             for observer in observers { observer.transactionDidCommit(committed) }
         }

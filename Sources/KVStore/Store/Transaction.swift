@@ -81,6 +81,8 @@ public final class WriteTransaction: ReadTransaction {
     /// Observer requirements already looked up in this transaction (see
     /// ``Store/observerRequirement(for:in:)``).
     var observerRequirements: [Mutation.Target: String?] = [:]
+    /// Databases opened or created in this transaction: shared with the process once it commits.
+    var openedDatabases: [String: MDB_dbi] = [:]
     private var recording = true
 
     init(pointer: OpaquePointer, store: Store, author: String?) {

@@ -41,10 +41,11 @@ extension WidgetFeed {
         }
         try SystemCalls.makeDirectory(snapshotsDirectory, mode: sharing.directoryMode)
         let files = try SharedFiles(directory: snapshotsDirectory, sharing: sharing)
-        let feedsPath = snapshotsDirectory + "/" + Self.feedsDirectoryName
-        try SystemCalls.makeDirectory(feedsPath, mode: sharing.directoryMode)
-
-        let lock = try FileLock(path: feedsPath + "/." + name + ".lock", mode: sharing.fileMode, shared: false)
+        let lockName = "." + name + ".lock"
+        let lock = try files.withDirectory(Self.feedsDirectoryName, create: true) { fd in
+            try FileLock(in: fd, name: lockName, path: snapshotsDirectory + "/" + Self.feedsDirectoryName + "/" + lockName,
+                         mode: sharing.fileMode, shared: false)
+        }
         return try withExtendedLifetime(lock) {
             _ = try sweep(files, maxAge: 3600)
             // Only an intact feed's generation is trusted; the lock file's counter covers the rest.

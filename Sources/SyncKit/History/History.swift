@@ -62,7 +62,7 @@ public final class History: WriteObserver, @unchecked Sendable {
 
     /// The history of the container's store, posting notifications in its `Notify/` directory.
     public static func attach(to container: SharedContainer) throws -> History {
-        try attach(to: container.store, notifier: ChangeNotifier(directory: container.notifyDirectory))
+        try attach(to: container.store, notifier: ChangeNotifier(container: container))
     }
 
     private init(store: Store, notifier: ChangeNotifier?) throws {
@@ -167,9 +167,13 @@ public final class History: WriteObserver, @unchecked Sendable {
         try? notifier.post()
     }
 
+    /// The collections History keeps its entries, state and consumers in.
+    public static let collectionNames: Set<String> = [entriesName, stateName, consumersName]
+
     /// SyncKit's own collections, whose changes are not news to anyone.
     static func isBookkeeping(_ target: Mutation.Target) -> Bool {
-        target.name.hasPrefix(entriesName)
+        if case .collection(let name) = target { return collectionNames.contains(name) }
+        return false
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KVStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,7 +8,7 @@ import Glibc
 /// every process observing that name wakes up.
 ///
 /// ```swift
-/// let notifier = ChangeNotifier(directory: container.notifyDirectory)
+/// let notifier = ChangeNotifier(container: container)
 /// // A widget process:
 /// for await _ in try notifier.notifications() {
 ///     reload()                         // read History for what changed
@@ -34,13 +35,30 @@ public struct ChangeNotifier: Sendable {
         self.fileMode = fileMode
     }
 
+    /// The notifier of a container: its `Notify/` directory, with files created in the container's
+    /// ``KVStore/SharingMode`` (0600, or 0660 for group-shared containers).
+    public init(container: SharedContainer) {
+        self.init(directory: container.notifyDirectory, fileMode: container.options.sharing.fileMode)
+    }
+
     /// Wakes every process observing `name`.
     ///
     /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
     ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
     public func post(_ name: String = Self.changes) throws {
         let path = try self.path(for: name)
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, fileMode)
+        // The process that creates the file gives it its mode whatever the umask; later posts (from
+        // any process of the group) only write to it.
+        var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, fileMode)
+        if fd >= 0 {
+            guard fchmod(fd, fileMode) == 0 else {
+                let code = errno
+                close(fd)
+                throw SyncError.io(operation: "set the mode of", path: path, errno: code)
+            }
+        } else if errno == EEXIST {
+            fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        }
         guard fd >= 0 else { throw SyncError.io(operation: "post notification to", path: path, errno: errno) }
         defer { close(fd) }
         var byte: UInt8 = 1

@@ -15,21 +15,25 @@ final class FileLock {
     let descriptor: Int32
     let path: String
 
-    /// Opens (creating with exactly `mode`) `path` without following a symbolic link, and waits for
-    /// the lock. A shared lock also works where the file may only be read.
+    /// Opens (creating with exactly `mode`) the file `name` in the directory open at `directory`,
+    /// without following a symbolic link, and waits for the lock. Reaching the directory through a
+    /// descriptor (``KVStore/SharedFiles/withDirectory(_:create:_:)``) means a directory swapped for a
+    /// link cannot make the lock file appear elsewhere. A shared lock also works where the file may
+    /// only be read.
     ///
+    /// - Parameter path: the lock file's path, for messages.
     /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or
     ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
-    init(path: String, mode: mode_t, shared: Bool) throws {
+    init(in directory: Int32, name: String, path: String, mode: mode_t, shared: Bool) throws {
         let flags = O_NOFOLLOW | O_CLOEXEC
-        var fd = SystemCalls.retry { open(path, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
+        var fd = SystemCalls.retry { openat(directory, name, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
         if fd >= 0 {
             _ = fchmod(fd, mode)  // the umask does not decide who may lock
         } else if errno == EEXIST {
-            fd = SystemCalls.retry { open(path, O_RDWR | flags) }
+            fd = SystemCalls.retry { openat(directory, name, O_RDWR | flags) }
         }
         if fd < 0 && shared && (errno == EACCES || errno == EROFS || errno == EPERM) {
-            fd = SystemCalls.retry { open(path, O_RDONLY | flags) }
+            fd = SystemCalls.retry { openat(directory, name, O_RDONLY | flags) }
         }
         if fd < 0 {
             let code = errno

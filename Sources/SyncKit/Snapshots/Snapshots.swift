@@ -157,7 +157,9 @@ public struct Snapshots: Sendable {
 
     /// Runs `body` holding the snapshots lock (exclusively for writers, shared for checkers).
     func withLock<R>(shared: Bool, _ body: () throws -> R) throws -> R {
-        let lock = try FileLock(path: directory + "/" + Self.lockName, mode: sharing.fileMode, shared: shared)
+        let lock = try files.withDirectory("", create: false) { fd in
+            try FileLock(in: fd, name: Self.lockName, path: directory + "/" + Self.lockName, mode: sharing.fileMode, shared: shared)
+        }
         return try withExtendedLifetime(lock) { try body() }
     }
 

@@ -16,7 +16,7 @@ struct Demo: ParsableCommand {
             default trainer when data is missing); it exports the subscription tracker's data as JSON and \
             CSV; and it publishes a snapshot of the whole store.
             """,
-        subcommands: [Extension.self, Widget.self])
+        subcommands: [Extension.self, Widget.self, PushExtension.self])
 
     static let defaultGroup = "group.com.yourcompany.VirtualTrainer"
 
@@ -32,7 +32,8 @@ struct Demo: ParsableCommand {
         try trainer(container, group: group, pid: pid)
         try subscriptions(container)
         try snapshot(container)
-        print("10. kvtool check, in its own process, walks the whole container: every key and value, the index, the derived summaries, history and the snapshot")
+        try push(container, group: group, pid: pid)
+        print("11. kvtool check, in its own process, walks the whole container: every key and value, the index, the derived summaries, history and the snapshot")
         try ChildProcess(arguments: ["check", "--group", group] + rootArguments).finish()
         print("")
 
@@ -43,6 +44,7 @@ struct Demo: ParsableCommand {
         print("            \(tool) history --since \(token.advanced(by: -1))\(options)")
         print("            \(tool) snapshot list\(options)")
         print("            \(tool) defaults read\(options)")
+        print("            \(tool) scan \(PushSDKStore.collectionName) --json\(options)")
     }
 
     // MARK: - The checklist app and its widget
@@ -124,7 +126,7 @@ struct Demo: ParsableCommand {
 
     // MARK: - Child processes
 
-    private var rootArguments: [String] { global.root.map { ["--root", $0] } ?? [] }
+    var rootArguments: [String] { global.root.map { ["--root", $0] } ?? [] }
 
     /// Starts `kvtool demo extension` as a separate process and relays what it prints.
     private func runExtension(group: String) throws {

@@ -96,7 +96,7 @@ struct HistorySummary {
         if let firstKey = try raw.entries(limit: 1).first?.key {
             first = try UInt64.decodeKey(firstKey.bytes)
         }
-        for entry in catalog where !entry.name.hasPrefix("_history") {
+        for entry in catalog where !History.collectionNames.contains(entry.name) {
             let target: Mutation.Target = entry.kind == .collection ? .collection(entry.name) : .defaults(entry.name)
             if try history.isEnabled(target) { enabledFor.append(target.description) }
         }

@@ -47,7 +47,7 @@ struct GlobalOptions: ParsableArguments {
             if try container.store.catalogEntry(forCollection: "_history") != nil {
                 _ = try History.attach(to: container)
             } else {
-                container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(directory: container.notifyDirectory)))
+                container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
             }
         }
         return container
@@ -60,7 +60,7 @@ struct GlobalOptions: ParsableArguments {
                                                 "snapshot": ["export", "list", "verify", "prune"],
                                                 "files": ["ls", "cat", "put", "rm"],
                                                 "bench": ["dashboard", "cold-open"],
-                                                "demo": ["extension", "widget"]]
+                                                "demo": ["extension", "widget", "push-extension"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its
     /// sub-subcommand), where swift-argument-parser looks for them.

@@ -67,9 +67,33 @@ enum JSONBridge {
         }
     }
 
-    /// Parses JSON text into CBOR (see ``JSONReader``): integers stay integers, other numbers become
-    /// floats, object members are sorted by key.
+    /// Parses JSON text typed by people (strict RFC 8259, as dumps are read: duplicate keys refused,
+    /// errors naming the column) into CBOR: integers stay integers, other numbers become floats,
+    /// object members are sorted by key. A value the store could not read back (nested deeper than
+    /// CBOR's depth limit) is refused.
     static func cbor(fromJSON text: String) throws -> CBORValue {
-        try JSONReader.parse(text)
+        let bytes = Array(text.utf8)
+        var parser = JSONParser(bytes, range: 0 ..< bytes.count, firstLine: 1)
+        let node: JSONNode
+        do throws(JSONParser.SyntaxError) {
+            node = try parser.parseValue()
+            parser.skipWhitespace()
+            guard parser.isAtEnd else { throw parser.unexpected("the end of the input") }
+        } catch {
+            let place = error.line > 1 ? "line \(error.line), column \(error.column)" : "column \(error.column)"
+            throw CLIError(.badInput, "invalid JSON at \(place): \(error.message)")
+        }
+        let value: CBORValue
+        do {
+            value = try node.cbor(depth: 0)
+        } catch let error as JSONNode.ConversionError {
+            throw CLIError(.badInput, "invalid JSON: \(error.message)")
+        }
+        do {
+            _ = try CBORValue.decode(value.encoded())
+        } catch {
+            throw CLIError(.badInput, "the value cannot be stored: \(error)")
+        }
+        return value
     }
 }

@@ -1,56 +1,81 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// A progress bar on standard error for long operations, drawn only when standard error is a
-/// terminal: pipes, files and tests see nothing. Redrawn at most ten times a second.
+/// A progress bar on standard error for long operations (`dump`, `load`, `check`, `compact`, `bench`), drawn only when standard
+/// error is a terminal (`isatty(2)`): piped or redirected, it prints nothing, so scripts and tests
+/// see clean output.
+///
+/// ```swift
+/// let progress = ProgressBar(total: entries.count, label: "loading")
+/// for entry in entries { …; progress.advance(by: 1) }
+/// progress.finish()
+/// ```
+///
+/// It redraws at most every 100 ms (and when the percentage changes), on one line ending in `\r`;
+/// ``finish()`` draws the final state and ends the line. Not thread-safe: use it from one thread.
 final class ProgressBar {
-    private let total: Int
-    private let label: String
+    let total: Int
+    let label: String
+    private(set) var done = 0
     private let enabled: Bool
-    private var current = 0
-    private var lastDraw = Date.distantPast
-    private var drawn = false
+    private var lastDraw: UInt64 = 0
+    private var lastPercent = -1
+    private var finished = false
 
-    /// - Parameter total: the amount of work (entries, bytes…); 0 when unknown (a counter is shown).
+    /// - Parameters:
+    ///   - total: the units of work (entries, bytes…); 0 draws an empty bar.
+    ///   - label: what is being done, shown before the bar (`dumping`, `validating`, `loading`).
+    ///   - enabled: whether to draw; by default, whether standard error is a terminal.
     init(total: Int, label: String, enabled: Bool = isatty(STDERR_FILENO) == 1) {
         self.total = max(total, 0)
         self.label = label
         self.enabled = enabled
     }
 
-    /// Records that `amount` more is done.
-    func advance(by amount: Int = 1) {
-        update(current + amount)
-    }
-
-    /// Records that `done` of the total is done.
-    func update(_ done: Int) {
-        current = done
-        guard enabled else { return }
-        let now = Date()
-        guard now.timeIntervalSince(lastDraw) >= 0.1 else { return }
-        lastDraw = now
-        draw()
-    }
-
-    /// Erases the bar.
-    func finish() {
-        guard enabled, drawn else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-        drawn = false
-    }
-
-    private func draw() {
-        let line: String
-        if total > 0 {
-            let fraction = min(Double(current) / Double(total), 1)
-            let width = 30
-            let filled = Int(fraction * Double(width))
-            line = "\(label) [" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                + "] \(Int(fraction * 100))% \(current)/\(total)"
-        } else {
-            line = "\(label) \(current)"
+    /// Records `count` more units done and redraws if it is time to.
+    func advance(by count: Int = 1) {
+        done = min(total, done &+ max(count, 0))
+        guard enabled, !finished else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let percent = percentDone
+        if percent != lastPercent || now &- lastDraw >= 100_000_000 {
+            draw(percent)
+            lastDraw = now
         }
-        FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
-        drawn = true
+    }
+
+    /// Records that `count` units are done in all (for work that reports a running total).
+    func update(_ count: Int) {
+        advance(by: max(count, 0) - done)
+    }
+
+    /// Draws the state reached (100% when every unit was advanced; less when the operation stopped
+    /// on an error) and ends the line. Calling it again does nothing.
+    func finish() {
+        guard !finished else { return }
+        finished = true
+        guard enabled else { return }
+        draw(percentDone)
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+
+    private var percentDone: Int {
+        total == 0 ? 100 : Int((Double(done) / Double(total) * 100).rounded(.down))
+    }
+
+    /// The line drawn for `percent`: `label [=========>          ]  45% 450/1000`.
+    func line(_ percent: Int) -> String {
+        let width = 30
+        let filled = min(width, percent * width / 100)
+        let bar = String(repeating: "=", count: filled) + (filled < width ? ">" + String(repeating: " ", count: width - filled - 1) : "")
+        let percentText = String(percent)
+        return "\(label) [\(bar)] " + String(repeating: " ", count: max(0, 3 - percentText.count)) + percentText + "% \(done)/\(total)"
+    }
+
+    private func draw(_ percent: Int) {
+        lastPercent = percent
+        FileHandle.standardError.write(Data(("\r" + line(percent) + "\u{1B}[K").utf8))
     }
 }

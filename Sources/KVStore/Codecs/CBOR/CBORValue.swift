@@ -416,6 +416,14 @@ struct CBORReader {
     }
 
     /// Checks the size limit and the well-formedness of the whole input, and returns a reader for it.
+    /// Throws what decoding `bytes` would throw for their size, nesting and well-formedness, without
+    /// building anything: how writers refuse values that readers would refuse.
+    static func check(_ bytes: [UInt8], limits: CBORLimits) throws {
+        try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws -> Void in
+            _ = try validated(buffer, limits: limits)
+        }
+    }
+
     static func validated(_ bytes: UnsafeRawBufferPointer, limits: CBORLimits) throws(CBORError) -> CBORReader {
         guard bytes.count <= limits.maxInputSize else {
             throw CBORError(.limitExceeded, "input is \(bytes.count) bytes, over the maxInputSize limit of \(limits.maxInputSize)")

@@ -26,8 +26,13 @@ public struct CBORCodec<Value: Codable>: ValueCodec {
 
     public var encodingName: String { "cbor" }
 
+    /// The value's CBOR. Values that ``decode(_:)`` would refuse (over ``CBORLimits/maxInputSize``,
+    /// or nested deeper than ``CBORLimits/maxDepth``) are refused here, so that nothing is stored that
+    /// cannot be read back.
     public func encode(_ value: Value) throws -> [UInt8] {
-        try CBOREncoder().encode(value)
+        let bytes = try CBOREncoder().encode(value)
+        try CBORReader.check(bytes, limits: limits)
+        return bytes
     }
 
     public func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value {
