@@ -129,6 +129,16 @@ struct FuzzRegressionTests {
                 == "2024-03-01T03:30:15.250Z")
     }
 
+    // Found by `make fuzz` (keys) after the fix above: render counts days in the proleptic Gregorian
+    // calendar, but Foundation's ISO 8601 parser switches to the Julian calendar before 1582-10-15, so
+    // "0020-06-15T08:53:20.000Z" parsed back as 0020-06-13.
+    @Test("date keys before the Gregorian reform parse back to the same day",
+          arguments: ["0001-01-01T00:00:00.000Z", "0020-06-15T08:53:20.000Z", "1582-10-04T12:00:00.000Z",
+                      "1582-10-10T00:00:00.500Z", "1582-10-15T00:00:00.000Z"])
+    func dateKeyBeforeGregorianReform(_ text: String) throws {
+        #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
+    }
+
     // `render` writes a nested tuple as a nested JSON array, but `parse` refused nested tuples, so the
     // keys of a collection keyed by Pair<Pair<…>, …> could be printed but not typed back.
     @Test("nested tuple keys parse from the nested arrays that render writes")

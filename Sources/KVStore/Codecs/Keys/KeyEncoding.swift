@@ -218,6 +218,14 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     }
 
     static func parseISO8601(_ text: String) -> Date? {
+        // What iso8601(_:) writes is RFC 3339, read here in the proleptic Gregorian calendar as it was
+        // written (and as LogicalDay counts days): Foundation's parser switches to the Julian calendar
+        // before 1582-10-15, which moved the year 20 by two days. Foundation's parser stays for the
+        // other ISO 8601 forms people type.
+        var utf8 = text
+        if let seconds = utf8.withUTF8({ CBORReader.parseRFC3339(UnsafeRawBufferPointer($0)) }) {
+            return Date(timeIntervalSince1970: seconds)
+        }
         if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
         return try? Date.ISO8601FormatStyle().parse(text)
     }
