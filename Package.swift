@@ -49,7 +49,8 @@ let package = Package(
         ),
         .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
-        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"],
+        // kvtool for the dump parser's fuzz property (DumpProperty.swift, a link into fuzz/).
+        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "kvtool", "FuzzProperties"],
                     exclude: ["Fixtures"]),
         // Timed workloads that print their figures and assert only correctness.
         .testTarget(name: "KVStorePerformanceTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),

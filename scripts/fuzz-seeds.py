@@ -225,9 +225,38 @@ def path_seeds():
     return seeds
 
 
+# --- dump: real `kvtool dump` output (fuzz/seeds/dump/, from the demo's container) and broken variants ---
+
+
+def dump_seeds():
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "seeds", "dump")
+    seeds = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            seeds[name] = f.read()
+    jsonl = seeds["notifications.jsonl"]
+    header, _, rest = jsonl.partition(b"\n")
+    seeds.update({
+        "jsonl-crlf": jsonl.replace(b"\n", b"\r\n"),
+        "jsonl-count-mismatch": header.replace(b'"entries":2', b'"entries":3') + b"\n" + rest,
+        "jsonl-deep-value": header + b'\n{"db":"c/receivedNotifications","key":["2026-11-22T23:08:25.403Z",'
+                            b'"95D0ECF1-C5FE-4C52-A99A-57E381DFADA8"],"value":' + b"[" * 200 + b"]" * 200 + b"}\n",
+        "jsonl-huge-number": header.replace(b'"sourceTransactionID":36', b'"sourceTransactionID":1e999'),
+        "jsonl-bad-key-encoding": header.replace(b"tuple(date,uuid)", b"tuple(" * 30 + b"int64" + b",int64)" * 30),
+        "jsonl-truncated": jsonl[: len(jsonl) // 2],
+        "json-empty-entries": b'{"header":' + header + b',"entries":[]}',
+        "mdb-bad-hex": seeds["notifications.mdb"].replace(b"\n ", b"\n zz", 1),
+        "mdb-only-version": b"VERSION=3\n",
+        "csv": b"key,value\n1,2\n",
+        "binary": b"\x00\x01\xff",
+        "empty": b"",
+    })
+    return seeds
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".build-fuzz-libfuzzer/seeds"
-    for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds())):
+    for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds()), ("dump", dump_seeds())):
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
         for name, data in seeds.items():

@@ -14,7 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(cbor keys paths)
+TARGETS=(cbor keys paths dump)
+# The dump target is kvtool's dump parser: these kvtool files are compiled into its harness, with its
+# property (which needs their internal types, so it is not in fuzz/Properties/).
+DUMP_SOURCES=(Sources/kvtool/Support/DumpFormat.swift Sources/kvtool/Support/DumpFormatJSON.swift
+              Sources/kvtool/Support/DumpFormatMDB.swift Sources/kvtool/Support/CLIError.swift
+              fuzz/DumpProperty/DumpProperty.swift)
 OUT=.build-fuzz-libfuzzer
 SWIFTC=${SWIFTC:-swiftc}
 MAX_LEN=${FUZZ_MAX_LEN:-4096}
@@ -56,13 +61,17 @@ build() {
     for t in "$@"; do
         known "$t"
         local exe=$OUT/fuzz-$t
-        if [[ -f $exe && $exe -nt fuzz/Targets/$t.swift && $exe -nt $OUT/libKVStore.a && $exe -nt $OUT/libFuzzProperties.a ]]; then
+        local sources=("fuzz/Targets/$t.swift")
+        [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
+        local newest
+        newest=$(ls -t "${sources[@]}" "$OUT/libKVStore.a" "$OUT/libFuzzProperties.a" | head -1)
+        if [[ -f $exe && $exe -nt $newest ]]; then
             continue
         fi
-        echo "fuzz.sh: linking fuzz-$t" >&2
+        echo "fuzz.sh: compiling and linking fuzz-$t" >&2
         # gold warns once per ASan helper symbol ("Cannot export local symbol"); that is noise.
         "$SWIFTC" "${SAN[@]}" -module-name "fuzz_$t" -I "$OUT" -I Sources/CLMDB \
-            "fuzz/Targets/$t.swift" "$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" -llmdb -o "$exe" \
+            "${sources[@]}" "$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" -llmdb -o "$exe" \
             2> >(grep -v "Cannot export local symbol" >&2)
     done
 }
@@ -79,9 +88,12 @@ run() {
     build "$t"
     [[ -d fuzz/corpus/$t ]] || die "fuzz/corpus/$t is missing"
     mkdir -p "$OUT/work/$t" "$OUT/artifacts/$t"
-    echo "fuzz.sh: fuzzing $t for ${seconds}s (max_len $MAX_LEN)" >&2
+    local max_len=$MAX_LEN
+    # Real dumps are a few kilobytes (the seeds, fuzz/seeds/dump, are up to 21 kB).
+    [[ $t == dump ]] && max_len=${FUZZ_DUMP_MAX_LEN:-24576}
+    echo "fuzz.sh: fuzzing $t for ${seconds}s (max_len $max_len)" >&2
     "$OUT/fuzz-$t" "$OUT/work/$t" "fuzz/corpus/$t" $(seeds "$t") \
-        -max_total_time="$seconds" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=4096 \
+        -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=4096 \
         -artifact_prefix="$OUT/artifacts/$t/" -print_final_stats=1
 }
 
@@ -93,7 +105,7 @@ merge() {
     rm -rf "$fresh"
     mkdir -p "$fresh" "$OUT/work/$t"
     # Edge coverage only (no hit counts): hundreds of inputs rather than thousands.
-    "$OUT/fuzz-$t" -set_cover_merge=1 -use_counters=0 -max_len="$MAX_LEN" "$fresh" "fuzz/corpus/$t" "$OUT/work/$t" $(seeds "$t")
+    "$OUT/fuzz-$t" -set_cover_merge=1 -use_counters=0 -max_len=$([[ $t == dump ]] && echo "${FUZZ_DUMP_MAX_LEN:-24576}" || echo "$MAX_LEN") "$fresh" "fuzz/corpus/$t" "$OUT/work/$t" $(seeds "$t")
     # Name files by content, so that merges give stable names. The hand-made seeds (seed-NAME) and the
     # inputs of fixed crashes (crash-NAME, added by hand) are kept whole, whether or not they add
     # coverage: each is a case someone thought of or a bug that was.
