@@ -115,6 +115,10 @@ public enum KeyProperty {
         let ey = try canonical(y, from: b)
         // NaN dates compare unordered with everything, themselves included: no order to preserve.
         guard x == x, y == y else { return .accepted }
+        // Swift 6.3's String comparison contradicts itself for some text that is not in NFC: neither
+        // "\u{E9}:" < "e\u{301}" nor the reverse, and they are not == either (the fuzzer found it; see
+        // also OrderedKeyTests.swiftStringOrder). There is no Swift order to preserve then.
+        guard x < y || y < x || x == y else { return .accepted }
         let swiftOrder = x < y ? -1 : y < x ? 1 : 0
         let byteOrder = ex.lexicographicallyPrecedes(ey) ? -1 : ey.lexicographicallyPrecedes(ex) ? 1 : 0
         try require(swiftOrder == byteOrder,
