@@ -7,11 +7,14 @@
 #             ([reliability] lines). SWIFT_FLAGS passes options such as --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
+# make fuzz   runs each libFuzzer target (cbor, keys, paths) for FUZZ_SECONDS (default 60); see fuzz/README.md
+# make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
+FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test stress perf bench clean
+.PHONY: deps test-deps build demo test stress perf bench fuzz sanitize clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -44,6 +47,16 @@ bench: deps
 	python3 scripts/bench-ratios.py < benchmarks/.build/results.md
 	@cat benchmarks/.build/sizes.txt
 	@echo "(every percentile and metric: benchmarks/.build/results.md)"
+
+fuzz: deps
+	./scripts/fuzz.sh all $(FUZZ_SECONDS)
+
+# XCTest and Foundation leak a little at exit: scripts/sanitize/lsan.supp says why each suppression
+# is there. The Swift backtracer is off because it trips over ASan's redzones when a test process traps.
+sanitize: test-deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-sanitize-thread
+	ASAN_OPTIONS="detect_leaks=1" LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/lsan.supp" SWIFT_BACKTRACE=enable=no \
+		$(SWIFT) test --sanitize=address --scratch-path .build-sanitize-address
 
 clean:
 	rm -rf .build

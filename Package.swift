@@ -39,14 +39,18 @@ let package = Package(
         ),
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
+        // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
+        // swiftc, which compiles these same files), so that the replay tests check the same ones.
+        .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),
         .testTarget(
             name: "KVStoreTests",
-            dependencies: ["KVStore", "Workloads", "TestSupport"],
+            dependencies: ["KVStore", "Workloads", "TestSupport", "FuzzProperties"],
             exclude: ["Fixtures/cbor_interop.py"]
         ),
         .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
-        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"],
+        // kvtool for the dump parser's fuzz property (DumpProperty.swift, a link into fuzz/).
+        .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "kvtool", "FuzzProperties"],
                     exclude: ["Fixtures"]),
         // Fault and stress scenarios with real processes (kill -9, SIGSTOP, map growth, a full disk):
         // short in `make test`, long with KVSTORE_STRESS=1 (`make stress`).

@@ -174,7 +174,7 @@ import Workloads
         #expect(lines.contains("   history: token 343, put dailyRecords 2026-11-21 by app"))
 
         let senders = lines.filter { $0.contains("extension (pid") && !$0.contains("push extension") }
-        #expect(senders.count == 5)
+        try #require(senders.count == 5)  // so that a failed demo fails the test instead of trapping below
         #expect(senders[0].contains("sender 星野 ミライ") && senders[0].contains("image loaded (\(TrainerNotificationFlow.samplePNG.count) bytes)"))
         #expect(senders[1].contains("sender 星野 ミライ") && senders[1].contains("no image") && senders[1].contains("not a PNG"))
         #expect(senders[2].contains("sender 推乃 愛") && senders[2].contains("fell back"))

@@ -41,6 +41,17 @@ private let tokyo = ExportTimeFormat(timeZone: TimeZone(identifier: "Asia/Tokyo"
                 == "invalid export file name \"a/b\": a file name cannot contain '/'")
     }
 
+    /// A slash or a leading dot followed by a combining mark is one Swift Character, which
+    /// `contains("/")` and `hasPrefix(".")` did not see; the file system sees the slash and the dot.
+    @Test func aSlashOrALeadingDotWithACombiningMarkIsStillRejected() {
+        #expect(throws: ExportError.invalidFileName("sub/\u{301}x.json", reason: "a file name cannot contain '/'")) {
+            try ExportFileName.check("sub/\u{301}x.json")
+        }
+        #expect(throws: ExportError.invalidFileName(".\u{301}x.json", reason: "a file name cannot start with '.'")) {
+            try ExportFileName.check(".\u{301}x.json")
+        }
+    }
+
     @Test func writingLeavesExactlyTheFileWithItsContentsAndNoTemporaryFile() throws {
         let file = ExportFile(name: "subscriptions_events_20260206_123456.csv", contents: Data("a,b\r\n1,2\r\n".utf8))
         let path = try file.write(toDirectory: dir.path)

@@ -59,9 +59,9 @@ public enum ContainerRoot {
             chosen = value
         } else if let value = nonEmpty(environment[environmentVariable]) {
             chosen = value
-        } else if let value = nonEmpty(environment["XDG_DATA_HOME"]), value.hasPrefix("/") {
+        } else if let value = nonEmpty(environment["XDG_DATA_HOME"]), value.utf8.first == SafePath.slash {
             chosen = value + "/kvstore"
-        } else if let value = nonEmpty(environment["HOME"]), value.hasPrefix("/") {
+        } else if let value = nonEmpty(environment["HOME"]), value.utf8.first == SafePath.slash {
             chosen = value + "/.local/share/kvstore"
         } else {
             throw KVStoreError.invalidPath(
@@ -72,7 +72,7 @@ public enum ContainerRoot {
         if chosen.utf8.contains(0) {
             throw KVStoreError.invalidPath(chosen, reason: "the container root contains a NUL character")
         }
-        if chosen.hasPrefix("/") {
+        if chosen.utf8.first == SafePath.slash {
             return normalize(chosen)
         }
         // Only `explicit` and KVSTORE_ROOT can be relative: XDG_DATA_HOME and HOME were required to be
@@ -84,8 +84,9 @@ public enum ContainerRoot {
     /// Lexically normalises an absolute path: drops empty and `.` components and lets `..` remove the
     /// preceding component (`..` at the root stays at the root).
     static func normalize(_ absolute: String) -> String {
-        var parts: [Substring] = []
-        for part in absolute.split(separator: "/", omittingEmptySubsequences: true) {
+        var parts: [String] = []
+        // Byte-wise, as the kernel splits paths (see SafePath.split).
+        for part in SafePath.split(absolute, omittingEmptySubsequences: true) {
             switch part {
             case ".": continue
             case "..": if !parts.isEmpty { parts.removeLast() }
@@ -101,7 +102,7 @@ public enum ContainerRoot {
             throw KVStoreError.io(operation: "getcwd (to resolve a relative root)", path: path, errno: errno)
         }
         let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard cwd.hasPrefix("/") else {
+        guard cwd.utf8.first == SafePath.slash else {
             // Linux returns "(unreachable)/…" when the current directory is outside the process root.
             throw KVStoreError.io(operation: "getcwd (to resolve a relative root)", path: path, errno: ENOENT)
         }

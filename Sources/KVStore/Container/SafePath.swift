@@ -22,8 +22,22 @@ enum SafePath {
         if let reason = pathProblem(path) {
             throw .invalidPath(path, reason: reason)
         }
-        return path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        return split(path)
     }
+
+    /// `path` cut at each `/` byte, as the kernel cuts it.
+    ///
+    /// Never split or compare paths by `Character`: a `/` followed by a combining mark (`"/\u{301}"`)
+    /// is one `Character`, so `split(separator: "/")`, `hasPrefix("/")` and `contains("/")` do not
+    /// see that slash, while `openat` does. Cutting valid UTF-8 at an ASCII byte always leaves valid
+    /// UTF-8, so each piece converts back exactly.
+    static func split(_ path: String, omittingEmptySubsequences: Bool = false) -> [String] {
+        path.utf8.split(separator: slash, omittingEmptySubsequences: omittingEmptySubsequences)
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static let slash = UInt8(ascii: "/")
+    static let backslash = UInt8(ascii: "\\")
 
     /// Why `path` is not an acceptable relative path, or `nil` when it is.
     static func pathProblem(_ path: String) -> String? {
@@ -33,30 +47,31 @@ enum SafePath {
         if bytes > maxPathBytes {
             return "the path is \(bytes) bytes, over the \(maxPathBytes)-byte limit"
         }
-        if path.hasPrefix("/") {
+        if path.utf8.first == slash {
             return "is absolute; give a path relative to the shared directory"
         }
-        if path.utf8.contains(UInt8(ascii: "\\")) {
+        if path.utf8.contains(backslash) {
             return "contains a backslash; separate components with '/'"
         }
         if let control = path.unicodeScalars.first(where: isControl) {
             return "contains control character U+\(hex(control))"
         }
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = split(path)
         for (index, part) in parts.enumerated() {
             if part.isEmpty {
                 return index == parts.count - 1 ? "ends with '/'" : "has an empty component ('//')"
             }
-            if let reason = componentProblem(String(part)) { return reason }
+            if let reason = componentProblem(part) { return reason }
         }
         return nil
     }
 
     /// Why one component (already free of `/`, `\`, NUL and control characters) is unacceptable.
+    /// Compares bytes, not `Character`s (see ``split(_:omittingEmptySubsequences:)``).
     static func componentProblem(_ name: String) -> String? {
         if name.isEmpty { return "has an empty component" }
-        if name == "." { return "has a '.' component" }
-        if name == ".." { return "has a '..' component (parent-directory traversal)" }
+        if name.utf8.elementsEqual(".".utf8) { return "has a '.' component" }
+        if name.utf8.elementsEqual("..".utf8) { return "has a '..' component (parent-directory traversal)" }
         let bytes = name.utf8.count
         if bytes > maxComponentBytes {
             return "component '\(name.prefix(24))…' is \(bytes) bytes, over the \(maxComponentBytes)-byte limit"
@@ -67,24 +82,29 @@ enum SafePath {
             }
         }
         let normalized = name.precomposedStringWithCompatibilityMapping
-        if normalized == "." || normalized == ".." {
+        if normalized.utf8.elementsEqual(".".utf8) || normalized.utf8.elementsEqual("..".utf8) {
             return "component '\(name)' normalises (NFKC) to '\(normalized)'"
         }
-        if normalized.contains("/") || normalized.contains("\\") {
+        if normalized.utf8.contains(slash) || normalized.utf8.contains(backslash) {
             return "component '\(name)' contains a character that normalises (NFKC) to a path separator"
         }
         if normalized.unicodeScalars.contains(where: { isControl($0) || $0 == "\u{0}" }) {
             return "component '\(name)' normalises (NFKC) to a control character"
         }
-        if name.hasPrefix(temporaryPrefix) || normalized.hasPrefix(temporaryPrefix) {
+        if isTemporaryName(name) || isTemporaryName(normalized) {
             return "component '\(name)' starts with '\(temporaryPrefix)', which is reserved for temporary files"
         }
         return nil
     }
 
+    /// Whether `name` starts with the bytes of ``temporaryPrefix``.
+    static func isTemporaryName(_ name: String) -> Bool {
+        name.utf8.starts(with: temporaryPrefix.utf8)
+    }
+
     /// Whether a directory entry's name can be addressed through the public API (used by `list`).
     static func isAddressable(_ name: String) -> Bool {
-        !name.isEmpty && !name.contains("/") && !name.contains("\\")
+        !name.isEmpty && !name.utf8.contains(slash) && !name.utf8.contains(backslash)
             && !name.unicodeScalars.contains(where: isControl) && componentProblem(name) == nil
     }
 
@@ -127,7 +147,7 @@ enum SafePath {
     /// `directory/relative`, for error messages.
     static func join(_ directory: String, _ relative: some StringProtocol) -> String {
         if relative.isEmpty { return directory }
-        return directory.hasSuffix("/") ? directory + relative : directory + "/" + relative
+        return directory.utf8.last == slash ? directory + relative : directory + "/" + relative
     }
 }
 

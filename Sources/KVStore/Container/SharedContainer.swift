@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -55,7 +54,7 @@ public final class SharedContainer: Sendable {
     public let files: SharedFiles
     /// The options the container was opened with.
     public let options: Options
-    private let suites = Mutex<[String: SharedDefaults]>([:])
+    private let suites = Locked<[String: SharedDefaults]>([:])
 
     /// Opens the container of `groupIdentifier`, creating its layout if needed.
     ///
@@ -146,7 +145,7 @@ public final class SharedContainer: Sendable {
     /// `mkdir -p`, creating missing levels with `mode`.
     private static func makeDirectories(_ path: String, mode: mode_t) throws {
         var current = ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        for component in SafePath.split(path, omittingEmptySubsequences: true) {
             current += "/" + component
             var info = stat()
             if stat(current, &info) == 0 {

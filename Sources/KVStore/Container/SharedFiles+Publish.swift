@@ -51,7 +51,7 @@ extension SharedFiles {
         if let reason = SafePath.pathProblem(temporaryName) {
             throw KVStoreError.invalidPath(temporaryName, reason: reason)
         }
-        if temporaryName.contains("/") {
+        if temporaryName.utf8.contains(SafePath.slash) {
             throw KVStoreError.invalidPath(temporaryName, reason: "a temporary name is one path component")
         }
         return try publish(to: path, temporaryName: { temporaryName }, attempts: 1, replacing: replacing, fill)

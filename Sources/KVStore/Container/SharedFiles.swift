@@ -406,7 +406,7 @@ public struct SharedFiles: Sendable {
         var removed = 0
         for entry in try SafePath.entries(of: fd, displayPath: SafePath.join(directory, prefix)) {
             let relative = prefix.isEmpty ? entry.name : prefix + "/" + entry.name
-            if entry.isRegularFile && entry.name.hasPrefix(SafePath.temporaryPrefix) {
+            if entry.isRegularFile && SafePath.isTemporaryName(entry.name) {
                 let mtime = Double(entry.status.st_mtim.tv_sec) + Double(entry.status.st_mtim.tv_nsec) / 1e9
                 guard mtime <= cutoff else { continue }
                 if SafePath.retry({ unlinkat(fd, entry.name, 0) }) == 0 {

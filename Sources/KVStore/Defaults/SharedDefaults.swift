@@ -1,6 +1,5 @@
 import CLMDB
 import Foundation
-import Synchronization
 
 /// A UserDefaults-style suite of small settings, shared by every process that opens the container.
 ///
@@ -31,7 +30,7 @@ public final class SharedDefaults: @unchecked Sendable {
     /// The store the suite lives in.
     public let store: Store
     private let database: MDB_dbi?
-    private let registered = Mutex<[String: CBORValue]>([:])
+    private let registered = Locked<[String: CBORValue]>([:])
 
     /// Opens (creating, unless the store is read-only) the suite `suiteName` in `store`.
     ///

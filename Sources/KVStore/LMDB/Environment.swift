@@ -1,5 +1,4 @@
 import CLMDB
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,11 +46,11 @@ final class Environment: @unchecked Sendable {
     /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
     private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
     /// Handles of named databases already opened in this process.
-    private let dbiCache = Mutex<[String: MDB_dbi]>([:])
+    private let dbiCache = Locked<[String: MDB_dbi]>([:])
     /// Serialises `mdb_dbi_open`, which must not run in two transactions of one process at once.
-    private let dbiOpenLock = Mutex<Void>(())
+    private let dbiOpenLock = Locked<Void>(())
     /// Reset read transactions kept for reuse: `mdb_txn_renew` is much cheaper than `mdb_txn_begin`.
-    private let readPool = Mutex<[PooledTransaction]>([])
+    private let readPool = Locked<[PooledTransaction]>([])
     private static let readPoolLimit = 4
     /// Set by `put`/`delete` when LMDB reports `MDB_MAP_FULL`, even if the caller swallowed the error.
     /// Only the one active write transaction of this process touches it.
@@ -76,7 +75,7 @@ final class Environment: @unchecked Sendable {
 
     // MARK: - Registry
 
-    private static let registry = Mutex<[String: WeakEnvironment]>([:])
+    private static let registry = Locked<[String: WeakEnvironment]>([:])
 
     /// Opens the environment in `directory`, or returns the one this process already has open there.
     static func open(directory: String, configuration: Configuration) throws -> Environment {

@@ -1,6 +1,5 @@
 import CLMDB
 import Foundation
-import Synchronization
 
 /// A typed key-value store on one LMDB environment, shared safely by threads and by processes.
 ///
@@ -64,7 +63,7 @@ public final class Store: @unchecked Sendable {
     let catalogDatabase: MDB_dbi?
     /// See ``requireObserver(kind:for:in:)``; `nil` in a read-only store that has none.
     let requirementsDatabase: MDB_dbi?
-    private let observers = Mutex<[any WriteObserver]>([])
+    private let observers = Locked<[any WriteObserver]>([])
 
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
     ///

@@ -51,11 +51,13 @@ public struct ExportFileName: Sendable, Hashable {
     /// - Throws: ``ExportError/invalidFileName(_:reason:)`` naming the rule.
     public static func check(_ name: String) throws(ExportError) {
         if name.isEmpty { throw .invalidFileName(name, reason: "the name is empty") }
-        if name.contains("/") { throw .invalidFileName(name, reason: "a file name cannot contain '/'") }
+        // Bytes, not Characters: "/\u{301}" (a slash and a combining mark) is one Character, which
+        // contains("/") and hasPrefix(".") do not see, but the kernel does.
+        if name.utf8.contains(UInt8(ascii: "/")) { throw .invalidFileName(name, reason: "a file name cannot contain '/'") }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw .invalidFileName(name, reason: "a file name cannot contain control characters")
         }
-        if name.hasPrefix(".") { throw .invalidFileName(name, reason: "a file name cannot start with '.'") }
+        if name.utf8.first == UInt8(ascii: ".") { throw .invalidFileName(name, reason: "a file name cannot start with '.'") }
         if name.utf8.count > 255 {
             throw .invalidFileName(name, reason: "the name is \(name.utf8.count) bytes; the limit is 255")
         }

@@ -1,6 +1,5 @@
 import Foundation
 import KVStore
-import Synchronization
 
 /// The change history of a store, in the spirit of Core Data's persistent history: every committed
 /// write to a history-enabled collection or defaults suite appends one ``HistoryEntry`` per mutation,
@@ -44,7 +43,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     static let lastTokenKey = "lastToken"
     static let purgedThroughKey = "purgedThrough"
 
-    private static let attached = Mutex<[ObjectIdentifier: History]>([:])
+    private static let attached = Locked<[ObjectIdentifier: History]>([:])
 
     /// The history of `store`, registered in its write path. Attaching again returns the same object.
     ///

@@ -23,24 +23,30 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Parses a ``description`` back, or returns `nil`.
+    /// The deepest nesting of tuples that ``init(_:)`` accepts: `tuple(tuple(int64,string),day)` is
+    /// 2 levels. Catalog entries are read from the store, so a hostile or corrupt one must not be able
+    /// to recurse without bound.
+    public static let maxNesting = 16
+
+    /// Parses a ``description`` back, or returns `nil` (also for tuples nested deeper than
+    /// ``maxNesting``).
     public init?(_ text: String) {
         var parser = Substring(text)
-        guard let encoding = Self.parse(&parser), parser.isEmpty else { return nil }
+        guard let encoding = Self.parse(&parser, depth: 0), parser.isEmpty else { return nil }
         self = encoding
     }
 
-    private static func parse(_ text: inout Substring) -> KeyEncoding? {
+    private static func parse(_ text: inout Substring, depth: Int) -> KeyEncoding? {
         for simple: KeyEncoding in [.int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes]
         where text.hasPrefix(simple.description) {
             text = text.dropFirst(simple.description.count)
             return simple
         }
-        guard text.hasPrefix("tuple(") else { return nil }
+        guard depth < maxNesting, text.hasPrefix("tuple(") else { return nil }
         text = text.dropFirst(6)
         var parts: [KeyEncoding] = []
         while true {
-            guard let part = parse(&text) else { return nil }
+            guard let part = parse(&text, depth: depth + 1) else { return nil }
             parts.append(part)
             if text.hasPrefix(",") { text = text.dropFirst(); continue }
             if text.hasPrefix(")") { text = text.dropFirst(); break }
@@ -113,20 +119,35 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
                   let array = try? JSONSerialization.jsonObject(with: data) as? [Any] else {
                 throw KeyDecodingError("a \(self) key is a JSON array of \(parts.count) values")
             }
-            guard array.count == parts.count else {
-                throw KeyDecodingError("a \(self) key has \(parts.count) components, got \(array.count)")
-            }
-            for (i, (part, element)) in zip(parts, array).enumerated() {
-                let string: String
-                if let s = element as? String { string = s }
-                else if let n = element as? NSNumber { string = n.stringValue }
-                else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
-                try part.append(string, to: &bytes, terminal: i == parts.count - 1)
-            }
+            try Self.appendTuple(parts, array, to: &bytes, terminal: true)
             return bytes
         }
         try append(text, to: &bytes, terminal: true)
         return bytes
+    }
+
+    /// Appends the components of a tuple given as a JSON array; a nested tuple is a nested array, as
+    /// ``render(_:)`` writes it.
+    private static func appendTuple(_ parts: [KeyEncoding], _ array: [Any], to bytes: inout [UInt8],
+                                    terminal: Bool) throws(KeyDecodingError) {
+        guard array.count == parts.count else {
+            throw KeyDecodingError("a \(KeyEncoding.tuple(parts)) key has \(parts.count) components, got \(array.count)")
+        }
+        for (i, (part, element)) in zip(parts, array).enumerated() {
+            let last = terminal && i == parts.count - 1
+            if case .tuple(let inner) = part {
+                guard let nested = element as? [Any] else {
+                    throw KeyDecodingError("component \(i + 1) of the key must be a JSON array of \(inner.count) values")
+                }
+                try appendTuple(inner, nested, to: &bytes, terminal: last)
+                continue
+            }
+            let string: String
+            if let s = element as? String { string = s }
+            else if let n = element as? NSNumber { string = n.stringValue }
+            else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
+            try part.append(string, to: &bytes, terminal: last)
+        }
     }
 
     private func append(_ text: String, to bytes: inout [UInt8], terminal: Bool) throws(KeyDecodingError) {
@@ -164,15 +185,47 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
             guard let v = Self.parseHex(text) else { throw fail("hex bytes") }
             ByteKey(v).encodeKey(into: &bytes, terminal: terminal)
         case .tuple:
-            throw KeyDecodingError("nested tuple keys are not supported")
+            // Tuples are parsed from JSON arrays by appendTuple, nested ones included.
+            throw KeyDecodingError("a nested tuple key is a JSON array")
         }
     }
 
+    /// 0001-01-01T00:00:00Z and 10000-01-01T00:00:00Z in milliseconds since 1970: the dates that
+    /// ISO 8601 text with a four-digit year can name.
+    static let iso8601Milliseconds: Range<Double> = -62_135_596_800_000 ..< 253_402_300_800_000
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, rounded to the millisecond, for dates from year 1 to 9999; outside
+    /// that (and for the infinite and NaN values that eight arbitrary key bytes can hold) the seconds
+    /// since 1970 as a number, which ``parse(_:)`` reads back, instead of a formatter's made-up date.
+    ///
+    /// Written here rather than with `Date.ISO8601FormatStyle`, which rounds the fraction without
+    /// carrying: it writes 23:59:59.9996 as `23:59:59.1000`, which reads back as 59.1 seconds.
     static func iso8601(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let seconds = date.timeIntervalSince1970
+        let rounded = (seconds * 1000).rounded()
+        guard iso8601Milliseconds.contains(rounded) else { return "\(seconds)" }
+        let milliseconds = Int64(rounded)
+        let dayMilliseconds: Int64 = 86_400_000
+        let days = milliseconds >= 0 ? milliseconds / dayMilliseconds : -((-milliseconds + dayMilliseconds - 1) / dayMilliseconds)
+        let inDay = Int(milliseconds - days * dayMilliseconds)
+        let (year, month, day) = LogicalDay.civilFromDays(Int(days))
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + "T" + pad(inDay / 3_600_000, 2) + ":"
+            + pad(inDay / 60_000 % 60, 2) + ":" + pad(inDay / 1000 % 60, 2) + "." + pad(inDay % 1000, 3) + "Z"
     }
 
     static func parseISO8601(_ text: String) -> Date? {
+        // What iso8601(_:) writes is RFC 3339, read here in the proleptic Gregorian calendar as it was
+        // written (and as LogicalDay counts days): Foundation's parser switches to the Julian calendar
+        // before 1582-10-15, which moved the year 20 by two days. Foundation's parser stays for the
+        // other ISO 8601 forms people type.
+        var utf8 = text
+        if let seconds = utf8.withUTF8({ CBORReader.parseRFC3339(UnsafeRawBufferPointer($0)) }) {
+            return Date(timeIntervalSince1970: seconds)
+        }
         if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
         return try? Date.ISO8601FormatStyle().parse(text)
     }

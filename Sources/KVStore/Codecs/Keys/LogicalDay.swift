@@ -15,21 +15,37 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
 
     public init(dayNumber: Int32) { self.dayNumber = dayNumber }
 
-    /// The day of a proleptic Gregorian date, or `nil` if the date does not exist.
+    /// The day of a proleptic Gregorian date, or `nil` if the date does not exist or its day number
+    /// does not fit in an `Int32` (years from about -5,877,000 to 5,881,000).
     public init?(year: Int, month: Int, day: Int) {
-        guard (1...12).contains(month), (1...31).contains(day), (-9999...9999).contains(year) else { return nil }
+        guard (1...12).contains(month), (1...31).contains(day), (-6_000_000...6_000_000).contains(year) else { return nil }
         let number = Self.daysFromCivil(year: year, month: month, day: day)
         let check = Self.civilFromDays(number)
-        guard check.year == year, check.month == month, check.day == day else { return nil }
-        dayNumber = Int32(number)
+        guard check.year == year, check.month == month, check.day == day, let dayNumber = Int32(exactly: number) else { return nil }
+        self.dayNumber = dayNumber
     }
 
-    /// Parses `"YYYY-MM-DD"`.
+    /// Parses `"YYYY-MM-DD"`, and whatever ``description`` gives for any day number: a `-` before the
+    /// year for years before 1, more than four digits for years after 9999.
     public init?(_ text: String) {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]) else { return nil }
-        self.init(year: y, month: m, day: d)
+        var utf8 = Substring(text).utf8[...]
+        let negative = utf8.first == UInt8(ascii: "-")
+        if negative { utf8 = utf8.dropFirst() }
+        let parts = utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        guard parts.count == 3, (4...7).contains(parts[0].count), parts[1].count == 2, parts[2].count == 2,
+              parts[0].count == 4 || parts[0].first != UInt8(ascii: "0"),
+              let y = Self.digits(parts[0]), let m = Self.digits(parts[1]), let d = Self.digits(parts[2]) else { return nil }
+        self.init(year: negative ? -y : y, month: m, day: d)
+    }
+
+    /// The value of a run of ASCII digits (no sign, no spaces), or nil.
+    private static func digits(_ bytes: Substring.UTF8View.SubSequence) -> Int? {
+        var value = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     /// The day on which `date` falls in `timeZone`.

@@ -42,9 +42,11 @@ extension Date: OrderedKey {
     public static var keyEncoding: KeyEncoding { .date }
 
     /// The bits of `timeIntervalSinceReferenceDate` (Date's own representation, so the round trip is
-    /// exact), with the sign bit flipped for positives and all bits flipped for negatives.
+    /// exact), with the sign bit flipped for positives and all bits flipped for negatives. `-0.0` is
+    /// written as `0.0`: the two dates are `==`, so they must be one key.
     public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
-        let bits = timeIntervalSinceReferenceDate.bitPattern
+        let seconds = timeIntervalSinceReferenceDate
+        let bits = (seconds == 0 ? 0 : seconds).bitPattern
         let ordered = bits & (1 << 63) == 0 ? bits ^ (1 << 63) : ~bits
         bytes.appendBigEndian(ordered, count: 8)
     }

@@ -1,0 +1,37 @@
+import Foundation
+import FuzzProperties
+import Testing
+
+/// Replays every input kept in fuzz/corpus/<target>/ through the property its libFuzzer harness
+/// checks (the same code: fuzz/Properties/, the FuzzProperties target), so that `make test` keeps
+/// every input the fuzzer found interesting, and every crash it ever found, passing. The `dump`
+/// target's corpus is replayed by DumpCorpusReplayTests in KVToolTests.
+///
+/// Each input must either be accepted with every round trip holding, or be rejected with the typed
+/// error the API documents (CBORError, KeyDecodingError, KVStoreError.invalidGroupIdentifier or
+/// invalidPath), one line long; a trap fails the whole run. A missing or empty folder fails.
+@Suite("Fuzz corpus replay")
+struct FuzzCorpusReplayTests {
+    @Test("every kept input satisfies its target's property", arguments: FuzzTarget.allCases)
+    func replay(_ target: FuzzTarget) throws {
+        let report = try FuzzCorpus.replay(FuzzCorpus.folder(target.rawValue, testFile: #filePath)) { input throws(PropertyViolation) in
+            try target.check(input)
+        }
+        for failure in report.failures { Issue.record("fuzz/corpus/\(target.rawValue)/\(failure)") }
+        // A corpus that only reaches one side of the property has lost most of its point.
+        #expect(report.accepted > 0, "no input of fuzz/corpus/\(target.rawValue) is accepted")
+        #expect(!report.rejected.isEmpty, "no input of fuzz/corpus/\(target.rawValue) is rejected")
+        print("fuzz/corpus/\(target.rawValue): \(report)")
+    }
+
+    @Test("a missing or empty corpus folder fails the replay")
+    func missingOrEmptyCorpusFails() throws {
+        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("kvstore-empty-corpus-\(getpid())")
+        try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: empty) }
+        #expect(throws: CocoaError.self) { try FuzzCorpus.replay(empty) { _ throws(PropertyViolation) in .accepted } }
+        #expect(throws: CocoaError.self) {
+            try FuzzCorpus.replay(empty.appendingPathComponent("missing")) { _ throws(PropertyViolation) in .accepted }
+        }
+    }
+}

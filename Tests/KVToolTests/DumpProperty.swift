@@ -1,0 +1,1 @@
+../../fuzz/DumpProperty/DumpProperty.swift

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed inputs of the fuzz targets into DIR/<target>/ (default
+.build-fuzz-libfuzzer/seeds). `scripts/fuzz.sh merge` folds them into fuzz/corpus/ with what the
+fuzzer found; see fuzz/README.md. The input layouts are those of fuzz/Properties/*.swift: for `keys`
+and `paths` the first byte selects the check."""
+import hashlib
+import os
+import struct
+import sys
+
+# --- a small CBOR writer, so that odd forms (float16, indefinite lengths, bignums) are explicit ---
+
+
+def head(major, n):
+    if n < 24:
+        return bytes([major << 5 | n])
+    for info, fmt in ((24, ">B"), (25, ">H"), (26, ">I"), (27, ">Q")):
+        if n < 1 << (8 * struct.calcsize(fmt)):
+            return bytes([major << 5 | info]) + struct.pack(fmt, n)
+    raise ValueError(n)
+
+
+class Tag:
+    def __init__(self, tag, value):
+        self.tag, self.value = tag, value
+
+
+class Raw:
+    def __init__(self, data):
+        self.data = data
+
+
+def cbor(v):
+    if isinstance(v, Raw):
+        return v.data
+    if v is True:
+        return b"\xf5"
+    if v is False:
+        return b"\xf4"
+    if v is None:
+        return b"\xf6"
+    if isinstance(v, int):
+        return head(0, v) if v >= 0 else head(1, -1 - v)
+    if isinstance(v, float):
+        return b"\xfb" + struct.pack(">d", v)
+    if isinstance(v, bytes):
+        return head(2, len(v)) + v
+    if isinstance(v, str):
+        b = v.encode()
+        return head(3, len(b)) + b
+    if isinstance(v, list):
+        return head(4, len(v)) + b"".join(cbor(x) for x in v)
+    if isinstance(v, dict):
+        return head(5, len(v)) + b"".join(cbor(k) + cbor(x) for k, x in v.items())
+    if isinstance(v, Tag):
+        return head(6, v.tag) + cbor(v.value)
+    raise TypeError(v)
+
+
+UUID = bytes.fromhex("6f9619ff8b86d011b42d00c04fc964ff")
+MEMO = "今日は集中できた。明日は早起きして振り返りを行う。"
+
+
+def cbor_seeds():
+    subscription = {
+        "id": Tag(37, UUID), "name": "Music", "price": Tag(4, [-2, 1200]), "currency": "JPY",
+        "startedAt": Tag(1, 1763769600.0), "renewsOn": "2026-11-21", "active": True,
+        "tags": ["music", "family"], "website": Tag(32, "https://example.com/plan?x=1"),
+        "notes": {"plan": "family"},
+    }
+    record = {
+        "day": "2026-11-21",
+        "scores": {f"{c}.{k}": 1 + (k % 5) for c in ("perceive", "think") for k in range(1, 4)},
+        "memos": {"perceive": MEMO * 2},
+        "cachedCategoryAverages": {"perceive": 2.5, "think": 3.0},
+        "cachedTotalAverage": 2.75, "cachedInputCount": 6, "updatedAt": Tag(1, 1763769600.5),
+    }
+    scalars = {
+        "i": -5, "i8": 127, "i16": -32768, "i32": 2147483647, "i64": -(1 << 63), "u": 1 << 40,
+        "u8": 255, "u16": 65535, "u32": 1 << 31, "u64": (1 << 64) - 1,
+        "f": Raw(b"\xfa\x3f\xc0\x00\x00"), "d": Raw(b"\xf9\x3c\x00"), "b": False, "data": b"\x00\xff",
+        "s": None,
+    }
+    seeds = {
+        "subscription": cbor(subscription),
+        "subscription-date-string": cbor(dict(subscription, startedAt=Tag(0, "2024-03-01T12:30:15.250000+09:00"))),
+        "subscription-bignum-price": cbor(dict(subscription, price=Tag(4, [-30, Tag(2, b"\x01" + b"\x00" * 15)]))),
+        "subscription-reference-date": cbor(dict(subscription, startedAt=Tag(1262698545, 1.0e9 + 0.123))),
+        "record": cbor(record),
+        "record-day-number": cbor(dict(record, day=20413)),
+        "scalars": cbor(scalars),
+        "shape-circle": cbor({"circle": {"radius": 1.5}}),
+        "shape-rect": cbor({"rect": {"width": 2.0, "height": Raw(b"\xf9\x7c\x00")}}),
+        "shape-point": cbor({"point": {}}),
+        "shape-labelled": cbor({"labelled": {"_0": "x", "_1": [1, -2, 127]}}),
+        "tree": cbor({"node": {"_0": [{"leaf": {"_0": 3}}, {"node": {"_0": []}}]}}),
+        "ints": cbor([0, 1, -1, 23, 24, 255, 256, (1 << 63) - 1, -(1 << 63)]),
+        "ints-indefinite": b"\x9f\x01\x02\xff",
+        "doubles-map": cbor({"a": [1.5, float("inf"), -0.0], "b": []}),
+        "int-keys": cbor({1: "x", -3: "y"}),
+        "uuids": cbor([Tag(37, UUID), UUID, "6F9619FF-8B86-D011-B42D-00C04FC964FF"]),
+        "decimal-float": cbor(0.1),
+        "decimal-fraction-huge-exponent": cbor(Tag(4, [200, 5])),
+        "decimal-nan": Raw(b"\xf9\x7e\x00").data,
+        "bignum-negative": cbor(Tag(3, b"\x01\x00")),
+        "urls": cbor([Tag(32, "https://example.com/a b"), None, "file:///tmp/x"]),
+        "self-described": cbor(Tag(55799, [1, 2])),
+        "indefinite-text": b"\x7f\x62ab\x61c\xff",
+        "indefinite-map": b"\xbf\x61a\x01\xff",
+        "float16-specials": b"\x84\xf9\x7c\x00\xf9\xfc\x00\xf9\x7e\x00\xf9\x00\x01",
+        "simple-values": b"\x85\xf0\xf7\xf8\x20\xf8\xff\xf6",
+        "nested-64": b"\x81" * 63 + b"\x80",
+        "nested-65": b"\x81" * 64 + b"\x80",
+        "tags-nested": b"\xc1" * 70 + b"\x00",
+        "duplicate-key-map": b"\xa2\x61a\x01\x61a\x02",
+        "duplicate-key-nfc": b"\xa2\x62\xc3\xa9\x01\x63e\xcc\x81\x02",
+        "invalid-utf8": b"\x62\xc3\x28",
+        "truncated-string": b"\x78\x28ab",
+        "huge-array-count": b"\x9b\xff\xff\xff\xff\xff\xff\xff\xff",
+        "trailing-bytes": b"\x01\x02",
+        "stray-break": b"\xff",
+        "reserved-info": b"\x1c",
+        "date-tag0-bad": cbor(Tag(0, "2026-02-30T00:00:00Z")),
+        "date-tag1-nan": cbor(Tag(1, float("nan"))),
+    }
+    return seeds
+
+
+# --- keys: selector byte (encoding index * 4 for render, type * 4 + 2 for order, 3 for text) ---
+
+
+def i64(v):
+    return struct.pack(">Q", (v & 0xFFFFFFFFFFFFFFFF) ^ (1 << 63))
+
+
+def i32(v):
+    return struct.pack(">I", (v & 0xFFFFFFFF) ^ (1 << 31))
+
+
+def date_key(seconds_since_2001):
+    bits = struct.unpack(">Q", struct.pack(">d", seconds_since_2001))[0]
+    ordered = bits ^ (1 << 63) if bits >> 63 == 0 else bits ^ 0xFFFFFFFFFFFFFFFF
+    return struct.pack(">Q", ordered)
+
+
+def var(b):
+    """A non-terminal variable-length component."""
+    return b.replace(b"\x00", b"\x00\x01") + b"\x00\x00"
+
+
+DAY = 20413  # 2025-11-22 + 364 = 2026-11-21
+
+
+def key_seeds():
+    enc = {  # encoding index in KeyProperty.encodings -> sample keys
+        0: [i64(0), i64(-1), i64(-(1 << 63)), i64((1 << 63) - 1)],
+        1: [i32(42), i32(-(1 << 31))],
+        2: [struct.pack(">Q", (1 << 64) - 1)],
+        3: [struct.pack(">I", 7)],
+        4: ["trainer".encode(), "é".encode(), "e\u0301".encode(), "推乃 愛".encode(), b"\xc3\x28", b""],
+        5: [UUID, UUID[:15]],
+        6: [i32(DAY), i32(0), i32(-1), i32(2932896), i32(-719529), i32((1 << 31) - 1), i32(-(1 << 31))],
+        7: [date_key(0.0), date_key(-0.0), date_key(1e9 + 0.5), date_key(-1e12), date_key(1e300),
+            date_key(float("nan")), date_key(float("inf"))],
+        8: [b"\x00\x01\xff", b""],
+        9: [var(b"sub") + i64(5), var(b"a\x00b") + i64(-2), b"abc\x00\x02" + i64(1)],
+        10: [UUID + date_key(7.5)],
+        11: [var(b"\x00") + var("x".encode()) + i32(DAY)],
+        12: [i32(DAY) + struct.pack(">I", 9)],
+        13: [i32(-3) + var(b"\xff") + "名前".encode()],
+        14: [var(b"k") + i32(DAY) + struct.pack(">Q", 12)],
+    }
+    seeds = {}
+    for index, keys in enc.items():
+        for n, key in enumerate(keys):
+            seeds[f"render-{index}-{n}"] = bytes([index * 4]) + key
+    pairs = {  # type index in KeyProperty.order -> (a, b)
+        0: (i64(-1), i64(1)), 1: (i32(5), i32(-5)), 2: (struct.pack(">Q", 1), struct.pack(">Q", 2)),
+        3: (struct.pack(">I", 3), struct.pack(">I", 3)),
+        4: ("é".encode(), "e\u0301".encode()), 5: (UUID, bytes(16)), 6: (i32(DAY), i32(DAY + 1)),
+        7: (date_key(0.0), date_key(-0.0)), 8: (b"a", b"a\x00"),
+        9: (var(b"a") + i64(2), var(b"a\x00") + i64(1)), 10: (var(b"x") + b"y", var(b"x") + b"z"),
+        11: (UUID + date_key(1.0), UUID + date_key(-1.0)),
+        12: (i32(DAY) + var(b"m") + struct.pack(">I", 1), i32(DAY) + var(b"") + struct.pack(">I", 2)),
+        13: (var(b"p") + i32(1) + b"q", var(b"p") + i32(-1) + b"q"),
+    }
+    for index, (a, b) in pairs.items():
+        seeds[f"order-{index}"] = bytes([index * 4 + 2, len(a)]) + a + b
+    for n, text in enumerate(["int64", "tuple(string,int64)", "tuple(uuid,tuple(day,date),bytes)",
+                              "tuple(" * 20 + "int32" + ",int32)" * 20, "tuple(int64)", "strin"]):
+        seeds[f"encoding-{n}"] = b"\x03" + text.encode()
+    return seeds
+
+
+# --- paths: selector 0 group identifier, 1 relative path, 2 container root ---
+
+
+def path_seeds():
+    groups = [
+        "group.com.example.app", "group.com.yourcompany.VirtualTrainer", "group.a-b.c1", "../etc",
+        "group.", "group.com", "group..com.x", "group.com./x", "group.com.exa mple", "group.com.ex\0ample",
+        "group.com." + "a" * 64, "group." + ".".join(["abcdefgh"] * 28), "group．com．example",
+        "group.com.ex\u2215ample", "group.com.-x", "group.com.x-", "GROUP.com.x", "group.com\\x.y",
+        "group.com.\u0435xample",
+    ]
+    paths = [
+        "TrainerImages/6F9619FF-8B86-D011-B42D-00C04FC964FF.png", "a", "../etc/passwd", "a/../b", "a/./b",
+        "a//b", "a/", "/etc/passwd", "a\\b", "a\0b", "．．/x", "a\uff0fb", "a\u2215b", "\u2024\u2024",
+        "\u2025", ".kvtmp-0123", "x/.kvtmp-y", "\uff0ekvtmp-x", "a" * 255, "a" * 256,
+        "/".join(["abcdefg"] * 128), "tab\there", "del\x7f", "caf\u00e9/ok", "a\u0338b",
+        # A slash followed by a combining mark is one Swift Character but still a slash to the kernel.
+        "/\u0301etc/passwd", "link/\u0301x", "a//\u0301", ".kvtmp-\u0301x", "a/\u0301b",
+    ]
+    roots = ["tmp/kvstore", "a/../b", "a/./b//c", "../../..", "home/user/.local/share/kvstore/", "a\0b",
+             "a/\u0301/../b"]
+    seeds = {}
+    for n, text in enumerate(groups):
+        seeds[f"group-{n}"] = b"\x00" + text.encode()
+    for n, text in enumerate(paths):
+        seeds[f"path-{n}"] = b"\x01" + text.encode()
+    for n, text in enumerate(roots):
+        seeds[f"root-{n}"] = b"\x02" + text.encode()
+    seeds["group-invalid-utf8"] = b"\x00group.com.\xff"
+    seeds["path-invalid-utf8"] = b"\x01a/\xc3"
+    return seeds
+
+
+# --- dump: real `kvtool dump` output (fuzz/seeds/dump/, from the demo's container) and broken variants ---
+
+
+def dump_seeds():
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "seeds", "dump")
+    seeds = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            seeds[name] = f.read()
+    jsonl = seeds["notifications.jsonl"]
+    header, _, rest = jsonl.partition(b"\n")
+    seeds.update({
+        "jsonl-crlf": jsonl.replace(b"\n", b"\r\n"),
+        "jsonl-count-mismatch": header.replace(b'"entries":2', b'"entries":3') + b"\n" + rest,
+        "jsonl-deep-value": header + b'\n{"db":"c/receivedNotifications","key":["2026-11-22T23:08:25.403Z",'
+                            b'"95D0ECF1-C5FE-4C52-A99A-57E381DFADA8"],"value":' + b"[" * 200 + b"]" * 200 + b"}\n",
+        "jsonl-huge-number": header.replace(b'"sourceTransactionID":36', b'"sourceTransactionID":1e999'),
+        "jsonl-bad-key-encoding": header.replace(b"tuple(date,uuid)", b"tuple(" * 30 + b"int64" + b",int64)" * 30),
+        "jsonl-truncated": jsonl[: len(jsonl) // 2],
+        "json-empty-entries": b'{"header":' + header + b',"entries":[]}',
+        "mdb-bad-hex": seeds["notifications.mdb"].replace(b"\n ", b"\n zz", 1),
+        "mdb-only-version": b"VERSION=3\n",
+        "csv": b"key,value\n1,2\n",
+        "binary": b"\x00\x01\xff",
+        "empty": b"",
+    })
+    return seeds
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else ".build-fuzz-libfuzzer/seeds"
+    for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds()), ("dump", dump_seeds())):
+        folder = os.path.join(out, target)
+        os.makedirs(folder, exist_ok=True)
+        for name, data in seeds.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(data)
+        print(f"{folder}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# libFuzzer harnesses for KVStore's hostile-input surfaces (see fuzz/README.md).
+#
+#   scripts/fuzz.sh build [TARGET...]          build the harnesses (default: all)
+#   scripts/fuzz.sh run TARGET [SECONDS]       fuzz TARGET, starting from fuzz/corpus/TARGET (default 60 s)
+#   scripts/fuzz.sh merge TARGET               minimise what runs found into fuzz/corpus/TARGET
+#   scripts/fuzz.sh all [SECONDS]              build, then run every target for SECONDS each
+#
+# SwiftPM cannot build with -sanitize=fuzzer, so this calls swiftc directly: KVStore's sources become
+# one instrumented static library, fuzz/Properties/ (the same files the FuzzProperties target of
+# Package.swift builds for the replay tests) a second, and each fuzz/Targets/NAME.swift is linked with
+# both and libFuzzer's main. Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
+# corpora (new inputs go there, never straight into fuzz/corpus/) and crash artifacts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TARGETS=(cbor keys paths dump)
+# The dump target is kvtool's dump parser: these kvtool files are compiled into its harness, with its
+# property (which needs their internal types, so it is not in fuzz/Properties/).
+DUMP_SOURCES=(Sources/kvtool/Support/DumpFormat.swift Sources/kvtool/Support/DumpFormatJSON.swift
+              Sources/kvtool/Support/DumpFormatMDB.swift Sources/kvtool/Support/CLIError.swift
+              fuzz/DumpProperty/DumpProperty.swift)
+OUT=.build-fuzz-libfuzzer
+SWIFTC=${SWIFTC:-swiftc}
+MAX_LEN=${FUZZ_MAX_LEN:-4096}
+# A property violation is a Swift trap: let libFuzzer and ASan report it (and save the input) rather
+# than the Swift runtime's backtracer, which is slow under ASan and trips over its redzones.
+export SWIFT_BACKTRACE=enable=no
+# -package-name: KVStore's `package` declarations (such as Locked) are shared with its own modules.
+SAN=(-sanitize=fuzzer,address -O -g -parse-as-library -package-name kvstore)
+
+die() { echo "fuzz.sh: $*" >&2; exit 2; }
+
+known() {
+    local t
+    for t in "${TARGETS[@]}"; do [[ $t == "$1" ]] && return 0; done
+    die "unknown target '$1' (known: ${TARGETS[*]})"
+}
+
+# One static library per module; rebuilt when a source is newer than it.
+build_module() {
+    local name=$1; shift
+    local lib=$OUT/lib$name.a
+    local newest
+    newest=$(ls -t "$@" | head -1)
+    if [[ -f $lib && $lib -nt $newest ]]; then return; fi
+    echo "fuzz.sh: compiling $name ($# files)" >&2
+    "$SWIFTC" "${SAN[@]}" -module-name "$name" -emit-library -static \
+        -emit-module -emit-module-path "$OUT/$name.swiftmodule" \
+        -I Sources/CLMDB -I "$OUT" -o "$lib" "$@"
+}
+
+build() {
+    mkdir -p "$OUT"
+    local kvstore properties
+    mapfile -t kvstore < <(find Sources/KVStore -name '*.swift' | sort)
+    mapfile -t properties < <(find fuzz/Properties -name '*.swift' | sort)
+    build_module KVStore "${kvstore[@]}"
+    build_module FuzzProperties "${properties[@]}"
+    local t
+    for t in "$@"; do
+        known "$t"
+        local exe=$OUT/fuzz-$t
+        local sources=("fuzz/Targets/$t.swift")
+        [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
+        local newest
+        newest=$(ls -t "${sources[@]}" "$OUT/libKVStore.a" "$OUT/libFuzzProperties.a" | head -1)
+        if [[ -f $exe && $exe -nt $newest ]]; then
+            continue
+        fi
+        echo "fuzz.sh: compiling and linking fuzz-$t" >&2
+        # gold warns once per ASan helper symbol ("Cannot export local symbol"); that is noise.
+        "$SWIFTC" "${SAN[@]}" -module-name "fuzz_$t" -I "$OUT" -I Sources/CLMDB \
+            "${sources[@]}" "$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" -llmdb -o "$exe" \
+            2> >(grep -v "Cannot export local symbol" >&2)
+    done
+}
+
+# The hand-made seeds of scripts/fuzz-seeds.py, written fresh for each run and merge.
+seeds() {
+    python3 scripts/fuzz-seeds.py "$OUT/seeds" >/dev/null
+    echo "$OUT/seeds/$1"
+}
+
+run() {
+    local t=$1 seconds=${2:-60}
+    known "$t"
+    build "$t"
+    [[ -d fuzz/corpus/$t ]] || die "fuzz/corpus/$t is missing"
+    mkdir -p "$OUT/work/$t" "$OUT/artifacts/$t"
+    local max_len=$MAX_LEN
+    # Real dumps are a few kilobytes (the seeds, fuzz/seeds/dump, are up to 21 kB).
+    [[ $t == dump ]] && max_len=${FUZZ_DUMP_MAX_LEN:-24576}
+    echo "fuzz.sh: fuzzing $t for ${seconds}s (max_len $max_len)" >&2
+    "$OUT/fuzz-$t" "$OUT/work/$t" "fuzz/corpus/$t" $(seeds "$t") \
+        -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=4096 \
+        -artifact_prefix="$OUT/artifacts/$t/" -print_final_stats=1
+}
+
+merge() {
+    local t=$1
+    known "$t"
+    build "$t"
+    local fresh=$OUT/merge/$t
+    rm -rf "$fresh"
+    mkdir -p "$fresh" "$OUT/work/$t"
+    # Edge coverage only (no hit counts): hundreds of inputs rather than thousands.
+    "$OUT/fuzz-$t" -set_cover_merge=1 -use_counters=0 -max_len=$([[ $t == dump ]] && echo "${FUZZ_DUMP_MAX_LEN:-24576}" || echo "$MAX_LEN") "$fresh" "fuzz/corpus/$t" "$OUT/work/$t" $(seeds "$t")
+    # Name files by content, so that merges give stable names. The hand-made seeds (seed-NAME) and the
+    # inputs of fixed crashes (crash-NAME, added by hand) are kept whole, whether or not they add
+    # coverage: each is a case someone thought of or a bug that was.
+    find "fuzz/corpus/$t" -maxdepth 1 -type f ! -name 'crash-*' -delete
+    local f
+    for f in "$fresh"/*; do cp "$f" "fuzz/corpus/$t/$(sha1sum "$f" | cut -c1-16)"; done
+    for f in "$OUT/seeds/$t"/*; do cp "$f" "fuzz/corpus/$t/seed-$(basename "$f")"; done
+    echo "fuzz.sh: fuzz/corpus/$t now has $(ls "fuzz/corpus/$t" | wc -l) inputs" >&2
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+    build) if [[ $# -eq 0 ]]; then build "${TARGETS[@]}"; else build "$@"; fi ;;
+    run) [[ $# -ge 1 ]] || die "usage: fuzz.sh run TARGET [SECONDS]"; run "$@" ;;
+    merge) [[ $# -eq 1 ]] || die "usage: fuzz.sh merge TARGET"; merge "$1" ;;
+    all)
+        seconds=${1:-60}
+        build "${TARGETS[@]}"
+        for t in "${TARGETS[@]}"; do run "$t" "$seconds"; done
+        ;;
+    *) die "usage: fuzz.sh build|run|merge|all (see the top of scripts/fuzz.sh)" ;;
+esac
