@@ -1,4 +1,5 @@
 import CLMDB
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
