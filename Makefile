@@ -2,7 +2,7 @@
 # make test   runs every test (unit, multi-process, CLI end-to-end)
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
-# make fuzz   runs each libFuzzer target (cbor, keys, paths) for FUZZ_SECONDS (default 60); see fuzz/README.md
+# make fuzz   runs each libFuzzer target (cbor, keys, paths, dump) for FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
 SWIFT ?= swift
 KVTOOL := .build/release/kvtool
@@ -49,4 +49,4 @@ sanitize: test-deps
 		$(SWIFT) test --sanitize=address --scratch-path .build-sanitize-address
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz-libfuzzer .build-sanitize-thread .build-sanitize-address
