@@ -7,7 +7,7 @@
 #             ([reliability] lines). SWIFT_FLAGS passes options such as --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
-# make fuzz   runs each libFuzzer target (cbor, keys, paths) for FUZZ_SECONDS (default 60); see fuzz/README.md
+# make fuzz   runs each libFuzzer target (cbor, keys, paths, dump) for FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
 SWIFT ?= swift
 SWIFT_FLAGS ?=
@@ -59,4 +59,4 @@ sanitize: test-deps
 		$(SWIFT) test --sanitize=address --scratch-path .build-sanitize-address
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz-libfuzzer .build-sanitize-thread .build-sanitize-address
