@@ -78,6 +78,22 @@ final class Environment: @unchecked Sendable {
 
     private static let registry = Locked<[String: WeakEnvironment]>([:])
 
+    /// Environments are process-wide and live until exit, which runs no deinit: without this, every
+    /// process that read would leave its pooled read transactions' slots in the reader table, for
+    /// the next `mdb_reader_check` to find stale. At exit the idle pooled transactions are aborted,
+    /// which frees their slots (a transaction still in use on another thread is left alone).
+    private static let exitHandlerInstalled: Bool = {
+        atexit { Environment.releasePooledReaders() }
+        return true
+    }()
+
+    private static func releasePooledReaders() {
+        let environments = registry.withLock { $0.values.compactMap(\.environment) }
+        for environment in environments {
+            for txn in environment.readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+        }
+    }
+
     /// Opens the environment in `directory`, or returns the one this process already has open there.
     static func open(directory: String, configuration: Configuration) throws -> Environment {
         guard let real = realpath(directory, nil) else {
@@ -94,6 +110,7 @@ final class Environment: @unchecked Sendable {
             }
             let env = try openNew(directory: key, configuration: configuration)
             registry[key] = WeakEnvironment(environment: env)
+            _ = Self.exitHandlerInstalled
             return env
         }
     }
