@@ -1,10 +1,12 @@
 # make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end), with the reliability suite's short
 #             versions (Tests/ReliabilityTests: 50 writer kills, 10 s of contention, …; about 1 minute)
-# make stress runs the reliability suite's long versions (KVSTORE_STRESS=1): 1,000 kill -9s of a
-#             writer, dead readers, 60 s of contention with SIGSTOPs, map growth to 128 MiB across
-#             processes, a full disk, snapshots and feeds under fire; each test prints its figures
-#             ([reliability] lines). SWIFT_FLAGS passes options such as --scratch-path to swift.
+# make stress runs the reliability suite's long versions (KVSTORE_STRESS=1) from a release build
+#             (in debug, `kvtool check` after each of the 1,000 kills alone takes most of half an
+#             hour): 1,000 kill -9s of a writer, dead readers, 60 s of contention with SIGSTOPs, map
+#             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire; each
+#             test prints its figures ([reliability] lines). SWIFT_FLAGS passes options such as
+#             --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
 # make fuzz   runs each libFuzzer target (cbor, keys, paths, dump) for FUZZ_SECONDS (default 60); see fuzz/README.md
@@ -33,8 +35,8 @@ test: test-deps
 	$(SWIFT) test $(SWIFT_FLAGS)
 
 stress: test-deps
-	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	KVSTORE_STRESS=1 $(SWIFT) test $(SWIFT_FLAGS) --filter ReliabilityTests
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFT_FLAGS)
+	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter ReliabilityTests
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests

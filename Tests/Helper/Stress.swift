@@ -169,34 +169,37 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
     case "contention-reader":
         // contention-reader ROOT GROUP STOPFILE: read transactions until STOPFILE exists, each checking
         // the writer's invariants (ledger count and sum match ledgerMeta, all four stamps equal seq)
-        // and that seq never goes back. Prints "tick NOW_NS READS MAXUS" every 100 ms (MAXUS: the
-        // slowest read since the last tick), "inconsistent …" for the first problems, and a summary.
+        // and that seq never goes back (reads of the still empty store are not counted). Prints
+        // "tick NOW_NS READS MAXUS" every 100 ms (MAXUS: the slowest read since the last tick),
+        // "inconsistent …" and "regression …" for the first problems, and a summary.
         let container = try openContainer(root, group, readOnly: true)
         let store = container.store
         let ledger = try store.collection("ledger", key: Int.self, value: Int.self)
         let meta = try store.collection("ledgerMeta", key: String.self, value: Int.self)
         let stamps = try store.collection("stamps", key: Int.self, value: Int.self)
-        var (reads, inconsistent, regressions, lastSeq) = (0, 0, 0, 0)
+        var (reads, inconsistent, regressions, lastSeq, lastTransaction) = (0, 0, 0, 0, 0)
         var latencies: [Double] = []
         var tickMax = 0.0
         var lastTick = monotonicNow()
         say("ready")
         while !exists(rest[0]) {
             let began = monotonicNow()
-            let (seq, problem) = try store.read { tx -> (Int, String?) in
+            let (seq, transaction, problem) = try store.read { tx -> (Int, Int, String?) in
                 var (count, sum) = (0, 0)
                 try ledger.forEach(in: tx) { _, value in count += 1; sum += value; return true }
                 let seq = try meta.get("seq", in: tx) ?? 0
                 let expected = (try meta.get("count", in: tx) ?? 0, try meta.get("sum", in: tx) ?? 0)
                 let seen = try stamps.entries(in: tx).map(\.value)
                 if (count, sum) != expected {
-                    return (seq, "seq \(seq): ledger holds \(count) entries summing to \(sum), meta says \(expected)")
+                    return (seq, tx.transactionID, "seq \(seq): ledger holds \(count) entries summing to \(sum), meta says \(expected)")
                 }
                 if seen != (seq == 0 ? [] : [seq, seq, seq, seq]) {
-                    return (seq, "seq \(seq): stamps \(seen)")
+                    return (seq, tx.transactionID, "seq \(seq): stamps \(seen)")
                 }
-                return (seq, nil)
+                return (seq, tx.transactionID, nil)
             }
+            // Until the writer's first commit the store is empty: such reads are not counted.
+            if seq == 0 && problem == nil { usleep(1_000); continue }
             let elapsed = microseconds(since: began)
             latencies.append(elapsed)
             tickMax = max(tickMax, elapsed)
@@ -205,8 +208,14 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
                 inconsistent += 1
                 if inconsistent <= 5 { say("inconsistent \(problem)") }
             }
-            if seq < lastSeq { regressions += 1 }
+            if seq < lastSeq || transaction < lastTransaction {
+                regressions += 1
+                if regressions <= 5 {
+                    say("regression read \(reads): seq \(seq) after \(lastSeq), transaction \(transaction) after \(lastTransaction)")
+                }
+            }
             lastSeq = max(lastSeq, seq)
+            lastTransaction = max(lastTransaction, transaction)
             let now = monotonicNow()
             if now - lastTick >= 100_000_000 {
                 say("tick \(now) \(reads) \(Int(tickMax))")

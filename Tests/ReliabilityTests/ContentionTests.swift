@@ -132,7 +132,7 @@ extension ReliabilityTests {
                 let fields = summaryFields(lines.last { $0.hasPrefix("summary") })
                 totalReads += Int(fields["reads"] ?? "") ?? 0
                 #expect(fields["inconsistent"] == "0", "\(lines.filter { $0.hasPrefix("inconsistent") })")
-                #expect(fields["regressions"] == "0")
+                #expect(fields["regressions"] == "0", "\(lines.filter { $0.hasPrefix("regression") })")
                 readerLatency.append("p50 \(fields["p50us"] ?? "?") µs, p99 \(fields["p99us"] ?? "?") µs, max \(fields["maxus"] ?? "?") µs")
             }
             var windowFigures: [String] = []

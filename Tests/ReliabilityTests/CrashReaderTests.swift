@@ -67,7 +67,9 @@ extension ReliabilityTests {
             let offStart = try #require(off.sample(atOrAfter: off.killedAt))
             let offEnd = try #require(off.samples.last)
             #expect(offEnd.stale == 3, "the three dead readers' slots stay until someone clears them")
-            #expect(offEnd.pages - offStart.pages > 1_000, "pinned by dead readers, the file must grow (the test's own sanity check)")
+            // (Over 2,000 pages here; 200 leaves room for a loaded machine, and is still far above the
+            // 16 pages allowed below.)
+            #expect(offEnd.pages - offStart.pages > 200, "pinned by dead readers, the file must grow (the test's own sanity check)")
 
             // With the default check (every second): cleared within about a second, then flat.
             let on = try churn(group: "group.com.example.readers.on", interval: "1", seconds: window, reaper: reaper)

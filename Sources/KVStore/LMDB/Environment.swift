@@ -42,6 +42,10 @@ final class Environment: @unchecked Sendable {
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0
+    /// The meta pages, through which read transactions check their snapshot (see ``MetaPages``);
+    /// `nil` for a snapshot file, which nobody writes. Set once, before anyone else sees the
+    /// environment.
+    private(set) var metaPages: MetaPages?
 
     /// Readers hold it shared for the length of a transaction; changing the map size holds it
     /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
@@ -135,6 +139,9 @@ final class Environment: @unchecked Sendable {
             throw error
         }
         let env = Environment(handle: handle, directory: directory, configuration: configuration)
+        if !configuration.immutableFile {
+            env.metaPages = MetaPages(dataFile: directory + "/data.mdb", pageSize: Int(try env.stat().ms_psize))
+        }
         if !configuration.readOnly {
             // umask may have narrowed the mode LMDB created the files with; put it back.
             for file in ["data.mdb", "lock.mdb"] {
@@ -174,7 +181,7 @@ final class Environment: @unchecked Sendable {
 
     /// Runs `body` inside a read-only transaction. The pointer is valid only inside `body`.
     func withReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
-        let txn = try beginLocked(acquireReadTransaction)
+        let txn = try beginExactReadTransaction()
         ThreadState.readDepth += 1
         defer {
             ThreadState.readDepth -= 1
@@ -202,6 +209,22 @@ final class Environment: @unchecked Sendable {
                 throw LMDBError(rawValue: rc)
             }
             return txn
+        }
+    }
+
+    /// Begins a read transaction, as ``beginLocked(_:)`` does, whose snapshot is certainly the
+    /// transaction LMDB reports: where the meta pages say it may not be (a reader held up while a
+    /// writer committed twice; see ``MetaPages``), it begins again.
+    private func beginExactReadTransaction() throws -> OpaquePointer {
+        var previous: UInt64?
+        while true {
+            let txn = try beginLocked(acquireReadTransaction)
+            guard let metaPages else { return txn }
+            let id = UInt64(mdb_txn_id(txn))
+            if metaPages.isExact(snapshot: id, repeated: previous == id) { return txn }
+            previous = id
+            releaseReadTransaction(txn)
+            pthread_rwlock_unlock(mapLock)
         }
     }
 
