@@ -1,14 +1,20 @@
 # make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
-# make test   runs every test (unit, multi-process, CLI end-to-end)
+# make test   runs every test (unit, multi-process, CLI end-to-end), with the reliability suite's short
+#             versions (Tests/ReliabilityTests: 50 writer kills, 10 s of contention, …; about 1 minute)
+# make stress runs the reliability suite's long versions (KVSTORE_STRESS=1): 1,000 kill -9s of a
+#             writer, dead readers, 60 s of contention with SIGSTOPs, map growth to 128 MiB across
+#             processes, a full disk, snapshots and feeds under fire; each test prints its figures
+#             ([reliability] lines). SWIFT_FLAGS passes options such as --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
 # make fuzz   runs each libFuzzer target (cbor, keys, paths, dump) for FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
 SWIFT ?= swift
+SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test perf bench fuzz sanitize clean
+.PHONY: deps test-deps build demo test stress perf bench fuzz sanitize clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -23,8 +29,12 @@ demo: build
 	$(KVTOOL) demo
 
 test: test-deps
-	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test $(SWIFT_FLAGS)
+
+stress: test-deps
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	KVSTORE_STRESS=1 $(SWIFT) test $(SWIFT_FLAGS) --filter ReliabilityTests
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests

@@ -52,6 +52,9 @@ let package = Package(
         // kvtool for the dump parser's fuzz property (DumpProperty.swift, a link into fuzz/).
         .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "kvtool", "FuzzProperties"],
                     exclude: ["Fixtures"]),
+        // Fault and stress scenarios with real processes (kill -9, SIGSTOP, map growth, a full disk):
+        // short in `make test`, long with KVSTORE_STRESS=1 (`make stress`).
+        .testTarget(name: "ReliabilityTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         // Timed workloads that print their figures and assert only correctness.
         .testTarget(name: "KVStorePerformanceTests", dependencies: ["KVStore", "Workloads", "TestSupport"]),
     ]

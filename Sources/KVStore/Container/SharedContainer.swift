@@ -38,6 +38,8 @@ public final class SharedContainer: Sendable {
         public var maxMapSize: Int = 64 << 30
         /// See ``Store/Options/clearStaleReadersOnOpen``. Default `true`.
         public var clearStaleReadersOnOpen = true
+        /// See ``Store/Options/staleReaderCheckInterval``. Default 1 second.
+        public var staleReaderCheckInterval: Duration? = .seconds(1)
 
         public init() {}
     }
@@ -82,6 +84,7 @@ public final class SharedContainer: Sendable {
         storeOptions.mapSize = options.mapSize
         storeOptions.maxMapSize = options.maxMapSize
         storeOptions.clearStaleReadersOnOpen = options.clearStaleReadersOnOpen
+        storeOptions.staleReaderCheckInterval = options.staleReaderCheckInterval
         storeOptions.fileMode = sharing.fileMode
         store = try Store(directory: path + "/Store", options: storeOptions)
         files = try SharedFiles(directory: path + "/Files", sharing: sharing)

@@ -1,4 +1,5 @@
 import CLMDB
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,6 +31,9 @@ final class Environment: @unchecked Sendable {
         var immutableFile = false
         /// Whether opening runs `mdb_reader_check`.
         var clearStaleReadersOnOpen = true
+        /// How often, at most, a write transaction first runs `mdb_reader_check`; `nil`: only on open
+        /// and when the map fills up.
+        var staleReaderCheckInterval: Duration? = .seconds(1)
     }
 
     let handle: OpaquePointer
@@ -52,6 +56,8 @@ final class Environment: @unchecked Sendable {
     /// Set by `put`/`delete` when LMDB reports `MDB_MAP_FULL`, even if the caller swallowed the error.
     /// Only the one active write transaction of this process touches it.
     var writeHitMapFull = false
+    /// When (`CLOCK_MONOTONIC`, nanoseconds) this process last cleared stale reader slots.
+    private let lastStaleReaderCheck = Atomic<UInt64>(0)
 
     private init(handle: OpaquePointer, directory: String, configuration: Configuration) {
         self.handle = handle
@@ -72,6 +78,22 @@ final class Environment: @unchecked Sendable {
 
     private static let registry = Locked<[String: WeakEnvironment]>([:])
 
+    /// Environments are process-wide and live until exit, which runs no deinit: without this, every
+    /// process that read would leave its pooled read transactions' slots in the reader table, for
+    /// the next `mdb_reader_check` to find stale. At exit the idle pooled transactions are aborted,
+    /// which frees their slots (a transaction still in use on another thread is left alone).
+    private static let exitHandlerInstalled: Bool = {
+        atexit { Environment.releasePooledReaders() }
+        return true
+    }()
+
+    private static func releasePooledReaders() {
+        let environments = registry.withLock { $0.values.compactMap(\.environment) }
+        for environment in environments {
+            for txn in environment.readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+        }
+    }
+
     /// Opens the environment in `directory`, or returns the one this process already has open there.
     static func open(directory: String, configuration: Configuration) throws -> Environment {
         guard let real = realpath(directory, nil) else {
@@ -88,6 +110,7 @@ final class Environment: @unchecked Sendable {
             }
             let env = try openNew(directory: key, configuration: configuration)
             registry[key] = WeakEnvironment(environment: env)
+            _ = Self.exitHandlerInstalled
             return env
         }
     }
@@ -104,6 +127,9 @@ final class Environment: @unchecked Sendable {
             if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
             if configuration.immutableFile { flags |= UInt32(MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK) }
             try LMDBError.check(mdb_env_open(handle, directory, flags, configuration.fileMode))
+            if !configuration.immutableFile {
+                try adoptRecordedMapSize(handle)
+            }
         } catch {
             mdb_env_close(handle)
             throw error
@@ -117,8 +143,26 @@ final class Environment: @unchecked Sendable {
         }
         if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
             env.staleReadersClearedAtOpen = try env.clearStaleReaders()
+            env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
         }
         return env
+    }
+
+    /// Right after opening: takes the map size recorded in the environment when it is larger than the
+    /// configured one. LMDB opens with the configured size (or just the pages in use, if more), so a
+    /// process configured for less than another process grew the map to would otherwise fill its
+    /// smaller map on its first write and grow it to double the *recorded* size: every new process
+    /// that writes a little would double the map, until it reached `maxMapSize`.
+    private static func adoptRecordedMapSize(_ handle: OpaquePointer) throws {
+        var info = MDB_envinfo()
+        try LMDBError.check(mdb_env_info(handle, &info))
+        let configured = info.me_mapsize
+        // Size 0 adopts the size in the meta page (never less than the pages in use).
+        try LMDBError.check(mdb_env_set_mapsize(handle, 0))
+        try LMDBError.check(mdb_env_info(handle, &info))
+        if info.me_mapsize < configured {
+            try LMDBError.check(mdb_env_set_mapsize(handle, configured))
+        }
     }
 
     private static func roundToPage(_ size: Int) -> Int {
@@ -193,6 +237,7 @@ final class Environment: @unchecked Sendable {
     ) throws -> R {
         if configuration.readOnly { throw KVStoreError.readOnly(path: directory) }
         if ThreadState.writeDepth > 0 { throw KVStoreError.nestedWrite }
+        try clearStaleReadersIfDue()
         while true {
             let txn = try beginLocked { mdb_txn_begin(handle, nil, 0, &$0) }
             writeHitMapFull = false
@@ -213,6 +258,9 @@ final class Environment: @unchecked Sendable {
                 let mapFull = writeHitMapFull || (error as? LMDBError) == .mapFull
                 writeHitMapFull = false
                 guard mapFull else { throw error }
+                // A reader that died holding a transaction keeps every page freed since from being
+                // reused: clear such slots and try again before growing the map.
+                if try clearStaleReaders() > 0 { continue }
                 try growMap()
             }
         }
@@ -271,6 +319,22 @@ final class Environment: @unchecked Sendable {
         return stat
     }
 
+    /// Clears stale reader slots if ``Configuration/staleReaderCheckInterval`` has passed since the
+    /// last time. A reader that died holding a transaction pins the snapshot it read: until its slot is
+    /// cleared, no page freed after that snapshot can be reused, so the file grows with every commit.
+    /// Writers are the ones who suffer from that, so they check, at most once per interval.
+    private func clearStaleReadersIfDue() throws {
+        guard let interval = configuration.staleReaderCheckInterval, !configuration.immutableFile else { return }
+        let (seconds, attoseconds) = interval.components
+        let nanoseconds = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+        let now = monotonicNanoseconds()
+        let last = lastStaleReaderCheck.load(ordering: .relaxed)
+        guard now &- last >= nanoseconds,
+              lastStaleReaderCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+        else { return }
+        _ = try clearStaleReaders()
+    }
+
     /// Clears reader slots of processes that died. Returns how many were cleared.
     func clearStaleReaders() throws -> Int {
         var dead: Int32 = 0
@@ -297,28 +361,33 @@ final class Environment: @unchecked Sendable {
         if ThreadState.isInTransaction {
             throw KVStoreError.databaseOpenedInsideTransaction(name)
         }
-        let open: (OpaquePointer) throws -> MDB_dbi? = { txn in
-            var dbi = MDB_dbi()
-            let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
-            if rc == MDB_NOTFOUND { return nil }
-            try LMDBError.check(rc)
-            return dbi
-        }
-        if create && !configuration.readOnly {
-            // Lock order: LMDB's writer lock, then dbiOpenLock (as ``database(named:create:inWrite:)``).
-            let dbi = try withWriteTransaction { txn in
-                try dbiOpenLock.withLock { _ -> MDB_dbi? in try dbiCache.withLock({ $0[name] }) ?? open(txn) }
+        func open(creating: Bool) -> (OpaquePointer) throws -> MDB_dbi? {
+            { txn in
+                var dbi = MDB_dbi()
+                let rc = mdb_dbi_open(txn, name, creating ? UInt32(MDB_CREATE) : 0, &dbi)
+                if rc == MDB_NOTFOUND { return nil }
+                try LMDBError.check(rc)
+                return dbi
             }
-            if let dbi { cacheDatabases([name: dbi]) }
-            return dbi
         }
-        return try dbiOpenLock.withLock { _ -> MDB_dbi? in
+        // An existing database is opened in a read transaction (a handle opened there becomes shared
+        // only if that transaction commits), so that opening a store never waits for the write lock:
+        // a writer stopped in the middle of a transaction blocks no process that opens the store to
+        // read, even read-write. Only a missing database takes a write transaction.
+        let existing = try dbiOpenLock.withLock { _ -> MDB_dbi? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-            // A handle opened in a read transaction becomes shared only if that transaction commits.
-            let dbi = try withFreshReadTransaction(open)
+            let dbi = try withFreshReadTransaction(open(creating: false))
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
             return dbi
         }
+        guard existing == nil, create, !configuration.readOnly else { return existing }
+        // Lock order: LMDB's writer lock, then dbiOpenLock (as ``database(named:create:inWrite:)``);
+        // dbiOpenLock is not held while waiting for the writer lock.
+        let created = try withWriteTransaction { txn in
+            try dbiOpenLock.withLock { _ -> MDB_dbi? in try dbiCache.withLock({ $0[name] }) ?? open(creating: true)(txn) }
+        }
+        if let created { cacheDatabases([name: created]) }
+        return created
     }
 
     /// Opens (or with `create`, creates) the named database inside the write transaction `txn`, for
@@ -383,6 +452,13 @@ final class Environment: @unchecked Sendable {
             throw error
         }
     }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
 }
 
 /// A reset read transaction waiting in the pool. LMDB allows handing it to another thread because the

@@ -39,6 +39,15 @@ public final class Store: @unchecked Sendable {
         /// `true`; tools that want to *show* stale slots (`kvtool readers`) turn it off. It applies
         /// only to the first open of a path in a process.
         public var clearStaleReadersOnOpen = true
+        /// How often, at most, a write transaction first clears the reader slots of processes that died
+        /// (`mdb_reader_check`); `nil` clears them only on open and when the map fills up. Default 1
+        /// second.
+        ///
+        /// A reader that died holding a transaction pins the snapshot it was reading: until its slot is
+        /// cleared, LMDB cannot reuse any page freed after that snapshot, and the file grows with every
+        /// commit. A long-running writer would otherwise wait for some other process to open the store.
+        /// The check reads the reader table and probes each reader's process, a few microseconds.
+        public var staleReaderCheckInterval: Duration? = .seconds(1)
         /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
@@ -66,7 +75,8 @@ public final class Store: @unchecked Sendable {
             maxReaders: options.maxReaders, maxDatabases: options.maxDatabases,
             durability: options.durability, readOnly: options.readOnly || options.immutableFile,
             fileMode: options.fileMode, immutableFile: options.immutableFile,
-            clearStaleReadersOnOpen: options.clearStaleReadersOnOpen
+            clearStaleReadersOnOpen: options.clearStaleReadersOnOpen,
+            staleReaderCheckInterval: options.staleReaderCheckInterval
         )
         environment = try Environment.open(directory: directory, configuration: configuration)
         self.directory = environment.directory
