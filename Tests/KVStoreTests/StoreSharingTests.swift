@@ -108,4 +108,23 @@ import Glibc
         #expect(MetaPages.isExact(snapshot: 7, repeated: false, own: 7, other: 6))
         #expect(MetaPages.isExact(snapshot: 0, repeated: false, own: 0, other: 0))
     }
+
+    @Test func aProcessWhoseMapFillsTakesTheLargerRecordedSizeInsteadOfDoublingIt() throws {
+        let group = "group.com.example.lagging"
+        var options = SharedContainer.Options()
+        options.mapSize = 1 << 20
+        let container = try dir.container(group, options: options)
+        let blobs = try container.store.collection("blobs", key: Int.self, value: [UInt8].self)
+        try blobs.put([1], forKey: 0)
+        // Another process opens with the default 16 MiB map and commits: the environment records 16 MiB.
+        #expect(try helper(["write-defaults", dir.path, group, "k", "v"]).status == 0)
+        #expect(try container.store.environmentInfo().mapSize == 1 << 20)
+        // This process's 1 MiB map fills up: it takes the recorded 16 MiB, which has room (it used to
+        // double that to 32 MiB).
+        try container.store.write { tx in
+            for i in 1...24 { try blobs.put([UInt8](repeating: 2, count: 64 << 10), forKey: i, in: tx) }
+        }
+        #expect(try container.store.environmentInfo().mapSize == 16 << 20)
+        #expect(try blobs.count() == 25)
+    }
 }

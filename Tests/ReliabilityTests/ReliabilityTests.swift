@@ -47,6 +47,16 @@ func recordedMapSize(_ storeDirectory: String) throws -> Int? {
     return nil
 }
 
+/// The pages in use (`mdb_stat -e`'s "Number of pages used").
+func usedPages(_ storeDirectory: String) throws -> Int? {
+    let result = try run("/usr/bin/mdb_stat", ["-e", storeDirectory])
+    guard result.status == 0 else { return nil }
+    for line in result.stdout.split(separator: "\n") where line.contains("Number of pages used:") {
+        return Int(line.split(separator: ":").last!.trimmingCharacters(in: .whitespaces))
+    }
+    return nil
+}
+
 /// The names of the publishers' temporary files (`.<target>.tmp-<pid>-<hex>`) below `directory`.
 func temporaryFiles(under directory: String) -> [String] {
     ((try? FileManager.default.subpathsOfDirectory(atPath: directory)) ?? []).filter { $0.contains(".tmp-") }.sorted()

@@ -298,7 +298,8 @@ final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Doubles the map, after adopting any larger size another process recorded, so it never shrinks.
+    /// Makes room: takes the larger size another process recorded if there is one, and otherwise
+    /// doubles the map (by 1 GiB past 1 GiB). It never shrinks.
     private func growMap() throws {
         guard ThreadState.readDepth == 0 else {
             // This thread holds a read transaction, so the map cannot be remapped under it.
@@ -310,6 +311,9 @@ final class Environment: @unchecked Sendable {
             // size alone would shrink the map back and retry forever: grow from the larger of the two.
             let mine = mapSize
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
+            // Another process recorded a larger map, which this one had not needed until now: take it
+            // and try again, rather than doubling it.
+            if mapSize > mine { return }
             let current = max(mine, mapSize)
             let grown = current >= 1 << 30 ? current + (1 << 30) : current * 2
             guard grown <= configuration.maxMapSize else {
