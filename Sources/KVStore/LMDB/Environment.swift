@@ -91,10 +91,16 @@ final class Environment: @unchecked Sendable {
         return true
     }()
 
+    /// Never waits: a lock another thread holds at exit is skipped (its slots are left for
+    /// `mdb_reader_check`, as before), so exiting cannot deadlock.
     private static func releasePooledReaders() {
-        let environments = registry.withLock { $0.values.compactMap(\.environment) }
+        let environments = registry.withLockIfAvailable { $0.values.compactMap(\.environment) } ?? []
         for environment in environments {
-            for txn in environment.readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+            let pooled: [PooledTransaction] = environment.readPool.withLockIfAvailable { pool in
+                defer { pool = [] }
+                return pool
+            } ?? []
+            for txn in pooled { mdb_txn_abort(txn.pointer) }
         }
     }
 

@@ -42,4 +42,12 @@ package final class Locked<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+
+    /// Runs `body` with the lock held if it can be taken at once (`pthread_mutex_trylock`); returns
+    /// `nil` without waiting otherwise. For code that must never block, such as an exit handler.
+    package func withLockIfAvailable<R>(_ body: (inout Value) -> R) -> R? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&value)
+    }
 }
