@@ -48,6 +48,17 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case notAPropertyList(key: String, type: String)
     /// A file in ``SharedFiles`` does not exist.
     case fileNotFound(path: String)
+    /// A file or directory of the container (or of a store, a snapshot, a feed) is not what it must
+    /// be: a symbolic link or hard link someone planted, a FIFO or device, a wrong owner, group or mode
+    /// that this process may not repair. Nothing was opened through it, and it was left untouched.
+    /// See the DocC article "Sharing a store between processes" for the rules.
+    case unsafeFile(path: String, reason: String)
+    /// The environment records a map size larger than ``Store/Options/maxMapSize``: some process grew
+    /// (or another program set) it past what this process accepts to map. Nothing was mapped.
+    case mapSizeOverLimit(path: String, recorded: Int, limit: Int)
+    /// `data.mdb` is shorter than its meta page says the store is (truncated by another process, a
+    /// full disk or a bad copy): opening it would fault on the missing pages.
+    case truncatedStore(path: String, size: Int, expected: Int)
     /// A system call failed. `errno` is the C error number.
     case io(operation: String, path: String, errno: Int32)
 
@@ -89,6 +100,12 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "value for key '\(key)' has type \(type), which is not a property-list type; use set(codable:forKey:)"
         case .fileNotFound(let path):
             "no such file: \(path)"
+        case .unsafeFile(let path, let reason):
+            "refusing \(path): \(reason)"
+        case .mapSizeOverLimit(let path, let recorded, let limit):
+            "the store at \(path) records a map of \(recorded) bytes, over this process's limit of \(limit) bytes (maxMapSize)"
+        case .truncatedStore(let path, let size, let expected):
+            "the store file \(path) is \(size) bytes, shorter than the \(expected) bytes its meta page records: it was truncated"
         case .io(let operation, let path, let code):
             "\(operation) \(path): \(String(cString: strerror(code)))"
         }

@@ -177,17 +177,17 @@ extension SafePath {
     static func isType(_ st: stat, _ type: mode_t) -> Bool { st.st_mode & S_IFMT == type }
 
     /// Opens the shared directory itself, refusing a symbolic link. The caller closes the result.
-    static func openRoot(_ directory: String) throws(KVStoreError) -> Int32 {
+    static func openRoot(_ directory: String, what: String = "shared directory") throws(KVStoreError) -> Int32 {
         let fd = retry { open(directory, directoryFlags) }
         if fd >= 0 { return fd }
         let code = errno
         if code == ELOOP || code == ENOTDIR {
             var st = stat()
             if Glibc.lstat(directory, &st) == 0, isType(st, S_IFLNK) {
-                throw .invalidPath(directory, reason: "the shared directory is a symbolic link")
+                throw .invalidPath(directory, reason: "the \(what) is a symbolic link")
             }
         }
-        throw .io(operation: "open shared directory", path: directory, errno: code)
+        throw .io(operation: "open \(what)", path: directory, errno: code)
     }
 
     /// Opens `components` one at a time below `start` with `O_NOFOLLOW`, and returns the fd of the

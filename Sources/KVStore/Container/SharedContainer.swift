@@ -69,15 +69,7 @@ public final class SharedContainer: Sendable {
         path = rootPath + "/" + identifier.rawValue
         let sharing = options.sharing
 
-        if options.readOnly {
-            for sub in ["", "/Store", "/Files"] { try Self.requireDirectory(path + sub) }
-        } else {
-            try Self.makeDirectories(rootPath, mode: 0o700)
-            try Self.makeDirectory(path, mode: sharing.directoryMode)
-            for sub in ["Store", "Files", "Snapshots", "Notify"] {
-                try Self.makeDirectory(path + "/" + sub, mode: sharing.directoryMode)
-            }
-        }
+        let containerFD = try Self.openLayout(rootPath: rootPath, path: path, name: identifier.rawValue, options: options)
         var storeOptions = Store.Options()
         storeOptions.readOnly = options.readOnly
         storeOptions.durability = options.durability
@@ -86,7 +78,15 @@ public final class SharedContainer: Sendable {
         storeOptions.clearStaleReadersOnOpen = options.clearStaleReadersOnOpen
         storeOptions.staleReaderCheckInterval = options.staleReaderCheckInterval
         storeOptions.fileMode = sharing.fileMode
-        store = try Store(directory: path + "/Store", options: storeOptions)
+        // Through the checked container descriptor: `Store` is looked up under it, never by a path a
+        // co-tenant could redirect meanwhile (the store reports its real path).
+        do {
+            store = try Store(directory: "/proc/self/fd/\(containerFD)/Store", options: storeOptions)
+        } catch {
+            close(containerFD)
+            throw error
+        }
+        close(containerFD)
         files = try SharedFiles(directory: path + "/Files", sharing: sharing)
         // Open the container's own suite now, so that `defaults()` also works inside a transaction.
         _ = try defaults()
@@ -119,27 +119,70 @@ public final class SharedContainer: Sendable {
 
     // MARK: - Layout
 
-    private static func requireDirectory(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw KVStoreError.io(operation: "open container directory", path: path, errno: errno)
+    /// Opens the container's directory and checks (creating them unless read-only) its four
+    /// directories; returns the container's descriptor, which the caller closes.
+    ///
+    /// The container and its four directories are opened with O_NOFOLLOW under a descriptor of the one
+    /// above, created with mkdirat and given their mode with fchmod, and checked with the sharing
+    /// mode's ``FilePolicy``: a link or a foreign directory planted by a co-tenant is refused.
+    private static func openLayout(rootPath: String, path: String, name: String, options: Options) throws -> Int32 {
+        if !options.readOnly { try makeDirectories(rootPath, mode: 0o700) }
+        let rootFD = try SafePath.openRoot(rootPath, what: "container root")
+        defer { close(rootFD) }
+        let containerFD = try openContainer(rootFD, name: name, path: path, options: options)
+        do {
+            let policy = FilePolicy(sharing: options.sharing, directory: try FilePolicy.status(containerFD, path: path))
+            for sub in ["Store", "Files", "Snapshots", "Notify"] {
+                let required = sub == "Store" || sub == "Files"
+                guard !options.readOnly || required || SafePath.lstat(at: containerFD, sub) != nil else { continue }
+                let subPath = path + "/" + sub
+                if let st = SafePath.lstat(at: containerFD, sub), st.st_mode & S_IFMT != S_IFDIR {
+                    throw KVStoreError.invalidPath(subPath, reason: "is not a directory (\(FilePolicy.kind(st)))")
+                }
+                close(try SafePath.openDirectoryChecked(containerFD, sub, create: !options.readOnly, policy: policy, path: subPath))
+            }
+        } catch {
+            close(containerFD)
+            throw error
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw KVStoreError.invalidPath(path, reason: "is not a directory (a symbolic link or a file)")
-        }
+        return containerFD
     }
 
-    /// Creates `path` (one level) with exactly `mode`, or checks that it is a real directory.
-    private static func makeDirectory(_ path: String, mode: mode_t) throws {
-        if mkdir(path, mode) == 0 {
-            guard chmod(path, mode) == 0 else {
-                throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno)
+    /// Opens (creating unless read-only) `<root>/<group>` without following a link, and checks it:
+    /// a directory of this user in private mode (its mode repaired if wider), of any member in
+    /// group-shared mode, whose group every other file of the container must then have.
+    private static func openContainer(_ rootFD: Int32, name: String, path: String, options: Options) throws -> Int32 {
+        if !options.readOnly {
+            if SafePath.retry({ mkdirat(rootFD, name, 0o700) }) == 0 {
+                let fd = SafePath.retry { openat(rootFD, name, SafePath.directoryFlags) }
+                guard fd >= 0 else { throw KVStoreError.io(operation: "open container directory", path: path, errno: errno) }
+                guard SafePath.retry({ fchmod(fd, options.sharing.directoryMode) }) == 0 else {
+                    let code = errno
+                    close(fd)
+                    throw KVStoreError.io(operation: "set permissions of", path: path, errno: code)
+                }
+                SafePath.syncDirectory(rootFD)
+                return fd
+            } else if errno != EEXIST {
+                throw KVStoreError.io(operation: "create directory", path: path, errno: errno)
             }
-            return
         }
-        let code = errno
-        guard code == EEXIST else { throw KVStoreError.io(operation: "create directory", path: path, errno: code) }
-        try requireDirectory(path)
+        let fd = SafePath.retry { openat(rootFD, name, SafePath.directoryFlags) }
+        if fd < 0 {
+            let code = errno
+            if let st = SafePath.lstat(at: rootFD, name), st.st_mode & S_IFMT != S_IFDIR {
+                throw KVStoreError.invalidPath(path, reason: "is not a directory (\(FilePolicy.kind(st)))")
+            }
+            throw KVStoreError.io(operation: "open container directory", path: path, errno: code)
+        }
+        do {
+            let st = try FilePolicy.status(fd, path: path)
+            try FilePolicy(sharing: options.sharing, directory: st).checkDirectory(fd, st, path: path)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
     }
 
     /// `mkdir -p`, creating missing levels with `mode`.

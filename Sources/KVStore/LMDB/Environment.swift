@@ -63,8 +63,12 @@ final class Environment: @unchecked Sendable {
     /// When (`CLOCK_MONOTONIC`, nanoseconds) this process last cleared stale reader slots.
     private let lastStaleReaderCheck = Atomic<UInt64>(0)
 
-    private init(handle: OpaquePointer, directory: String, configuration: Configuration) {
+    /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a snapshot file.
+    private let lockFD: Int32
+
+    private init(handle: OpaquePointer, directory: String, configuration: Configuration, lockFD: Int32) {
         self.handle = handle
+        self.lockFD = lockFD
         self.directory = directory
         self.configuration = configuration
         mapLock = .allocate(capacity: 1)
@@ -74,6 +78,7 @@ final class Environment: @unchecked Sendable {
     deinit {
         for txn in readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
         mdb_env_close(handle)
+        if lockFD >= 0 { close(lockFD) }
         pthread_rwlock_destroy(mapLock)
         mapLock.deallocate()
     }
@@ -105,30 +110,65 @@ final class Environment: @unchecked Sendable {
     }
 
     /// Opens the environment in `directory`, or returns the one this process already has open there.
-    static func open(directory: String, configuration: Configuration) throws -> Environment {
-        guard let real = realpath(directory, nil) else {
-            throw KVStoreError.io(operation: "open store directory", path: directory, errno: errno)
-        }
-        let key = String(cString: real)
-        free(real)
-        return try registry.withLock { registry in
-            if let existing = registry[key]?.environment {
-                if existing.configuration.readOnly && !configuration.readOnly {
-                    throw KVStoreError.readOnly(path: key)
-                }
-                return existing
+    ///
+    /// `directory` itself must not be a symbolic link (its parents may be), and its `data.mdb` and
+    /// `lock.mdb` are opened as ``EnvironmentFiles`` describes: never through a link, checked with
+    /// ``FilePolicy``. For an immutable file, `descriptor` may give the file already open (and checked
+    /// by the caller, a snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
+    static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> Environment {
+        var files: EnvironmentFiles
+        var directoryFD: Int32?
+        if configuration.immutableFile {
+            let fd = descriptor.map { dup($0) } ?? SafePath.retry {
+                Glibc.open(directory, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             }
-            let env = try openNew(directory: key, configuration: configuration)
-            registry[key] = WeakEnvironment(environment: env)
-            _ = Self.exitHandlerInstalled
-            return env
+            guard fd >= 0 else {
+                let code = errno
+                if code == ELOOP { throw KVStoreError.unsafeFile(path: directory, reason: "it is a symbolic link, which is never followed") }
+                throw KVStoreError.io(operation: "open snapshot file", path: directory, errno: code)
+            }
+            do { files = try EnvironmentFiles.immutableFile(fd, path: directory) } catch { close(fd); throw error }
+        } else {
+            let fd = try SafePath.openRoot(directory, what: "store directory")
+            directoryFD = fd
+            // Errors name the directory's real path, not a `/proc/self/fd/N/Store` a container passed.
+            let real = EnvironmentFiles.realPath(of: fd) ?? directory
+            do { files = try EnvironmentFiles.openDirectory(fd, path: real, configuration: configuration) } catch { close(fd); throw error }
+        }
+        defer {
+            files.closeData()
+            if let directoryFD { close(directoryFD) }
+        }
+        let key = EnvironmentFiles.key(files.identity)
+        let display = directoryFD.flatMap(EnvironmentFiles.realPath(of:))
+            ?? realpath(directory, nil).map { real in defer { free(real) }; return String(cString: real) } ?? directory
+        do {
+            return try registry.withLock { registry in
+                if let existing = registry[key]?.environment {
+                    if existing.configuration.readOnly && !configuration.readOnly {
+                        throw KVStoreError.readOnly(path: existing.directory)
+                    }
+                    files.closeAll()
+                    return existing
+                }
+                let env = try openNew(files, directoryFD: directoryFD, directory: display, configuration: configuration)
+                registry[key] = WeakEnvironment(environment: env)
+                _ = Self.exitHandlerInstalled
+                return env
+            }
+        } catch {
+            files.closeAll()
+            throw error
         }
     }
 
-    private static func openNew(directory: String, configuration: Configuration) throws -> Environment {
+    private static func openNew(
+        _ files: EnvironmentFiles, directoryFD: Int32?, directory: String, configuration: Configuration
+    ) throws -> Environment {
         var envPointer: OpaquePointer?
         try LMDBError.check(mdb_env_create(&envPointer))
         guard let handle = envPointer else { throw LMDBError.invalid }
+        var metaPages: MetaPages?
         do {
             try LMDBError.check(mdb_env_set_maxreaders(handle, configuration.maxReaders))
             try LMDBError.check(mdb_env_set_maxdbs(handle, configuration.maxDatabases))
@@ -136,24 +176,20 @@ final class Environment: @unchecked Sendable {
             var flags = UInt32(MDB_NOTLS) | configuration.durability.environmentFlags
             if configuration.readOnly { flags |= UInt32(MDB_RDONLY) }
             if configuration.immutableFile { flags |= UInt32(MDB_RDONLY | MDB_NOSUBDIR | MDB_NOLOCK) }
-            try LMDBError.check(mdb_env_open(handle, directory, flags, configuration.fileMode))
+            try files.openLMDB(handle, flags: flags, mode: configuration.fileMode, directoryFD: directoryFD)
+            var stat = MDB_stat()
+            try LMDBError.check(mdb_env_stat(handle, &stat))
+            metaPages = MetaPages(descriptor: files.dataFD, pageSize: Int(stat.ms_psize))
+            try checkSize(files, metaPages: metaPages, configuration: configuration)
             if !configuration.immutableFile {
-                try adoptRecordedMapSize(handle)
+                try adoptRecordedMapSize(handle, metaPages: metaPages, directory: directory, limit: configuration.maxMapSize)
             }
         } catch {
             mdb_env_close(handle)
             throw error
         }
-        let env = Environment(handle: handle, directory: directory, configuration: configuration)
-        if !configuration.immutableFile {
-            env.metaPages = MetaPages(dataFile: directory + "/data.mdb", pageSize: Int(try env.stat().ms_psize))
-        }
-        if !configuration.readOnly {
-            // umask may have narrowed the mode LMDB created the files with; put it back.
-            for file in ["data.mdb", "lock.mdb"] {
-                _ = chmod(directory + "/" + file, configuration.fileMode)
-            }
-        }
+        let env = Environment(handle: handle, directory: directory, configuration: configuration, lockFD: files.lockFD)
+        if !configuration.immutableFile { env.metaPages = metaPages }
         if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
             env.staleReadersClearedAtOpen = try env.clearStaleReaders()
             env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
@@ -161,18 +197,40 @@ final class Environment: @unchecked Sendable {
         return env
     }
 
+    /// Refuses a data file shorter than its newest meta page says: LMDB would map the missing pages
+    /// and fault (SIGBUS) on the first read of one.
+    private static func checkSize(_ files: EnvironmentFiles, metaPages: MetaPages?, configuration: Configuration) throws {
+        guard let metaPages else { return }
+        let size = Int(try FilePolicy.status(files.dataFD, path: files.dataPath).st_size)
+        let expected = metaPages.recordedDataSize
+        if size < expected {
+            throw KVStoreError.truncatedStore(path: files.dataPath, size: size, expected: expected)
+        }
+    }
+
     /// Right after opening: takes the map size recorded in the environment when it is larger than the
     /// configured one. LMDB opens with the configured size (or just the pages in use, if more), so a
     /// process configured for less than another process grew the map to would otherwise fill its
     /// smaller map on its first write and grow it to double the *recorded* size: every new process
     /// that writes a little would double the map, until it reached `maxMapSize`.
-    private static func adoptRecordedMapSize(_ handle: OpaquePointer) throws {
+    ///
+    /// The recorded size is adopted only up to `limit` (``Configuration/maxMapSize``): any process that
+    /// can write the store can record any size, and mapping it is this process's cost.
+    private static func adoptRecordedMapSize(_ handle: OpaquePointer, metaPages: MetaPages?, directory: String, limit: Int) throws {
         var info = MDB_envinfo()
         try LMDBError.check(mdb_env_info(handle, &info))
         let configured = info.me_mapsize
+        if let recorded = metaPages?.recordedMapSize, recorded > max(limit, configured) {
+            throw KVStoreError.mapSizeOverLimit(path: directory, recorded: recorded, limit: limit)
+        }
         // Size 0 adopts the size in the meta page (never less than the pages in use).
         try LMDBError.check(mdb_env_set_mapsize(handle, 0))
         try LMDBError.check(mdb_env_info(handle, &info))
+        if info.me_mapsize > max(limit, configured) {
+            // No meta pages to read it from beforehand: undo, then refuse.
+            _ = mdb_env_set_mapsize(handle, configured)
+            throw KVStoreError.mapSizeOverLimit(path: directory, recorded: info.me_mapsize, limit: limit)
+        }
         if info.me_mapsize < configured {
             try LMDBError.check(mdb_env_set_mapsize(handle, configured))
         }
@@ -201,6 +259,7 @@ final class Environment: @unchecked Sendable {
     /// still held: the caller ends the transaction, then unlocks. When another process grew the map
     /// (`MDB_MAP_RESIZED`), adopts the new size and begins again.
     private func beginLocked(_ begin: (inout OpaquePointer?) -> Int32) throws -> OpaquePointer {
+        var retriedFullReaderTable = false
         while true {
             pthread_rwlock_rdlock(mapLock)
             var txn: OpaquePointer?
@@ -209,6 +268,17 @@ final class Environment: @unchecked Sendable {
                 pthread_rwlock_unlock(mapLock)
                 try adoptMapSize()
                 continue
+            }
+            if rc == MDB_READERS_FULL && !retriedFullReaderTable {
+                // Every slot is taken: give back this process's idle pooled slots, clear the slots of
+                // processes that died, and try once more. Otherwise the typed error stands, and a
+                // later call tries again the same way: the process recovers once slots are free.
+                pthread_rwlock_unlock(mapLock)
+                retriedFullReaderTable = true
+                let released = readPool.withLock { pool in defer { pool = [] }; return pool }
+                for pooled in released { mdb_txn_abort(pooled.pointer) }
+                if try clearStaleReaders() > 0 || !released.isEmpty { continue }
+                throw LMDBError.readersFull
             }
             guard rc == MDB_SUCCESS, let txn else {
                 pthread_rwlock_unlock(mapLock)

@@ -31,14 +31,14 @@ final class MetaPages: @unchecked Sendable {
     static let magicOffset = 16
     static let transactionIDOffset = 16 + 128
 
-    /// Maps the meta pages of `dataFile`; `nil` if the file cannot be mapped or does not have the
+    /// Maps the meta pages of the data file open at `descriptor` (borrowed: it may be closed once this
+    /// returns); `nil` if the file is shorter than two pages, cannot be mapped or does not have the
     /// expected layout.
-    init?(dataFile: String, pageSize: Int) {
+    init?(descriptor fd: Int32, pageSize: Int) {
         guard pageSize >= 512 else { return nil }
-        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        // Closing data.mdb does not touch LMDB's locks, which are on lock.mdb.
-        defer { close(fd) }
+        // Mapping past the end of the file would fault on first touch (SIGBUS), not fail here.
+        var st = stat()
+        guard fstat(fd, &st) == 0, Int(st.st_size) >= 2 * pageSize else { return nil }
         guard let map = mmap(nil, 2 * pageSize, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
         base = map
         self.pageSize = pageSize
@@ -62,6 +62,28 @@ final class MetaPages: @unchecked Sendable {
         // A plain load from shared memory another process writes: read it afresh every time.
         UnsafeRawPointer(base + page * pageSize + Self.transactionIDOffset)
             .assumingMemoryBound(to: UInt64.self).pointee
+    }
+
+    /// `mm_mapsize` and `mm_last_pg` of `MDB_meta`, after the 16-byte page header.
+    static let mapSizeOffset = 16 + 16
+    static let lastPageOffset = 16 + 120
+
+    /// The page of the newest committed transaction (the one a new transaction starts from).
+    private var currentPage: Int { transactionID(inPage: 1) > transactionID(inPage: 0) ? 1 : 0 }
+
+    /// The map size the newest meta page records: what `mdb_env_set_mapsize(env, 0)` would adopt.
+    var recordedMapSize: Int {
+        let size = base.load(fromByteOffset: currentPage * pageSize + Self.mapSizeOffset, as: UInt64.self)
+        return size > UInt64(Int.max) ? Int.max : Int(size)
+    }
+
+    /// How many bytes the newest meta page says the data file holds: `(mm_last_pg + 1) * page size`,
+    /// saturating rather than overflowing for a hostile value.
+    var recordedDataSize: Int {
+        let last = base.load(fromByteOffset: currentPage * pageSize + Self.lastPageOffset, as: UInt64.self)
+        let (pages, o1) = last.addingReportingOverflow(1)
+        let (bytes, o2) = pages.multipliedReportingOverflow(by: UInt64(pageSize))
+        return o1 || o2 || bytes > UInt64(Int.max) ? Int.max : Int(bytes)
     }
 
     /// Whether a read transaction that LMDB reports as `id` certainly holds the roots of `id`.

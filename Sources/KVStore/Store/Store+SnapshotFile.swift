@@ -25,18 +25,25 @@ extension Store {
     /// - Throws: ``KVStoreError/io(operation:path:errno:)`` if the file does not exist or cannot be
     ///   resolved; ``LMDBError`` if LMDB refuses it (``LMDBError/invalid`` for a file that is not an
     ///   LMDB file, ``LMDBError/accessDenied`` when it is unreadable).
+    ///
+    /// The file is opened once, with `O_NOFOLLOW` (a symbolic link at `path` is refused with
+    /// ``KVStoreError/unsafeFile(path:reason:)``), and LMDB maps exactly that file.
     public convenience init(snapshotFile path: String) throws {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw KVStoreError.io(operation: "open snapshot file", path: path, errno: errno)
-        }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw KVStoreError.invalidPath(path, reason: "a snapshot is a regular file")
-        }
+        try self.init(immutableFile: path, descriptor: nil)
+    }
+
+    /// Opens the immutable single-file copy already open at `descriptor` (borrowed; the store keeps its
+    /// own), so that what a caller checked on that descriptor (a checksum) is what LMDB maps: there is
+    /// no window in which another file can take the path's place. `path` names it in errors.
+    package convenience init(snapshotDescriptor descriptor: Int32, path: String) throws {
+        try self.init(immutableFile: path, descriptor: descriptor)
+    }
+
+    private convenience init(immutableFile path: String, descriptor: Int32?) throws {
         var options = Options()
         options.readOnly = true
         options.immutableFile = true
-        try self.init(directory: path, options: options)
+        try self.init(directory: path, descriptor: descriptor, options: options)
     }
 
     /// Whether this store is an immutable snapshot file opened with ``init(snapshotFile:)``.

@@ -68,7 +68,11 @@ public final class Store: @unchecked Sendable {
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
     ///
     /// - Throws: ``LMDBError`` if LMDB cannot open the environment, ``KVStoreError`` for a bad path.
-    public init(directory: String, options: Options = Options()) throws {
+    public convenience init(directory: String, options: Options = Options()) throws {
+        try self.init(directory: directory, descriptor: nil, options: options)
+    }
+
+    init(directory: String, descriptor: Int32?, options: Options) throws {
         self.options = options
         let configuration = Environment.Configuration(
             mapSize: options.mapSize, maxMapSize: options.maxMapSize,
@@ -78,7 +82,7 @@ public final class Store: @unchecked Sendable {
             clearStaleReadersOnOpen: options.clearStaleReadersOnOpen,
             staleReaderCheckInterval: options.staleReaderCheckInterval
         )
-        environment = try Environment.open(directory: directory, configuration: configuration)
+        environment = try Environment.open(directory: directory, descriptor: descriptor, configuration: configuration)
         self.directory = environment.directory
         catalogDatabase = try environment.database(named: Catalog.databaseName, create: !options.readOnly)
         requirementsDatabase = try environment.database(named: Self.requirementsDatabaseName, create: !options.readOnly)

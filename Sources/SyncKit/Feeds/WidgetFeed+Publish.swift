@@ -39,7 +39,7 @@ extension WidgetFeed {
         guard encoded.count <= maxPayloadSize else {
             throw WidgetFeedError.payloadTooLarge(name: name, size: encoded.count, limit: maxPayloadSize)
         }
-        try SystemCalls.makeDirectory(snapshotsDirectory, mode: sharing.directoryMode)
+        try sharing.makeDirectory(snapshotsDirectory)
         let files = try SharedFiles(directory: snapshotsDirectory, sharing: sharing)
         let lockName = "." + name + ".lock"
         let lock = try files.withDirectory(Self.feedsDirectoryName, create: true) { fd in

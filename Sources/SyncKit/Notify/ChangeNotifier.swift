@@ -47,9 +47,16 @@ public struct ChangeNotifier: Sendable {
     ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
     public func post(_ name: String = Self.changes) throws {
         let path = try self.path(for: name)
-        // The process that creates the file gives it its mode whatever the umask; later posts (from
-        // any process of the group) only write to it.
-        var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, fileMode)
+        // Under a no-follow descriptor of the directory: neither `Notify/` nor the file may be a link
+        // a co-tenant planted. The process that creates the file gives it its mode whatever the
+        // umask; later posts (from any process of the group) only write to it.
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard directoryFD >= 0 else {
+            let code = errno
+            throw SyncError.io(operation: code == ELOOP ? "refuse the symbolic link" : "open the notification directory", path: directory, errno: code)
+        }
+        defer { close(directoryFD) }
+        var fd = openat(directoryFD, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, fileMode)
         if fd >= 0 {
             guard fchmod(fd, fileMode) == 0 else {
                 let code = errno
@@ -57,9 +64,14 @@ public struct ChangeNotifier: Sendable {
                 throw SyncError.io(operation: "set the mode of", path: path, errno: code)
             }
         } else if errno == EEXIST {
-            fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+            fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         guard fd >= 0 else { throw SyncError.io(operation: "post notification to", path: path, errno: errno) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+            close(fd)
+            throw SyncError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
+        }
         defer { close(fd) }
         var byte: UInt8 = 1
         guard pwrite(fd, &byte, 1, 0) == 1 else {
@@ -105,7 +117,7 @@ final class InotifyWatch: @unchecked Sendable {
     init(directory: String) throws {
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard inotify >= 0 else { throw SyncError.io(operation: "inotify_init1 for", path: directory, errno: errno) }
-        guard inotify_add_watch(inotify, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO)) >= 0 else {
+        guard inotify_add_watch(inotify, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) | UInt32(IN_DONT_FOLLOW) | UInt32(IN_ONLYDIR)) >= 0 else {
             let code = errno
             close(inotify)
             throw SyncError.io(operation: "watch", path: directory, errno: code)

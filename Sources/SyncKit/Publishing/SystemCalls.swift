@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// The system calls the publishers make directly (everything else goes through ``KVStore/SharedFiles``):
-/// `EINTR` retries, whole writes, and creating one directory level with an exact mode.
+/// `EINTR` retries and whole writes.
 enum SystemCalls {
     /// Runs a system call until it does not fail with `EINTR`.
     @inline(__always)
@@ -29,15 +29,5 @@ enum SystemCalls {
             if written == 0 { throw KVStoreError.io(operation: "write", path: path, errno: EIO) }
             offset += written
         }
-    }
-
-    /// Creates `path` as a directory with exactly `mode` unless it exists as one.
-    static func makeDirectory(_ path: String, mode: mode_t) throws {
-        if mkdir(path, 0o700) == 0 {
-            if chmod(path, mode) != 0 { throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno) }
-            return
-        }
-        let code = errno
-        guard code == EEXIST else { throw KVStoreError.io(operation: "create directory", path: path, errno: code) }
     }
 }

@@ -1,4 +1,7 @@
 import KVStore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Snapshots {
     /// Recomputes every listed snapshot's SHA-256 and size and compares them with the manifest, and
@@ -34,16 +37,29 @@ extension Snapshots {
 
     /// The problem with one listed snapshot, or `nil` if its size and SHA-256 match.
     func check(_ entry: SnapshotEntry) throws -> SnapshotProblem? {
+        let path = path(of: entry)
+        let fd: Int32
+        do {
+            fd = try openFile(entry, path: path)
+        } catch KVStoreError.fileNotFound {
+            return SnapshotProblem(file: entry.file, generation: entry.generation, kind: .missing)
+        } catch KVStoreError.unsafeFile {
+            return SnapshotProblem(file: entry.file, generation: entry.generation, kind: .notARegularFile)
+        } catch let error as KVStoreError {
+            return SnapshotProblem(file: entry.file, generation: entry.generation, kind: .unreadable(error.description))
+        }
+        defer { close(fd) }
+        return try check(entry, descriptor: fd, path: path)
+    }
+
+    /// The problem with the listed snapshot open at `fd`, or `nil` if its size and SHA-256 match.
+    func check(_ entry: SnapshotEntry, descriptor fd: Int32, path: String) throws -> SnapshotProblem? {
         func problem(_ kind: SnapshotProblem.Kind) -> SnapshotProblem {
             SnapshotProblem(file: entry.file, generation: entry.generation, kind: kind)
         }
         let result: (digest: [UInt8], size: Int)
         do {
-            result = try SHA256.hash(fileAt: path(of: entry))
-        } catch KVStoreError.fileNotFound {
-            return problem(.missing)
-        } catch KVStoreError.invalidPath {
-            return problem(.notARegularFile)
+            result = try SHA256.hash(descriptor: fd, path: path)
         } catch let error as KVStoreError {
             return problem(.unreadable(error.description))
         }

@@ -66,7 +66,7 @@ public struct Snapshots: Sendable {
 
     /// The snapshots in `directory`, which must exist unless `create` is set.
     public init(directory: String, sharing: SharingMode = .privateToUser, create: Bool = false) throws {
-        if create { try SystemCalls.makeDirectory(directory, mode: sharing.directoryMode) }
+        if create { try sharing.makeDirectory(directory) }
         files = try SharedFiles(directory: directory, sharing: sharing)
         self.directory = files.directory
         self.sharing = sharing
@@ -122,35 +122,67 @@ public struct Snapshots: Sendable {
     }
 
     /// Opens the snapshot of `generation` read-only (see ``KVStore/Store/init(snapshotFile:)``),
-    /// optionally checking its SHA-256 first. The main store is not touched.
+    /// checking its size and SHA-256 against the manifest first unless `verifying` is `false`. The main
+    /// store is not touched.
     ///
     /// ```swift
-    /// let store = try snapshots.open(generation: 7, verifying: true)
+    /// let store = try snapshots.open(generation: 7)
     /// ```
+    ///
+    /// The file is opened once, without following a link, and both the checksum and LMDB read that one
+    /// open file: nothing can take its place between the check and the mapping. Verifying is the
+    /// default because LMDB trusts the pages it maps: a torn copy, a disk error or a file a co-tenant
+    /// planted can make it read out of bounds and crash the process, and the checksum is the only
+    /// thing that stands between a widget and such a file. It costs one read of the file (a SHA-256 at
+    /// a few hundred MB/s); pass `false` only for a file this process has just verified itself.
     ///
     /// The returned store stays readable even if the snapshot is pruned meanwhile.
     ///
     /// - Throws: ``SnapshotError/generationNotFound(_:)``; ``SnapshotError/readBackMismatch(path:detail:)``
-    ///   when `verifying` and the file does not match the manifest; ``KVStore/LMDBError`` or
-    ///   ``KVStore/KVStoreError`` if the file cannot be opened.
-    public func open(generation: Int, verifying: Bool = false) throws -> Store {
+    ///   when `verifying` and the file does not match the manifest; ``KVStore/KVStoreError`` (for a
+    ///   symbolic link or a file that is not regular: ``KVStore/KVStoreError/unsafeFile(path:reason:)``)
+    ///   or ``KVStore/LMDBError`` if the file cannot be opened.
+    public func open(generation: Int, verifying: Bool = true) throws -> Store {
         try open(try entry(generation: generation), verifying: verifying)
     }
 
     /// Opens the newest snapshot read-only; see ``open(generation:verifying:)``.
     ///
     /// - Throws: ``SnapshotError/noSnapshots(directory:)`` if there is none.
-    public func openLatest(verifying: Bool = false) throws -> Store {
+    public func openLatest(verifying: Bool = true) throws -> Store {
         guard let entry = try latest() else { throw SnapshotError.noSnapshots(directory: directory) }
         return try open(entry, verifying: verifying)
     }
 
-    /// Opens a listed snapshot read-only.
-    public func open(_ entry: SnapshotEntry, verifying: Bool = false) throws -> Store {
-        if verifying, let problem = try check(entry) {
-            throw SnapshotError.readBackMismatch(path: path(of: entry), detail: problem.detailDescription)
+    /// Opens a listed snapshot read-only; see ``open(generation:verifying:)``.
+    public func open(_ entry: SnapshotEntry, verifying: Bool = true) throws -> Store {
+        let path = path(of: entry)
+        let fd = try openFile(entry, path: path)
+        defer { close(fd) }
+        if verifying, let problem = try check(entry, descriptor: fd, path: path) {
+            throw SnapshotError.readBackMismatch(path: path, detail: problem.detailDescription)
         }
-        return try Store(snapshotFile: path(of: entry))
+        return try Store(snapshotDescriptor: fd, path: path)
+    }
+
+    /// Opens a listed snapshot's file under a no-follow descriptor of this directory: a link planted in
+    /// its place (or in the place of `Snapshots/`) is refused, and a FIFO never blocks.
+    func openFile(_ entry: SnapshotEntry, path: String) throws -> Int32 {
+        let fd = try files.withDirectory("", create: false) { dir in
+            openat(dir, entry.file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT { throw KVStoreError.fileNotFound(path: path) }
+            if code == ELOOP { throw KVStoreError.unsafeFile(path: path, reason: "it is a symbolic link, which is never followed") }
+            throw KVStoreError.io(operation: "open snapshot", path: path, errno: code)
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw KVStoreError.unsafeFile(path: path, reason: "a snapshot is a regular file, and this is not one")
+        }
+        return fd
     }
 
     // MARK: - Locking

@@ -33,7 +33,7 @@ struct CLIError: Error, CustomStringConvertible {
                 self.init(.badInput, error.description)
             case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .databaseOpenedInsideTransaction, .transactionEnded,
                  .observerRequired,
-                 .mapLimitReached, .io:
+                 .mapLimitReached, .io, .unsafeFile, .mapSizeOverLimit, .truncatedStore:
                 self.init(.failure, error.description)
             }
         case let error as LMDBError:
