@@ -116,10 +116,11 @@ final class Environment: @unchecked Sendable {
     /// ``FilePolicy``. For an immutable file, `descriptor` may give the file already open (and checked
     /// by the caller, a snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
     static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> Environment {
-        var files: EnvironmentFiles
-        var directoryFD: Int32?
+        // The directory (or the immutable file) itself, never through a link: its device and inode
+        // are the registry's key.
+        let fd: Int32
         if configuration.immutableFile {
-            let fd = descriptor.map { dup($0) } ?? SafePath.retry {
+            fd = descriptor.map { dup($0) } ?? SafePath.retry {
                 Glibc.open(directory, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             }
             guard fd >= 0 else {
@@ -127,38 +128,49 @@ final class Environment: @unchecked Sendable {
                 if code == ELOOP { throw KVStoreError.unsafeFile(path: directory, reason: "it is a symbolic link, which is never followed") }
                 throw KVStoreError.io(operation: "open snapshot file", path: directory, errno: code)
             }
-            do { files = try EnvironmentFiles.immutableFile(fd, path: directory) } catch { close(fd); throw error }
         } else {
-            let fd = try SafePath.openRoot(directory, what: "store directory")
-            directoryFD = fd
-            // Errors name the directory's real path, not a `/proc/self/fd/N/Store` a container passed.
-            let real = EnvironmentFiles.realPath(of: fd) ?? directory
-            do { files = try EnvironmentFiles.openDirectory(fd, path: real, configuration: configuration) } catch { close(fd); throw error }
+            fd = try SafePath.openRoot(directory, what: "store directory")
         }
-        defer {
-            files.closeData()
-            if let directoryFD { close(directoryFD) }
-        }
-        let key = EnvironmentFiles.key(files.identity)
-        let display = directoryFD.flatMap(EnvironmentFiles.realPath(of:))
+        let identity: stat
+        do { identity = try FilePolicy.status(fd, path: directory) } catch { close(fd); throw error }
+        // Errors and `Store.directory` name the real path, not a `/proc/self/fd/N/Store` a container
+        // passed.
+        let display = EnvironmentFiles.realPath(of: fd)
             ?? realpath(directory, nil).map { real in defer { free(real) }; return String(cString: real) } ?? directory
-        do {
-            return try registry.withLock { registry in
-                if let existing = registry[key]?.environment {
-                    if existing.configuration.readOnly && !configuration.readOnly {
-                        throw KVStoreError.readOnly(path: existing.directory)
-                    }
-                    files.closeAll()
-                    return existing
+        let key = EnvironmentFiles.key(identity)
+        return try registry.withLock { registry in
+            if let existing = registry[key]?.environment {
+                close(fd)
+                if existing.configuration.readOnly && !configuration.readOnly {
+                    throw KVStoreError.readOnly(path: existing.directory)
                 }
-                let env = try openNew(files, directoryFD: directoryFD, directory: display, configuration: configuration)
+                // The files are not opened again: closing a second descriptor of `lock.mdb` would drop
+                // the locks LMDB holds on it in this process.
+                return existing
+            }
+            var files: EnvironmentFiles
+            do {
+                files = configuration.immutableFile
+                    ? try EnvironmentFiles.immutableFile(fd, path: display)
+                    : try EnvironmentFiles.openDirectory(fd, path: display, configuration: configuration)
+            } catch {
+                close(fd)
+                throw error
+            }
+            defer {
+                files.closeData()
+                if !configuration.immutableFile { close(fd) }
+            }
+            do {
+                let env = try openNew(files, directoryFD: configuration.immutableFile ? nil : fd,
+                                      directory: display, configuration: configuration)
                 registry[key] = WeakEnvironment(environment: env)
                 _ = Self.exitHandlerInstalled
                 return env
+            } catch {
+                files.closeAll()
+                throw error
             }
-        } catch {
-            files.closeAll()
-            throw error
         }
     }
 

@@ -52,3 +52,13 @@ extension Store {
         return pages
     }
 }
+
+extension Store {
+    /// The map size `mdb_dump` prints for this store, which is what a fresh open of the environment
+    /// adopts: the larger of the size recorded in the newest meta page and the space the data already
+    /// takes. Read from the meta pages this process mapped from the data file it checked at open (never
+    /// from the path again). `nil` for a snapshot file.
+    package var recordedMapSize: Int? {
+        environment.metaPages.map { max($0.recordedMapSize, $0.recordedDataSize) }
+    }
+}

@@ -61,7 +61,7 @@ struct Dump: ParsableCommand {
             let handles = Dictionary(try store.rawDatabases().map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
             let env = try store.environmentInfo()
             let figures = MDBHeaderFigures(
-                mapSize: DumpMDB.recordedMapSize(directory: store.directory, pageSize: env.pageSize) ?? env.mapSize,
+                mapSize: store.recordedMapSize ?? env.mapSize,
                 maxReaders: env.maxReaders, pageSize: env.pageSize)
             let complete = try store.read { tx -> Bool in
                 let catalog = try Self.catalog(in: tx, handles: handles)

@@ -61,37 +61,6 @@ enum DumpMDB {
 
     static let sectionEnd = "DATA=END\n"
 
-    /// The map size `mdb_dump` would print for the store in `directory`: what a fresh open of the
-    /// environment adopts, the larger of the map size recorded in the newest meta page and the space
-    /// the data already takes. `nil` if the file cannot be read.
-    ///
-    /// This process's own `mdb_env_info` may differ (it opened the map with its configured size), so
-    /// the file is read: the two meta pages are pages 0 and 1, each a 16-byte page header and then
-    /// `MDB_meta` (`mm_magic` u32, `mm_version` u32, `mm_address` ptr, `mm_mapsize` size_t, two
-    /// 48-byte `MDB_db`, `mm_last_pg`, `mm_txnid`) on a 64-bit little-endian build.
-    static func recordedMapSize(directory: String, pageSize: Int) -> Int? {
-        guard MemoryLayout<Int>.size == 8, pageSize >= 512, pageSize <= 1 << 16,
-              let handle = FileHandle(forReadingAtPath: directory + "/data.mdb") else { return nil }
-        defer { try? handle.close() }
-        guard let data = try? handle.read(upToCount: pageSize + 152), data.count >= pageSize + 152 else { return nil }
-        let bytes = Array(data)
-        func u64(_ offset: Int) -> UInt64 {
-            var v: UInt64 = 0
-            for i in (0..<8).reversed() { v = v << 8 | UInt64(bytes[offset + i]) }
-            return v
-        }
-        func u32(_ offset: Int) -> UInt32 { UInt32(truncatingIfNeeded: u64(offset) & 0xFFFF_FFFF) }
-        var best: (txnid: UInt64, mapSize: UInt64, lastPage: UInt64)?
-        for base in [0, pageSize] where u32(base + 16) == 0xBEEF_C0DE {
-            let meta = (txnid: u64(base + 144), mapSize: u64(base + 32), lastPage: u64(base + 136))
-            if best == nil || meta.txnid > best?.txnid ?? 0 { best = meta }
-        }
-        guard let best else { return nil }
-        let (used, overflow) = (best.lastPage &+ 1).multipliedReportingOverflow(by: UInt64(pageSize))
-        guard !overflow else { return nil }
-        return Int(exactly: max(best.mapSize, used))
-    }
-
     // MARK: - Reading
 
     private struct Section {
