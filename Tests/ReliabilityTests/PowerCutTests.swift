@@ -208,7 +208,7 @@ extension ReliabilityTests {
             var kinds: [String: Int] = [:], corruptKinds: [String: Int] = [:], lostKinds: [String: Int] = [:]
             var (intact, corrupt, crashed, failedOpen, lostStates, lostCommits, maxLost, beyondSync, phantom) = (0, 0, 0, 0, 0, 0, 0, 0, 0)
             var (subsector, subsectorBad) = (0, 0)
-            var examples: [String] = []
+            var examples: [String] = [], beyondExamples: [String] = []
             var sampleIntact: [String] = [], sampleCorrupt: [String] = []
             for state in recording.states {
                 kinds[state.kind, default: 0] += 1
@@ -230,7 +230,10 @@ extension ReliabilityTests {
                     intact += 1
                     sampleIntact.append(state.name)
                     if lost > 0 { lostStates += 1; lostCommits += lost; maxLost = max(maxLost, lost); lostKinds[state.kind, default: 0] += 1 }
-                    if last < synced { beyondSync += 1 }
+                    if last < synced {
+                        beyondSync += 1
+                        if mode == .noSync && beyondExamples.count < 2 { beyondExamples.append(what) }
+                    }
                     if last > acked + 1 { phantom += 1 }
                 } else {
                     corrupt += 1
@@ -281,6 +284,7 @@ extension ReliabilityTests {
             report("power-cut \(mode)", "kvtool check: passed \(checkPassed) of \(intactSample.count) sampled intact states, "
                    + "flagged \(checkFlagged) of \(corruptSample.count) sampled corrupt states"
                    + (unflagged.isEmpty ? "" : "; passed corrupt: \(unflagged.joined(separator: "; "))"))
+            if !beyondExamples.isEmpty { report("power-cut \(mode)", "intact but older than the last sync: \(beyondExamples.joined(separator: "; "))") }
             if !examples.isEmpty { report("power-cut \(mode)", "first \(mode == .noSync ? "corrupt states" : "violations"): \(examples.joined(separator: "; "))") }
         }
 
