@@ -60,8 +60,33 @@ import TestSupport
         }
     }
 
-    /// A second handle in the same process shares the one environment (LMDB allows one per process),
-    /// so it has the first handle's flags when it asks for the same mode.
+    /// A second handle in the same process shares the one environment (LMDB allows one per process).
+    /// Every pair (first handle's mode, second's): the environment commits in the stronger of the two,
+    /// so a `durable` handle opened after a `noSync` one really is durable (before the fix it silently
+    /// kept `MDB_NOSYNC` while its options said `durable`), and a weaker second handle weakens nothing.
+    @Test(arguments: Durability.allCases)
+    func bothHandlesCommitInTheStrongerOfTheirModes(first: Durability) throws {
+        for second in Durability.allCases {
+            let group = "group.com.example.pair.\(first).\(second)"
+            let one = try container(group, first)
+            let two = try container(group, second)
+            let stronger = first.rawValue == second.rawValue ? first
+                : [first, second].contains(.durable) ? .durable : .noMetaSync
+            #expect(try two.store.environmentFlags & Self.syncFlags == Self.documented(stronger), "first \(first), second \(second)")
+            #expect(try one.store.environmentFlags == two.store.environmentFlags)
+            // A read-only handle asks for nothing.
+            var readOnly = SharedContainer.Options()
+            readOnly.readOnly = true
+            readOnly.durability = .durable
+            if stronger != .durable {
+                let three = try dir.container("group.com.example.pair.\(first).\(second)", options: readOnly)
+                _ = three
+                #expect(try one.store.environmentFlags & Self.syncFlags == Self.documented(stronger))
+            }
+        }
+    }
+
+    /// A second handle asking for the same mode has the first handle's flags.
     @Test(arguments: Durability.allCases)
     func aSecondHandleInTheSameProcessHasTheSameFlags(mode: Durability) throws {
         let group = "group.com.example.handle.\(mode)"
