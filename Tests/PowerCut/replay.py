@@ -4,9 +4,11 @@
     replay.py snapshot ROOT BASE
         Copies the regular files and directories under ROOT into BASE (before the recorded run),
         with BASE.json: each file's inode number and mode, each directory's mode.
-    replay.py generate ROOT BASE LOG OUT MAXSTATES SEED
+    replay.py generate ROOT BASE LOG OUT MAXSTATES SEED [FIRST COUNT]
         Writes up to MAXSTATES crash states OUT/sNNNNN (each a copy of ROOT's tree as the disk could
         hold it after a power cut) and OUT/states.json describing them; prints one summary line.
+        With FIRST and COUNT, only states FIRST..<FIRST+COUNT of the same (seeded) list: the long
+        runs build and check them a chunk at a time.
 
 The model (README.md says more): a write is durable once an fsync/fdatasync of its file completed
 after it, or at once when its descriptor is O_DSYNC/O_SYNC; directory operations (create, rename,
@@ -211,7 +213,7 @@ def marks_before(ops, p):
     return acked, synced
 
 
-def generate(root, base, log, out, max_states, seed):
+def generate(root, base, log, out, max_states, seed, first=0, count=None):
     with open(base + ".json") as f:
         info = json.load(f)
     ops = read_log(log)
@@ -258,7 +260,13 @@ def generate(root, base, log, out, max_states, seed):
 
     os.makedirs(out, exist_ok=True)
     states = []
+    total = len(candidates)
+    first = max(0, first)
+    chosen_range = range(first, min(total, first + count) if count is not None else total)
     for number, (p, kind, params) in enumerate(candidates):
+        if number not in chosen_range:
+            continue
+        rng = random.Random(seed * 1_000_003 + number)   # the same state whichever chunk builds it
         in_flight = p if p < len(ops) and ops[p].op == OP_WRITE else None
         pending = [i for i in range(p + (1 if in_flight is not None else 0))
                    if ops[i].op in STATE_OPS and (durable_at[i] is None or durable_at[i] >= p)]
@@ -301,7 +309,7 @@ def generate(root, base, log, out, max_states, seed):
         states.append({"name": name, "point": p, "kind": kind, "pending": len(pending),
                        "applied": len(chosen), "acked": acked, "syncedAcked": synced})
     with open(os.path.join(out, "states.json"), "w") as f:
-        json.dump({"operations": len(ops), "points": len(points), "states": states}, f)
+        json.dump({"operations": len(ops), "points": len(points), "total": total, "states": states}, f)
     counts = {}
     for op in ops:
         counts[op.op] = counts.get(op.op, 0) + 1
@@ -309,8 +317,8 @@ def generate(root, base, log, out, max_states, seed):
              OP_DIRSYNC: "dirsync", OP_RENAME: "rename", OP_LINK: "link", OP_UNLINK: "unlink", OP_MKDIR: "mkdir",
              OP_MARK: "mark", OP_SYNC_RANGE: "sync_file_range", OP_RMDIR: "rmdir"}
     dsync = sum(1 for op in ops if op.op == OP_WRITE and op.flags & FLAG_DSYNC)
-    print("generated states=%d points=%d operations=%d dsyncWrites=%d %s" % (
-        len(states), len(points), len(ops), dsync,
+    print("generated states=%d total=%d points=%d operations=%d dsyncWrites=%d %s" % (
+        len(states), total, len(points), len(ops), dsync,
         " ".join("%s=%d" % (names.get(k, str(k)), v) for k, v in sorted(counts.items()))))
 
 
@@ -318,7 +326,8 @@ def main(argv):
     if len(argv) >= 3 and argv[0] == "snapshot":
         snapshot(argv[1], argv[2])
     elif len(argv) >= 7 and argv[0] == "generate":
-        generate(argv[1], argv[2], argv[3], argv[4], int(argv[5]), int(argv[6]))
+        first, count = (int(argv[7]), int(argv[8])) if len(argv) >= 9 else (0, None)
+        generate(argv[1], argv[2], argv[3], argv[4], int(argv[5]), int(argv[6]), first, count)
     else:
         raise SystemExit(__doc__)
 
