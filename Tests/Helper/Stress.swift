@@ -27,8 +27,9 @@ private func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 private func microseconds(since start: UInt64) -> Double { Double(monotonicNow() - start) / 1000 }
 
 private func openContainer(_ root: String, _ group: String, readOnly: Bool = false, mapSize: Int? = nil,
-                           staleReaderCheckInterval: Duration?? = nil) throws -> SharedContainer {
+                           staleReaderCheckInterval: Duration?? = nil, durability: Durability = .durable) throws -> SharedContainer {
     var options = SharedContainer.Options()
+    options.durability = durability
     options.readOnly = readOnly
     if let mapSize { options.mapSize = mapSize }
     if let staleReaderCheckInterval { options.staleReaderCheckInterval = staleReaderCheckInterval }
@@ -39,14 +40,15 @@ private func openContainer(_ root: String, _ group: String, readOnly: Bool = fal
 func stressCommand(_ command: String, root: String, group: String, rest: [String]) throws -> Bool {
     switch command {
     case "stress-writer":
-        // stress-writer ROOT GROUP PHASEFILE RECORDS SEED: commits transaction after transaction, each
-        // putting RECORDS checksummed StressRecords into "ledger" and one StressLogEntry into the
-        // history-enabled "log", until killed. Prints "ready NEXTSEQ", then "acked SEQ" after each
-        // commit returns. The phase file says where it was when it died.
+        // stress-writer ROOT GROUP PHASEFILE RECORDS SEED [MODE]: commits transaction after transaction,
+        // each putting RECORDS checksummed StressRecords into "ledger" and one StressLogEntry into the
+        // history-enabled "log", until killed, with durability MODE (default durable). Prints "ready
+        // NEXTSEQ", then "acked SEQ" after each commit returns. The phase file says where it was when it died.
         let phase = try SharedPhase(path: rest[0])
         let count = Int(rest[1])!
         var rng = SplitMix64(seed: UInt64(rest[2])!)
-        let container = try openContainer(root, group)
+        guard let mode = rest.count > 3 ? Durability(rawValue: rest[3]) : .durable else { fail("unknown durability \(rest[3])") }
+        let container = try openContainer(root, group, durability: mode)
         _ = try History.attach(to: container)
         let ledger = try container.store.collection("ledger", key: Int.self, value: StressRecord.self)
         let log = try container.store.collection("log", key: Int.self, value: StressLogEntry.self)

@@ -4,6 +4,9 @@ import CLMDB
 /// never loses a committed transaction in any mode, because the data is already in the OS page cache).
 ///
 /// The mode is per process: one process may write with ``noSync`` while another writes durably.
+/// Within one process, every handle on a store shares one LMDB environment, which commits in the
+/// strongest mode any of them asked for (a ``durable`` handle opened after a ``noSync`` one makes
+/// the other's commits durable too), so no handle commits less durably than it asked.
 public enum Durability: String, Sendable, CaseIterable {
     /// The default. A commit that returned survives a power loss or kernel crash: LMDB `fsync`s the
     /// data pages and then the meta page before `commit` returns.

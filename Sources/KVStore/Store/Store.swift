@@ -83,6 +83,7 @@ public final class Store: @unchecked Sendable {
             staleReaderCheckInterval: options.staleReaderCheckInterval
         )
         environment = try Environment.open(directory: directory, descriptor: descriptor, configuration: configuration)
+        try Self.adoptStrongestDurability(environment, options)
         self.directory = environment.directory
         catalogDatabase = try environment.database(named: Catalog.databaseName, create: !options.readOnly)
         requirementsDatabase = try environment.database(named: Self.requirementsDatabaseName, create: !options.readOnly)
