@@ -150,7 +150,13 @@ public final class History: WriteObserver, @unchecked Sendable {
                     tracked[mutation.target] = isTracked
                 }
                 guard isTracked else { continue }
-                let token = (try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0) + 1
+                let previous = try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0
+                // Only garbage written by something else can bring the counter this far: refuse to
+                // wrap around (a trap) or to reuse tokens.
+                guard previous < UInt64.max else {
+                    throw SyncError.corruptHistory("the last token is \(previous); no token can follow it")
+                }
+                let token = previous + 1
                 last = token
                 try entries.put(HistoryEntry(
                     token: ChangeToken(rawValue: token), transactionID: transaction.transactionID,
