@@ -106,11 +106,12 @@ extension History {
 extension HistoryEntry {
     /// The first thing SyncKit would never have written in an entry stored at `token`, or `nil`: a
     /// token other than its key, a kind other than `collection` or `defaults`, or a name that is not a
-    /// collection or suite name.
+    /// collection or suite name, or a timestamp that is not a finite time.
     func problem(storedAt token: UInt64) -> String? {
         if self.token.rawValue != token { return "the entry says it is token \(self.token)" }
         if kind != "collection" && kind != "defaults" { return "unknown kind \(KVStoreError.quote(kind))" }
         if !CatalogEntry.isValidName(name) { return "\(KVStoreError.quote(name)) is not a \(kind) name" }
+        if !timestamp.timeIntervalSince1970.isFinite { return "the timestamp is not a finite time" }
         return nil
     }
 }

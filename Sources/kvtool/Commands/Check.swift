@@ -58,8 +58,11 @@ struct Check: ParsableCommand {
         }
         var snapshots: SnapshotVerification?
         do {
-            snapshots = try Info.snapshots(of: container).isEmpty ? nil
-                : try Snapshots(directory: container.snapshotsDirectory, create: false).verify()
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: container.snapshotsDirectory, isDirectory: &isDirectory), isDirectory.boolValue {
+                let published = try Snapshots(directory: container.snapshotsDirectory, create: false)
+                snapshots = try published.list().isEmpty ? nil : try published.verify()
+            }
         } catch let error as SnapshotError {
             problems.append(IntegrityProblem(kind: .snapshot, location: "Snapshots/\(Snapshots.manifestName)", detail: error.description))
         }
