@@ -43,6 +43,7 @@ extension History {
             }
             if purged > last { add(Self.entriesName, nil, "purged through \(purged), past the last token \(last)") }
             var expected = purged + 1
+            var highest: UInt128?
             var lastTransaction = Int.min
             if let entriesDatabase {
                 try tx.rawScan(entriesDatabase) { keyBytes, value in
@@ -58,6 +59,7 @@ extension History {
                         add(Self.entriesName, String(token), "an entry at or below the purge point \(purged)")
                     }
                     expected = max(expected, token + 1)
+                    highest = token
                     let entry: HistoryEntry
                     do {
                         entry = try CBORDecoder().decode(HistoryEntry.self, from: Array(value))
@@ -75,8 +77,9 @@ extension History {
             }
             if expected <= last {
                 add(Self.entriesName, nil, expected == last ? "token \(last) is missing" : "tokens \(expected)–\(last) are missing")
-            } else if expected > last + 1 {
-                add(Self.entriesName, nil, "entries go past the last token \(last), up to \(expected - 1)")
+            }
+            if let highest, highest > last {
+                add(Self.entriesName, nil, "entries go past the last token \(last), up to \(highest)")
             }
             if let consumersDatabase {
                 try tx.rawScan(consumersDatabase) { keyBytes, value in
