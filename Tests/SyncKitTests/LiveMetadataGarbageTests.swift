@@ -241,7 +241,8 @@ import TestSupport
 
     /// Well-formed CBOR that SyncKit never writes: an entry of an unknown kind, an entry at a token
     /// other than its key, a consumer far past the last token, and a consumer key that is not UTF-8.
-    /// Readers carry on (a consumer past the end reads as expired; purge keeps working) and check
+    /// Reading the history throws `SyncError.corruptHistory` naming the entry (it is not handed to
+    /// consumers as news), a consumer past the end reads as expired, purge keeps working, and check
     /// names each.
     @Test func historyRecordsSyncKitNeverWrites() throws {
         let group = "group.com.example.garbage.history-shape"
@@ -261,6 +262,10 @@ import TestSupport
 
         let consumer = try read(group, "consumer", "widget")
         #expect(consumer.status == 0 && consumer.line == "ok expired", "\(consumer.line)")
+        try expectTypedError(group, ["history"], "SyncError", "corrupt history: entry 2 in _history: unknown kind \"table\"")
+        #expect(throws: SyncError.corruptHistory("entry 2 in _history: unknown kind \"table\"")) {
+            try history.changes(since: .zero)
+        }
         let purge = try read(group, "purge")
         #expect(purge.status == 0 || purge.line.hasPrefix("error KVStoreError"), "\(purge.line)")
         try expectCheckNames(group, "_history key 3: the entry says it is token 1",

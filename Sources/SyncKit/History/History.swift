@@ -110,6 +110,10 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// duplicate, and no transaction cut in two. A token older than the purge point (or newer than
     /// anything recorded, as after restoring an older copy of the store) answers
     /// ``HistoryChanges/expired(purgedThrough:)``.
+    ///
+    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:)`` for an entry that does not
+    ///   decode, ``SyncError/corruptHistory(_:)`` for one SyncKit never writes (another token than its
+    ///   key, an unknown kind, an invalid name, a time that is not finite).
     public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all) throws -> HistoryChanges {
         try store.read { try changes(since: token, matching: filter, in: $0) }
     }
@@ -124,8 +128,12 @@ public final class History: WriteObserver, @unchecked Sendable {
         }
         var collector = TransactionCollector(filter: filter, next: token)
         if token < last {
-            try entries.forEach((token.rawValue + 1)..., in: transaction) { _, entry in
-                collector.add(entry)
+            try entries.forEach((token.rawValue + 1)..., in: transaction) { key, entry in
+                // An entry SyncKit never wrote (another process's garbage) is an error, not news.
+                if let problem = entry.problem(storedAt: key) {
+                    throw SyncError.corruptHistory("entry \(key) in \(Self.entriesName): \(problem)")
+                }
+                return collector.add(entry)
             }
         }
         collector.finish()
