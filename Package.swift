@@ -42,12 +42,15 @@ let package = Package(
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),
+        // The same for SyncKit's parsers of live metadata (feeds, the snapshot manifest, history).
+        .target(name: "SyncFuzzProperties", dependencies: ["KVStore", "SyncKit", "FuzzProperties"], path: "fuzz/SyncProperties"),
         .testTarget(
             name: "KVStoreTests",
             dependencies: ["KVStore", "Workloads", "TestSupport", "FuzzProperties"],
             exclude: ["Fixtures/cbor_interop.py"]
         ),
-        .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "FuzzProperties", "SyncFuzzProperties"],
+                    exclude: ["Fixtures"]),
         .testTarget(name: "WorkloadsTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"]),
         // kvtool for the dump parser's fuzz property (DumpProperty.swift, a link into fuzz/).
         .testTarget(name: "KVToolTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "kvtool", "FuzzProperties"],

@@ -253,10 +253,181 @@ def dump_seeds():
     })
     return seeds
 
+# --- live metadata: catalog entries, history records, widget feed files, snapshot manifests ---
+
+
+def catalog_entry(name, kind="collection", key="int64", value="cbor", indexes=(), derived=(), derived_from=None,
+                  database=None, schema=1):
+    d = {"name": name, "kind": kind, "keyEncoding": key, "valueEncoding": value, "schemaVersion": schema,
+         "indexes": [{"name": i, "keyEncoding": k, "database": f"i/{name}/{i}"} for i, k in indexes],
+         "derived": list(derived), "database": database or (("c/" if kind == "collection" else "d/") + name)}
+    if derived_from is not None:
+        d["derivedFrom"] = derived_from
+    return d
+
+
+def catalog_seed(key, value):
+    """The catalog target's layout: key length (mod 64), key, value."""
+    key = key.encode() if isinstance(key, str) else key
+    return bytes([len(key)]) + key + (cbor(value) if not isinstance(value, bytes) else value)
+
+
+def catalog_seeds():
+    records = catalog_entry("dailyRecords", key="day", value="fixed(24)", indexes=[("byMonth", "int64")],
+                            derived=["dailyTotals"])
+    return {
+        "valid-collection": catalog_seed("c/dailyRecords", records),
+        "valid-defaults": catalog_seed("d/standard", catalog_entry("standard", "defaults", "string")),
+        "valid-history": catalog_seed("c/_history", catalog_entry("_history", key="int64")),
+        "valid-derived": catalog_seed("c/dailyTotals", catalog_entry("dailyTotals", key="day", derived_from="dailyRecords")),
+        "valid-tuple": catalog_seed("c/events", catalog_entry("events", key="tuple(date,uuid)", value="bytes")),
+        "wrong-key": catalog_seed("c/other", records),
+        "wrong-kind-key": catalog_seed("d/dailyRecords", records),
+        "binary-key": catalog_seed(b"\xff\x00c/", records),
+        "not-cbor": catalog_seed("c/x", b"\xff\xfe garbage"),
+        "cbor-int": catalog_seed("c/x", 7),
+        "cbor-wrong-shape": catalog_seed("c/x", {"name": 5, "kind": [], "database": None}),
+        "unknown-kind": catalog_seed("c/x", dict(catalog_entry("x"), kind="table")),
+        "unknown-key-encoding": catalog_seed("c/x", catalog_entry("x", key="int65")),
+        "deep-key-encoding": catalog_seed("c/x", catalog_entry("x", key="tuple(" * 40 + "int64" + ")" * 40)),
+        "fixed-zero": catalog_seed("c/x", catalog_entry("x", value="fixed(0)")),
+        "fixed-negative": catalog_seed("c/x", catalog_entry("x", value="fixed(-24)")),
+        "fixed-huge": catalog_seed("c/x", catalog_entry("x", value="fixed(99999999999999)")),
+        "value-encoding-newline": catalog_seed("c/x", catalog_entry("x", value="cbor\nfake")),
+        "database-catalog": catalog_seed("c/x", catalog_entry("x", database="_catalog")),
+        "database-other": catalog_seed("c/x", catalog_entry("x", database="c/dailyRecords")),
+        "index-database-other": catalog_seed("c/x", dict(catalog_entry("x"), indexes=[
+            {"name": "i", "keyEncoding": "int64", "database": "c/x"}])),
+        "index-twice": catalog_seed("c/x", catalog_entry("x", indexes=[("i", "int64"), ("i", "int64")])),
+        "name-dotdot": catalog_seed("c/../x", catalog_entry("../x")),
+        "name-long": catalog_seed("c/" + "n" * 60, catalog_entry("n" * 300)),
+        "schema-zero": catalog_seed("c/x", catalog_entry("x", schema=0)),
+        "schema-huge": catalog_seed("c/x", catalog_entry("x", schema=2**63 - 1)),
+        "defaults-with-index": catalog_seed("d/s", catalog_entry("s", "defaults", "string", indexes=[("i", "int64")])),
+        "derived-from-self": catalog_seed("c/x", catalog_entry("x", derived_from="x")),
+        "huge-indexes": catalog_seed("c/x", catalog_entry("x", indexes=[(f"i{i}", "int64") for i in range(200)])),
+        "empty": b"",
+    }
+
+
+def history_entry(token=1, txn=5, author="app", ts=1795000000.5, kind="collection", name="events", key=b"\x80\x00",
+                  op="put"):
+    d = {"token": token, "transactionID": txn, "timestamp": Tag(1, ts), "kind": kind, "name": name,
+         "key": list(key), "operation": op}
+    if author is not None:
+        d["author"] = author
+    return d
+
+
+def history_seeds():
+    e = lambda **kw: b"\x00" + cbor(history_entry(**kw))  # noqa: E731
+    c = lambda v: b"\x01" + (v if isinstance(v, bytes) else cbor(v))  # noqa: E731
+    n = lambda v: b"\x02" + (v if isinstance(v, bytes) else cbor(v))  # noqa: E731
+    return {
+        "entry-valid": e(),
+        "entry-defaults": e(kind="defaults", name="standard", key=b"theme", op="delete", author=None),
+        "entry-max-token": e(token=2**64 - 1, txn=2**63 - 1),
+        "entry-negative-txn": e(txn=-5),
+        "entry-unknown-kind": e(kind="table"),
+        "entry-bad-name": e(name="../x"),
+        "entry-nan-time": e(ts=float("nan")),
+        "entry-inf-time": e(ts=float("inf")),
+        "entry-bad-op": e(op="truncate"),
+        "entry-negative-token": e(token=-1),
+        "entry-token-too-big": b"\x00" + cbor(dict(history_entry(), token=Raw(b"\xc2\x49" + b"\x01" + b"\x00" * 8))),
+        "entry-lying-length": b"\x00\xa8\x65token\x01\x63key\x5b\xff\xff\xff\xff\xff\xff\xff\xff",
+        "entry-huge-key": e(key=bytes(range(256)) * 8),
+        "entry-not-cbor": b"\x00garbage",
+        "consumer-valid": c({"token": 3, "updatedAt": Tag(1, 1795000000.0), "author": "widget"}),
+        "consumer-negative": c({"token": -1, "updatedAt": Tag(1, 0.0)}),
+        "consumer-huge": c({"token": 2**64 - 1, "updatedAt": Tag(1, 0.0)}),
+        "consumer-overflow": c({"token": Raw(b"\xc2\x49\x01" + b"\x00" * 8), "updatedAt": Tag(1, 0.0)}),
+        "consumer-wrong-shape": c([1, 2, 3]),
+        "state-valid": n(42),
+        "state-max": n(2**64 - 1),
+        "state-negative": n(-1),
+        "state-text": n("lastToken"),
+        "state-float": n(1.5),
+        "empty": b"",
+    }
+
+
+def feed_file(generation=1, payload=None, version=1, micros=1795000000123456, length=None, magic=b"KVFEED",
+              checksum=None):
+    payload = cbor({"total": 3.8, "streak": 12}) if payload is None else payload
+    header = magic + struct.pack(">H", version) + struct.pack(">Q", generation) \
+        + struct.pack(">Q", len(payload) if length is None else length) + struct.pack(">q", micros)
+    digest = hashlib.sha256(header + payload).digest() if checksum is None else checksum
+    return header + digest + payload
+
+
+def feed_seeds():
+    good = feed_file()
+    return {
+        "valid": good,
+        "valid-empty-payload": feed_file(payload=b""),
+        "valid-max-generation": feed_file(generation=2**64 - 1),
+        "valid-min-time": feed_file(micros=-2**63),
+        "valid-max-time": feed_file(micros=2**63 - 1),
+        "valid-garbage-payload": feed_file(payload=b"\xff\xff not cbor"),
+        "bad-magic": feed_file(magic=b"KVFEEE"),
+        "version-0": feed_file(version=0),
+        "version-future": feed_file(version=65535),
+        "length-lies-short": feed_file(length=1),
+        "length-lies-huge": feed_file(length=2**64 - 1),
+        "checksum-wrong": feed_file(checksum=b"\x00" * 32),
+        "flipped-payload": good[:-1] + bytes([good[-1] ^ 1]),
+        "truncated-header": good[:40],
+        "only-magic": b"KVFEED",
+        "empty": b"",
+    }
+
+
+def manifest_json(snapshots, last=None, version=1):
+    import json
+    entries = [{"createdAt": "2026-11-21T08:00:00Z", "file": f"snapshot-{g:06d}.mdb" if f is None else f,
+                "generation": g, "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "size": 1138688, "sourceTransactionID": 412} for g, f in snapshots]
+    last = max([g for g, _ in snapshots] + [0]) if last is None else last
+    return json.dumps({"formatVersion": version, "lastGeneration": last, "snapshots": entries},
+                      indent=2, sort_keys=True).encode() + b"\n"
+
+
+def manifest_seeds():
+    valid = manifest_json([(6, None), (7, None)])
+    return {
+        "valid": valid,
+        "valid-empty": manifest_json([]),
+        "valid-pruned": manifest_json([(7, None)], last=9),
+        "valid-max-generation": manifest_json([(999999999999, None)]),
+        "dotdot-path": manifest_json([(1, "../../Store/data.mdb")]),
+        "absolute-path": manifest_json([(1, "/etc/passwd")]),
+        "slash-name": manifest_json([(1, "feeds/snapshot-000001.mdb")]),
+        "generation-huge": manifest_json([(10**15, None)]),
+        "generation-int-overflow": valid.replace(b'"generation": 7', b'"generation": 99999999999999999999999'),
+        "generation-zero": manifest_json([(0, None)]),
+        "generation-negative": manifest_json([(-3, None)]),
+        "generations-decrease": manifest_json([(7, None), (6, None)]),
+        "last-below": manifest_json([(7, None)], last=3),
+        "last-negative": manifest_json([], last=-1),
+        "version-0": manifest_json([], version=0),
+        "version-future": manifest_json([], version=99),
+        "size-negative": valid.replace(b"1138688", b"-1", 1),
+        "sha-upper": valid.replace(b"9f86d0", b"9F86D0", 1),
+        "sha-short": valid.replace(b"9f86d0", b"", 1),
+        "date-garbage": valid.replace(b"2026-11-21T08:00:00Z", b"yesterday", 1),
+        "deep-nesting": b'{"formatVersion":1,"snapshots":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        "not-json": b"\x00\xff garbage",
+        "truncated": valid[: len(valid) // 2],
+        "empty": b"",
+    }
+
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".build-fuzz-libfuzzer/seeds"
-    for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds()), ("dump", dump_seeds())):
+    for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds()), ("dump", dump_seeds()),
+                          ("catalog", catalog_seeds()), ("history", history_seeds()), ("feed", feed_seeds()),
+                          ("manifest", manifest_seeds())):
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
         for name, data in seeds.items():

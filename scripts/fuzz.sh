@@ -9,12 +9,16 @@
 # SwiftPM cannot build with -sanitize=fuzzer, so this calls swiftc directly: KVStore's sources become
 # one instrumented static library, fuzz/Properties/ (the same files the FuzzProperties target of
 # Package.swift builds for the replay tests) a second, and each fuzz/Targets/NAME.swift is linked with
-# both and libFuzzer's main. Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
+# both and libFuzzer's main; the SyncKit targets (feed, manifest, history) also with SyncKit's sources
+# and fuzz/SyncProperties/ (the SyncFuzzProperties target). Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
 # corpora (new inputs go there, never straight into fuzz/corpus/) and crash artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(cbor keys paths dump)
+TARGETS=(cbor keys paths dump catalog feed manifest history)
+# SyncKit's parsers: SyncKit (compiled with testing enabled, as the properties reach its internal
+# parsers with @testable import) and fuzz/SyncProperties/ are two more libraries for these targets.
+SYNC_TARGETS=(feed manifest history)
 # The dump target is kvtool's dump parser: these kvtool files are compiled into its harness, with its
 # property (which needs their internal types, so it is not in fuzz/Properties/).
 DUMP_SOURCES=(Sources/kvtool/Support/DumpFormat.swift Sources/kvtool/Support/DumpFormatJSON.swift
@@ -37,15 +41,23 @@ known() {
     die "unknown target '$1' (known: ${TARGETS[*]})"
 }
 
+is_sync() {
+    local t
+    for t in "${SYNC_TARGETS[@]}"; do [[ $t == "$1" ]] && return 0; done
+    return 1
+}
+
 # One static library per module; rebuilt when a source is newer than it.
 build_module() {
     local name=$1; shift
+    local extra=()
+    if [[ $name == SyncKit ]]; then extra=(-enable-testing); fi
     local lib=$OUT/lib$name.a
     local newest
     newest=$(ls -t "$@" | head -1)
     if [[ -f $lib && $lib -nt $newest ]]; then return; fi
     echo "fuzz.sh: compiling $name ($# files)" >&2
-    "$SWIFTC" "${SAN[@]}" -module-name "$name" -emit-library -static \
+    "$SWIFTC" "${SAN[@]}" "${extra[@]}" -module-name "$name" -emit-library -static \
         -emit-module -emit-module-path "$OUT/$name.swiftmodule" \
         -I Sources/CLMDB -I "$OUT" -o "$lib" "$@"
 }
@@ -57,21 +69,31 @@ build() {
     mapfile -t properties < <(find fuzz/Properties -name '*.swift' | sort)
     build_module KVStore "${kvstore[@]}"
     build_module FuzzProperties "${properties[@]}"
-    local t
+    local t needs_sync=0
+    for t in "$@"; do is_sync "$t" && needs_sync=1; done
+    if ((needs_sync)); then
+        local synckit sync_properties
+        mapfile -t synckit < <(find Sources/SyncKit -name '*.swift' | sort)
+        mapfile -t sync_properties < <(find fuzz/SyncProperties -name '*.swift' | sort)
+        build_module SyncKit "${synckit[@]}"
+        build_module SyncFuzzProperties "${sync_properties[@]}"
+    fi
     for t in "$@"; do
         known "$t"
         local exe=$OUT/fuzz-$t
         local sources=("fuzz/Targets/$t.swift")
         [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
+        local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a")
+        is_sync "$t" && libs=("$OUT/libSyncFuzzProperties.a" "$OUT/libSyncKit.a" "${libs[@]}")
         local newest
-        newest=$(ls -t "${sources[@]}" "$OUT/libKVStore.a" "$OUT/libFuzzProperties.a" | head -1)
+        newest=$(ls -t "${sources[@]}" "${libs[@]}" | head -1)
         if [[ -f $exe && $exe -nt $newest ]]; then
             continue
         fi
         echo "fuzz.sh: compiling and linking fuzz-$t" >&2
         # gold warns once per ASan helper symbol ("Cannot export local symbol"); that is noise.
         "$SWIFTC" "${SAN[@]}" -module-name "fuzz_$t" -I "$OUT" -I Sources/CLMDB \
-            "${sources[@]}" "$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" -llmdb -o "$exe" \
+            "${sources[@]}" "${libs[@]}" -llmdb -o "$exe" \
             2> >(grep -v "Cannot export local symbol" >&2)
     done
 }

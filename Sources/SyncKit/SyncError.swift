@@ -8,6 +8,9 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     case tokenFromTheFuture(token: ChangeToken, current: ChangeToken)
     /// A notification name is not 1–100 letters, digits, `.`, `_` or `-`.
     case invalidNotificationName(String)
+    /// History's own records hold something SyncKit never writes (a token counter at its maximum,
+    /// say): written by another process or damaged. `kvtool check` names every such problem.
+    case corruptHistory(String)
     /// A system call failed.
     case io(operation: String, path: String, errno: Int32)
 
@@ -19,6 +22,7 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
             "token \(token) is beyond the last recorded change (\(current))"
         case .invalidNotificationName(let name):
             "invalid notification name '\(name)': use 1 to 100 letters, digits, '.', '_' or '-'"
+        case .corruptHistory(let detail): "corrupt history: \(detail)"
         case .io(let operation, let path, let code): "\(operation) \(path): \(String(cString: strerror(code)))"
         }
     }

@@ -75,6 +75,7 @@ do {
         if try stressCommand(command, root: root, group: group, rest: rest) { break }
         if try containerFileCommand(command, root: root, group: group, rest: rest) { break }
         if try powerCutCommand(command, root: root, group: group, rest: rest) { break }
+        if try hostileCommand(command, root: root, group: group, rest: rest) { break }
         fail("unknown command \(command)")
     }
 } catch {

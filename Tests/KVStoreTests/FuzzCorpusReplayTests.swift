@@ -35,3 +35,24 @@ struct FuzzCorpusReplayTests {
         }
     }
 }
+
+/// The catalog seeds that stand for each kind of garbage a co-tenant can write into `_catalog` are
+/// rejected by the parser every process reads the catalog with (not merely survived): an entry at
+/// another key, a database other than its own, an unknown key encoding, an absurd fixed layout.
+@Suite("Catalog garbage seeds")
+struct CatalogSeedTests {
+    @Test func hostileCatalogSeedsAreRejected() throws {
+        let folder = FuzzCorpus.folder("catalog", testFile: #filePath)
+        for name in ["wrong-key", "wrong-kind-key", "binary-key", "not-cbor", "cbor-int", "cbor-wrong-shape", "unknown-kind",
+                     "unknown-key-encoding", "deep-key-encoding", "fixed-zero", "fixed-negative", "fixed-huge",
+                     "value-encoding-newline", "database-catalog", "database-other", "index-database-other",
+                     "index-twice", "name-dotdot", "name-long", "schema-zero", "defaults-with-index", "derived-from-self"] {
+            let input = [UInt8](try Data(contentsOf: folder.appendingPathComponent("seed-" + name)))
+            #expect(try FuzzTarget.catalog.check(input) != .accepted, "fuzz/corpus/catalog/seed-\(name) was accepted")
+        }
+        for name in ["valid-collection", "valid-defaults", "valid-history", "valid-derived", "valid-tuple"] {
+            let input = [UInt8](try Data(contentsOf: folder.appendingPathComponent("seed-" + name)))
+            #expect(try FuzzTarget.catalog.check(input) == .accepted, "fuzz/corpus/catalog/seed-\(name) was rejected")
+        }
+    }
+}

@@ -34,7 +34,7 @@ public enum FuzzOutcome: Hashable, Sendable, CustomStringConvertible {
 
 /// The fuzz targets by name, as the harnesses, the corpus folders and the replay tests know them.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case cbor, keys, paths
+    case cbor, keys, paths, catalog
 
     /// Checks the target's property on one input.
     ///
@@ -45,6 +45,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .cbor: try CBORProperty.check(input)
         case .keys: try KeyProperty.check(input)
         case .paths: try PathProperty.check(input)
+        case .catalog: try CatalogProperty.check(input)
         }
     }
 }

@@ -65,6 +65,80 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     public static func isValidName(_ name: String) -> Bool {
         (try? Catalog.validateName(name, what: "collection")) != nil
     }
+
+    /// The largest `fixed(N)` layout a catalog entry may name (LMDB's own limit on a value is 4 GiB;
+    /// a fixed layout is a small trivial struct).
+    public static let maxFixedValueSize = 1 << 20
+
+    /// The catalog key of an entry: `c/NAME` for a collection, `d/NAME` for a defaults suite.
+    public static func catalogKey(name: String, kind: Kind) -> [UInt8] { Catalog.key(name, kind: kind) }
+
+    /// Parses one stored catalog entry: `value` must be the CBOR of an entry stored at `key`, and
+    /// describe what the store itself would write (see ``problem``). Anything else was written by
+    /// something other than KVStore, and reading on from it could open the wrong database.
+    ///
+    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:)`` naming `_catalog`, the key and
+    ///   the first problem, in one line.
+    public static func decode(_ value: some Collection<UInt8>, key: some Collection<UInt8>) throws -> CatalogEntry {
+        let keyBytes = Array(key)
+        let keyText = Catalog.renderKey(keyBytes)
+        let entry: CatalogEntry
+        do {
+            entry = try CBORDecoder().decode(CatalogEntry.self, from: Array(value))
+        } catch {
+            throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText,
+                                            reason: "the entry does not decode: \(error)".replacingOccurrences(of: "\n", with: " "))
+        }
+        if let problem = entry.problem {
+            throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText, reason: problem)
+        }
+        guard Catalog.key(entry.name, kind: entry.kind) == keyBytes else {
+            throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText,
+                                            reason: "the entry describes \(entry.kind.rawValue) \(KVStoreError.quote(entry.name)), not its key")
+        }
+        return entry
+    }
+
+    /// The first thing in the entry that KVStore would never have written, or `nil`: a name that is
+    /// not a valid name, a key encoding that does not parse, a value encoding that is not a short
+    /// token (or a `fixed(N)` out of range), a schema version below 1, databases other than the ones
+    /// the names give (`c/NAME`, `d/NAME`, `i/NAME/INDEX`), or indexes and derived collections on a
+    /// defaults suite. One line; names are quoted and shortened.
+    public var problem: String? {
+        let q = KVStoreError.quote
+        if !Self.isValidName(name) { return "the name \(q(name)) is not a valid \(kind.rawValue) name" }
+        if KeyEncoding(keyEncoding) == nil { return "unknown key encoding \(q(keyEncoding))" }
+        let tokenOK = !valueEncoding.isEmpty && valueEncoding.utf8.count <= 100
+            && valueEncoding.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+        if !tokenOK { return "the value encoding \(q(valueEncoding)) is not an encoding name" }
+        if valueEncoding.hasPrefix("fixed(") {
+            guard let size = fixedValueSize else { return "the value encoding \(q(valueEncoding)) is not fixed(N) with N ≥ 1" }
+            if size > Self.maxFixedValueSize {
+                return "the value encoding \(q(valueEncoding)) is over the \(Self.maxFixedValueSize)-byte limit of a fixed layout"
+            }
+        }
+        if schemaVersion < 1 { return "schema version \(schemaVersion) is below 1" }
+        let expected = kind == .collection ? Catalog.collectionDatabase(name) : Catalog.defaultsDatabase(name)
+        if database != expected { return "its database is \(q(database)), not \(expected)" }
+        if kind == .defaults && (!indexes.isEmpty || !derived.isEmpty || derivedFrom != nil) {
+            return "a defaults suite with indexes or derived collections"
+        }
+        var indexNames: Set<String> = []
+        for index in indexes {
+            if !Self.isValidName(index.name) { return "index name \(q(index.name)) is not a valid name" }
+            if !indexNames.insert(index.name).inserted { return "index \(q(index.name)) is listed twice" }
+            if KeyEncoding(index.keyEncoding) == nil { return "index \(q(index.name)) has unknown key encoding \(q(index.keyEncoding))" }
+            let expected = Catalog.indexDatabase(name, index.name)
+            if index.database != expected { return "index \(q(index.name)) has database \(q(index.database)), not \(expected)" }
+        }
+        for target in derived where !Self.isValidName(target) || target == name {
+            return "derived collection \(q(target)) is not a valid name"
+        }
+        if let derivedFrom, !Self.isValidName(derivedFrom) || derivedFrom == name {
+            return "derived from \(q(derivedFrom)), which is not a valid name"
+        }
+        return nil
+    }
 }
 
 
@@ -81,13 +155,15 @@ enum Catalog {
     }
 
     static func entry(named name: String, kind: CatalogEntry.Kind, in transaction: ReadTransaction) throws -> CatalogEntry? {
+        let key = key(name, kind: kind)
         guard let database = transaction.store.catalogDatabase,
-              let bytes = try transaction.get(database, key(name, kind: kind)) else { return nil }
-        do {
-            return try CBORDecoder().decode(CatalogEntry.self, from: bytes)
-        } catch {
-            throw KVStoreError.corruptValue(collection: databaseName, key: "\(kind.rawValue) '\(name)'", reason: "\(error)")
-        }
+              let bytes = try transaction.get(database, key) else { return nil }
+        return try CatalogEntry.decode(bytes, key: key)
+    }
+
+    /// A catalog key as text for messages: quoted and shortened, control bytes escaped.
+    static func renderKey(_ key: [UInt8]) -> String {
+        KVStoreError.quote(String(decoding: key, as: UTF8.self))
     }
 
     static func put(_ entry: CatalogEntry, in transaction: WriteTransaction) throws {
@@ -97,15 +173,15 @@ enum Catalog {
         try transaction.put(database, key(entry.name, kind: entry.kind), try CBOREncoder().encode(entry))
     }
 
-    static func all(in transaction: ReadTransaction) throws -> [CatalogEntry] {
+    /// Every entry; with `skippingCorrupt`, the entries that do not parse are left out rather than
+    /// thrown (``Store/checkIntegrity(maxProblems:progress:)`` names them).
+    static func all(in transaction: ReadTransaction, skippingCorrupt: Bool = false) throws -> [CatalogEntry] {
         guard let database = transaction.store.catalogDatabase else { return [] }
         var entries: [CatalogEntry] = []
         try transaction.scan(database, .all, reverse: false) { key, value in
             do {
-                entries.append(try CBORDecoder().decode(CatalogEntry.self, from: value))
-            } catch {
-                throw KVStoreError.corruptValue(collection: databaseName, key: String(decoding: key, as: UTF8.self), reason: "\(error)")
-            }
+                entries.append(try CatalogEntry.decode(value, key: key))
+            } catch KVStoreError.corruptValue where skippingCorrupt {}
             return true
         }
         return entries
@@ -139,8 +215,11 @@ extension Store {
     ///
     /// The databases are opened before that transaction begins: LMDB lets a transaction use only the
     /// named databases that were open in the process when it began.
-    public func catalogWithCounts() throws -> [(entry: CatalogEntry, count: Int)] {
-        let entries = try catalog()
+    ///
+    /// - Parameter skippingCorrupt: leave out the entries that do not parse (what an integrity check
+    ///   wants, as it names them) rather than throw ``KVStoreError/corruptValue(collection:key:reason:)``.
+    public func catalogWithCounts(skippingCorrupt: Bool = false) throws -> [(entry: CatalogEntry, count: Int)] {
+        let entries = try read { try Catalog.all(in: $0, skippingCorrupt: skippingCorrupt) }
         let handles = try entries.map { try database(named: $0.database, create: false) }
         return try read { transaction in
             try zip(entries, handles).map { entry, handle in

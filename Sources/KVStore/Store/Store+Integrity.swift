@@ -21,8 +21,11 @@ public struct IntegrityProblem: Hashable, Sendable, CustomStringConvertible {
         case derivedEntryMismatch
         /// A gap, a duplicate or an inconsistency in SyncKit's history.
         case history
-        /// A published snapshot whose size or checksum does not match its manifest.
+        /// A published snapshot whose size or checksum does not match its manifest, or a manifest
+        /// that does not parse.
         case snapshot
+        /// A widget feed file that does not read back intact (SyncKit's).
+        case feed
     }
 
     public var kind: Kind
@@ -164,16 +167,10 @@ private struct IntegrityChecker {
         if let database = byName[Catalog.databaseName] {
             try transaction.rawScan(database) { key, value in
                 counted()
-                let keyText = String(decoding: key, as: UTF8.self)
                 do {
-                    let entry = try CBORDecoder().decode(CatalogEntry.self, from: Array(value))
-                    if Catalog.key(entry.name, kind: entry.kind) != Array(key) {
-                        add(.catalog, Catalog.databaseName, key: keyText, "the entry describes \(entry.kind.rawValue) '\(entry.name)'")
-                    } else {
-                        catalog.append(entry)
-                    }
-                } catch {
-                    add(.catalog, Catalog.databaseName, key: keyText, "the entry does not decode: \(error)")
+                    catalog.append(try CatalogEntry.decode(value, key: key))
+                } catch KVStoreError.corruptValue(_, let keyText, let reason) {
+                    add(.catalog, Catalog.databaseName, key: keyText, reason)
                 }
                 return true
             }

@@ -134,8 +134,59 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
             return Array(try files.read(relativePath, maxSize: WidgetFeedFile.headerSize + maxPayloadSize))
         } catch KVStoreError.fileNotFound {
             return nil
-        } catch KVStoreError.valueTooLarge(_, let size, _, _) {
-            throw WidgetFeedError.corrupt(path: path, reason: "the file is \(size) bytes, over the \(WidgetFeedFile.headerSize)-byte header plus the \(maxPayloadSize)-byte payload limit")
+        } catch KVStoreError.valueTooLarge(_, let size, let limit, _) {
+            // SharedFiles.read compares fstat's size of the opened file with the limit before reading.
+            throw WidgetFeedError.fileTooLarge(path: path, size: size, limit: limit)
         }
+    }
+}
+
+/// The integrity check of every widget feed in a container, without the payload types: what
+/// `kvtool check` runs.
+public enum WidgetFeedCheck {
+    /// One feed file that does not read back intact.
+    public struct Problem: Hashable, Sendable, CustomStringConvertible {
+        /// The file name in `feeds/` (`today.feed`).
+        public var file: String
+        public var error: WidgetFeedError
+        public var description: String { error.description }
+    }
+
+    /// Reads every `feeds/*.feed` below `snapshotsDirectory` as a reader would (size cap first, then
+    /// magic, version, length and SHA-256), and checks that each payload is well-formed CBOR.
+    ///
+    /// - Returns: the names of the feeds checked, and one problem per feed that failed.
+    /// - Throws: ``KVStore/KVStoreError`` when the `feeds/` directory itself cannot be listed.
+    public static func run(snapshotsDirectory: String, sharing: SharingMode = .privateToUser,
+                           maxPayloadSize: Int = 1 << 20) throws -> (checked: [String], problems: [Problem]) {
+        let directory = snapshotsDirectory + "/" + WidgetFeed<Int>.feedsDirectoryName
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch CocoaError.fileReadNoSuchFile {
+            return ([], [])
+        }
+        var checked: [String] = []
+        var problems: [Problem] = []
+        for file in names.sorted() where file.hasSuffix(".feed") && !file.hasPrefix(".") {
+            let name = String(file.dropLast(".feed".count))
+            do {
+                var feed = try WidgetFeed<Int>(name: name, snapshotsDirectory: snapshotsDirectory, sharing: sharing)
+                feed.maxPayloadSize = maxPayloadSize
+                checked.append(name)
+                guard let bytes = try feed.rawBytes() else { continue }
+                let parsed = try WidgetFeedFile.decode(bytes, path: feed.path)
+                do {
+                    _ = try CBORValue.decode(Array(parsed.payload))
+                } catch {
+                    throw WidgetFeedError.payloadMismatch(path: feed.path, type: "CBOR", reason: "\(error)")
+                }
+            } catch let error as WidgetFeedError {
+                problems.append(Problem(file: file, error: error))
+            } catch let error as KVStoreError {
+                problems.append(Problem(file: file, error: .corrupt(path: directory + "/" + file, reason: "\(error)")))
+            }
+        }
+        return (checked, problems)
     }
 }

@@ -19,6 +19,9 @@ public enum WidgetFeedError: Error, Hashable, Sendable, CustomStringConvertible 
     case payloadMismatch(path: String, type: String, reason: String)
     /// The payload is larger than the feed's limit.
     case payloadTooLarge(name: String, size: Int, limit: Int)
+    /// The feed file is larger than the header plus the payload limit: refused from its size
+    /// (`fstat` on the opened file), before anything is read.
+    case fileTooLarge(path: String, size: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -34,6 +37,8 @@ public enum WidgetFeedError: Error, Hashable, Sendable, CustomStringConvertible 
             "feed \(path) does not decode as \(type): \(reason.replacingOccurrences(of: "\n", with: " "))"
         case .payloadTooLarge(let name, let size, let limit):
             "payload of feed '\(name)' is \(size) bytes, over the \(limit)-byte limit"
+        case .fileTooLarge(let path, let size, let limit):
+            "feed \(path) is \(size) bytes, over the \(limit)-byte limit (header and largest payload); not read"
         }
     }
 }

@@ -32,7 +32,9 @@ enum WidgetFeedFile {
         append(UInt64(formatVersion), width: 2, to: &bytes)
         append(generation, width: 8, to: &bytes)
         append(UInt64(payload.count), width: 8, to: &bytes)
-        let micros = Int64((publishedAt.timeIntervalSince1970 * 1_000_000).rounded(.down))
+        // Clamped: a time beyond ±292,000 years (or not finite) must not trap the conversion.
+        let exact = (publishedAt.timeIntervalSince1970 * 1_000_000).rounded(.down)
+        let micros: Int64 = exact.isNaN ? 0 : exact >= 0x1p63 ? .max : exact < -0x1p63 ? .min : Int64(exact)
         append(UInt64(bitPattern: micros), width: 8, to: &bytes)
         var hasher = SHA256()
         hasher.update(bytes)

@@ -110,6 +110,10 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// duplicate, and no transaction cut in two. A token older than the purge point (or newer than
     /// anything recorded, as after restoring an older copy of the store) answers
     /// ``HistoryChanges/expired(purgedThrough:)``.
+    ///
+    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:)`` for an entry that does not
+    ///   decode, ``SyncError/corruptHistory(_:)`` for one SyncKit never writes (another token than its
+    ///   key, an unknown kind, an invalid name, a time that is not finite).
     public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all) throws -> HistoryChanges {
         try store.read { try changes(since: token, matching: filter, in: $0) }
     }
@@ -124,8 +128,12 @@ public final class History: WriteObserver, @unchecked Sendable {
         }
         var collector = TransactionCollector(filter: filter, next: token)
         if token < last {
-            try entries.forEach((token.rawValue + 1)..., in: transaction) { _, entry in
-                collector.add(entry)
+            try entries.forEach((token.rawValue + 1)..., in: transaction) { key, entry in
+                // An entry SyncKit never wrote (another process's garbage) is an error, not news.
+                if let problem = entry.problem(storedAt: key) {
+                    throw SyncError.corruptHistory("entry \(key) in \(Self.entriesName): \(problem)")
+                }
+                return collector.add(entry)
             }
         }
         collector.finish()
@@ -150,7 +158,13 @@ public final class History: WriteObserver, @unchecked Sendable {
                     tracked[mutation.target] = isTracked
                 }
                 guard isTracked else { continue }
-                let token = (try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0) + 1
+                let previous = try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0
+                // Only garbage written by something else can bring the counter this far: refuse to
+                // wrap around (a trap) or to reuse tokens.
+                guard previous < UInt64.max else {
+                    throw SyncError.corruptHistory("the last token is \(previous); no token can follow it")
+                }
+                let token = previous + 1
                 last = token
                 try entries.put(HistoryEntry(
                     token: ChangeToken(rawValue: token), transactionID: transaction.transactionID,
