@@ -73,6 +73,7 @@ do {
         if try runSnapshotCommand(command, root: root, group: group, rest) { break }
         if try historyCommand(command, root: root, group: group, rest: rest) { break }
         if try stressCommand(command, root: root, group: group, rest: rest) { break }
+        if try hugeValueCommand(command, root: root, group: group, rest: rest) { break }
         fail("unknown command \(command)")
     }
 } catch {
