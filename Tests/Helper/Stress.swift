@@ -502,8 +502,13 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
             check.standardOutput = FileHandle.nullDevice
             check.standardError = FileHandle.nullDevice
             try check.run()
+            // A deadline, so that a hung check fails the test (check=timeout) instead of hanging it.
+            let deadline = monotonicNow() + 120_000_000_000
+            while check.isRunning && monotonicNow() < deadline { usleep(10_000) }
+            let timedOut = check.isRunning
+            if timedOut { kill(check.processIdentifier, SIGKILL) }
             check.waitUntilExit()
-            say("\(label) ok=\(ok) bad=\(bad) history=\(problems) check=\(check.terminationStatus)")
+            say("\(label) ok=\(ok) bad=\(bad) history=\(problems) check=\(timedOut ? "timeout" : String(check.terminationStatus))")
         }
 
         var seq = 0

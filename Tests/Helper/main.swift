@@ -76,6 +76,7 @@ do {
         if try containerFileCommand(command, root: root, group: group, rest: rest) { break }
         if try powerCutCommand(command, root: root, group: group, rest: rest) { break }
         if try hostileCommand(command, root: root, group: group, rest: rest) { break }
+        if try hugeValueCommand(command, root: root, group: group, rest: rest) { break }
         fail("unknown command \(command)")
     }
 } catch {

@@ -925,23 +925,15 @@ struct CBORInteropTests {
     /// Runs `python3 cbor_interop.py <arguments>` (python3 found through PATH) and returns its exit
     /// status and output; records a failure that says how to install what is missing.
     private func runPython(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.script.path] + arguments
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
+        // (TestSupport's `run`, whose deadline kills a hung python3 and fails the test.)
+        let result: ProcessResult
         do {
-            try process.run()
+            result = try run("/usr/bin/env", ["python3", Self.script.path] + arguments, sourceLocation: sourceLocation)
         } catch {
             Issue.record("cannot run /usr/bin/env python3 (\(error)); install python3, then install cbor2: pip install cbor2", sourceLocation: sourceLocation)
             throw error
         }
-        let out = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let status = process.terminationStatus
+        let (out, err, status) = (result.stdout, result.stderr, result.status)
         try #require(status != 127, "python3 is not on PATH; install python3, then install cbor2: pip install cbor2", sourceLocation: sourceLocation)
         try #require(status != 3 && !err.contains("No module named 'cbor2'"), "install cbor2: pip install cbor2 (python3 says: \(err.trimmingCharacters(in: .whitespacesAndNewlines)))", sourceLocation: sourceLocation)
         return (status, out + err)

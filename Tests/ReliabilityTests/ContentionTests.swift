@@ -93,7 +93,7 @@ extension ReliabilityTests {
                 #expect(get.status == 0, "\(get.stderr)")
                 // A new process opening the container read-write (the default) to read.
                 let opener = try reaper.helper(["rw-open-read", dir.path, group])
-                let line = opener.waitForLine(timeout: stopLength + 3) { $0.hasPrefix("read ") }
+                let line = opener.waitForLine(timeout: stopLength + BuildScale.seconds(3)) { $0.hasPrefix("read ") }
                 #expect(line != nil, "\(label): a process that opens the container read-write to read waited for the stopped writer")
                 let readWrite = summaryFields(line)["ms"].flatMap(Double.init)
                 let spent = Double(monotonicNow() - from) / 1e9
@@ -110,7 +110,7 @@ extension ReliabilityTests {
             // A stop in the middle of a transaction: the writer holds LMDB's write lock.
             sleep(until: 0.65)
             touch(selfStop)
-            #expect(writer.waitForLine(timeout: 10) { $0 == "self-stopped" } != nil)
+            #expect(writer.waitForLine(timeout: BuildScale.seconds(10)) { $0 == "self-stopped" } != nil)
             try stopped("SIGSTOP mid-transaction, holding the write lock")
             writer.kill(SIGCONT)
 
@@ -140,9 +140,9 @@ extension ReliabilityTests {
                 let seen = readers.map { readsBetween($0, window.from, window.to) }
                 for (reads, slowest) in seen {
                     #expect(reads > 0, "\(window.label): a reader made no progress while the writer was stopped")
-                    #expect(slowest < 500_000, "\(window.label): a read took \(slowest) µs")
+                    #expect(Double(slowest) < BuildScale.seconds(0.5) * 1e6, "\(window.label): a read took \(slowest) µs")
                 }
-                #expect(window.inProcess.reads > 0 && window.inProcess.maxMilliseconds < 500)
+                #expect(window.inProcess.reads > 0 && window.inProcess.maxMilliseconds < BuildScale.seconds(0.5) * 1e3)
                 let seconds = Double(window.to - window.from) / 1e9
                 windowFigures.append("\(window.label), \(fixed(seconds)) s: the 3 readers made \(seen.map { String($0.reads) }.joined(separator: "/")) reads "
                     + "(slowest \(seen.map(\.maxMicroseconds).max() ?? 0) µs), this process \(window.inProcess.reads) (slowest \(fixed(window.inProcess.maxMilliseconds, 2)) ms), "

@@ -13,7 +13,7 @@ import Glibc
 
 /// Prints one figure line of a scenario.
 func report(_ scenario: String, _ text: String) {
-    print("[reliability] \(scenario) (\(StressLevel.name), \(StressLevel.build)): \(text)")
+    print("[reliability] \(scenario) (\(StressLevel.name), \(BuildScale.name)): \(text)")
 }
 
 /// The built `kvtool`.
@@ -30,6 +30,12 @@ func milliseconds(since start: UInt64) -> Double { Double(monotonicNow() - start
 
 /// `%.1f`.
 func fixed(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+
+/// Whether the tests run in CI (`CI` set to `1` or `true`), where a test that cannot inject its fault
+/// fails instead of skipping.
+var isCI: Bool {
+    ["1", "true"].contains(ProcessInfo.processInfo.environment["CI"]?.lowercased() ?? "")
+}
 
 /// Creates `path` (an empty file), as the helpers' stop signals.
 func touch(_ path: String) {

@@ -35,6 +35,9 @@ extension ReliabilityTests {
 
             let snapshotsDirectory = container.snapshotsDirectory
             var (rounds, kills, exports, publications, orphansSeen) = (0, 0, 0, 0, 0)
+            // The temporary files (each named with its publisher's pid) seen right after a kill: each
+            // is proof that a kill landed in the middle of a publication, between create and rename.
+            var orphanNames = Set<String>()
             let started = monotonicNow()
             while Double(monotonicNow() - started) / 1e9 < duration {
                 rounds += 1
@@ -53,8 +56,14 @@ extension ReliabilityTests {
                     exports += lines.filter { $0.hasPrefix("exported ") }.count
                     publications += lines.filter { $0.hasPrefix("published ") }.count
                 }
-                orphansSeen += temporaryFiles(under: snapshotsDirectory).count
+                let orphans = temporaryFiles(under: snapshotsDirectory)
+                orphansSeen += orphans.count
+                orphanNames.formUnion(orphans)
             }
+            // The faults were injected: every publisher was killed (none finished by itself), and
+            // some kills landed mid-publication. Without that, the checks below prove nothing.
+            #expect(rounds > 0 && kills == 2 * rounds, "\(kills) kills in \(rounds) rounds")
+            #expect(!orphanNames.isEmpty, "no kill landed in the middle of a publication (no temporary file was ever left): the test injected no fault")
             touch(stopWriter)
             let (_, writerLines, writerError) = writer.wait()
             #expect(exitedCleanly(writer), "the writer: \(writerError)")
@@ -97,7 +106,7 @@ extension ReliabilityTests {
             report("snapshots-under-fire", "2 widgets: \(sum("feedReads")) feed reads, \(sum("snapshotReads")) snapshots opened with SHA-256 checked and invariants held; "
                    + "torn feeds \(sum("feedTorn")), torn snapshots \(sum("snapshotTorn")), inconsistent \(sum("inconsistent") + sum("feedInconsistent")), "
                    + "generations going back \(sum("feedBack")); snapshots pruned between manifest and open (retried) \(sum("prunedUnderUs"))")
-            report("snapshots-under-fire", "temporary files seen right after the kills (sum over rounds) \(orphansSeen), left at the end \(leftBehind.count) "
+            report("snapshots-under-fire", "temporary files seen right after the kills (sum over rounds) \(orphansSeen), \(orphanNames.count) distinct (kills mid-publication), left at the end \(leftBehind.count) "
                    + "(+ \(max(0, unlistedBefore)) unlisted snapshots); after one export, prune and publication: 0 "
                    + "(prune removed \(pruned.removedTemporaryFiles.count) temporary, \(pruned.removedUnlisted.count) unlisted)")
         }

@@ -140,9 +140,11 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         let link = container.path + "/Snapshots.link"
         #expect(symlink(outside, link) == 0)
         let stop = Mutex(false)
+        let swaps = Mutex(0)
         let swapper = Thread {
             while !stop.withLock({ $0 }) {
                 if exchange(real, link) {
+                    swaps.withLock { $0 += 1 }
                     usleep(300)
                     _ = exchange(real, link)
                 }
@@ -167,7 +169,9 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         }
         stop.withLock { $0 = true }
         while !swapper.isFinished { usleep(1_000) }
-        print("[security] Snapshots/ swap race: \(exported) exports and \(published) feeds published, \(refused) exports refused, 0 outside")
+        // The fault was injected: the directory really was swapped while exports ran.
+        #expect(swaps.withLock { $0 } > 0, "the swapper never swapped Snapshots/")
+        print("[security] Snapshots/ swap race: \(swaps.withLock { $0 }) swaps, \(exported) exports and \(published) feeds published, \(refused) exports refused, 0 outside")
         let leaked = try contents(outside)
         #expect(leaked.isEmpty, "an export wrote through the swapped-in link: \(leaked)")
         #expect(exported + refused == 60)

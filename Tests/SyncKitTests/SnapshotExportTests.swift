@@ -28,11 +28,10 @@ import Glibc
 
     /// The pid of a process that has exited (and been reaped).
     static func deadPID() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
-        process.waitUntilExit()
-        return process.processIdentifier
+        // (Through BackgroundProcess, whose wait has a deadline.)
+        let process = try BackgroundProcess("/bin/true", [])
+        process.wait()
+        return process.pid
     }
 
     @Test func exportListVerifyPrune() throws {

@@ -1,11 +1,14 @@
 import Foundation
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A product (`kvtest-helper`, `kvtool`) running as another process while the test goes on: its
 /// standard output is collected line by line, so the test can wait for a line ("ready", "paused"),
-/// kill the process, or wait for it to finish.
+/// kill the process, or wait for it to finish. ``wait(timeout:sourceLocation:)`` has a deadline: a
+/// process still running then is killed and the test fails with a message, so that a hung process
+/// cannot hang the suite.
 public final class BackgroundProcess: @unchecked Sendable {
     public let process = Process()
     private let lock = NSCondition()
@@ -14,6 +17,9 @@ public final class BackgroundProcess: @unchecked Sendable {
     private var errorData = Data()
     private var outputClosed = false
     private var errorClosed = false
+    private var exited = false
+    /// Whether ``wait(timeout:sourceLocation:)`` had to kill the process at its deadline.
+    public private(set) var timedOut = false
 
     /// Starts `executable` with `arguments`.
     public init(_ executable: String, _ arguments: [String]) throws {
@@ -23,6 +29,10 @@ public final class BackgroundProcess: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }
+            lock.lock(); exited = true; lock.broadcast(); lock.unlock()
+        }
         try process.run()
         Thread.detachNewThread { [self] in
             let handle = out.fileHandleForReading
@@ -63,9 +73,9 @@ public final class BackgroundProcess: @unchecked Sendable {
     }
 
     /// Waits until a line satisfying `predicate` has been printed, and returns it; `nil` if the
-    /// output ends or `timeout` seconds pass first.
-    public func waitForLine(timeout: TimeInterval = 60, where predicate: (String) -> Bool) -> String? {
-        let deadline = Date(timeIntervalSinceNow: timeout)
+    /// output ends or `timeout` seconds (default 60, scaled by ``BuildScale/factor``) pass first.
+    public func waitForLine(timeout: TimeInterval? = nil, where predicate: (String) -> Bool) -> String? {
+        let deadline = Date(timeIntervalSinceNow: timeout ?? BuildScale.seconds(60))
         lock.lock(); defer { lock.unlock() }
         var checked = 0
         while true {
@@ -79,12 +89,31 @@ public final class BackgroundProcess: @unchecked Sendable {
     }
 
     /// Waits for the process to exit (and its output to close) and returns its status, output lines
-    /// and standard error.
+    /// and standard error. If it is still running after `timeout` seconds (default
+    /// ``ProcessTimeout/seconds``), it is killed (`SIGCONT`, `SIGKILL`), ``timedOut`` is set and the
+    /// running test fails with a message that names the process and its last output.
     @discardableResult
-    public func wait() -> (status: Int32, lines: [String], stderr: String) {
+    public func wait(timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation) -> (status: Int32, lines: [String], stderr: String) {
+        let limit = timeout ?? ProcessTimeout.seconds
+        let deadline = Date(timeIntervalSinceNow: limit)
+        lock.lock()
+        while !exited && lock.wait(until: deadline) {}
+        let expired = !exited
+        lock.unlock()
+        if expired && process.isRunning {
+            kill(SIGCONT)
+            kill(SIGKILL)
+            lock.lock(); timedOut = true; let printed = lines.joined(separator: "\n"); lock.unlock()
+            let name = ([URL(fileURLWithPath: process.executableURL?.path ?? "?").lastPathComponent] + (process.arguments ?? []).prefix(2))
+                .joined(separator: " ")
+            ProcessTimeout.recordTimeout("process \(pid) (\(name))", after: limit, output: printed, sourceLocation: sourceLocation)
+        }
         process.waitUntilExit()
+        // Its output closes when it exits, unless a process it started still holds the pipes: then
+        // what was read so far is returned after a few seconds.
+        let closeDeadline = Date(timeIntervalSinceNow: 10)
         lock.lock(); defer { lock.unlock() }
-        while !outputClosed || !errorClosed { lock.wait() }
+        while (!outputClosed || !errorClosed) && lock.wait(until: closeDeadline) {}
         return (process.terminationStatus, lines, String(decoding: errorData, as: UTF8.self))
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import KVStore
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,9 +60,12 @@ public struct ProcessResult {
     public var stderr: String
 }
 
-/// Runs a program to completion and captures its output.
+/// Runs a program to completion and captures its output. If it is still running after `timeout`
+/// seconds (default ``ProcessTimeout/seconds``), it is killed (`SIGKILL`) and the running test fails
+/// with a message naming it; the result then has the status of the kill.
 @discardableResult
-public func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil) throws -> ProcessResult {
+public func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil,
+                timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -74,6 +78,19 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     // A child that exits before reading all its input must fail the write, not kill the test runner.
     signal(SIGPIPE, SIG_IGN)
     try process.run()
+    // The deadline: a thread that kills the process unless it is told first that the process exited.
+    let limit = timeout ?? ProcessTimeout.seconds
+    let finished = DispatchSemaphore(value: 0)
+    let killed = LockedData()
+    let pid = process.processIdentifier
+    let watchdog = Thread {
+        if finished.wait(timeout: .now() + limit) == .timedOut {
+            killed.set(Data())
+            kill(pid, SIGCONT)
+            kill(pid, SIGKILL)
+        }
+    }
+    watchdog.start()
     // Feed standard input from its own thread, so that a child writing before it reads cannot block us.
     let writer = input.fileHandleForWriting
     let fed = LockedData()
@@ -89,7 +106,13 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     errThread.start()
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    finished.signal()
     while !errData.isSet || !fed.isSet { usleep(1000) }
+    if killed.isSet {
+        let name = ([URL(fileURLWithPath: executable).lastPathComponent] + arguments.prefix(2)).joined(separator: " ")
+        ProcessTimeout.recordTimeout("process \(pid) (\(name))", after: limit,
+                                     output: String(decoding: outData, as: UTF8.self), sourceLocation: sourceLocation)
+    }
     return ProcessResult(status: process.terminationStatus,
                          stdout: String(decoding: outData, as: UTF8.self),
                          stderr: String(decoding: errData.value, as: UTF8.self))
@@ -105,8 +128,8 @@ final class LockedData: @unchecked Sendable {
 
 /// Runs `kvtest-helper`.
 @discardableResult
-public func helper(_ arguments: [String]) throws -> ProcessResult {
-    try run(productsDirectory() + "/kvtest-helper", arguments)
+public func helper(_ arguments: [String], timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
+    try run(productsDirectory() + "/kvtest-helper", arguments, timeout: timeout, sourceLocation: sourceLocation)
 }
 
 /// The payload the widget-feed tests and `kvtest-helper`'s feed commands publish and read: `sum` is the

@@ -211,6 +211,12 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer, key: [UInt8]) throws -> Value {
+        // Before anything copies or parses the bytes: a value another process stored raw may be
+        // hundreds of megabytes, and touching the map costs nothing, copying it does.
+        if let limit = codec.maxEncodedSize, bytes.count > limit {
+            throw KVStoreError.corruptValue(collection: name, key: renderKey(key),
+                                            reason: "the stored value is \(bytes.count) bytes, over the \(limit)-byte limit of a value")
+        }
         do {
             return try codec.decode(bytes)
         } catch {

@@ -245,6 +245,7 @@ public final class SharedDefaults: @unchecked Sendable {
         let k = try keyBytes(key)
         do {
             if let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) {
+                try checkSize(bytes, key: key)
                 return try CBORDecoder().decode(T.self, from: bytes)
             }
             guard let fallback = registered.withLock({ $0[key] }) else { return nil }
@@ -308,7 +309,17 @@ public final class SharedDefaults: @unchecked Sendable {
         return registered.withLock { $0[key] }
     }
 
+    /// Refuses a stored value over ``maxValueSize`` (only another process writing raw can store
+    /// one), before anything decodes it.
+    private func checkSize(_ bytes: UnsafeRawBufferPointer, key: String) throws {
+        guard bytes.count <= Self.maxValueSize else {
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'",
+                                            reason: "the stored value is \(bytes.count) bytes, over the \(Self.maxValueSize)-byte limit of a defaults value")
+        }
+    }
+
     private func decodeValue(_ bytes: UnsafeRawBufferPointer, key: String) throws -> CBORValue {
+        try checkSize(bytes, key: key)
         do {
             return try CBORValue.decode(bytes)
         } catch {

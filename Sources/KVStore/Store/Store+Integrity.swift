@@ -193,7 +193,9 @@ private struct IntegrityChecker {
                 continue
             }
             try walkEntries(database, location: location, keyEncoding: keyEncoding,
-                            valueEncoding: entry.valueEncoding, fixedSize: entry.fixedValueSize, in: transaction)
+                            valueEncoding: entry.valueEncoding, fixedSize: entry.fixedValueSize,
+                            maxValueSize: entry.kind == .defaults ? SharedDefaults.maxValueSize : CBORLimits.default.maxInputSize,
+                            in: transaction)
             if let source = entry.derivedFrom {
                 if let sourceEntry = collections[source], let sourceDatabase = byName[sourceEntry.database] {
                     try checkDerived(database, location: location, keyEncoding: keyEncoding,
@@ -224,7 +226,8 @@ private struct IntegrityChecker {
     }
 
     private mutating func walkEntries(_ database: RawDatabase, location: String, keyEncoding: KeyEncoding,
-                                      valueEncoding: String, fixedSize: Int?, in transaction: ReadTransaction) throws {
+                                      valueEncoding: String, fixedSize: Int?, maxValueSize: Int,
+                                      in transaction: ReadTransaction) throws {
         if fixedSize == nil && valueEncoding != "cbor" && valueEncoding != "bytes" {
             add(.catalog, location, "unknown value encoding '\(valueEncoding)'")
         }
@@ -238,7 +241,10 @@ private struct IntegrityChecker {
                 add(.corruptKey, location, key: hex(key), "does not decode as \(keyEncoding): \(error)")
                 return true
             }
-            if let fixedSize {
+            // What reading refuses (a value stored raw by another process), reported without decoding it.
+            if value.count > maxValueSize {
+                add(.corruptValue, location, key: rendered, "\(value.count) bytes, over the \(maxValueSize)-byte limit of a value")
+            } else if let fixedSize {
                 if value.count != fixedSize {
                     add(.corruptValue, location, key: rendered, "\(value.count) bytes, but the layout is \(fixedSize)")
                 }

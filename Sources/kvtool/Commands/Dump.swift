@@ -154,6 +154,7 @@ struct Dump: ParsableCommand {
                 let role = roles[database.name]
                 try tx.rawScan(handle) { key, value in
                     line += 1
+                    try Self.checkSize(key: key, value: value, role: role, database: database.name)
                     let (keyJSON, valueJSON) = Self.render(key: Array(key), value: Array(value), role: role, database: database.name, line: line)
                     let text = DumpJSON.entryText(database: database.name, keyJSON: keyJSON, valueJSON: valueJSON, key: Array(key), value: Array(value))
                     if format == .json {
@@ -177,6 +178,7 @@ struct Dump: ParsableCommand {
                 try tx.rawScan(handle) { key, value in
                     progress.advance()
                     if onlyChosen && !catalogKeys.contains(Array(key)) { return true }
+                    try Self.checkSize(key: key, value: value, role: roles[database.name], database: database.name)
                     DumpMDB.dataLine(key, into: &buffer)
                     DumpMDB.dataLine(value, into: &buffer)
                     if buffer.count >= 1 << 20 {
@@ -208,6 +210,25 @@ struct Dump: ParsableCommand {
             }
             try sink.write(try builder.render())
         }
+    }
+
+    /// The largest value a dump holds: what reading refuses (``CBORLimits/maxInputSize``,
+    /// ``RawBytesCodec/maxSize``), which also keeps every line within what `kvtool load` reads
+    /// (``DumpLimits/defaultMaxLineBytes``, in hex or base64 and rendered).
+    static let maxValueBytes = CBORLimits.default.maxInputSize
+
+    /// Refuses an entry whose value is over ``maxValueBytes`` (another process may have stored one raw),
+    /// before any of it is copied or encoded, naming the collection or suite and the key.
+    static func checkSize(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, role: DumpDatabaseRole?, database: String) throws {
+        guard value.count > maxValueBytes else { return }
+        let owner: String
+        switch role {
+        case .collection(let entry)?: owner = "collection '\(entry.name)'"
+        case .suite(let entry)?: owner = "defaults suite '\(entry.name)'"
+        default: owner = "database '\(database)'"
+        }
+        throw CLIError(.failure, "the value at key \(DumpError.describeKey(Array(key), encoding: role?.keyEncoding())) in \(owner) is \(value.count) bytes, "
+                       + "over the \(maxValueBytes)-byte limit of a value; the dump stops there (kvtool check lists such values)")
     }
 
     /// The rendered key and value of an entry, as JSON; `null` where they cannot be rendered.

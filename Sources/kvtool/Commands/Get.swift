@@ -15,7 +15,14 @@ struct Get: ParsableCommand {
         let container = try global.openContainer(readOnly: true)
         let (entry, raw) = try container.store.untypedCollection(named: collection)
         let keyBytes = try ValueText.parseKey(key, entry: entry)
-        guard let value = try raw.get(ByteKey(keyBytes)) else {
+        let stored: [UInt8]?
+        do {
+            stored = try raw.get(ByteKey(keyBytes))
+        } catch KVStoreError.corruptValue(_, _, let reason) {
+            // (A value over the size limit, refused before it is copied: named with the key as typed.)
+            throw CLIError(.failure, "corrupt value in '\(collection)' at key \(key): \(reason)")
+        }
+        guard let value = stored else {
             throw CLIError(.notFound, "no value at key \(key) in '\(collection)'")
         }
         let text = try ValueText.render(value, entry: entry, key: key)

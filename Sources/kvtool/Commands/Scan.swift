@@ -34,7 +34,14 @@ struct Scan: ParsableCommand {
                 lower: try from.map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded,
                 upper: try through.map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded)
         }
-        let entries = try raw.entries(range, reverse: reverse, limit: limit)
+        let entries: [(key: ByteKey, value: [UInt8])]
+        do {
+            entries = try raw.entries(range, reverse: reverse, limit: limit)
+        } catch KVStoreError.corruptValue(_, let hexKey, let reason) {
+            // (A value over the size limit, refused before it is copied: named with the key rendered.)
+            let keyText = DumpHex.decode(Array(hexKey.utf8)).flatMap { try? ValueText.renderKey($0, entry: entry) } ?? "0x" + hexKey
+            throw CLIError(.failure, "corrupt value in '\(collection)' at key \(keyText): \(reason)")
+        }
         let rendered = try entries.map { key, value -> (String, String) in
             let keyText = try ValueText.renderKey(key.bytes, entry: entry)
             return (keyText, try ValueText.render(value, entry: entry, key: keyText))

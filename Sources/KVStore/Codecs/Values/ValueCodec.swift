@@ -12,6 +12,14 @@ public protocol ValueCodec<Value>: Sendable {
     func encode(_ value: Value) throws -> [UInt8]
     /// Reads a value from bytes that are valid only during the call (they may point into the map).
     func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value
+    /// The largest stored value, in bytes, that ``decode(_:)`` accepts, or `nil` for no limit.
+    /// ``KVCollection`` refuses a larger stored value (one written by another process, say) before
+    /// it copies or decodes a byte of it, with ``KVStoreError/corruptValue(collection:key:reason:)``.
+    var maxEncodedSize: Int? { get }
+}
+
+extension ValueCodec {
+    public var maxEncodedSize: Int? { nil }
 }
 
 /// The default codec: CBOR (RFC 8949) for any `Codable` value, readable without the Swift types by
@@ -25,6 +33,9 @@ public struct CBORCodec<Value: Codable>: ValueCodec {
     public init(limits: CBORLimits = .default) { self.limits = limits }
 
     public var encodingName: String { "cbor" }
+
+    /// ``CBORLimits/maxInputSize``.
+    public var maxEncodedSize: Int? { limits.maxInputSize }
 
     /// The value's CBOR. Values that ``decode(_:)`` would refuse (over ``CBORLimits/maxInputSize``,
     /// or nested deeper than ``CBORLimits/maxDepth``) are refused here, so that nothing is stored that
@@ -40,10 +51,34 @@ public struct CBORCodec<Value: Codable>: ValueCodec {
     }
 }
 
-/// Stores values as the raw bytes you give it.
+/// Stores values as the raw bytes you give it, up to ``maxSize`` bytes each.
+///
+/// Reading copies the value out of the map, so the limit also bounds the memory one `get` can take
+/// when another process has stored a huge value.
 public struct RawBytesCodec: ValueCodec {
-    public init() {}
+    /// The largest value, in bytes, that ``encode(_:)`` stores and ``decode(_:)`` copies: 16 MiB by
+    /// default, as ``CBORLimits/maxInputSize``.
+    public var maxSize: Int
+
+    public init(maxSize: Int = CBORLimits.default.maxInputSize) { self.maxSize = maxSize }
     public var encodingName: String { "bytes" }
-    public func encode(_ value: [UInt8]) throws -> [UInt8] { value }
-    public func decode(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] { Array(bytes) }
+    public var maxEncodedSize: Int? { maxSize }
+
+    /// The bytes themselves; over ``maxSize``, ``KVStoreError/valueTooLarge(what:size:limit:hint:)``.
+    public func encode(_ value: [UInt8]) throws -> [UInt8] {
+        guard value.count <= maxSize else {
+            throw KVStoreError.valueTooLarge(what: "the value", size: value.count, limit: maxSize,
+                                             hint: "store large data with SharedFiles instead")
+        }
+        return value
+    }
+
+    /// A copy of the bytes; over ``maxSize``, ``KVStoreError/valueTooLarge(what:size:limit:hint:)``,
+    /// before anything is copied.
+    public func decode(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] {
+        guard bytes.count <= maxSize else {
+            throw KVStoreError.valueTooLarge(what: "the stored value", size: bytes.count, limit: maxSize, hint: "")
+        }
+        return Array(bytes)
+    }
 }
