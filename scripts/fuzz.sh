@@ -47,14 +47,18 @@ is_sync() {
     return 1
 }
 
-# One static library per module; rebuilt when a source is newer than it.
+# One static library per module; rebuilt when a source, or a library it imports, is newer than it.
 build_module() {
     local name=$1; shift
-    local extra=()
-    if [[ $name == SyncKit ]]; then extra=(-enable-testing); fi
+    local extra=() deps=()
+    case $name in
+        SyncKit) extra=(-enable-testing); deps=("$OUT/libKVStore.a") ;;
+        FuzzProperties) deps=("$OUT/libKVStore.a") ;;
+        SyncFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncKit.a" "$OUT/libFuzzProperties.a") ;;
+    esac
     local lib=$OUT/lib$name.a
     local newest
-    newest=$(ls -t "$@" | head -1)
+    newest=$(ls -t "$@" "${deps[@]}" | head -1)
     if [[ -f $lib && $lib -nt $newest ]]; then return; fi
     echo "fuzz.sh: compiling $name ($# files)" >&2
     "$SWIFTC" "${SAN[@]}" "${extra[@]}" -module-name "$name" -emit-library -static \

@@ -25,6 +25,10 @@ import TestSupport
     }
 
     func kvtool(_ group: String, _ arguments: String...) throws -> ProcessResult {
+        try kvtool(group, arguments)
+    }
+
+    func kvtool(_ group: String, _ arguments: [String]) throws -> ProcessResult {
         try timed(productsDirectory() + "/kvtool", arguments + ["--root", dir.path, "--group", group])
     }
 
@@ -130,7 +134,9 @@ import TestSupport
     /// Garbage in `_catalog`: not CBOR, CBOR of the wrong shape, 4 MiB of it, an unknown key encoding,
     /// a `fixed(N)` out of range, an entry pointing at another database (`_catalog` itself), an entry
     /// under another name's key, and a key that is not a catalog key at all. Opening the collection,
-    /// listing the catalog and `kvtool collections` fail with `corruptValue` naming `_catalog`;
+    /// listing the catalog, `kvtool collections`, `info` and `scan` fail with `corruptValue` naming
+    /// `_catalog` (before the fix, an entry pointing at `_catalog` made `kvtool scan events` read, and
+    /// `kvtool put events` write, the catalog itself);
     /// `kvtool check` names each entry.
     @Test(arguments: [
         ("not CBOR", "c/events", "hex:ff00fe", "the entry does not decode"),
@@ -170,7 +176,9 @@ import TestSupport
                               sourceLocation: SourceLocation = #_sourceLocation) throws {
         try expectTypedError(group, ["catalog"], "KVStoreError", "_catalog", sourceLocation: sourceLocation)
         try expectTypedError(group, ["collection", "events"], "KVStoreError", "_catalog", sourceLocation: sourceLocation)
-        expectOneLineFailure(try kvtool(group, "collections"), "_catalog", sourceLocation: sourceLocation)
+        for command in [["collections"], ["info"], ["scan", "events"]] {
+            expectOneLineFailure(try kvtool(group, command), "_catalog", sourceLocation: sourceLocation)
+        }
         // This process, which had the container open all along.
         #expect(sourceLocation: sourceLocation) { try container.store.catalog() } throws: { error in
             guard case KVStoreError.corruptValue(let collection, _, let reason) = error else { return false }
