@@ -29,6 +29,8 @@ import TestSupport
         #expect(doomed.waitForLine { $0.hasPrefix("acked") } != nil)
         doomed.kill()
         doomed.wait()
+        // The fault was injected: the consumer died by the kill, before it had read everything.
+        #expect(doomed.process.terminationReason == .uncaughtSignal, "the third consumer finished before it was killed")
         let ackedBeforeDeath = doomed.output.filter { $0.hasPrefix("acked ") }.compactMap { UInt64($0.dropFirst(6)) }.max() ?? 0
         #expect(doomed.output.contains { $0.hasPrefix("end ") } == false)
 

@@ -57,7 +57,8 @@ import Glibc
 
         hung.kill(SIGKILL)
         let (status, _, _) = hung.wait()
-        #expect(status != 0)
+        // The fault was injected: the publisher died by the kill, mid-write (it was paused there).
+        #expect(hung.process.terminationReason == .uncaughtSignal && status == SIGKILL, "\(status)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: feeds).contains(temporary[0]))
         #expect(try feed.read().payload.sequence == 1)
         // The next publication sweeps the orphan; generation 2 was claimed by the dead publisher.
