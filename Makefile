@@ -1,9 +1,11 @@
 # make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end), with the reliability suite's short
-#             versions (Tests/ReliabilityTests: 50 writer kills, 10 s of contention, …; about 1 minute)
+#             versions (Tests/ReliabilityTests: 50 writer kills + 20 in each other durability mode,
+#             10 s of contention, 1,000 power-cut states (Tests/PowerCut), …; 2 to 3 minutes)
 # make stress runs the reliability suite's long versions (KVSTORE_STRESS=1) from a release build
 #             (in debug, `kvtool check` after each of the 1,000 kills alone takes most of half an
-#             hour): 1,000 kill -9s of a writer, dead readers, 60 s of contention with SIGSTOPs, map
+#             hour): 1,000 kill -9s of a writer (+ 300 per other durability mode), 6,000 power-cut
+#             states, dead readers, 60 s of contention with SIGSTOPs, map
 #             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire; each
 #             test prints its figures ([reliability] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.

@@ -38,8 +38,12 @@ extension ReliabilityTests {
                 return stat(path, &info) == 0 ? Int(info.st_mtim.tv_sec) : nil
             }
             if let built = modified(library), let written = modified(source), built >= written { return library }
-            let compilers: [String] = ["/usr/bin/cc", "/usr/bin/clang", "/usr/bin/gcc"]
-            let compiler = compilers.first { access($0, X_OK) == 0 } ?? compilers[0]
+            // cc, else the clang that comes with Swift, else gcc: the first found on PATH.
+            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":").map(String.init) + ["/usr/bin"]
+            let candidates: [String] = ["cc", "clang", "gcc"].flatMap { name in path.map { $0 + "/" + name } }
+            guard let compiler = candidates.first(where: { access($0, X_OK) == 0 }) else {
+                throw PowerCutFailure("no C compiler (cc, clang or gcc) on PATH to build \(source)")
+            }
             let temporary = library + ".tmp-\(getpid())"
             let result = try bounded(compiler, ["-shared", "-fPIC", "-O1", "-o", temporary, source, "-ldl"], timeout: 120)
             guard result.status == 0, rename(temporary, library) == 0 else {
@@ -190,8 +194,8 @@ extension ReliabilityTests {
         @Test(arguments: Durability.allCases)
         func aPowerCutLeavesWhatEachModePromises(mode: Durability) throws {
             defer { reaper.stopAll() }
-            let commits = StressLevel.pick(short: 24, long: 120)
-            let maxStates = StressLevel.pick(short: 250, long: 3_000)
+            let commits = StressLevel.pick(short: 24, long: 60)
+            let maxStates = StressLevel.pick(short: 250, long: 1_500)
             // noSync flushes only when asked: Store.sync() every sixth commit.
             let syncEvery = mode == .noSync ? 6 : 0
             let seed = Self.seed
@@ -321,8 +325,8 @@ extension ReliabilityTests {
 
         @Test func aPowerCutNeverTearsAFeedOrASnapshot() throws {
             defer { reaper.stopAll() }
-            let rounds = StressLevel.pick(short: 6, long: 30)
-            let maxStates = StressLevel.pick(short: 250, long: 3_000)
+            let rounds = StressLevel.pick(short: 6, long: 20)
+            let maxStates = StressLevel.pick(short: 250, long: 1_500)
             let seed = Self.seed
             let root = dir.path + "/root"
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
