@@ -42,8 +42,8 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
     case "stress-writer":
         // stress-writer ROOT GROUP PHASEFILE RECORDS SEED [MODE]: commits transaction after transaction,
         // each putting RECORDS checksummed StressRecords into "ledger" and one StressLogEntry into the
-        // history-enabled "log", until killed, with durability MODE (default durable). Prints "ready
-        // NEXTSEQ", then "acked SEQ" after each commit returns. The phase file says where it was when it died.
+        // history-enabled "log", until killed, with durability MODE (default durable). Prints "flags F"
+        // (mdb_env_get_flags), "ready NEXTSEQ", then "acked SEQ" after each commit returns. The phase file says where it was when it died.
         let phase = try SharedPhase(path: rest[0])
         let count = Int(rest[1])!
         var rng = SplitMix64(seed: UInt64(rest[2])!)
@@ -54,6 +54,8 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
         let log = try container.store.collection("log", key: Int.self, value: StressLogEntry.self)
         container.store.addObserver(PhaseObserver(phase: phase))
         var seq = try container.store.read { tx in try log.last(in: tx).map { $0.key + 1 } ?? 0 }
+        // The LMDB flags the mode gave this process, for the test to check.
+        say("flags \(try container.store.environmentFlags)")
         say("ready \(seq)")
         while true {
             phase.value = WriterPhase.beforeBegin.rawValue

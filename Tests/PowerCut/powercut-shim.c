@@ -1,5 +1,5 @@
 // powercut-shim: an LD_PRELOAD library that records what a process writes, syncs and renames under
-// one directory, so that scripts/../replay.py can rebuild the files as a power cut could leave them.
+// one directory, so that replay.py (next to it) can rebuild the files as a power cut could leave them.
 // See README.md next to this file.
 //
 //   POWERCUT_DIR=/abs/real/dir   files under it are recorded (by the path /proc/self/fd resolves to)

@@ -1,3 +1,4 @@
+import CLMDB
 import Foundation
 import KVStore
 import SyncKit
@@ -16,6 +17,15 @@ extension ReliabilityTests {
     @Suite struct CrashWriter {
         let dir = TemporaryDirectory()
         let group = "group.com.example.crashwriter"
+
+        /// The LMDB flags ``Durability`` documents for `mode`.
+        static func flags(_ mode: Durability) -> UInt32 {
+            switch mode {
+            case .durable: 0
+            case .noMetaSync: UInt32(MDB_NOMETASYNC)
+            case .noSync: UInt32(MDB_NOSYNC)
+            }
+        }
 
         @Test(arguments: Durability.allCases)
         func killingTheWriterLosesNoAcknowledgedCommitAndLeavesNoPartialTransaction(mode: Durability) throws {
@@ -63,6 +73,9 @@ extension ReliabilityTests {
                     Issue.record("kill \(kill): the writer ended by itself (\(describeTermination(writer))): \(stderr)")
                     break
                 }
+                // The writer really committed in `mode` (it prints its flags before "ready").
+                let flags = lines.first { $0.hasPrefix("flags ") }.flatMap { UInt32($0.dropFirst(6)) }
+                #expect(flags.map { $0 & UInt32(MDB_NOSYNC | MDB_NOMETASYNC) } == Self.flags(mode), "kill \(kill): writer flags \(String(describing: flags))")
                 phases[WriterPhase(rawValue: phase.value) ?? .beforeBegin, default: 0] += 1
                 let acked = lines.compactMap { $0.hasPrefix("acked ") ? Int($0.dropFirst(6)) : nil }
                 #expect(acked == Array((verifiedThrough + 1)..<(verifiedThrough + 1 + acked.count)), "kill \(kill)")
