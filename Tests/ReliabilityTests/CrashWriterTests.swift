@@ -158,7 +158,8 @@ extension ReliabilityTests {
             #expect(finalProblems == 0)
             #expect(verifiedThrough >= 0, "the writers committed nothing")
             let lock = Percentiles(nextWriterMilliseconds)
-            #expect(lock.max < 1_000, "a new writer waited \(lock.max) ms for the lock")
+            // The lock must be free at once after a kill; the bound scales with the build (sanitizers).
+            #expect(lock.max < BuildScale.seconds(1) * 1_000, "a new writer waited \(lock.max) ms for the lock")
 
             let seconds = Double(monotonicNow() - started) / 1e9
             report("crash-writer \(mode)", "\(phases.values.reduce(0, +)) kills (SIGKILL) in \(fixed(seconds)) s, seed \(seed); "

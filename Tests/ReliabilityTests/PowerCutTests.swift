@@ -276,7 +276,9 @@ extension ReliabilityTests {
                     let passed = check.status == 0 && check.signal == nil && !check.timedOut
                     if intactSample.contains(name) {
                         if passed { checkPassed += 1 }
-                        #expect(passed, "kvtool check on intact state \(name): \(check.lines.suffix(3)) \(check.stderr)")
+                        // noSync promises nothing after a power cut: a state whose records read back
+                        // may still be damaged where only kvtool check looks (counted, not asserted).
+                        #expect(passed || mode == .noSync, "kvtool check on intact state \(name): \(check.lines.suffix(3)) \(check.stderr)")
                     } else if !passed {
                         checkFlagged += 1
                     } else if unflagged.count < 2 {
