@@ -11,7 +11,8 @@
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
-# make fuzz   runs each libFuzzer target (cbor, keys, paths, dump) for FUZZ_SECONDS (default 60); see fuzz/README.md
+# make fuzz   runs each libFuzzer target (cbor, keys, paths, dump, catalog, feed, manifest, history) for
+#             FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
 SWIFT ?= swift
 SWIFT_FLAGS ?=
