@@ -72,24 +72,18 @@ import Glibc
     // MARK: - Planted symbolic links
 
     /// The bug of the issue: a link at `Store/lock.mdb` made LMDB overwrite its target with the lock
-    /// table, and in group-shared mode the library then `chmod`ed the target to 0660.
-    @Test(arguments: SharingMode.allCases)
-    func aSymbolicLinkAtTheLockFileIsRefusedAndItsTargetLeftUntouched(sharing: SharingMode) throws {
+    /// table, and in group-shared mode the library then `chmod`ed the target to 0660. `data.mdb` the
+    /// same way.
+    @Test(arguments: SharingMode.allCases, ["lock.mdb", "data.mdb"])
+    func aSymbolicLinkAtAStoreFileIsRefusedAndItsTargetLeftUntouched(sharing: SharingMode, file: String) throws {
         try layout(sharing: sharing)
         let victim = try Victim(dir.path + "/victim")
-        try FileManager.default.createSymbolicLink(atPath: storePath + "/lock.mdb", withDestinationPath: victim.path)
-        expectRefused(storePath + "/lock.mdb") { _ = try open(sharing) }
+        try FileManager.default.createSymbolicLink(atPath: storePath + "/" + file, withDestinationPath: victim.path)
+        expectRefused(storePath + "/" + file) { _ = try open(sharing) }
         victim.expectUntouched()
-        #expect(!FileManager.default.fileExists(atPath: storePath + "/data.mdb") || fileSize(storePath + "/data.mdb") == 0)
-    }
-
-    @Test(arguments: SharingMode.allCases)
-    func aSymbolicLinkAtTheDataFileIsRefusedAndItsTargetLeftUntouched(sharing: SharingMode) throws {
-        try layout(sharing: sharing)
-        let victim = try Victim(dir.path + "/victim")
-        try FileManager.default.createSymbolicLink(atPath: storePath + "/data.mdb", withDestinationPath: victim.path)
-        expectRefused(storePath + "/data.mdb") { _ = try open(sharing) }
-        victim.expectUntouched()
+        let other = file == "lock.mdb" ? "data.mdb" : "lock.mdb"
+        #expect(!FileManager.default.fileExists(atPath: storePath + "/" + other) || fileSize(storePath + "/" + other) == 0,
+                "nothing was written to the store's other file")
     }
 
     /// The issue's reproduction as a user meets it: another process plants the link in a container
@@ -244,7 +238,7 @@ import Glibc
         let victim = try Victim(dir.path + "/victim", mode: 0o600)
         let decoy = storePath + "/decoy"
         try FileManager.default.createSymbolicLink(atPath: decoy, withDestinationPath: victim.path)
-        let swapper = Swapper(storePath + "/lock.mdb", decoy)
+        let swapper = PathSwapper(storePath + "/lock.mdb", decoy)
         swapper.start()
         var (opened, refused, other) = (0, 0, [String]())
         for _ in 0..<StressLevel.pick(short: 40, long: 400) {
@@ -365,41 +359,4 @@ func fileMode(_ path: String) -> mode_t? {
 func fileSize(_ path: String) -> Int {
     var st = stat()
     return lstat(path, &st) == 0 ? Int(st.st_size) : -1
-}
-
-/// Exchanges two paths atomically in a loop on its own thread (`renameat2(RENAME_EXCHANGE)`), so that
-/// one of them is, at any moment, either of the two files.
-final class Swapper: @unchecked Sendable {
-    private let a: String, b: String
-    private let lock = NSLock()
-    private var running = true
-    private var swaps = 0
-    private var thread: Thread?
-
-    init(_ a: String, _ b: String) { (self.a, self.b) = (a, b) }
-
-    func start() {
-        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
-        let renameat2 = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2")!, to: RenameAt2.self)
-        let thread = Thread { [self] in
-            while lock.withLock({ running }) {
-                if renameat2(AT_FDCWD, a, AT_FDCWD, b, 2) == 0 { lock.withLock { swaps += 1 } }
-            }
-        }
-        self.thread = thread
-        thread.start()
-    }
-
-    /// Stops swapping, puts the two paths back as they started, and returns the number of swaps.
-    func stop() -> Int {
-        lock.withLock { running = false }
-        usleep(20_000)
-        let count = lock.withLock { swaps }
-        if count % 2 == 1 {
-            typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
-            let renameat2 = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2")!, to: RenameAt2.self)
-            _ = renameat2(AT_FDCWD, a, AT_FDCWD, b, 2)
-        }
-        return count
-    }
 }

@@ -70,7 +70,7 @@ import Glibc
         try #require(otherEntry.size == entry.size)
         let decoy = snapshots.directory + "/decoy.mdb"
         try FileManager.default.copyItem(atPath: other.path(of: otherEntry), toPath: decoy)
-        let swapper = SnapshotSwapper(snapshots.path(of: entry), decoy)
+        let swapper = PathSwapper(snapshots.path(of: entry), decoy)
         swapper.start()
         var (good, refused, evil) = (0, 0, 0)
         for _ in 0..<StressLevel.pick(short: 400, long: 4_000) {
@@ -98,37 +98,5 @@ import Glibc
         try FileManager.default.createSymbolicLink(atPath: container.notifyDirectory, withDestinationPath: outside)
         #expect(throws: SyncError.self) { try ChangeNotifier(container: container).post() }
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
-    }
-}
-
-/// Exchanges two paths atomically in a loop on its own thread.
-final class SnapshotSwapper: @unchecked Sendable {
-    private let a: String, b: String
-    private let lock = NSLock()
-    private var running = true
-    private var swaps = 0
-    private var thread: Thread?
-    private typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
-    private let renameat2 = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2")!, to: RenameAt2.self)
-
-    init(_ a: String, _ b: String) { (self.a, self.b) = (a, b) }
-
-    func start() {
-        let thread = Thread { [self] in
-            while lock.withLock({ running }) {
-                if renameat2(AT_FDCWD, a, AT_FDCWD, b, 2) == 0 { lock.withLock { swaps += 1 } }
-            }
-        }
-        self.thread = thread
-        thread.start()
-    }
-
-    /// Stops, puts both files back where they started, and returns the number of swaps.
-    func stop() -> Int {
-        lock.withLock { running = false }
-        while thread?.isFinished == false { usleep(1_000) }
-        let count = lock.withLock { swaps }
-        if count % 2 == 1 { _ = renameat2(AT_FDCWD, a, AT_FDCWD, b, 2) }
-        return count
     }
 }
