@@ -59,6 +59,9 @@ public final class SharedContainer: Sendable {
     /// Opens the container of `groupIdentifier`, creating its layout if needed.
     ///
     /// - Throws: ``KVStoreError/invalidGroupIdentifier(_:reason:)`` before touching the file system;
+    ///   ``KVStoreError/unsafeFile(path:reason:)`` if a directory or store file is not what the sharing
+    ///   mode requires (a planted link or hard link, a foreign owner, a mode it may not repair; see
+    ///   the DocC article "Sharing a store between processes");
     ///   ``KVStoreError/invalidPath(_:reason:)`` if a part of the layout is not a directory (a symbolic
     ///   link, say); ``KVStoreError/io(operation:path:errno:)`` or ``LMDBError`` if it cannot be opened.
     public init(groupIdentifier: String, root: String? = nil, options: Options = Options()) throws {

@@ -22,7 +22,9 @@ public final class Store: @unchecked Sendable {
         /// The initial map size in bytes. The map grows by itself when it fills up, so a small value
         /// only costs a few remaps. Default 16 MiB.
         public var mapSize: Int = 16 << 20
-        /// The map never grows past this. Default 64 GiB.
+        /// The map never grows past this, and a larger size recorded in the store by another process
+        /// is refused at open (``KVStoreError/mapSizeOverLimit(path:recorded:limit:)``) rather than
+        /// mapped. Default 64 GiB.
         public var maxMapSize: Int = 64 << 30
         /// See ``Durability``. Default ``Durability/durable``.
         public var durability: Durability = .durable
@@ -67,7 +69,17 @@ public final class Store: @unchecked Sendable {
 
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
     ///
-    /// - Throws: ``LMDBError`` if LMDB cannot open the environment, ``KVStoreError`` for a bad path.
+    /// `directory` must not itself be a symbolic link, and its `data.mdb` and `lock.mdb` are opened
+    /// without following links and checked before LMDB maps them: a link, a second hard link, a file
+    /// owned by another user (another group, when ``Options/fileMode`` has group bits) or a mode this
+    /// process may not repair is refused (see the DocC article "Sharing a store between processes").
+    ///
+    /// - Throws: ``LMDBError`` if LMDB cannot open the environment;
+    ///   ``KVStoreError/unsafeFile(path:reason:)`` for a file the checks refuse;
+    ///   ``KVStoreError/invalidPath(_:reason:)`` when `directory` is a symbolic link;
+    ///   ``KVStoreError/mapSizeOverLimit(path:recorded:limit:)`` when the store records a map larger
+    ///   than ``Options/maxMapSize``; ``KVStoreError/truncatedStore(path:size:expected:)`` when
+    ///   `data.mdb` is shorter than its meta page says.
     public convenience init(directory: String, options: Options = Options()) throws {
         try self.init(directory: directory, descriptor: nil, options: options)
     }
