@@ -269,6 +269,29 @@ import Glibc
         #expect(large.stdout == "4\n", "\(large.stderr)")
     }
 
+    /// The same while this process has the store open: another process grows the data past this
+    /// process's map and records 1 TiB; this process's next read (LMDB's `MDB_MAP_RESIZED`) refuses
+    /// to adopt it, with the typed error, every time, instead of mapping 1 TiB.
+    @Test func aRecordedMapSizeOverMaxMapSizeIsRefusedWhenAnOpenProcessWouldAdoptIt() throws {
+        let directory = dir.path + "/resized"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let first = try helper(["store-put", dir.path, group, directory, String(1 << 20), "126", "4"])
+        try #require(first.status == 0, "\(first.stderr)")
+        var options = Store.Options()
+        options.mapSize = 1 << 20
+        options.maxMapSize = 64 << 20
+        let store = try Store(directory: directory, options: options)
+        let items = try store.collection("items", key: Int.self, value: [UInt8].self)
+        #expect(try items.count() == 4)
+        let grow = try helper(["store-put", dir.path, group, directory, String(1 << 40), "126", "4000"])
+        try #require(grow.status == 0, "\(grow.stderr)")
+        for _ in 0..<2 {
+            #expect(throws: KVStoreError.mapSizeOverLimit(path: store.directory, recorded: 1 << 40, limit: 64 << 20)) {
+                _ = try items.count()
+            }
+        }
+    }
+
     /// A `data.mdb` shorter than its meta page says (truncated by another process) is refused at open,
     /// instead of faulting (SIGBUS) on the first read of a missing page.
     @Test func aTruncatedDataFileIsATypedErrorAtOpen() throws {

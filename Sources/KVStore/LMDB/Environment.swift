@@ -382,8 +382,17 @@ final class Environment: @unchecked Sendable {
     /// Adopts a map size that another process recorded (`MDB_MAP_RESIZED`).
     private func adoptMapSize() throws {
         try withExclusiveMap {
+            try refuseRecordedMapSizeOverLimit(current: mapSize)
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
         }
+    }
+
+    /// Throws ``KVStoreError/mapSizeOverLimit(path:recorded:limit:)`` when the size another process
+    /// recorded is larger than both ``Configuration/maxMapSize`` and `current`: adopting it
+    /// (`mdb_env_set_mapsize(env, 0)`) would map whatever size any process wrote into the meta page.
+    private func refuseRecordedMapSizeOverLimit(current: Int) throws {
+        guard let recorded = metaPages?.recordedMapSize, recorded > max(configuration.maxMapSize, current) else { return }
+        throw KVStoreError.mapSizeOverLimit(path: directory, recorded: recorded, limit: configuration.maxMapSize)
     }
 
     /// Makes room: takes the larger size another process recorded if there is one, and otherwise
@@ -398,6 +407,7 @@ final class Environment: @unchecked Sendable {
             // filled a map this process already grew has not committed it yet, so adopting the meta
             // size alone would shrink the map back and retry forever: grow from the larger of the two.
             let mine = mapSize
+            try refuseRecordedMapSizeOverLimit(current: mine)
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
             // Another process recorded a larger map, which this one had not needed until now: take it
             // and try again, rather than doubling it.
