@@ -111,19 +111,20 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
     }
 
-    /// `Notify/` swapped for a link after the container opened: a post must not create the
-    /// notification file through it.
-    @Test func aNotifyDirectorySwappedForALinkIsNotFollowedByAPost() throws {
-        // SyncKit's ChangeNotifier is what posts; here its file is created the same way, through the
-        // container's own helper (KVStore cannot import SyncKit), so the SyncKit test covers the post.
+    /// `Notify/` swapped for a link after the container opened: the one helper that creates the
+    /// container's directories afterwards (`Snapshots/` and `feeds/` are made through it) refuses the
+    /// link and creates nothing behind it. SyncKit's `SnapshotOpenSafetyTests` covers a post.
+    @Test func makingADirectoryRefusesALinkInItsPlace() throws {
         try layout()
         let container = try open()
         let outside = dir.path + "/outside"
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let mode = fileMode(outside)
         try FileManager.default.removeItem(atPath: container.notifyDirectory)
         try FileManager.default.createSymbolicLink(atPath: container.notifyDirectory, withDestinationPath: outside)
-        #expect(throws: KVStoreError.self) { try SharingMode.privateToUser.makeDirectory(container.notifyDirectory) }
+        #expect(throws: KVStoreError.self) { try SharingMode.groupShared.makeDirectory(container.notifyDirectory) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+        #expect(fileMode(outside) == mode, "the link's target keeps its mode (no chmod to 2770 through it)")
     }
 
     // MARK: - Hard links, owners, modes
