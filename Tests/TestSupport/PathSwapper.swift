@@ -13,25 +13,26 @@ public final class PathSwapper: @unchecked Sendable {
     private let lock = NSLock()
     private var running = true
     private var swaps = 0
-    private var thread: Thread?
+    private var finished = false
 
     public init(_ a: String, _ b: String) { (self.a, self.b) = (a, b) }
 
     public func start() {
-        let thread = Thread { [self] in
+        // The thread is not kept: a swapper holding its thread, whose closure holds the swapper, would
+        // be a cycle that LeakSanitizer reports.
+        Thread { [self] in
             while lock.withLock({ running }) {
                 if renameat2(AT_FDCWD, a, AT_FDCWD, b, 2) == 0 { lock.withLock { swaps += 1 } }
             }
-        }
-        self.thread = thread
-        thread.start()
+            lock.withLock { finished = true }
+        }.start()
     }
 
     /// Stops, waits for the thread, puts both paths back where they started, and returns the number
     /// of swaps made.
     public func stop() -> Int {
         lock.withLock { running = false }
-        while thread?.isFinished == false { usleep(1_000) }
+        while !lock.withLock({ finished }) { usleep(1_000) }
         let count = lock.withLock { swaps }
         if count % 2 == 1 { _ = renameat2(AT_FDCWD, a, AT_FDCWD, b, 2) }
         return count
