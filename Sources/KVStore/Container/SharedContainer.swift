@@ -137,9 +137,10 @@ public final class SharedContainer: Sendable {
             let policy = FilePolicy(sharing: options.sharing, directory: try FilePolicy.status(containerFD, path: path))
             for sub in ["Store", "Files", "Snapshots", "Notify"] {
                 let required = sub == "Store" || sub == "Files"
-                guard !options.readOnly || required || SafePath.lstat(at: containerFD, sub) != nil else { continue }
+                let existing = SafePath.lstat(at: containerFD, sub)
+                guard !options.readOnly || required || existing != nil else { continue }
                 let subPath = path + "/" + sub
-                if let st = SafePath.lstat(at: containerFD, sub), st.st_mode & S_IFMT != S_IFDIR {
+                if let st = existing, st.st_mode & S_IFMT != S_IFDIR {
                     throw KVStoreError.invalidPath(subPath, reason: "is not a directory (\(FilePolicy.kind(st)))")
                 }
                 close(try SafePath.openDirectoryChecked(containerFD, sub, create: !options.readOnly, policy: policy, path: subPath))

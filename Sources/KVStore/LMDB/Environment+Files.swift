@@ -31,8 +31,8 @@ struct EnvironmentFiles {
     static func key(_ st: stat) -> String { "\(st.st_dev):\(st.st_ino)" }
 
     /// Opens and checks `directory/data.mdb` and `directory/lock.mdb`, creating them unless read-only.
-    static func openDirectory(_ dirFD: Int32, path directory: String, configuration: Environment.Configuration) throws -> EnvironmentFiles {
-        let identity = try FilePolicy.status(dirFD, path: directory)
+    /// `identity` is the directory's status, already taken by the caller.
+    static func openDirectory(_ dirFD: Int32, identity: stat, path directory: String, configuration: Environment.Configuration) throws -> EnvironmentFiles {
         let policy = FilePolicy(fileMode: configuration.fileMode, directory: identity)
         let dataPath = directory + "/data.mdb", lockPath = directory + "/lock.mdb"
         let data: Int32
@@ -54,9 +54,9 @@ struct EnvironmentFiles {
         return EnvironmentFiles(identity: identity, dataFD: data, lockFD: lock, dataPath: dataPath, lockPath: lockPath)
     }
 
-    /// Checks the immutable file (a snapshot) open at `fd`, which this value then owns.
-    static func immutableFile(_ fd: Int32, path: String) throws -> EnvironmentFiles {
-        let st = try FilePolicy.status(fd, path: path)
+    /// Checks the immutable file (a snapshot) open at `fd`, whose status the caller took, and which
+    /// this value then owns.
+    static func immutableFile(_ fd: Int32, status st: stat, path: String) throws -> EnvironmentFiles {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw KVStoreError.invalidPath(path, reason: "a snapshot is a regular file")
         }

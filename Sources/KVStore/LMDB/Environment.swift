@@ -151,8 +151,8 @@ final class Environment: @unchecked Sendable {
             var files: EnvironmentFiles
             do {
                 files = configuration.immutableFile
-                    ? try EnvironmentFiles.immutableFile(fd, path: display)
-                    : try EnvironmentFiles.openDirectory(fd, path: display, configuration: configuration)
+                    ? try EnvironmentFiles.immutableFile(fd, status: identity, path: display)
+                    : try EnvironmentFiles.openDirectory(fd, identity: identity, path: display, configuration: configuration)
             } catch {
                 close(fd)
                 throw error
