@@ -65,10 +65,15 @@ final class Environment: @unchecked Sendable {
 
     /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a snapshot file.
     private let lockFD: Int32
+    /// The mode the environment commits in: the strongest any handle on it asked for (see
+    /// ``commitAtLeast(_:)``). The lock also serialises `mdb_env_set_flags`, whose concurrent calls
+    /// LMDB leaves undefined.
+    private let durability: Locked<Durability>
 
     private init(handle: OpaquePointer, directory: String, configuration: Configuration, lockFD: Int32) {
         self.handle = handle
         self.lockFD = lockFD
+        durability = Locked(configuration.durability)
         self.directory = directory
         self.configuration = configuration
         mapLock = .allocate(capacity: 1)
@@ -465,6 +470,20 @@ final class Environment: @unchecked Sendable {
         var dead: Int32 = 0
         try LMDBError.check(mdb_reader_check(handle, &dead))
         return Int(dead)
+    }
+
+    /// Makes the environment commit at least as durably as `wanted` (`mdb_env_set_flags`; LMDB keeps
+    /// its synchronous meta descriptor open in every mode, so the flags can change after opening). A
+    /// weaker mode than the current one changes nothing.
+    func commitAtLeast(_ wanted: Durability) throws {
+        try durability.withLock { current in
+            guard wanted.strength > current.strength else { return }
+            let changeable = UInt32(MDB_NOSYNC | MDB_NOMETASYNC)
+            // Clearing first passes through a stronger mode, never a weaker one.
+            try LMDBError.check(mdb_env_set_flags(handle, changeable & ~wanted.environmentFlags, 0))
+            if wanted.environmentFlags != 0 { try LMDBError.check(mdb_env_set_flags(handle, wanted.environmentFlags, 1)) }
+            current = wanted
+        }
     }
 
     /// Flushes buffers to disk; needed only in ``Durability/noSync`` mode.

@@ -13,29 +13,15 @@ extension Store {
         }
     }
 
-    /// Serialises ``adoptStrongestDurability()`` between threads (LMDB leaves concurrent
-    /// `mdb_env_set_flags` calls undefined).
-    private static let durabilityLock = Locked<Void>(())
-
     /// Every `Store` on one directory in a process shares one LMDB environment, and so one set of
     /// flags: without this, a handle opened ``Durability/durable`` after a ``Durability/noSync`` one
     /// would commit without syncing, and its `options` would still say `durable`. Makes the
-    /// environment at least as durable as this handle asks (`mdb_env_set_flags`; LMDB keeps its
-    /// synchronous meta descriptor open in every mode for this). A weaker request leaves it as it is:
-    /// no handle ever commits less durably than it asked.
+    /// environment at least as durable as this handle asks (see
+    /// ``Environment/commitAtLeast(_:)``). A weaker request leaves it as it is: no handle ever commits
+    /// less durably than it asked.
     static func adoptStrongestDurability(_ environment: Environment, _ options: Options) throws {
         guard !options.readOnly, !options.immutableFile else { return }
-        let changeable = UInt32(MDB_NOSYNC | MDB_NOMETASYNC)
-        let wanted = options.durability.environmentFlags
-        try durabilityLock.withLock { _ in
-            var flags: UInt32 = 0
-            try LMDBError.check(mdb_env_get_flags(environment.handle, &flags))
-            let current = Durability.allCases.first { $0.environmentFlags == flags & changeable } ?? .noSync
-            guard options.durability.strength > current.strength else { return }
-            // Clearing first passes through a stronger mode, never a weaker one.
-            try LMDBError.check(mdb_env_set_flags(environment.handle, changeable & ~wanted, 0))
-            if wanted != 0 { try LMDBError.check(mdb_env_set_flags(environment.handle, wanted, 1)) }
-        }
+        try environment.commitAtLeast(options.durability)
     }
 }
 
