@@ -185,7 +185,7 @@ import Workloads
         r = try tool("dump", "--collection", "nope", "-o", path)
         #expect(r.status == 1)
         #expect(Self.withoutTransactionID(try String(contentsOfFile: path, encoding: .utf8)) == Self.expectedJSONLines)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".tmp-") }.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".kvtmp-") }.isEmpty)
         r = try tool("dump", "--output", dir.path + "/no/such/dir/out.jsonl")
         #expect(r.status == 1 && r.stderr.hasPrefix("kvtool: error: cannot write \(dir.path)/no/such/dir/out.jsonl: "), "\(r.stderr)")
         try expectMdbStatReads(storePath())

@@ -195,8 +195,8 @@ import Glibc
         let snapshots = try Snapshots(container: container)
         try snapshots.export(from: container.store)
         let dead = try Self.deadPID()
-        let orphans = [".snapshot-000002.mdb.tmp-\(dead)-0123456789abcdef",
-                       ".manifest.json.tmp-\(getpid())-fedcba9876543210"]
+        let orphans = [".kvtmp-snapshot-000002.mdb-\(dead)-0123456789abcdef",
+                       ".kvtmp-manifest.json-\(getpid())-fedcba9876543210"]
         for name in orphans + [".unrelated", "notes.txt"] {
             try Data("partial".utf8).write(to: URL(fileURLWithPath: snapshots.directory + "/" + name))
         }

@@ -125,7 +125,7 @@ final class Environment: @unchecked Sendable {
         // are the registry's key.
         let fd: Int32
         if configuration.immutableFile {
-            fd = descriptor.map { dup($0) } ?? SafePath.retry {
+            fd = descriptor.map { dup($0) } ?? SystemCall.retry {
                 Glibc.open(directory, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             }
             guard fd >= 0 else {

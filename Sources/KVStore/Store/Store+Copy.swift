@@ -65,7 +65,7 @@ extension Store {
     /// `descriptor`, whose path is `path`. See ``copy(toNewFile:fileMode:)``.
     ///
     /// ```swift
-    /// try files.publish(to: "backup.mdb", temporaryName: ".backup.mdb.tmp-\(getpid())") { fd, path in
+    /// try files.publish(to: "backup.mdb", temporaryName: TemporaryFileName.make(for: "backup.mdb")) { fd, path in
     ///     try store.copy(intoEmptyFile: fd, at: path)
     /// }
     /// ```

@@ -87,9 +87,8 @@ extension Store {
             guard fields.count == 3, let pid = Int32(fields[0]), let thread = UInt64(fields[1], radix: 16) else {
                 return nil
             }
-            let alive = kill(pid, 0) == 0 || errno == EPERM
-            return ReaderSlot(pid: pid, thread: thread, transactionID: fields[2] == "-" ? nil : Int(fields[2]),
-                              processAlive: alive)
+                        return ReaderSlot(pid: pid, thread: thread, transactionID: fields[2] == "-" ? nil : Int(fields[2]),
+                              processAlive: SystemCall.isProcessAlive(pid))
         }
     }
 }

@@ -71,7 +71,7 @@ struct Check: ParsableCommand {
         }
         let feeds = try WidgetFeedCheck.run(snapshotsDirectory: container.snapshotsDirectory, sharing: container.options.sharing)
         for problem in feeds.problems {
-            problems.append(IntegrityProblem(kind: .feed, location: "Snapshots/feeds/\(problem.file)", detail: problem.description))
+            problems.append(IntegrityProblem(kind: .feed, location: "Snapshots/\(ContainerLayout.feedsName)/\(problem.file)", detail: problem.description))
         }
         if problems.count > maxProblems { problems = Array(problems.prefix(maxProblems)) }
 

@@ -40,7 +40,7 @@ struct Compact: ParsableCommand {
         let result: Store.CopyResult
         do {
             let target = try SharedFiles(directory: directory)
-            let temporary = ".\(name).kvtmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+            let temporary = TemporaryFileName.make(for: name)
             result = try target.publish(to: name, temporaryName: temporary, replacing: force) { fd, path in
                 try container.store.copy(intoEmptyFile: fd, at: path) { progress.update($0) }
             }

@@ -296,8 +296,12 @@ final class DumpSink {
             temporary = nil
             return
         }
-        let temporary = path + ".tmp-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // Next to the target, under the package's one temporary-name scheme, created afresh (never
+        // through a link planted at that name).
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let temporary = directory + TemporaryFileName.make(for: String(path[(slash.map { path.index(after: $0) } ?? path.startIndex)...]))
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             throw CLIError(errno == ENOENT ? .notFound : .failure, "cannot write \(path): \(reason)")

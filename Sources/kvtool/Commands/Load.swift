@@ -57,8 +57,7 @@ struct Load: ParsableCommand {
         try plan.checkDatabaseCount(group: group.rawValue, limit: Int(Store.Options().maxDatabases))
 
         // Check against the target before touching it: a container that does not exist yet is empty.
-        let path = try ContainerRoot.resolve(explicit: global.root) + "/" + group.rawValue
-        let exists = FileManager.default.fileExists(atPath: path + "/Store/data.mdb")
+        let exists = FileManager.default.fileExists(atPath: try ContainerLayout(groupIdentifier: group, root: global.root).storeDataFile)
         var container: SharedContainer?
         if exists {
             var options = SharedContainer.Options()
