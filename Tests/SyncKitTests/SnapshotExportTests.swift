@@ -254,7 +254,7 @@ import Glibc
             let r = try helper(["snapshot-checklist", dir.path, group, generation])
             #expect(r.status == 0, "\(r.stderr)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
-            #expect(object["readOnly"] as? Bool == true && object["snapshotFile"] as? Bool == true)
+            #expect(object["readOnly"] as? Bool == true && object["copyFile"] as? Bool == true)
             #expect(object["records"] as? Int == 343 && object["summaries"] as? Int == 343)
             #expect(object["scores"] as? Int == 9288)
             #expect(object["current"] as? Int == 2 && object["longest"] as? Int == 16)

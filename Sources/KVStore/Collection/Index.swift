@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// A secondary index of a collection, maintained in the same transaction as every put and delete.
 ///

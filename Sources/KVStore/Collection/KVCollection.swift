@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// A typed collection: keys of an ``OrderedKey`` type, values through a ``ValueCodec``, in one LMDB
 /// named database, with secondary indexes and derived collections kept in step in the same

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// What a migration hook gets when a collection is opened with a newer schema version than the one
 /// stored. It runs inside the write transaction that records the new version, so a failed migration

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 import Foundation
 
 /// A UserDefaults-style suite of small settings, shared by every process that opens the container.

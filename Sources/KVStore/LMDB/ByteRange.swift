@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// A range of stored keys in LMDB's byte order, scanned forwards or backwards with a cursor.
 struct ByteRange: Sendable {

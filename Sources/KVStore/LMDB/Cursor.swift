@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// An LMDB cursor over one named database, valid only inside the transaction that opened it.
 /// Internal: collections use it through ``ByteRange`` scans.

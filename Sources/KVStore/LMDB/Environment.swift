@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -26,7 +26,7 @@ final class Environment: @unchecked Sendable {
         var durability: Durability
         var readOnly: Bool
         var fileMode: mode_t
-        /// Opens one immutable file (a snapshot) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
+        /// Opens one immutable file (a copy, ``Store/init(copyFile:)``) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
         /// MDB_NOLOCK`, so no lock file is needed or touched. Implies `readOnly`.
         var immutableFile = false
         /// Whether opening runs `mdb_reader_check`.
@@ -42,8 +42,8 @@ final class Environment: @unchecked Sendable {
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0
-    /// The meta pages, through which read transactions check their snapshot (see ``MetaPages``);
-    /// `nil` for a snapshot file, which nobody writes. Set once, before anyone else sees the
+    /// The meta pages, through which read transactions check the state they read (see ``MetaPages``);
+    /// `nil` for a single-file copy, which nobody writes. Set once, before anyone else sees the
     /// environment.
     private(set) var metaPages: MetaPages?
 
@@ -63,7 +63,7 @@ final class Environment: @unchecked Sendable {
     /// When (`CLOCK_MONOTONIC`, nanoseconds) this process last cleared stale reader slots.
     private let lastStaleReaderCheck = Atomic<UInt64>(0)
 
-    /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a snapshot file.
+    /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a single-file copy.
     private let lockFD: Int32
     /// The mode the environment commits in: the strongest any handle on it asked for (see
     /// ``commitAtLeast(_:)``). The lock also serialises `mdb_env_set_flags`, whose concurrent calls
@@ -119,7 +119,7 @@ final class Environment: @unchecked Sendable {
     /// `directory` itself must not be a symbolic link (its parents may be), and its `data.mdb` and
     /// `lock.mdb` are opened as ``EnvironmentFiles`` describes: never through a link, checked with
     /// ``FilePolicy``. For an immutable file, `descriptor` may give the file already open (and checked
-    /// by the caller, a snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
+    /// by the caller, a published snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
     static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> Environment {
         // The directory (or the immutable file) itself, never through a link: its device and inode
         // are the registry's key.
@@ -131,7 +131,7 @@ final class Environment: @unchecked Sendable {
             guard fd >= 0 else {
                 let code = errno
                 if code == ELOOP { throw KVStoreError.unsafeFile(path: directory, reason: "it is a symbolic link, which is never followed") }
-                throw KVStoreError.io(operation: "open snapshot file", path: directory, errno: code)
+                throw KVStoreError.io(operation: "open store copy", path: directory, errno: code)
             }
         } else {
             fd = try SafePath.openRoot(directory, what: "store directory")
@@ -305,7 +305,7 @@ final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Begins a read transaction, as ``beginLocked(_:)`` does, whose snapshot is certainly the
+    /// Begins a read transaction, as ``beginLocked(_:)`` does, whose view is certainly the
     /// transaction LMDB reports: where the meta pages say it may not be (a reader held up while a
     /// writer committed twice; see ``MetaPages``), it begins again.
     private func beginExactReadTransaction() throws -> OpaquePointer {
@@ -314,7 +314,7 @@ final class Environment: @unchecked Sendable {
             let txn = try beginLocked(acquireReadTransaction)
             guard let metaPages else { return txn }
             let id = UInt64(mdb_txn_id(txn))
-            if metaPages.isExact(snapshot: id, repeated: previous == id) { return txn }
+            if metaPages.isExact(transaction: id, repeated: previous == id) { return txn }
             previous = id
             releaseReadTransaction(txn)
             pthread_rwlock_unlock(mapLock)
@@ -450,8 +450,8 @@ final class Environment: @unchecked Sendable {
     }
 
     /// Clears stale reader slots if ``Configuration/staleReaderCheckInterval`` has passed since the
-    /// last time. A reader that died holding a transaction pins the snapshot it read: until its slot is
-    /// cleared, no page freed after that snapshot can be reused, so the file grows with every commit.
+    /// last time. A reader that died holding a transaction pins the transaction it read: until its slot is
+    /// cleared, no page freed after that transaction can be reused, so the file grows with every commit.
     /// Writers are the ones who suffer from that, so they check, at most once per interval.
     private func clearStaleReadersIfDue() throws {
         guard let interval = configuration.staleReaderCheckInterval, !configuration.immutableFile else { return }

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// How hard a commit works to survive a crash of the machine (not of the process: a process crash
 /// never loses a committed transaction in any mode, because the data is already in the OS page cache).

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -71,25 +71,7 @@ extension Store {
 
     /// The slots of LMDB's reader table that a process holds, from `mdb_reader_list`.
     public func readerSlots() throws -> [ReaderSlot] {
-        final class Lines { var text = "" }
-        let lines = Lines()
-        let rc = withExtendedLifetime(lines) {
-            mdb_reader_list(environment.handle, { message, context in
-                guard let message, let context else { return 0 }
-                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
-                return 0
-            }, Unmanaged.passUnretained(lines).toOpaque())
-        }
-        try LMDBError.check(rc)
-        // "    pid     thread     txnid" then "%10d %zx %s" per slot, txnid "-" when idle.
-        return lines.text.split(separator: "\n").compactMap { line -> ReaderSlot? in
-            let fields = line.split(separator: " ")
-            guard fields.count == 3, let pid = Int32(fields[0]), let thread = UInt64(fields[1], radix: 16) else {
-                return nil
-            }
-                        return ReaderSlot(pid: pid, thread: thread, transactionID: fields[2] == "-" ? nil : Int(fields[2]),
-                              processAlive: SystemCall.isProcessAlive(pid))
-        }
+        try environment.readerSlots()
     }
 }
 
@@ -109,8 +91,7 @@ extension ReadTransaction {
     /// LMDB's figures for `database` as this transaction sees it.
     public func rawStat(_ database: RawDatabase) throws -> RawDatabaseStat {
         let s = try stat(database.handle)
-        var flags: UInt32 = 0
-        try LMDBError.check(mdb_dbi_flags(pointer, database.handle, &flags))
+        let flags = try self.flags(database.handle)
         return RawDatabaseStat(entries: s.ms_entries, depth: Int(s.ms_depth), branchPages: s.ms_branch_pages,
                                leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, flags: flags)
     }

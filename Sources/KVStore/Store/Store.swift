@@ -1,5 +1,8 @@
-import CLMDB
+internal import CLMDB
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A typed key-value store on one LMDB environment, shared safely by threads and by processes.
 ///
@@ -32,7 +35,7 @@ public final class Store: @unchecked Sendable {
         /// The lock file must still be writable, because readers register in it.
         public var readOnly = false
         /// Permissions of `data.mdb` and `lock.mdb`. Default `0600`.
-        public var fileMode: mode_t = 0o600
+        public var fileMode: Glibc.mode_t = 0o600
         /// LMDB's reader table size (`mdb_env_set_maxreaders`). Default 126.
         public var maxReaders: UInt32 = 126
         /// Named databases, including indexes and defaults suites (`mdb_env_set_maxdbs`). Default 512.
@@ -45,12 +48,12 @@ public final class Store: @unchecked Sendable {
         /// (`mdb_reader_check`); `nil` clears them only on open and when the map fills up. Default 1
         /// second.
         ///
-        /// A reader that died holding a transaction pins the snapshot it was reading: until its slot is
-        /// cleared, LMDB cannot reuse any page freed after that snapshot, and the file grows with every
+        /// A reader that died holding a transaction pins the transaction it was reading: until its slot is
+        /// cleared, LMDB cannot reuse any page freed after that transaction, and the file grows with every
         /// commit. A long-running writer would otherwise wait for some other process to open the store.
         /// The check reads the reader table and probes each reader's process, a few microseconds.
         public var staleReaderCheckInterval: Duration? = .seconds(1)
-        /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
+        /// Set by ``init(copyFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
 
@@ -106,7 +109,7 @@ public final class Store: @unchecked Sendable {
 
     // MARK: - Transactions
 
-    /// Runs `body` in a read transaction: a consistent snapshot of the store.
+    /// Runs `body` in a read transaction: a consistent view of the store at one committed transaction.
     ///
     /// The transaction is valid only during the execution of `body`. Reading never blocks, and is
     /// never blocked by, writers in this or another process.

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// A read-only view of the store at one point in time: every read through it sees the same committed
 /// state, whatever other threads and processes commit meanwhile.
@@ -24,45 +24,6 @@ public class ReadTransaction {
         if !isActive { throw KVStoreError.transactionEnded }
     }
 
-    /// LMDB's transaction ID: for a read, the ID of the last committed write it sees; for a write,
-    /// the ID this write will commit as. The corresponding LMDB call is `mdb_txn_id`.
-    public var transactionID: Int { Int(mdb_txn_id(pointer)) }
-
-    /// The stored bytes at `key`, or `nil`. Valid only inside the transaction.
-    func get(_ database: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
-        try checkActive()
-        return try key.withUnsafeBytes { buffer in
-            var k = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
-            var v = MDB_val()
-            let rc = mdb_get(pointer, database, &k, &v)
-            if rc == MDB_NOTFOUND { return nil }
-            try LMDBError.check(rc)
-            return v.buffer
-        }
-    }
-
-    /// The number of entries in a named database (`mdb_stat`).
-    func count(_ database: MDB_dbi) throws -> Int {
-        try checkActive()
-        var stat = MDB_stat()
-        try LMDBError.check(mdb_stat(pointer, database, &stat))
-        return stat.ms_entries
-    }
-
-    func stat(_ database: MDB_dbi) throws -> MDB_stat {
-        try checkActive()
-        var stat = MDB_stat()
-        try LMDBError.check(mdb_stat(pointer, database, &stat))
-        return stat
-    }
-
-    func scan(
-        _ database: MDB_dbi, _ range: ByteRange, reverse: Bool,
-        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
-    ) throws {
-        try checkActive()
-        try range.scan(pointer, database, reverse: reverse, body)
-    }
 }
 
 /// A read-write transaction: everything done through it commits together when the closure given to
@@ -101,41 +62,6 @@ public final class WriteTransaction: ReadTransaction {
 
     func record(_ mutation: Mutation) {
         if recording { mutations.append(mutation) }
-    }
-
-    func put(_ database: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
-        try checkActive()
-        try key.withUnsafeBytes { k in
-            try value.withUnsafeBytes { v in
-                var mk = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
-                var mv = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
-                try checkWrite(mdb_put(pointer, database, &mk, &mv, 0))
-            }
-        }
-    }
-
-    /// Deletes `key`; returns whether it existed.
-    @discardableResult
-    func delete(_ database: MDB_dbi, _ key: [UInt8]) throws -> Bool {
-        try checkActive()
-        return try key.withUnsafeBytes { k in
-            var mk = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
-            let rc = mdb_del(pointer, database, &mk, nil)
-            if rc == MDB_NOTFOUND { return false }
-            try checkWrite(rc)
-            return true
-        }
-    }
-
-    /// Empties a named database (`mdb_drop` with `del = 0`), or deletes it (`del = 1`).
-    func drop(_ database: MDB_dbi, delete: Bool) throws {
-        try checkActive()
-        try checkWrite(mdb_drop(pointer, database, delete ? 1 : 0))
-    }
-
-    private func checkWrite(_ rc: Int32) throws {
-        if rc == MDB_MAP_FULL { store.environment.writeHitMapFull = true }
-        try LMDBError.check(rc)
     }
 }
 

@@ -120,7 +120,7 @@ public struct Snapshots: Sendable {
         return entry
     }
 
-    /// Opens the snapshot of `generation` read-only (see ``KVStore/Store/init(snapshotFile:)``),
+    /// Opens the snapshot of `generation` read-only (see ``KVStore/Store/init(copyFile:)``),
     /// checking its size and SHA-256 against the manifest first unless `verifying` is `false`. The main
     /// store is not touched.
     ///
@@ -161,7 +161,7 @@ public struct Snapshots: Sendable {
         if verifying, let problem = try check(entry, descriptor: fd, path: path) {
             throw SnapshotError.readBackMismatch(path: path, detail: problem.detailDescription)
         }
-        return try Store(snapshotDescriptor: fd, path: path)
+        return try Store(copyDescriptor: fd, path: path)
     }
 
     /// Opens a listed snapshot's file under a no-follow descriptor of this directory: a link planted in
