@@ -29,7 +29,7 @@ import Glibc
             #expect(!files.exists("feeds/a.feed"))
             return temporaryPath
         }
-        #expect(seen == files.directory + "/feeds/.a.feed.tmp-1-x")
+        #expect(seen == files.directory + "/feeds/.kvtmp-a.feed-1-x")
         #expect(try contents("feeds/a.feed") == "hello")
         #expect(try files.entries(in: "feeds").map(\.name) == ["a.feed"])
         // Replacing by default; the bytes convenience.

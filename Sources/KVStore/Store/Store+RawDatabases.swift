@@ -103,7 +103,7 @@ extension WriteTransaction {
     /// ``Store/rawDatabase(named:create:)`` the creation belongs to this transaction: it is undone if
     /// the transaction aborts, and the handle is shared with the process's other transactions only
     /// once it commits. For restores that must leave nothing behind when they fail.
-    public func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
+    package func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
         try checkActive()
         guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 511 else {
             throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to 511 bytes without NUL")
@@ -116,7 +116,7 @@ extension WriteTransaction {
     /// Stores `value` at `key` in `database`, bypassing every collection: no codec, no index, no
     /// derived collection. With a `target`, the put is recorded in ``mutations`` as a change of that
     /// collection or suite, so write observers (history) see it; without one it is not.
-    public func rawPut(_ database: RawDatabase, _ key: [UInt8], _ value: [UInt8], recordingAs target: Mutation.Target? = nil) throws {
+    package func rawPut(_ database: RawDatabase, _ key: [UInt8], _ value: [UInt8], recordingAs target: Mutation.Target? = nil) throws {
         guard !key.isEmpty, key.count <= 511 else {
             throw KVStoreError.invalidKey(collection: database.name, reason: "a key is 1 to 511 bytes, not \(key.count)")
         }
@@ -126,14 +126,14 @@ extension WriteTransaction {
 
     /// Deletes `key` from `database`; returns whether it existed. Recorded as ``rawPut(_:_:_:recordingAs:)``.
     @discardableResult
-    public func rawDelete(_ database: RawDatabase, _ key: [UInt8], recordingAs target: Mutation.Target? = nil) throws -> Bool {
+    package func rawDelete(_ database: RawDatabase, _ key: [UInt8], recordingAs target: Mutation.Target? = nil) throws -> Bool {
         let existed = try delete(database.handle, key)
         if existed, let target { record(Mutation(target: target, key: key, operation: .delete)) }
         return existed
     }
 
     /// Removes every entry of `database` (the database itself stays). Nothing is recorded.
-    public func rawClear(_ database: RawDatabase) throws {
+    package func rawClear(_ database: RawDatabase) throws {
         try drop(database.handle, delete: false)
     }
 }

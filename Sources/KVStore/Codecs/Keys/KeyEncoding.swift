@@ -112,7 +112,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     /// Encodes a key given as text: a plain value for scalar encodings (`42`, `2026-11-21`, a UUID,
     /// an ISO 8601 date or seconds since 1970, hex for bytes), and a JSON array for tuples
     /// (`["6F9619FF-8B86-D011-B42D-00C04FC964FF", "2026-01-31T00:00:00Z"]`).
-    public func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
+    package func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
         var bytes: [UInt8] = []
         if case .tuple(let parts) = self {
             guard let data = text.data(using: .utf8),
