@@ -19,13 +19,6 @@ import KVStore
 // `\hh` (a backslash as `\\`). `dump --format mdb` writes exactly what `mdb_dump -a` does; `load`
 // reads both formats.
 
-/// The environment figures an `mdb_dump` header shows.
-struct MDBHeaderFigures: Sendable {
-    var mapSize: Int
-    var maxReaders: Int
-    var pageSize: Int
-}
-
 enum DumpMDB {
     /// LMDB's per-database flags, in the order `mdb_dump` prints them (`dbflags[]` in mdb_dump.c).
     static let flagNames: [(bit: UInt32, name: String)] = [
