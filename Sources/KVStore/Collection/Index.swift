@@ -1,5 +1,3 @@
-import CLMDB
-
 /// A secondary index of a collection, maintained in the same transaction as every put and delete.
 ///
 /// ```swift
@@ -40,42 +38,5 @@ public struct Index<Value, IndexKey: OrderedKey>: IndexDefinition, Sendable {
         var reader = KeyReader(entry)
         guard (try? IndexKey.decodeKey(from: &reader, terminal: false)) != nil else { return nil }
         return reader.offset
-    }
-}
-
-/// The type-erased face of an ``Index``, so one collection can have indexes with different key types.
-public protocol IndexDefinition<Value>: Sendable {
-    associatedtype Value
-    var name: String { get }
-    var keyEncoding: KeyEncoding { get }
-    /// The encoded index key (non-terminal form), or `nil` to leave the value out.
-    func indexPrefix(for value: Value) -> [UInt8]?
-    /// How many leading bytes of a stored index entry are the index key (the rest is the primary key).
-    func indexKeyLength(in entry: UnsafeRawBufferPointer) -> Int?
-}
-
-/// A collection kept in step with a source collection: each put of a source value puts
-/// `transform(value)` at the same key in the target, in the same transaction, and each delete deletes
-/// it. Use it for compact summaries that hot paths scan instead of full records.
-///
-/// ```swift
-/// let summaries = try store.collection("dailySummaries", key: LogicalDay.self,
-///                                      codec: FixedLayoutCodec<DailySummary>())
-/// let records = try store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self,
-///                                    derived: [Derivation(summaries) { DailySummary($0) }])
-/// ```
-public struct Derivation<Key: OrderedKey, Value>: Sendable {
-    let targetName: String
-    let targetDatabase: MDB_dbi?
-    let encode: @Sendable (Value) throws -> [UInt8]?
-
-    /// - Parameters:
-    ///   - target: the derived collection, with the same key type. Return `nil` from `transform` to
-    ///     have no derived entry for a value.
-    public init<Target>(_ target: KVCollection<Key, Target>, transform: @escaping @Sendable (Value) throws -> Target?) {
-        targetName = target.name
-        targetDatabase = target.database
-        let codec = target.codec
-        encode = { value in try transform(value).map { try codec.encode($0) } }
     }
 }
