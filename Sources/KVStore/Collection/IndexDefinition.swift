@@ -1,4 +1,4 @@
-/// The type-erased face of an ``Index``, so one collection can have indexes with different key types.
+/// The type-erased face of a ``SecondaryIndex``, so one collection can have indexes with different key types.
 public protocol IndexDefinition<Value>: Sendable {
     associatedtype Value
     var name: String { get }

@@ -2,7 +2,7 @@
 ///
 /// ```swift
 /// // BillingEvent by (subscriptionId, billedAt)
-/// let bySubscription = Index<BillingEvent, Pair<UUID, Date>>("bySubscription") {
+/// let bySubscription = SecondaryIndex<BillingEvent, Pair<UUID, Date>>("bySubscription") {
 ///     Pair($0.subscriptionId, $0.billedAt)
 /// }
 /// let events = try store.collection("billingEvents", key: UUID.self, value: BillingEvent.self,
@@ -16,7 +16,7 @@
 /// equal index keys come back in primary-key order. Return `nil` from the key function to leave a
 /// value out of the index. An index added to an existing collection is built when the collection is
 /// opened; one that is no longer declared is dropped.
-public struct Index<Value, IndexKey: OrderedKey>: IndexDefinition, Sendable {
+public struct SecondaryIndex<Value, IndexKey: OrderedKey>: IndexDefinition, Sendable {
     public let name: String
     let key: @Sendable (Value) -> IndexKey?
 
