@@ -228,13 +228,13 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         do {
             return try Key.decodeKey(bytes)
         } catch {
-            throw KVStoreError.invalidKey(collection: name, reason: "stored key \(hex(Array(bytes))) does not decode: \(error)")
+            throw KVStoreError.invalidKey(collection: name, reason: "stored key 0x\(Hex.encode(bytes)) does not decode: \(error)")
         }
     }
 
     func renderKey(_ bytes: [UInt8]) -> String {
         if let key = try? Key.decodeKey(bytes) { return "\(key)" }
-        return hex(bytes)
+        return "0x" + Hex.encode(bytes)
     }
 
     func scan(_ range: ByteRange, reverse: Bool, in transaction: ReadTransaction,
@@ -302,16 +302,4 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         }
         for key in stale { try transaction.delete(index.database, key) }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2 + 2)
-    out.append(contentsOf: "0x".utf8)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -22,24 +22,13 @@ enum DumpError {
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// A key for messages: rendered if it decodes, else hex; long ones shortened.
     static func describeKey(_ bytes: [UInt8], encoding: KeyEncoding?) -> String {
         if let encoding, let rendered = try? encoding.render(bytes) {
             let text = rendered.description
             return text.count > 80 ? String(text.prefix(77)) + "..." : text
         }
-        let text = "0x" + hex(Array(bytes.prefix(40)))
+        let text = "0x" + Hex.encode(bytes.prefix(40))
         return bytes.count > 40 ? text + "..." : text
     }
 }

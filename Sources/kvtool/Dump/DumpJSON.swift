@@ -252,7 +252,7 @@ enum DumpJSON {
             case "value": raw.valueNode = value
             case "k":
                 let text = try string(value, "\"k\"")
-                guard let bytes = DumpHex.decode(Array(text.utf8)) else {
+                guard let bytes = Hex.decode(Array(text.utf8)) else {
                     throw DumpError.at(node.line, "\"k\" is not an even number of hex digits")
                 }
                 raw.key = bytes
@@ -309,7 +309,7 @@ enum DumpJSON {
 
     /// One entry line: `{"db":…,"key":…,"value":…,"k":"<hex>","v":"<base64>"}`.
     static func entryText(database: String, keyJSON: String, valueJSON: String, key: [UInt8], value: [UInt8]) -> String {
-        "{\"db\":\(JSONText.quoted(database)),\"key\":\(keyJSON),\"value\":\(valueJSON),\"k\":\"\(DumpHex.encode(key))\",\"v\":\"\(Data(value).base64EncodedString())\"}"
+        "{\"db\":\(JSONText.quoted(database)),\"key\":\(keyJSON),\"value\":\(valueJSON),\"k\":\"\(Hex.encode(key))\",\"v\":\"\(Data(value).base64EncodedString())\"}"
     }
 
     /// A key as JSON: numbers for integers, strings, arrays for tuples.

@@ -41,14 +41,8 @@ enum DumpMDB {
 
     /// One data line: a space, the bytes in lower-case hex, a newline.
     static func dataLine(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        let digits: StaticString = "0123456789abcdef"
         out.append(0x20)
-        digits.withUTF8Buffer { hex in
-            for byte in bytes {
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0x0F)])
-            }
-        }
+        Hex.encode(bytes, into: &out)
         out.append(0x0A)
     }
 
@@ -150,7 +144,7 @@ enum DumpMDB {
                     decoded = try decodePrint(content, line: number)
                 } else {
                     guard content.count % 2 == 0 else { throw DumpError.at(number, "odd number of hex digits") }
-                    guard let bytes = DumpHex.decode(content) else { throw DumpError.at(number, "not hex digits") }
+                    guard let bytes = Hex.decode(content) else { throw DumpError.at(number, "not hex digits") }
                     decoded = bytes
                 }
                 if let key = pendingKey {
@@ -199,7 +193,7 @@ enum DumpMDB {
         do {
             entry = try CBORDecoder().decode(CatalogEntry.self, from: value)
         } catch {
-            throw DumpError.at(line, "the catalog entry at key 0x\(DumpHex.encode(Array(key.prefix(40)))) does not decode: \(error)")
+            throw DumpError.at(line, "the catalog entry at key 0x\(Hex.encode(key.prefix(40))) does not decode: \(error)")
         }
         let expected = Array(((entry.kind == .collection ? "c/" : "d/") + entry.name).utf8)
         guard key == expected else {
@@ -226,7 +220,7 @@ enum DumpMDB {
                 index += 2
                 continue
             }
-            guard content.endIndex - index >= 3, let high = DumpHex.value(content[index + 1]), let low = DumpHex.value(content[index + 2]) else {
+            guard content.endIndex - index >= 3, let high = Hex.value(content[index + 1]), let low = Hex.value(content[index + 2]) else {
                 throw DumpError.at(line, "a backslash must be followed by a backslash or two hex digits in print format")
             }
             out.append(high << 4 | low)

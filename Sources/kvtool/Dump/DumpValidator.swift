@@ -92,7 +92,7 @@ struct DumpValidator {
             do {
                 _ = try encoding.render(key)
             } catch {
-                throw DumpError.at(line, "key 0x\(DumpError.hex(Array(key.prefix(40))))\(key.count > 40 ? "..." : "") in '\(raw.database)' does not decode as \(encoding): \(error)")
+                throw DumpError.at(line, "key 0x\(Hex.encode(key.prefix(40)))\(key.count > 40 ? "..." : "") in '\(raw.database)' does not decode as \(encoding): \(error)")
             }
         }
 
@@ -156,7 +156,7 @@ struct DumpValidator {
             let keyText = String(decoding: key, as: UTF8.self)
             guard String(validating: key, as: UTF8.self) != nil,
                   keyText.hasPrefix("c/") || keyText.hasPrefix("d/"), DumpCatalog.isValidName(String(keyText.dropFirst(2))) else {
-                throw DumpError.at(line, "a key of '_requirements' is c/<collection> or d/<suite>, not 0x\(DumpError.hex(Array(key.prefix(40))))")
+                throw DumpError.at(line, "a key of '_requirements' is c/<collection> or d/<suite>, not 0x\(Hex.encode(key.prefix(40)))")
             }
             guard String(validating: value, as: UTF8.self) != nil, DumpCatalog.isValidName(String(decoding: value, as: UTF8.self)) else {
                 throw DumpError.at(line, "the requirement for \(keyText) is not an observer kind name")

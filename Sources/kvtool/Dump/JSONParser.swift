@@ -49,7 +49,7 @@ struct JSONParser {
     }
 
     static func describe(_ byte: UInt8) -> String {
-        (0x21...0x7E).contains(byte) ? "'\(Character(UnicodeScalar(byte)))'" : "byte 0x" + DumpError.hex([byte])
+        (0x21...0x7E).contains(byte) ? "'\(Character(UnicodeScalar(byte)))'" : "byte 0x" + Hex.encode([byte])
     }
 
     func unexpected(_ expected: String) -> SyntaxError {
@@ -173,20 +173,11 @@ struct JSONParser {
         return String(decoding: bytes[start..<position], as: UTF8.self)
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt32? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
-        default: nil
-        }
-    }
-
     private mutating func hex4() throws(SyntaxError) -> UInt32 {
         guard end - position >= 4 else { throw error("the text ends inside a \\u escape") }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard let digit = Self.hexValue(bytes[position]) else { throw unexpected("a hex digit in a \\u escape") }
+            guard let digit = Hex.value(bytes[position]).map(UInt32.init) else { throw unexpected("a hex digit in a \\u escape") }
             value = value << 4 | digit
             position += 1
         }

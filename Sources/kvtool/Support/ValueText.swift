@@ -51,7 +51,7 @@ enum ValueText {
         do {
             return try encoding(entry).render(bytes).description
         } catch {
-            throw CLIError(.failure, "stored key 0x\(bytes.map { String(format: "%02x", $0) }.joined()) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
+            throw CLIError(.failure, "stored key 0x\(Hex.encode(bytes)) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
         }
     }
 
@@ -74,7 +74,7 @@ enum ValueText {
                 throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
             }
         default:
-            return JSONText.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
+            return JSONText.quoted("0x" + Hex.encode(bytes))
         }
     }
 

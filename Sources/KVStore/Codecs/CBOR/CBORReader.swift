@@ -71,7 +71,7 @@ struct CBORReader {
         case 27: size = 8
         case 31: return Head(major: major, info: info, argument: 0, next: p + 1)
         default:
-            throw CBORError(.malformed, "reserved additional information \(info) in initial byte 0x\(Self.hex(initial))", offset: p)
+            throw CBORError(.malformed, "reserved additional information \(info) in initial byte 0x\(Hex.encode([initial]))", offset: p)
         }
         guard end - p - 1 >= size else {
             throw CBORError(.truncated, "\(Self.majorName(major)) needs \(size) bytes for its argument, \(end - p - 1) remain", offset: p)
@@ -159,7 +159,7 @@ struct CBORReader {
             switch h.major {
             case 0, 1:
                 if h.isIndefinite {
-                    throw CBORError(.malformed, "an integer cannot have indefinite length (initial byte 0x\(Self.hex(byte(p))))", offset: p)
+                    throw CBORError(.malformed, "an integer cannot have indefinite length (initial byte 0x\(Hex.encode([byte(p)])))", offset: p)
                 }
                 p = h.next
             case 2, 3:
@@ -231,7 +231,7 @@ struct CBORReader {
 
     private func checkUTF8(from start: Int, count: Int) throws(CBORError) {
         if let bad = Self.firstInvalidUTF8(base, from: start, count: count) {
-            throw CBORError(.invalidUTF8, "text string has an invalid UTF-8 sequence starting with 0x\(Self.hex(byte(bad)))", offset: bad)
+            throw CBORError(.invalidUTF8, "text string has an invalid UTF-8 sequence starting with 0x\(Hex.encode([byte(bad)]))", offset: bad)
         }
     }
 
@@ -509,9 +509,5 @@ struct CBORReader {
     /// The decimal text of the negative integer -1 - n.
     static func negativeString(_ n: UInt64) -> String {
         n == .max ? "-18446744073709551616" : "-\(n + 1)"
-    }
-
-    static func hex(_ byte: UInt8) -> String {
-        (byte < 16 ? "0" : "") + String(byte, radix: 16)
     }
 }

@@ -181,10 +181,7 @@ extension CBORValue: CustomStringConvertible {
         case .negative(let n): out += CBORReader.negativeString(n)
         case .bytes(let b):
             out += "h'"
-            for byte in b {
-                out += byte < 16 ? "0" : ""
-                out += String(byte, radix: 16)
-            }
+            out += Hex.encode(b)
             out += "'"
         case .text(let s): out += JSONText.quoted(s)
         case .array(let items):
