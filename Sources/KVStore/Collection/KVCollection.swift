@@ -31,8 +31,8 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]
     let derivations: [Derivation<Key, Value>]
 
-    /// LMDB's limit on key size, which also bounds index keys (index key + primary key).
-    public static var maxKeySize: Int { 511 }
+    /// LMDB's limit on key size, which also bounds index keys (index key + primary key): ``Store/maxKeySize``.
+    public static var maxKeySize: Int { Store.maxKeySize }
 
     // MARK: - Reading
 
@@ -135,7 +135,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Stores `value` at `key`, replacing any value there, and updates indexes and derived collections.
     ///
-    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over 511 bytes,
+    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over ``maxKeySize`` (511) bytes,
     ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
     public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }

@@ -105,8 +105,8 @@ enum DumpMDB {
                     default: throw DumpError.at(number, "unknown mdb_dump format \(JSONText.quoted(valueText)) (expected bytevalue or print)")
                     }
                 case "database":
-                    guard !value.isEmpty, value.count <= 511, !value.contains(0), let name = String(validating: value, as: UTF8.self) else {
-                        throw DumpError.at(number, "a database name is 1 to 511 bytes of UTF-8 without NUL")
+                    guard !value.isEmpty, value.count <= Store.maxKeySize, !value.contains(0), let name = String(validating: value, as: UTF8.self) else {
+                        throw DumpError.at(number, "a database name is 1 to \(Store.maxKeySize) bytes of UTF-8 without NUL")
                     }
                     current.name = name
                 case "type":

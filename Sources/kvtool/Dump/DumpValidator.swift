@@ -85,8 +85,8 @@ struct DumpValidator {
         } else {
             throw DumpError.at(line, "the entry has no key (\"k\" or \"key\")")
         }
-        guard !key.isEmpty, key.count <= 511 else {
-            throw DumpError.at(line, "a key in '\(raw.database)' is \(key.count) bytes; keys must be 1 to 511 bytes")
+        guard !key.isEmpty, key.count <= Store.maxKeySize else {
+            throw DumpError.at(line, "a key in '\(raw.database)' is \(key.count) bytes; keys must be 1 to \(Store.maxKeySize) bytes")
         }
         if let encoding {
             do {

@@ -13,8 +13,8 @@ enum ValueText {
     static func parseKey(_ text: String, entry: CatalogEntry) throws -> [UInt8] {
         do {
             let bytes = try encoding(entry).parse(text)
-            guard !bytes.isEmpty, bytes.count <= 511 else {
-                throw CLIError(.badInput, "the key \(shortQuoted(text)) encodes to \(bytes.count) bytes; keys must be 1 to 511 bytes")
+            guard !bytes.isEmpty, bytes.count <= Store.maxKeySize else {
+                throw CLIError(.badInput, "the key \(shortQuoted(text)) encodes to \(bytes.count) bytes; keys must be 1 to \(Store.maxKeySize) bytes")
             }
             return bytes
         } catch let error as KeyDecodingError {
