@@ -16,7 +16,7 @@ import Glibc
         var city: String
     }
 
-    static let byCity = Index<Person, String>("byCity") { $0.city }
+    static let byCity = SecondaryIndex<Person, String>("byCity") { $0.city }
 
     /// A store with a collection with an index, a derived collection, and a defaults suite.
     func fixture() throws -> Store {

@@ -31,8 +31,8 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]
     let derivations: [Derivation<Key, Value>]
 
-    /// LMDB's limit on key size, which also bounds index keys (index key + primary key).
-    public static var maxKeySize: Int { 511 }
+    /// LMDB's limit on key size, which also bounds index keys (index key + primary key): ``Store/maxKeySize``.
+    public static var maxKeySize: Int { Store.maxKeySize }
 
     // MARK: - Reading
 
@@ -135,7 +135,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Stores `value` at `key`, replacing any value there, and updates indexes and derived collections.
     ///
-    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over 511 bytes,
+    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over ``maxKeySize`` (511) bytes,
     ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
     public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
@@ -228,13 +228,13 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         do {
             return try Key.decodeKey(bytes)
         } catch {
-            throw KVStoreError.invalidKey(collection: name, reason: "stored key \(hex(Array(bytes))) does not decode: \(error)")
+            throw KVStoreError.invalidKey(collection: name, reason: "stored key 0x\(Hex.encode(bytes)) does not decode: \(error)")
         }
     }
 
     func renderKey(_ bytes: [UInt8]) -> String {
         if let key = try? Key.decodeKey(bytes) { return "\(key)" }
-        return hex(bytes)
+        return "0x" + Hex.encode(bytes)
     }
 
     func scan(_ range: ByteRange, reverse: Bool, in transaction: ReadTransaction,
@@ -302,16 +302,4 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         }
         for key in stale { try transaction.delete(index.database, key) }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2 + 2)
-    out.append(contentsOf: "0x".utf8)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

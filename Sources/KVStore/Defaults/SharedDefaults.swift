@@ -67,9 +67,9 @@ public final class SharedDefaults: @unchecked Sendable {
         guard !bytes.isEmpty else {
             throw KVStoreError.invalidKey(collection: "defaults \(suiteName)", reason: "the key is empty")
         }
-        guard bytes.count <= 511 else {
+        guard bytes.count <= Store.maxKeySize else {
             throw KVStoreError.invalidKey(collection: "defaults \(suiteName)",
-                                          reason: "the key is \(bytes.count) bytes; the limit is 511")
+                                          reason: "the key is \(bytes.count) bytes; the limit is \(Store.maxKeySize)")
         }
         return bytes
     }

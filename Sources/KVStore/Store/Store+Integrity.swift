@@ -250,7 +250,7 @@ private struct IntegrityChecker {
             do {
                 rendered = try keyEncoding.render(key).description
             } catch {
-                add(.corruptKey, location, key: hex(key), "does not decode as \(keyEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(key), "does not decode as \(keyEncoding): \(error)")
                 return true
             }
             // What reading refuses (a value stored raw by another process), reported without decoding it.
@@ -281,7 +281,7 @@ private struct IntegrityChecker {
             do {
                 prefix = try indexEncoding.renderPrefix(entry)
             } catch {
-                add(.corruptKey, location, key: hex(entry), "the index key does not decode as \(indexEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(entry), "the index key does not decode as \(indexEncoding): \(error)")
                 return true
             }
             let primary = Array(entry[prefix.length...])
@@ -289,7 +289,7 @@ private struct IntegrityChecker {
             do {
                 rendered = try keyEncoding.render(primary).description
             } catch {
-                add(.corruptKey, location, key: hex(entry), "the primary key after \(prefix.value) does not decode as \(keyEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(entry), "the primary key after \(prefix.value) does not decode as \(keyEncoding): \(error)")
                 return true
             }
             if try transaction.rawGet(records, primary) == nil {
@@ -305,7 +305,7 @@ private struct IntegrityChecker {
         try transaction.rawScan(database) { keyBuffer, _ in
             let key = Array(keyBuffer)
             if try transaction.rawGet(source, key) == nil {
-                add(.derivedEntryWithoutSource, location, key: (try? keyEncoding.render(key).description) ?? hex(key),
+                add(.derivedEntryWithoutSource, location, key: (try? keyEncoding.render(key).description) ?? "0x" + Hex.encode(key),
                     "no record at this key in '\(sourceName)'")
             }
             return true

@@ -20,6 +20,10 @@ import Glibc
 /// A `Store` is safe to use from any thread. Opening the same directory twice in one process returns
 /// handles on the same LMDB environment.
 public final class Store: @unchecked Sendable {
+    /// LMDB's limit on the size of a key, in bytes (`mdb_env_get_maxkeysize` with LMDB's default
+    /// `MDB_MAXKEYSIZE`): the largest key, index entry (index key + primary key) or database name.
+    public static let maxKeySize = 511
+
     /// How a store is opened.
     public struct Options: Sendable {
         /// The initial map size in bytes. The map grows by itself when it fills up, so a small value

@@ -199,7 +199,7 @@ struct Dump: ParsableCommand {
             }
             var builder = DumpCSV.Builder()
             try tx.rawScan(handle) { key, value in
-                let keyText = (try? ValueText.renderKey(Array(key), entry: entry)) ?? "0x" + DumpHex.encode(Array(key))
+                let keyText = (try? ValueText.renderKey(Array(key), entry: entry)) ?? "0x" + Hex.encode(Array(key))
                 var decoded: CBORValue?
                 do {
                     decoded = try CBORValue.decode(value)
@@ -235,7 +235,7 @@ struct Dump: ParsableCommand {
 
     /// The rendered key and value of an entry, as JSON; `null` where they cannot be rendered.
     static func render(key: [UInt8], value: [UInt8], role: DumpDatabaseRole?, database: String, line: Int) -> (String, String) {
-        func hex(_ bytes: [UInt8]) -> String { "\"0x" + DumpHex.encode(bytes) + "\"" }
+        func hex(_ bytes: [UInt8]) -> String { "\"0x" + Hex.encode(bytes) + "\"" }
         guard let role else { return ("null", "null") }
         var keyJSON = "null"
         if let encoding = role.keyEncoding() {
@@ -254,7 +254,7 @@ struct Dump: ParsableCommand {
                     }
                 }
             } else {
-                note("line \(line): the key 0x\(DumpHex.encode(key)) in '\(database)' does not decode as \(encoding); dumped raw only")
+                note("line \(line): the key 0x\(Hex.encode(key)) in '\(database)' does not decode as \(encoding); dumped raw only")
             }
         }
         switch role {

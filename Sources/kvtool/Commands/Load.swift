@@ -9,7 +9,7 @@ struct Load: ParsableCommand {
         abstract: "Restore a kvtool dump (JSON Lines, JSON or mdb format) into the container, all or nothing.",
         discussion: """
             The whole input is read and validated before anything is written: the header and its \
-            catalog, every key (1 to 511 bytes, decoding under its key encoding) and every value (CBOR, \
+            catalog, every key (1 to \(Store.maxKeySize) bytes, decoding under its key encoding) and every value (CBOR, \
             or fixed(N) of N bytes), and, unless --replace, that the dump's catalog agrees with the \
             container's. Then it is applied in one write transaction. A bad dump changes nothing and \
             gets one error line naming the line at fault (exit 65).
