@@ -5,8 +5,8 @@ The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
 
-and only KVStore imports CLMDB (the C library is sealed inside KVStore's LMDB/ layer; KVStore's own
-files import it `internal`ly, so that no public API shows LMDB's C types). Modules that are not the
+and only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
+import it `internal`ly, so that no public API shows LMDB's C types). Modules that are not the
 project's own (Foundation, Glibc, ArgumentParser, Logging…) are not this check's business.
 
 Usage: scripts/check-imports.py [ROOT]   (exit 0: clean; exit 1: one line per crossing import)
@@ -57,8 +57,11 @@ def violations(root):
                             continue
                         if module in PROJECT and module not in allowed:
                             found.append(f"{where}: {target} imports {module}, which is not below it ({' <- '.join(LAYERS)}; only KVStore imports CLMDB)")
-                        if target == "KVStore" and module == "CLMDB" and access not in ("internal", "fileprivate", "private"):
-                            found.append(f"{where}: KVStore must import CLMDB `internal import CLMDB`, so that no public API shows LMDB's C types")
+                        if target == "KVStore" and module == "CLMDB":
+                            if access not in ("internal", "fileprivate", "private"):
+                                found.append(f"{where}: KVStore must import CLMDB `internal import CLMDB`, so that no public API shows LMDB's C types")
+                            if os.sep + "LMDB" + os.sep not in os.path.relpath(path, directory).join([os.sep, ""]):
+                                found.append(f"{where}: only KVStore's LMDB/ folder imports CLMDB (LMDB calls live there alone)")
     return found
 
 
@@ -69,20 +72,22 @@ def self_test():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
-        write("Sources/KVStore/A.swift", "internal import CLMDB\nimport Foundation\n")
+        write("Sources/KVStore/LMDB/A.swift", "internal import CLMDB\nimport Foundation\n")
         write("Sources/SyncKit/B.swift", "import KVStore\n")
         assert violations(root) == [], violations(root)
         write("Sources/SyncKit/C.swift", "import CLMDB\n")
         write("Sources/KVStore/D.swift", "@testable import SyncKit\n")
-        write("Sources/KVStore/E.swift", "import CLMDB\n")
+        write("Sources/KVStore/LMDB/E.swift", "import CLMDB\n")
+        write("Sources/KVStore/Store/G.swift", "internal import CLMDB\n")
         write("Sources/Workloads/F.swift", "public import kvtool\n")
         found = violations(root)
-        assert len(found) == 4, found
+        assert len(found) == 5, found
+        assert any("only KVStore's LMDB/ folder" in line for line in found), found
         assert any("SyncKit imports CLMDB" in line for line in found), found
         assert any("KVStore imports SyncKit" in line for line in found), found
         assert any("internal import CLMDB" in line for line in found), found
         assert any("Workloads imports kvtool" in line for line in found), found
-    print("check-imports self-test: ok (a clean tree passes; 4 planted crossings are all reported)")
+    print("check-imports self-test: ok (a clean tree passes; 5 planted crossings are all reported)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,3 @@
-internal import CLMDB
-
 /// A collection kept in step with a source collection: each put of a source value puts
 /// `transform(value)` at the same key in the target, in the same transaction, and each delete deletes
 /// it. Use it for compact summaries that hot paths scan instead of full records.
@@ -12,7 +10,7 @@ internal import CLMDB
 /// ```
 public struct Derivation<Key: OrderedKey, Value>: Sendable {
     let targetName: String
-    let targetDatabase: MDB_dbi?
+    let targetDatabase: DatabaseHandle?
     let encode: @Sendable (Value) throws -> [UInt8]?
 
     /// - Parameters:

@@ -1,5 +1,3 @@
-internal import CLMDB
-
 /// A typed collection: keys of an ``OrderedKey`` type, values through a ``ValueCodec``, in one LMDB
 /// named database, with secondary indexes and derived collections kept in step in the same
 /// transaction. (It is not called `Collection`, so that it never shadows Swift's protocol.)
@@ -26,9 +24,9 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// The LMDB database holding the entries (what `mdb_dump -s` takes, and
     /// ``Store/rawDatabase(named:create:)``).
     public var databaseName: String { Catalog.collectionDatabase(name) }
-    let database: MDB_dbi?
+    let database: DatabaseHandle?
     let codec: any ValueCodec<Value>
-    let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]
+    let indexes: [(definition: any IndexDefinition<Value>, database: DatabaseHandle)]
     let derivations: [Derivation<Key, Value>]
 
     /// LMDB's limit on key size, which also bounds index keys (index key + primary key): ``Store/maxKeySize``.
@@ -194,7 +192,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// The collection's database as `transaction` sees it: `nil` if it does not exist there (a
     /// read-only process that opened the collection before any process created it).
-    func resolvedDatabase(in transaction: ReadTransaction) throws -> MDB_dbi? {
+    func resolvedDatabase(in transaction: ReadTransaction) throws -> DatabaseHandle? {
         if let database { return database }
         return try store.environment.database(named: Catalog.collectionDatabase(name), in: transaction.pointer)
     }
@@ -259,7 +257,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Replaces the index entries of `primaryKey`: those of the stored value (if any) with those of
     /// `newValue` (if any).
-    private func updateIndexes(primaryKey: [UInt8], newValue: Value?, database: MDB_dbi,
+    private func updateIndexes(primaryKey: [UInt8], newValue: Value?, database: DatabaseHandle,
                                in transaction: WriteTransaction) throws {
         var oldValue: Value?
         var oldIsCorrupt = false
@@ -290,7 +288,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     }
 
     private func removeIndexEntries(pointingAt primaryKey: [UInt8],
-                                    index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
+                                    index: (definition: any IndexDefinition<Value>, database: DatabaseHandle),
                                     in transaction: WriteTransaction) throws {
         var stale: [[UInt8]] = []
         try transaction.scan(index.database, .all, reverse: false) { key, _ in

@@ -1,5 +1,3 @@
-internal import CLMDB
-
 extension Store {
     /// Opens a collection of `Codable` values stored as CBOR, creating it (and recording it in the
     /// catalog) if needed.
@@ -72,7 +70,7 @@ extension Store {
         }
 
         let database = try self.database(named: databaseName, create: true)
-        var indexHandles: [(definition: any IndexDefinition<Value>, database: MDB_dbi)] = []
+        var indexHandles: [(definition: any IndexDefinition<Value>, database: DatabaseHandle)] = []
         for (definition, entry) in zip(indexes, desired.indexes) {
             if let handle = try self.database(named: entry.database, create: true) {
                 indexHandles.append((definition, handle))
@@ -94,11 +92,11 @@ extension Store {
 
         // Indexes dropped from the declaration: open their handles now (not possible inside the write).
         let dropped = (stored?.indexes ?? []).filter { old in !desired.indexes.contains { $0.name == old.name } }
-        var droppedHandles: [(String, MDB_dbi)] = []
+        var droppedHandles: [(String, DatabaseHandle)] = []
         for entry in dropped {
             if let handle = try self.database(named: entry.database, create: false) { droppedHandles.append((entry.database, handle)) }
         }
-        var derivedTargets: [(String, MDB_dbi?)] = []
+        var derivedTargets: [(String, DatabaseHandle?)] = []
         for derivation in derived { derivedTargets.append((derivation.targetName, derivation.targetDatabase)) }
 
         try write { transaction in
@@ -129,7 +127,7 @@ extension Store {
         return collection
     }
 
-    private func rebuild<Key, Value>(index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
+    private func rebuild<Key, Value>(index: (definition: any IndexDefinition<Value>, database: DatabaseHandle),
                                      of collection: KVCollection<Key, Value>, in transaction: WriteTransaction) throws {
         try transaction.drop(index.database, delete: false)
         guard let database = try collection.resolvedDatabase(in: transaction) else { return }

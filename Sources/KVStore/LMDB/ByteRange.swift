@@ -44,7 +44,7 @@ struct ByteRange: Sendable {
     /// The buffers are valid only during the call.
     func scan(
         _ transaction: OpaquePointer,
-        _ database: MDB_dbi,
+        _ database: DatabaseHandle,
         reverse: Bool,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {

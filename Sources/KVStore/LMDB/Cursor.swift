@@ -5,9 +5,9 @@ internal import CLMDB
 struct Cursor: ~Copyable {
     let pointer: OpaquePointer
 
-    init(transaction: OpaquePointer, database: MDB_dbi) throws {
+    init(transaction: OpaquePointer, database: DatabaseHandle) throws {
         var cursor: OpaquePointer?
-        try LMDBError.check(mdb_cursor_open(transaction, database, &cursor))
+        try LMDBError.check(mdb_cursor_open(transaction, database.dbi, &cursor))
         guard let cursor else { throw LMDBError.invalid }
         pointer = cursor
     }

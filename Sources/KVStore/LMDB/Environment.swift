@@ -51,7 +51,7 @@ final class Environment: @unchecked Sendable {
     /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
     private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
     /// Handles of named databases already opened in this process.
-    private let dbiCache = Locked<[String: MDB_dbi]>([:])
+    private let dbiCache = Locked<[String: DatabaseHandle]>([:])
     /// Serialises `mdb_dbi_open`, which must not run in two transactions of one process at once.
     private let dbiOpenLock = Locked<Void>(())
     /// Reset read transactions kept for reuse: `mdb_txn_renew` is much cheaper than `mdb_txn_begin`.
@@ -498,27 +498,27 @@ final class Environment: @unchecked Sendable {
     ///
     /// Must not be called while this thread is inside a transaction, unless the handle is already open:
     /// it throws ``KVStoreError/databaseOpenedInsideTransaction(_:)`` then.
-    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
         // A transaction can use only the databases that were open in the process when it began, so a
         // handle opened now would fail (EINVAL) in the transaction this thread is inside.
         if ThreadState.isInTransaction {
             throw KVStoreError.databaseOpenedInsideTransaction(name)
         }
-        func open(creating: Bool) -> (OpaquePointer) throws -> MDB_dbi? {
+        func open(creating: Bool) -> (OpaquePointer) throws -> DatabaseHandle? {
             { txn in
                 var dbi = MDB_dbi()
                 let rc = mdb_dbi_open(txn, name, creating ? UInt32(MDB_CREATE) : 0, &dbi)
                 if rc == MDB_NOTFOUND { return nil }
                 try LMDBError.check(rc)
-                return dbi
+                return DatabaseHandle(dbi: dbi)
             }
         }
         // An existing database is opened in a read transaction (a handle opened there becomes shared
         // only if that transaction commits), so that opening a store never waits for the write lock:
         // a writer stopped in the middle of a transaction blocks no process that opens the store to
         // read, even read-write. Only a missing database takes a write transaction.
-        let existing = try dbiOpenLock.withLock { _ -> MDB_dbi? in
+        let existing = try dbiOpenLock.withLock { _ -> DatabaseHandle? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
             let dbi = try withFreshReadTransaction(open(creating: false))
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
@@ -528,7 +528,7 @@ final class Environment: @unchecked Sendable {
         // Lock order: LMDB's writer lock, then dbiOpenLock (as ``database(named:create:inWrite:)``);
         // dbiOpenLock is not held while waiting for the writer lock.
         let created = try withWriteTransaction { txn in
-            try dbiOpenLock.withLock { _ -> MDB_dbi? in try dbiCache.withLock({ $0[name] }) ?? open(creating: true)(txn) }
+            try dbiOpenLock.withLock { _ -> DatabaseHandle? in try dbiCache.withLock({ $0[name] }) ?? open(creating: true)(txn) }
         }
         if let created { cacheDatabases([name: created]) }
         return created
@@ -538,20 +538,20 @@ final class Environment: @unchecked Sendable {
     /// use in that transaction. The handle becomes usable by other transactions only once `txn`
     /// commits: pass it to ``cacheDatabases(_:)`` then. If `txn` aborts, LMDB closes it, and the
     /// database is not created.
-    func database(named name: String, create: Bool, inWrite txn: OpaquePointer) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool, inWrite txn: OpaquePointer) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-        return try dbiOpenLock.withLock { _ -> MDB_dbi? in
+        return try dbiOpenLock.withLock { _ -> DatabaseHandle? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
             var dbi = MDB_dbi()
             let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
             if rc == MDB_NOTFOUND { return nil }
             try LMDBError.check(rc)
-            return dbi
+            return DatabaseHandle(dbi: dbi)
         }
     }
 
     /// Makes handles opened in a write transaction that committed available to every transaction.
-    func cacheDatabases(_ handles: [String: MDB_dbi]) {
+    func cacheDatabases(_ handles: [String: DatabaseHandle]) {
         guard !handles.isEmpty else { return }
         dbiCache.withLock { $0.merge(handles) { cached, _ in cached } }
     }
@@ -563,7 +563,7 @@ final class Environment: @unchecked Sendable {
     ///   open in this process when the transaction began (another process created it since): LMDB does
     ///   not let the transaction use a handle opened now. ``Store`` catches it, opens the database and
     ///   runs the transaction again.
-    func database(named name: String, in transaction: OpaquePointer) throws -> MDB_dbi? {
+    func database(named name: String, in transaction: OpaquePointer) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
         // Named databases are records of the main database (`MAIN_DBI`), which every transaction can
         // read: its handle needs no opening (`mdb_dbi_open` with a NULL name).

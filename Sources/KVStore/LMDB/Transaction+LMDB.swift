@@ -9,12 +9,12 @@ extension ReadTransaction {
     public var transactionID: Int { Int(mdb_txn_id(pointer)) }
 
     /// The stored bytes at `key`, or `nil`. Valid only inside the transaction.
-    func get(_ database: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+    func get(_ database: DatabaseHandle, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
         try checkActive()
         return try key.withUnsafeBytes { buffer in
             var k = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
             var v = MDB_val()
-            let rc = mdb_get(pointer, database, &k, &v)
+            let rc = mdb_get(pointer, database.dbi, &k, &v)
             if rc == MDB_NOTFOUND { return nil }
             try LMDBError.check(rc)
             return v.buffer
@@ -22,22 +22,22 @@ extension ReadTransaction {
     }
 
     /// The number of entries in a named database (`mdb_stat`).
-    func count(_ database: MDB_dbi) throws -> Int {
+    func count(_ database: DatabaseHandle) throws -> Int {
         try checkActive()
         var stat = MDB_stat()
-        try LMDBError.check(mdb_stat(pointer, database, &stat))
+        try LMDBError.check(mdb_stat(pointer, database.dbi, &stat))
         return stat.ms_entries
     }
 
-    func stat(_ database: MDB_dbi) throws -> MDB_stat {
+    func stat(_ database: DatabaseHandle) throws -> MDB_stat {
         try checkActive()
         var stat = MDB_stat()
-        try LMDBError.check(mdb_stat(pointer, database, &stat))
+        try LMDBError.check(mdb_stat(pointer, database.dbi, &stat))
         return stat
     }
 
     func scan(
-        _ database: MDB_dbi, _ range: ByteRange, reverse: Bool,
+        _ database: DatabaseHandle, _ range: ByteRange, reverse: Bool,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
         try checkActive()
@@ -45,33 +45,33 @@ extension ReadTransaction {
     }
 
     /// The database's `mdb_dbi_open` flags.
-    func flags(_ database: MDB_dbi) throws -> UInt32 {
+    func flags(_ database: DatabaseHandle) throws -> UInt32 {
         try checkActive()
         var flags: UInt32 = 0
-        try LMDBError.check(mdb_dbi_flags(pointer, database, &flags))
+        try LMDBError.check(mdb_dbi_flags(pointer, database.dbi, &flags))
         return flags
     }
 }
 
 extension WriteTransaction {
-    func put(_ database: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+    func put(_ database: DatabaseHandle, _ key: [UInt8], _ value: [UInt8]) throws {
         try checkActive()
         try key.withUnsafeBytes { k in
             try value.withUnsafeBytes { v in
                 var mk = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
                 var mv = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
-                try checkWrite(mdb_put(pointer, database, &mk, &mv, 0))
+                try checkWrite(mdb_put(pointer, database.dbi, &mk, &mv, 0))
             }
         }
     }
 
     /// Deletes `key`; returns whether it existed.
     @discardableResult
-    func delete(_ database: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+    func delete(_ database: DatabaseHandle, _ key: [UInt8]) throws -> Bool {
         try checkActive()
         return try key.withUnsafeBytes { k in
             var mk = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
-            let rc = mdb_del(pointer, database, &mk, nil)
+            let rc = mdb_del(pointer, database.dbi, &mk, nil)
             if rc == MDB_NOTFOUND { return false }
             try checkWrite(rc)
             return true
@@ -79,9 +79,9 @@ extension WriteTransaction {
     }
 
     /// Empties a named database (`mdb_drop` with `del = 0`), or deletes it (`del = 1`).
-    func drop(_ database: MDB_dbi, delete: Bool) throws {
+    func drop(_ database: DatabaseHandle, delete: Bool) throws {
         try checkActive()
-        try checkWrite(mdb_drop(pointer, database, delete ? 1 : 0))
+        try checkWrite(mdb_drop(pointer, database.dbi, delete ? 1 : 0))
     }
 
     fileprivate func checkWrite(_ rc: Int32) throws {

@@ -1,5 +1,3 @@
-internal import CLMDB
-
 /// One problem an integrity check found, naming where it is.
 public struct IntegrityProblem: Hashable, Sendable, CustomStringConvertible {
     /// What kind of problem it is. KVStore declares the kinds its own walk finds; a layer above

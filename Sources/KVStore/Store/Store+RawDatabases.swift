@@ -1,4 +1,3 @@
-internal import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,7 +10,7 @@ import Glibc
 public struct RawDatabase: Hashable, Sendable, CustomStringConvertible {
     /// The LMDB name (`c/dailyRecords`, `i/billingEvents/bySubscription`, `d/com.example.settings`…).
     public let name: String
-    let handle: MDB_dbi
+    let handle: DatabaseHandle
 
     public var description: String { name }
 }

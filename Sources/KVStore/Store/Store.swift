@@ -1,4 +1,3 @@
-internal import CLMDB
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -69,9 +68,9 @@ public final class Store: @unchecked Sendable {
     public let directory: String
     /// The options this store was opened with.
     public let options: Options
-    let catalogDatabase: MDB_dbi?
+    let catalogDatabase: DatabaseHandle?
     /// See ``requireObserver(kind:for:in:)``; `nil` in a read-only store that has none.
-    let requirementsDatabase: MDB_dbi?
+    let requirementsDatabase: DatabaseHandle?
     private let observers = Locked<[any WriteObserver]>([])
 
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
@@ -145,7 +144,7 @@ public final class Store: @unchecked Sendable {
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
-        var opened: [String: MDB_dbi] = [:]
+        var opened: [String: DatabaseHandle] = [:]
         let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
@@ -212,7 +211,7 @@ public final class Store: @unchecked Sendable {
 
     // MARK: - Named databases
 
-    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool) throws -> DatabaseHandle? {
         try environment.database(named: name, create: create && !isReadOnly)
     }
 }

@@ -1,5 +1,3 @@
-internal import CLMDB
-
 /// A read-only view of the store at one point in time: every read through it sees the same committed
 /// state, whatever other threads and processes commit meanwhile.
 ///
@@ -43,7 +41,7 @@ public final class WriteTransaction: ReadTransaction {
     /// ``Store/observerRequirement(for:in:)``).
     var observerRequirements: [Mutation.Target: String?] = [:]
     /// Databases opened or created in this transaction: shared with the process once it commits.
-    var openedDatabases: [String: MDB_dbi] = [:]
+    var openedDatabases: [String: DatabaseHandle] = [:]
     private var recording = true
 
     init(pointer: OpaquePointer, store: Store, author: String?) {
