@@ -347,7 +347,8 @@ final class Environment: @unchecked Sendable {
     ///
     /// If LMDB reports `MDB_MAP_FULL` (during `body` or at commit), the transaction is aborted, the map
     /// grows, and `body` runs again from the start; so `body` must keep its side effects inside the
-    /// transaction. `afterCommit` runs once, after the successful commit.
+    /// transaction. It returns once the commit succeeded; what must happen after a commit (write
+    /// observers' `transactionDidCommit`) is ``Store/write(author:_:)``'s business, once this returns.
     func withWriteTransaction<R>(
         _ body: (OpaquePointer) throws -> R
     ) throws -> R {
