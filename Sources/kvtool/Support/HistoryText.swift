@@ -41,7 +41,7 @@ struct HistoryText {
             ("key", JSONText.quoted(key(entry))),
             ("operation", JSONText.quoted(entry.operation.rawValue)),
         ]
-        return "{" + fields.map { "\(JSONText.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        return JSONText.object(fields)
     }
 
     func print(_ entry: HistoryEntry, json: Bool) {
