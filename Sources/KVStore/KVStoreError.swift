@@ -97,7 +97,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
         case .mapLimitReached(let limit):
             "the store is full: the map cannot grow past its limit of \(limit) bytes"
         case .notAPropertyList(let key, let type):
-            "value for key '\(key)' has type \(type), which is not a property-list type; use set(codable:forKey:)"
+            "value for key '\(key)' has type \(type), which is not a property-list type; use set(encodable:forKey:)"
         case .fileNotFound(let path):
             "no such file: \(path)"
         case .unsafeFile(let path, let reason):

@@ -9,7 +9,7 @@
 /// ```swift
 /// let records = try store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
 /// try store.write { tx in try records.put(record, forKey: record.day, in: tx) }
-/// let lastWeek = try store.read { tx in try records.entries(in: (today - 6)...today, in: tx) }
+/// let lastWeek = try store.read { tx in try records.entries((today - 6)...today, in: tx) }
 /// ```
 ///
 /// Every method that takes a transaction is valid only inside that transaction's closure. The methods

@@ -141,12 +141,12 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
 
 
 /// The catalog: an LMDB database named `_catalog` mapping names to ``CatalogEntry`` values (CBOR).
-enum Catalog {
-    static let databaseName = "_catalog"
+package enum Catalog {
+    package static let databaseName = "_catalog"
 
-    static func collectionDatabase(_ name: String) -> String { "c/" + name }
-    static func indexDatabase(_ collection: String, _ index: String) -> String { "i/\(collection)/\(index)" }
-    static func defaultsDatabase(_ suite: String) -> String { "d/" + suite }
+    package static func collectionDatabase(_ name: String) -> String { "c/" + name }
+    package static func indexDatabase(_ collection: String, _ index: String) -> String { "i/\(collection)/\(index)" }
+    package static func defaultsDatabase(_ suite: String) -> String { "d/" + suite }
 
     static func key(_ name: String, kind: CatalogEntry.Kind) -> [UInt8] {
         Array((kind == .collection ? "c/" : "d/").utf8) + Array(name.utf8)

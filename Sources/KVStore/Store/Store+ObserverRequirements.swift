@@ -10,7 +10,7 @@
 /// Requirements live in the LMDB database `_requirements` (key `c/<collection>` or `d/<suite>`, value
 /// the kind's UTF-8 bytes), so every process sees the same ones.
 extension Store {
-    static let requirementsDatabaseName = "_requirements"
+    package static let requirementsDatabaseName = "_requirements"
 
     /// Requires a write observer of `kind` for every write to `target`, from now on and in every process.
     public func requireObserver(kind: String, for target: Mutation.Target, in transaction: WriteTransaction) throws {

@@ -37,9 +37,12 @@ public final class History: WriteObserver, @unchecked Sendable {
     public static let kind = "history"
     public var observerKind: String? { Self.kind }
 
-    static let entriesName = "_history"
-    static let stateName = "_history.state"
-    static let consumersName = "_history.consumers"
+    /// The collection of history entries.
+    package static let entriesName = "_history"
+    /// The collection of history's state (last token, purge point).
+    package static let stateName = "_history.state"
+    /// The collection of history's consumers.
+    package static let consumersName = "_history.consumers"
     static let lastTokenKey = "lastToken"
     static let purgedThroughKey = "purgedThrough"
 

@@ -26,7 +26,7 @@ struct Defaults: ParsableCommand {
                 let keys = try defaults.keys()
                 let values = try keys.map { try render(defaults, $0) }
                 if global.json {
-                    print("{" + zip(keys, values).map { "\(JSONText.quoted($0)):\($1)" }.joined(separator: ",") + "}")
+                    print(JSONText.object(zip(keys, values).map { ($0, $1) }))
                 } else {
                     Output.table(["KEY", "VALUE"], zip(keys, values).map { [$0, $1] })
                 }

@@ -171,7 +171,7 @@ struct Dump: ParsableCommand {
             }
             if format == .json { try sink.write((first ? "" : "\n") + "]}\n") }
         case .mdb:
-            let catalogKeys = Set(chosen.map { Array((($0.kind == .collection) ? "c/" : "d/").utf8) + Array($0.name.utf8) })
+            let catalogKeys = Set(chosen.map { CatalogEntry.catalogKey(name: $0.name, kind: $0.kind) })
             let everything = collections.isEmpty && suites.isEmpty
             for (database, handle, stat) in databases {
                 let onlyChosen = !everything && database.name == DumpDatabaseRole.catalogDatabase

@@ -27,7 +27,7 @@ struct Get: ParsableCommand {
         }
         let text = try ValueText.render(value, entry: entry, key: key)
         if global.json {
-            print("{\"key\":\(JSONText.quoted(key)),\"value\":\(text)}")
+            print(JSONText.object([("key", JSONText.quoted(key)), ("value", text)]))
         } else {
             print(text)
         }

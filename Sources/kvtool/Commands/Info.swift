@@ -86,12 +86,12 @@ struct HistorySummary {
     var consumers: [ConsumerInfo] = []
 
     init(container: SharedContainer, catalog: [CatalogEntry]) throws {
-        guard catalog.contains(where: { $0.kind == .collection && $0.name == "_history" }) else { return }
+        guard catalog.contains(where: { $0.kind == .collection && $0.name == History.entriesName }) else { return }
         let history = try History.attach(to: container.store)
         recorded = true
         current = try history.currentToken()
         purgedThrough = try history.purgedThrough()
-        let (_, raw) = try container.store.untypedCollection(named: "_history")
+        let (_, raw) = try container.store.untypedCollection(named: History.entriesName)
         entries = try raw.count()
         if let firstKey = try raw.entries(limit: 1).first?.key {
             first = try UInt64.decodeKey(firstKey.bytes)

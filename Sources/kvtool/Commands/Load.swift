@@ -170,8 +170,8 @@ struct LoadPlan {
     /// Throws if loading would open more named databases than a process may (LMDB's `maxdbs`): the
     /// dump's, plus the catalog, the requirements, the container's suite and the history.
     func checkDatabaseCount(group: String, limit: Int) throws {
-        let own = [DumpDatabaseRole.catalogDatabase, DumpDatabaseRole.requirementsDatabase, "d/" + group]
-            + DumpCatalog.historyCollections.map { "c/" + $0 }
+        let own = [DumpDatabaseRole.catalogDatabase, DumpDatabaseRole.requirementsDatabase, Catalog.defaultsDatabase(group)]
+            + History.collectionNames.map(Catalog.collectionDatabase)
         let needed = Set(own + document.header.databases.map(\.name)).count
         guard needed <= limit else {
             throw DumpError.at(document.header.line, "the dump holds \(document.header.databases.count) databases; with the container's own that is \(needed), over the \(limit) named databases a store can open")
@@ -228,7 +228,7 @@ struct LoadPlan {
             throw CLIError(.failure, "the target has no catalog database")
         }
         for entry in document.header.catalog {
-            let key = Array(((entry.kind == .collection) ? "c/" : "d/").utf8) + Array(entry.name.utf8)
+            let key = CatalogEntry.catalogKey(name: entry.name, kind: entry.kind)
             // A merge keeps the target's own entries (checked to agree); new ones are added.
             if !replace, try tx.rawGet(catalogDatabase, key) != nil { continue }
             try tx.rawPut(catalogDatabase, key, try CBOREncoder().encode(entry))

@@ -47,7 +47,7 @@ struct Scan: ParsableCommand {
             return (keyText, try ValueText.render(value, entry: entry, key: keyText))
         }
         if global.json {
-            print("[" + rendered.map { "{\"key\":\(ValueText.keyJSON($0.0, entry: entry)),\"value\":\($0.1)}" }.joined(separator: ",") + "]")
+            print(JSONText.array(rendered.map { JSONText.object([("key", ValueText.keyJSON($0.0, entry: entry)), ("value", $0.1)]) }))
         } else {
             for (key, value) in rendered { print("\(key)\t\(value)") }
         }

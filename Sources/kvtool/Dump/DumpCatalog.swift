@@ -3,7 +3,9 @@ import KVStore
 
 /// Checks on catalog entries: well-formed, not repeated, consistent with a target's.
 enum DumpCatalog {
-    /// SyncKit's history collections (`History` keeps its entries, state and consumers in them).
+    /// SyncKit's history collections (`History` keeps its entries, state and consumers in them):
+    /// `History.collectionNames`, spelled out because the dump parser is also compiled without SyncKit
+    /// (scripts/fuzz.sh). A test checks that the two agree.
     static let historyCollections: Set<String> = ["_history", "_history.state", "_history.consumers"]
 
     static func isHistory(_ name: String) -> Bool { historyCollections.contains(name) }
@@ -44,9 +46,9 @@ enum DumpCatalog {
         guard entry.schemaVersion >= 1 else { throw fail("schema version \(entry.schemaVersion) is below 1") }
         switch entry.kind {
         case .collection:
-            guard entry.database == "c/" + entry.name else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"c/\(entry.name)\"") }
+            guard entry.database == Catalog.collectionDatabase(entry.name) else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"\(Catalog.collectionDatabase(entry.name))\"") }
         case .defaults:
-            guard entry.database == "d/" + entry.name else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"d/\(entry.name)\"") }
+            guard entry.database == Catalog.defaultsDatabase(entry.name) else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"\(Catalog.defaultsDatabase(entry.name))\"") }
             guard keyEncoding == .string, entry.valueEncoding == "cbor", entry.indexes.isEmpty, entry.derived.isEmpty,
                   entry.derivedFrom == nil else {
                 throw fail("a defaults suite has string keys, cbor values and no indexes or derived collections")
@@ -59,8 +61,8 @@ enum DumpCatalog {
             guard let encoding = KeyEncoding(index.keyEncoding), encoding.description == index.keyEncoding else {
                 throw fail("index '\(index.name)' has an unknown key encoding \(JSONText.quoted(index.keyEncoding))")
             }
-            guard index.database == "i/\(entry.name)/\(index.name)" else {
-                throw fail("index '\(index.name)' has the database \(JSONText.quoted(index.database)), not \"i/\(entry.name)/\(index.name)\"")
+            guard index.database == Catalog.indexDatabase(entry.name, index.name) else {
+                throw fail("index '\(index.name)' has the database \(JSONText.quoted(index.database)), not \"\(Catalog.indexDatabase(entry.name, index.name))\"")
             }
         }
         for name in entry.derived + (entry.derivedFrom.map { [$0] } ?? []) where !isValidName(name) {

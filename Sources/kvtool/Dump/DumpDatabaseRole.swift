@@ -9,8 +9,8 @@ enum DumpDatabaseRole: Sendable {
     /// `_requirements`: observer requirements, keys `c/<name>` or `d/<name>`, values a kind name.
     case requirements
 
-    static let requirementsDatabase = "_requirements"
-    static let catalogDatabase = "_catalog"
+    static let requirementsDatabase = Store.requirementsDatabaseName
+    static let catalogDatabase = Catalog.databaseName
 
     /// Every database a catalog describes, by name.
     static func roles(for catalog: [CatalogEntry]) -> [String: DumpDatabaseRole] {

@@ -277,34 +277,35 @@ enum DumpJSON {
     /// The header as one JSON object, keys sorted.
     static func headerText(_ header: DumpHeader) -> String {
         var fields: [(String, String)] = [
-            ("catalog", "[" + header.catalog.map(catalogText).joined(separator: ",") + "]"),
-            ("databases", "[" + header.databases.map { "{\"entries\":\($0.entries),\"name\":\(JSONText.quoted($0.name))}" }.joined(separator: ",") + "]"),
+            ("catalog", JSONText.array(header.catalog.map(catalogText))),
+            ("databases", JSONText.array(header.databases.map { JSONText.object([("entries", String($0.entries)), ("name", JSONText.quoted($0.name))]) })),
             ("format", JSONText.quoted(DumpHeader.formatName)),
         ]
         if let group = header.group { fields.append(("group", JSONText.quoted(group))) }
         if let id = header.sourceTransactionID { fields.append(("sourceTransactionID", String(id))) }
         fields.append(("version", String(header.version)))
-        return "{" + fields.map { "\(JSONText.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        return JSONText.object(fields)
     }
 
     /// A catalog entry as JSON, keys sorted.
     static func catalogText(_ entry: CatalogEntry) -> String {
         var fields: [(String, String)] = [
             ("database", JSONText.quoted(entry.database)),
-            ("derived", "[" + entry.derived.map(JSONText.quoted).joined(separator: ",") + "]"),
+            ("derived", JSONText.array(entry.derived.map(JSONText.quoted))),
         ]
         if let from = entry.derivedFrom { fields.append(("derivedFrom", JSONText.quoted(from))) }
         fields += [
-            ("indexes", "[" + entry.indexes.map {
-                "{\"database\":\(JSONText.quoted($0.database)),\"keyEncoding\":\(JSONText.quoted($0.keyEncoding)),\"name\":\(JSONText.quoted($0.name))}"
-            }.joined(separator: ",") + "]"),
+            ("indexes", JSONText.array(entry.indexes.map {
+                JSONText.object([("database", JSONText.quoted($0.database)), ("keyEncoding", JSONText.quoted($0.keyEncoding)),
+                                 ("name", JSONText.quoted($0.name))])
+            })),
             ("keyEncoding", JSONText.quoted(entry.keyEncoding)),
             ("kind", JSONText.quoted(entry.kind.rawValue)),
             ("name", JSONText.quoted(entry.name)),
             ("schemaVersion", String(entry.schemaVersion)),
             ("valueEncoding", JSONText.quoted(entry.valueEncoding)),
         ]
-        return "{" + fields.map { "\(JSONText.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        return JSONText.object(fields)
     }
 
     /// One entry line: `{"db":…,"key":…,"value":…,"k":"<hex>","v":"<base64>"}`.
@@ -318,7 +319,7 @@ enum DumpJSON {
         case .integer(let v): String(v)
         case .unsigned(let v): String(v)
         case .text(let s): JSONText.quoted(s)
-        case .array(let parts): "[" + parts.map(keyJSON).joined(separator: ",") + "]"
+        case .array(let parts): JSONText.array(parts.map(keyJSON))
         }
     }
 }

@@ -195,7 +195,7 @@ enum DumpMDB {
         } catch {
             throw DumpError.at(line, "the catalog entry at key 0x\(Hex.encode(key.prefix(40))) does not decode: \(error)")
         }
-        let expected = Array(((entry.kind == .collection ? "c/" : "d/") + entry.name).utf8)
+        let expected = CatalogEntry.catalogKey(name: entry.name, kind: entry.kind)
         guard key == expected else {
             throw DumpError.at(line, "contradicting catalog entry: the key \(JSONText.quoted(String(decoding: key.prefix(80), as: UTF8.self))) holds the entry of \(entry.kind == .collection ? "collection" : "defaults suite") '\(entry.name)'")
         }

@@ -13,7 +13,7 @@ struct HistoryText {
 
     /// The key as text: through the collection's key encoding, or the UTF-8 key of a defaults suite.
     func key(_ entry: HistoryEntry) -> String {
-        if entry.kind == "defaults" { return String(decoding: entry.key, as: UTF8.self) }
+        if case .defaults = entry.target { return String(decoding: entry.key, as: UTF8.self) }
         if let collection = catalog[entry.name], let text = try? ValueText.renderKey(entry.key, entry: collection) {
             return text
         }
@@ -25,7 +25,7 @@ struct HistoryText {
     }
 
     func line(_ entry: HistoryEntry) -> String {
-        let target = entry.kind == "defaults" ? "defaults:\(entry.name)" : entry.name
+        let target = if case .defaults(let name) = entry.target { "defaults:\(name)" } else { entry.name }
         return [String(entry.token.rawValue), Self.timestamp(entry.timestamp), "txn \(entry.transactionID)",
                 entry.author ?? "-", entry.operation.rawValue, target, key(entry)].joined(separator: "  ")
     }
@@ -41,7 +41,7 @@ struct HistoryText {
             ("key", JSONText.quoted(key(entry))),
             ("operation", JSONText.quoted(entry.operation.rawValue)),
         ]
-        return "{" + fields.map { "\(JSONText.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        return JSONText.object(fields)
     }
 
     func print(_ entry: HistoryEntry, json: Bool) {
