@@ -58,7 +58,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let badReaderSlot = LMDBError(rawValue: MDB_BAD_RSLOT)
     /// The corresponding LMDB constant is `MDB_BAD_TXN`.
     public static let badTransaction = LMDBError(rawValue: MDB_BAD_TXN)
-    /// The corresponding LMDB constant is `MDB_BAD_VALSIZE`: a key that is empty or longer than 511 bytes.
+    /// The corresponding LMDB constant is `MDB_BAD_VALSIZE`: a key that is empty or longer than ``Store/maxKeySize`` (511) bytes.
     public static let badValueSize = LMDBError(rawValue: MDB_BAD_VALSIZE)
     /// The corresponding LMDB constant is `MDB_BAD_DBI`.
     public static let badDatabase = LMDBError(rawValue: MDB_BAD_DBI)

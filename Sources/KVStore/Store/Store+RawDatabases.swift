@@ -57,8 +57,8 @@ extension Store {
     ///   ``KVStoreError/readOnly(path:)`` when asked to create in a read-only store.
     public func rawDatabase(named name: String, create: Bool = false) throws -> RawDatabase? {
         if create && isReadOnly { throw KVStoreError.readOnly(path: directory) }
-        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 511 else {
-            throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to 511 bytes without NUL")
+        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= Store.maxKeySize else {
+            throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to \(Store.maxKeySize) bytes without NUL")
         }
         return try database(named: name, create: create).map { RawDatabase(name: name, handle: $0) }
     }
@@ -104,8 +104,8 @@ extension WriteTransaction {
     /// once it commits. For restores that must leave nothing behind when they fail.
     package func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
         try checkActive()
-        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 511 else {
-            throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to 511 bytes without NUL")
+        guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= Store.maxKeySize else {
+            throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to \(Store.maxKeySize) bytes without NUL")
         }
         guard let handle = try store.environment.database(named: name, create: create, inWrite: pointer) else { return nil }
         openedDatabases[name] = handle
@@ -116,8 +116,8 @@ extension WriteTransaction {
     /// derived collection. With a `target`, the put is recorded in ``mutations`` as a change of that
     /// collection or suite, so write observers (history) see it; without one it is not.
     package func rawPut(_ database: RawDatabase, _ key: [UInt8], _ value: [UInt8], recordingAs target: Mutation.Target? = nil) throws {
-        guard !key.isEmpty, key.count <= 511 else {
-            throw KVStoreError.invalidKey(collection: database.name, reason: "a key is 1 to 511 bytes, not \(key.count)")
+        guard !key.isEmpty, key.count <= Store.maxKeySize else {
+            throw KVStoreError.invalidKey(collection: database.name, reason: "a key is 1 to \(Store.maxKeySize) bytes, not \(key.count)")
         }
         try put(database.handle, key, value)
         if let target { record(Mutation(target: target, key: key, operation: .put)) }

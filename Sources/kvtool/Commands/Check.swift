@@ -53,7 +53,7 @@ struct Check: ParsableCommand {
                 problems += try History.attach(to: container.store).checkIntegrity(maxProblems: maxProblems)
                 historyChecked = true
             } catch let error as KVStoreError {
-                problems.append(IntegrityProblem(kind: .history, location: "_history", detail: "cannot open history: \(error)"))
+                problems.append(IntegrityProblem(kind: .history, location: History.entriesName, detail: "cannot open history: \(error)"))
             }
         }
         var snapshots: SnapshotVerification?

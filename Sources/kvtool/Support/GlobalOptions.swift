@@ -43,7 +43,7 @@ struct GlobalOptions: ParsableArguments {
         // is attached only where it exists: attaching creates its collections, and a command that fails
         // must leave the store exactly as it was.
         if !readOnly {
-            if try container.store.catalogEntry(forCollection: "_history") != nil {
+            if try container.store.catalogEntry(forCollection: History.entriesName) != nil {
                 _ = try History.attach(to: container)
             } else {
                 container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
