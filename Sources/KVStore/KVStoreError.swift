@@ -113,16 +113,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
     /// Quotes a string for an error message, keeping control characters and NULs visible.
     public static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
+        var out = "\"" + Escaping.escape(s, quoting: true, shortForms: false, style: .swift)
         if out.utf8.count > 120 { out = String(out.prefix(117)) + "…" }
         return out + "\""
     }

@@ -9,21 +9,7 @@ package enum JSONText {
     /// JSONText.quoted("a\"b\n")   // "\"a\\\"b\\n\""
     /// ```
     package static func quoted(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        "\"" + Escaping.escape(s, quoting: true, shortForms: true, style: .json) + "\""
     }
 
     /// A compact JSON object (no whitespace) of members whose values are JSON text already, in the

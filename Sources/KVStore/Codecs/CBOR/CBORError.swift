@@ -65,17 +65,6 @@ public struct CBORError: Error, Hashable, Sendable, CustomStringConvertible {
 
     static func oneLine(_ text: String) -> String {
         guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return text }
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        return Escaping.escape(text, quoting: false, shortForms: true, style: .swift)
     }
 }
