@@ -11,8 +11,10 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidName(String, reason: String)
     /// A key could not be encoded or decoded for its collection.
     case invalidKey(collection: String, reason: String)
-    /// Stored bytes failed to decode. `key` is the key rendered for people.
-    case corruptValue(collection: String, key: String, reason: String)
+    /// Stored bytes failed to decode. `key` is the key rendered for people; `reason` is one line;
+    /// `underlying` is the error the codec threw, when there is one (a stored value over its size limit
+    /// has none). See also ``underlyingError``.
+    case corruptValue(collection: String, key: String, reason: String, underlying: Cause? = nil)
     /// A value could not be encoded.
     case encodingFailed(collection: String, reason: String)
     /// A value is larger than the limit that applies to it.
@@ -72,7 +74,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "invalid name \(Self.quote(name)): \(reason)"
         case .invalidKey(let collection, let reason):
             "invalid key for collection '\(collection)': \(reason)"
-        case .corruptValue(let collection, let key, let reason):
+        case .corruptValue(let collection, let key, let reason, _):
             "corrupt value in '\(collection)' at key \(key): \(reason)"
         case .encodingFailed(let collection, let reason):
             "cannot encode value for '\(collection)': \(reason)"

@@ -253,7 +253,7 @@ public final class SharedDefaults: @unchecked Sendable {
         } catch let error as KVStoreError {
             throw error
         } catch {
-            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)", underlying: .init(error))
         }
     }
 
@@ -323,7 +323,7 @@ public final class SharedDefaults: @unchecked Sendable {
         do {
             return try CBORValue.decode(bytes)
         } catch {
-            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)", underlying: .init(error))
         }
     }
 }
