@@ -27,8 +27,20 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case collectionNotFound(String)
     /// A write was attempted through a read-only store.
     case readOnly(path: String)
-    /// `write { }` was called while the same thread already holds a write transaction.
+    /// `write { }` was called on one store while the same thread holds a write transaction of another
+    /// store. (On the same store, it is ``nestedTransaction(outer:inner:)``.)
     case nestedWrite
+    /// A transaction was begun inside a transaction of the same store on the same thread, where the
+    /// rules forbid it: any transaction inside a write (a read there would not see the write's own
+    /// changes; use the ``WriteTransaction``, which is a ``ReadTransaction``), and a write inside a
+    /// read (it could wait for itself when the map has to change size). A read inside a read is
+    /// allowed. Thrown before LMDB is touched. See the DocC article "Transactions".
+    case nestedTransaction(outer: TransactionKind, inner: TransactionKind)
+    /// ``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)`` was called inside a
+    /// transaction of the same store on the same thread. Opening a collection may read and write the
+    /// catalog in transactions of its own. Fix: open collections before `read { }` or `write { }`, and
+    /// keep the handles (they are small values, valid in every transaction of their store).
+    case collectionOpenedInsideTransaction(String)
     /// A collection or defaults suite was first opened inside a transaction. LMDB lets a transaction
     /// use only the named databases that were open in the process when it began. ``Store/read(_:)``
     /// and ``Store/write(author:_:)`` recover by themselves when the database exists (they open it and
@@ -90,6 +102,11 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "the store at \(path) is open read-only"
         case .nestedWrite:
             "write transaction started inside another write transaction on the same thread"
+        case .nestedTransaction(let outer, let inner):
+            "\(inner) transaction started inside a \(outer) transaction of the same store on the same thread"
+                + (outer == .write ? "; use the write transaction" : "; do the write outside the read")
+        case .collectionOpenedInsideTransaction(let name):
+            "collection '\(name)' opened inside a transaction; open collections before read { } or write { }"
         case .databaseOpenedInsideTransaction(let database):
             "database '\(database)' was first opened inside a transaction; open the collection or suite before read { } or write { }"
         case .observerRequired(let target, let kind):

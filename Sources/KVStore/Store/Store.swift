@@ -114,8 +114,17 @@ public final class Store: @unchecked Sendable {
     /// If `body` reaches a collection that another process created after this process opened its
     /// handle, the transaction cannot use it (LMDB allows only databases open when a transaction
     /// began): the store opens it and runs `body` again in a new transaction, once per such collection.
+    ///
+    /// A read inside a read of the same store is allowed (it is a snapshot of its own, possibly newer);
+    /// a read inside a write of the same store is not (it would not see the write's changes): read
+    /// through the ``WriteTransaction``, which is a ``ReadTransaction``.
+    ///
+    /// - Throws: whatever `body` throws; ``KVStoreError/nestedTransaction(outer:inner:)`` inside a
+    ///   write transaction of this store on this thread, before LMDB is touched; ``LMDBError``.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
-        try openingNewDatabases {
+        let scope = try TransactionScope(.read, on: environment)
+        defer { scope.end() }
+        return try openingNewDatabases {
             try environment.withReadTransaction { pointer in
                 let transaction = ReadTransaction(pointer: pointer, store: self)
                 defer { transaction.end() }
@@ -127,14 +136,28 @@ public final class Store: @unchecked Sendable {
     /// Runs `body` in a write transaction: committed when `body` returns, aborted if it throws.
     ///
     /// Writers are serialised, across processes too. Write observers see the mutations before and
-    /// after commit. If the map fills up, it grows and `body` runs again (as it does for a collection
-    /// created by another process since its handle was opened; see ``read(_:)``), so keep side effects
-    /// inside the transaction.
+    /// after commit.
+    ///
+    /// **`body` may run more than once.** When the map fills up, the transaction is aborted, the map
+    /// grows, and `body` runs again from the start in a new transaction; the same happens when `body`
+    /// reaches a collection that another process created since this process opened its handle (see
+    /// ``read(_:)``). Each run starts from the committed state, as if the aborted one never happened,
+    /// and only the result of the run that commits is returned. So keep side effects inside the
+    /// transaction: don't append to an outer array, send, or print from `body`; do it with the value
+    /// `write` returns.
+    ///
+    /// Don't begin another transaction of this store inside `body`: read through `body`'s transaction.
     ///
     /// - Parameter author: Recorded with the mutations (history shows it). Defaults to none.
-    /// - Throws: whatever `body` throws, ``KVStoreError/readOnly(path:)``, ``KVStoreError/nestedWrite``
-    ///   if this thread is already writing, or ``LMDBError`` (`noSpace`, `ioError`…).
+    /// - Throws: whatever `body` throws; ``KVStoreError/readOnly(path:)``;
+    ///   ``KVStoreError/nestedTransaction(outer:inner:)`` if this thread is inside a transaction of this
+    ///   store (read or write), before LMDB is touched; ``KVStoreError/nestedWrite`` if it is writing
+    ///   another store; ``KVStoreError/mapLimitReached(limit:)``; or ``LMDBError`` (`noSpace`,
+    ///   `ioError`…).
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
+        if isReadOnly { throw KVStoreError.readOnly(path: directory) }
+        let scope = try TransactionScope(.write, on: environment)
+        defer { scope.end() }
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
