@@ -126,6 +126,19 @@ import TestSupport
         #expect(try blobs.count() == 64)
     }
 
+    @Test func aDefaultsGetterWithoutATransactionInsideAWriteIsRefusedAndTheInFormWorks() throws {
+        let store = try dir.store()
+        let defaults = try SharedDefaults(store: store, suiteName: "settings")
+        try defaults.set(1, forKey: "count")
+        try store.write { tx throws in
+            try defaults.set(2, forKey: "count", in: tx)
+            #expect(throws: KVStoreError.nestedTransaction(outer: .write, inner: .read)) {
+                try defaults.integer(forKey: "count")
+            }
+            #expect(try defaults.integer(forKey: "count", in: tx) == 2)
+        }
+    }
+
     @Test func theErrorsSayWhatToDoInOneLine() {
         let inWrite = KVStoreError.nestedTransaction(outer: .write, inner: .read).description
         #expect(inWrite.contains("read transaction started inside a write transaction"))
