@@ -41,6 +41,11 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// catalog in transactions of its own. Fix: open collections before `read { }` or `write { }`, and
     /// keep the handles (they are small values, valid in every transaction of their store).
     case collectionOpenedInsideTransaction(String)
+    /// The store at `path` is already open in this process with options that cannot differ between
+    /// two handles on one environment (`detail` names the option and both values). LMDB allows one
+    /// environment per path per process, so the second open would silently get the first one's.
+    /// See ``Store/Options``.
+    case conflictingOptions(path: String, detail: String)
     /// A collection or defaults suite was first opened inside a transaction. LMDB lets a transaction
     /// use only the named databases that were open in the process when it began. ``Store/read(_:)``
     /// and ``Store/write(author:_:)`` recover by themselves when the database exists (they open it and
@@ -107,6 +112,8 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
                 + (outer == .write ? "; use the write transaction" : "; do the write outside the read")
         case .collectionOpenedInsideTransaction(let name):
             "collection '\(name)' opened inside a transaction; open collections before read { } or write { }"
+        case .conflictingOptions(let path, let detail):
+            "the store at \(path) is already open in this process with other options: \(detail)"
         case .databaseOpenedInsideTransaction(let database):
             "database '\(database)' was first opened inside a transaction; open the collection or suite before read { } or write { }"
         case .observerRequired(let target, let kind):

@@ -215,7 +215,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         let root = dir.path
         let group = "group.com.example.growth"
         var options = SharedContainer.Options()
-        options.mapSize = 64 << 10
+        options.store.mapSize = 64 << 10
         let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
         let blobs = try container.store.collection("blobs", key: Int.self, value: [UInt8].self)
         // Two other processes grow the map while this one writes and reads.

@@ -149,6 +149,9 @@ final class Environment: @unchecked Sendable {
                 if existing.configuration.readOnly && !configuration.readOnly {
                     throw KVStoreError.readOnly(path: existing.directory)
                 }
+                if let detail = existing.configuration.conflict(with: configuration) {
+                    throw KVStoreError.conflictingOptions(path: existing.directory, detail: detail)
+                }
                 // The files are not opened again: closing a second descriptor of `lock.mdb` would drop
                 // the locks LMDB holds on it in this process.
                 return existing

@@ -101,8 +101,9 @@ public final class Store: @unchecked Sendable {
         requirementsDatabase = try environment.database(named: Self.requirementsDatabaseName, create: !options.readOnly)
     }
 
-    /// Whether writes are refused.
-    public var isReadOnly: Bool { environment.configuration.readOnly }
+    /// Whether writes are refused: this handle was opened with ``Options/readOnly``, or the process
+    /// opened the environment read-only first.
+    public var isReadOnly: Bool { options.readOnly || environment.configuration.readOnly }
 
     // MARK: - Transactions
 
