@@ -1,3 +1,5 @@
+import Logging
+
 extension Environment.Configuration {
     /// What differs between the configuration an environment was opened with (`self`) and the one a
     /// second open of its path in this process asks for, among what cannot differ between handles on
@@ -21,5 +23,14 @@ extension Environment.Configuration {
             ?? differs("staleReaderCheckInterval", staleReaderCheckInterval, requested.staleReaderCheckInterval) {
                 $0.map { "\($0)" } ?? "nil"
             }
+    }
+}
+
+extension Environment {
+    /// Logs through ``Configuration/logger``, with the environment's path as metadata.
+    func log(_ level: Logger.Level, _ message: Logger.Message, _ metadata: Logger.Metadata) {
+        var metadata = metadata
+        metadata["path"] = "\(directory)"
+        configuration.logger.log(level: level, message, metadata: metadata)
     }
 }

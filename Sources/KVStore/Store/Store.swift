@@ -1,5 +1,6 @@
 import CLMDB
 import Foundation
+import Logging
 
 /// A typed key-value store on one LMDB environment, shared safely by threads and by processes.
 ///
@@ -50,6 +51,16 @@ public final class Store: @unchecked Sendable {
         /// commit. A long-running writer would otherwise wait for some other process to open the store.
         /// The check reads the reader table and probes each reader's process, a few microseconds.
         public var staleReaderCheckInterval: Duration? = .seconds(1)
+        /// Where the store reports what an operator may want to know, and nothing else: the map growing
+        /// (`notice`), stale reader slots cleared at open or before a write (`notice`), a write run
+        /// again and a map size adopted from another process (`info`). Each message carries the
+        /// store's `path` as metadata.
+        ///
+        /// Default: a logger that discards everything, since a library stays silent unless asked. Pass
+        /// `Logger(label: "com.example.app.store")` to log through the `LoggingSystem` your program
+        /// bootstraps. The environment is shared by every handle on its path in a process, so the
+        /// logger of the first open is the one used.
+        public var logger = Options.silentLogger
         /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
@@ -92,7 +103,8 @@ public final class Store: @unchecked Sendable {
             durability: options.durability, readOnly: options.readOnly || options.immutableFile,
             fileMode: options.fileMode, immutableFile: options.immutableFile,
             clearStaleReadersOnOpen: options.clearStaleReadersOnOpen,
-            staleReaderCheckInterval: options.staleReaderCheckInterval
+            staleReaderCheckInterval: options.staleReaderCheckInterval,
+            logger: options.logger
         )
         environment = try Environment.open(directory: directory, descriptor: descriptor, configuration: configuration)
         try Self.adoptStrongestDurability(environment, options)
@@ -196,6 +208,7 @@ public final class Store: @unchecked Sendable {
                     throw KVStoreError.databaseOpenedInsideTransaction(name)
                 }
                 opened.insert(name)
+                environment.log(.info, "running the transaction again: it met a database another process created", ["database": "\(name)"])
             }
         }
     }
