@@ -16,7 +16,9 @@ import Logging
 /// In a ``SharedContainer`` you get the store as ``SharedContainer/store``.
 ///
 /// A `Store` is safe to use from any thread. Opening the same directory twice in one process returns
-/// handles on the same LMDB environment.
+/// handles on the same LMDB environment, so the options that cannot differ between them must agree
+/// (see ``KVStoreError/conflictingOptions(path:detail:)``). The DocC article "Transactions" gives the
+/// rules of `read { }` and `write { }`.
 public final class Store: @unchecked Sendable {
     /// How a store is opened.
     public struct Options: Sendable {
