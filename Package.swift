@@ -6,7 +6,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "KVStore", targets: ["KVStore"]),
-        // For the benchmarks' raw C LMDB floor.
+        // Only for the benchmarks' raw C LMDB floor (a package of its own, which must link the very same
+        // liblmdb through the very same module as KVStore: a second module map over lmdb.h would give
+        // it a second, incompatible set of C types). No library API shows LMDB's types: KVStore
+        // imports CLMDB `internal`ly, in its LMDB/ folder alone (scripts/check-imports.py).
         .library(name: "CLMDB", targets: ["CLMDB"]),
         .library(name: "SyncKit", targets: ["SyncKit"]),
         .library(name: "Workloads", targets: ["Workloads"]),

@@ -40,7 +40,7 @@ func runSnapshotCommand(_ command: String, root: String, group: String, _ rest: 
              try checklist.records.entries(in: tx).reduce(0) { $0 + $1.value.cachedInputCount })
         }
         let object: [String: Any] = [
-            "readOnly": store.isReadOnly, "snapshotFile": store.isSnapshotFile, "records": records,
+            "readOnly": store.isReadOnly, "copyFile": store.isCopyFile, "records": records,
             "summaries": summaries, "scores": scores, "current": feed.streak.current,
             "longest": feed.streak.longest, "total": feed.totalAverage ?? -1,
         ]

@@ -554,7 +554,7 @@ func stressCommand(_ command: String, root: String, group: String, rest: [String
             say("snapshot \(describe(error))")
         }
         let leftovers = try FileManager.default.subpathsOfDirectory(atPath: container.snapshotsDirectory)
-            .filter { $0.contains(".tmp-") }
+            .filter { $0.contains(".kvtmp-") }
         say("temporary files=\(leftovers.count) \(leftovers.joined(separator: ","))")
         let published = try feed.read()
         say("feed-read generation=\(published.generation) consistent=\(published.payload.isConsistent)")

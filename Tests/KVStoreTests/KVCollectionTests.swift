@@ -106,7 +106,7 @@ struct Charge: Codable, Hashable, Sendable {
 
     @Test func indexIsMaintainedOnPutUpdateAndDelete() throws {
         let store = try dir.store()
-        let bySubscription = Index<Charge, Pair<UUID, Date>>("bySubscription") { Pair($0.subscriptionId, $0.billedAt) }
+        let bySubscription = SecondaryIndex<Charge, Pair<UUID, Date>>("bySubscription") { Pair($0.subscriptionId, $0.billedAt) }
         let events = try store.collection("billingEvents", key: UUID.self, value: Charge.self, indexes: [bySubscription])
         let s1 = UUID(), s2 = UUID()
         let base = Date(timeIntervalSince1970: 1_760_000_000)
@@ -170,7 +170,7 @@ struct Charge: Codable, Hashable, Sendable {
                 try plain.put(e, forKey: e.id, in: tx)
             }
         }
-        let byDate = Index<Charge, Date>("byDate") { $0.billedAt }
+        let byDate = SecondaryIndex<Charge, Date>("byDate") { $0.billedAt }
         let indexed = try store.collection("events", key: UUID.self, value: Charge.self, indexes: [byDate])
         let ordered = try store.read { try indexed.entries(in: byDate, in: $0) }
         #expect(ordered.map(\.value.billedAt.timeIntervalSince1970) == (0..<10).map(Double.init))

@@ -21,7 +21,7 @@ import Glibc
 
     @Test func publishesWhatFillWroteUnderTheFinalNameOnly() throws {
         let files = try files()
-        let seen = try files.publish(to: "feeds/a.feed", temporaryName: ".a.feed.tmp-1-x") { fd, temporaryPath -> String in
+        let seen = try files.publish(to: "feeds/a.feed", temporaryName: ".kvtmp-a.feed-1-x") { fd, temporaryPath -> String in
             #expect(write(fd, "hello", 5) == 5)
             // While fill runs, only the temporary file exists, with the final mode already.
             var info = stat()
@@ -29,11 +29,11 @@ import Glibc
             #expect(!files.exists("feeds/a.feed"))
             return temporaryPath
         }
-        #expect(seen == files.directory + "/feeds/.a.feed.tmp-1-x")
+        #expect(seen == files.directory + "/feeds/.kvtmp-a.feed-1-x")
         #expect(try contents("feeds/a.feed") == "hello")
         #expect(try files.entries(in: "feeds").map(\.name) == ["a.feed"])
         // Replacing by default; the bytes convenience.
-        try files.write(Array("world".utf8), to: "feeds/a.feed", temporaryName: ".a.feed.tmp-1-y")
+        try files.write(Array("world".utf8), to: "feeds/a.feed", temporaryName: ".kvtmp-a.feed-1-y")
         #expect(try contents("feeds/a.feed") == "world")
     }
 
@@ -42,37 +42,37 @@ import Glibc
         try files.write(Data("old".utf8), to: "x.bin")
         struct Boom: Error {}
         #expect(throws: Boom.self) {
-            try files.publish(to: "x.bin", temporaryName: ".x.bin.tmp-1-z") { fd, _ in
+            try files.publish(to: "x.bin", temporaryName: ".kvtmp-x.bin-1-z") { fd, _ in
                 _ = write(fd, "new", 3)
                 throw Boom()
             }
         }
         #expect(throws: KVStoreError.io(operation: "publish", path: files.directory + "/x.bin", errno: EEXIST)) {
-            try files.publish(to: "x.bin", temporaryName: ".x.bin.tmp-1-z", replacing: false) { fd, _ in _ = write(fd, "new", 3) }
+            try files.publish(to: "x.bin", temporaryName: ".kvtmp-x.bin-1-z", replacing: false) { fd, _ in _ = write(fd, "new", 3) }
         }
         #expect(try contents("x.bin") == "old")
         #expect(try files.entries().map(\.name) == ["x.bin"])
         // Without replacing, a new name is published.
-        try files.publish(to: "y.bin", temporaryName: ".y.bin.tmp-1-z", replacing: false) { fd, _ in _ = write(fd, "new", 3) }
+        try files.publish(to: "y.bin", temporaryName: ".kvtmp-y.bin-1-z", replacing: false) { fd, _ in _ = write(fd, "new", 3) }
         #expect(try contents("y.bin") == "new")
         #expect(try files.entries().map(\.name) == ["x.bin", "y.bin"])
     }
 
     @Test func badTemporaryNamesAndLinkedTargetsAreRefused() throws {
         let files = try files()
-        for name in ["", "a/b", "..", ".kvtmp-1", "a\u{0}b"] {
+        for name in ["", "a/b", "..", ".kvtmp-a/b", "t.bin.tmp", ".kvtmp-a\u{0}b"] {
             #expect(throws: KVStoreError.self) { try files.publish(to: "t.bin", temporaryName: name) { _, _ in } }
         }
         #expect(symlink("/etc/hostname", dir.path + "/Files/link.bin") == 0)
         #expect(throws: KVStoreError.invalidPath("link.bin", reason: "'link.bin' is a symbolic link")) {
-            try files.publish(to: "link.bin", temporaryName: ".link.tmp-1-a") { _, _ in }
+            try files.publish(to: "link.bin", temporaryName: ".kvtmp-link-1-a") { _, _ in }
         }
         // A taken temporary name is EEXIST, and the file holding it is left alone.
-        try files.write(Data("mine".utf8), to: "taken")
-        #expect(throws: KVStoreError.io(operation: "create temporary file", path: files.directory + "/taken", errno: EEXIST)) {
-            try files.publish(to: "t.bin", temporaryName: "taken") { _, _ in }
+        #expect(FileManager.default.createFile(atPath: files.directory + "/.kvtmp-taken", contents: Data("mine".utf8)))
+        #expect(throws: KVStoreError.io(operation: "create temporary file", path: files.directory + "/.kvtmp-taken", errno: EEXIST)) {
+            try files.publish(to: "t.bin", temporaryName: ".kvtmp-taken") { _, _ in }
         }
-        #expect(try contents("taken") == "mine")
+        #expect(try contents(".kvtmp-taken") == "mine")
         #expect(!files.exists("t.bin"))
     }
 

@@ -7,7 +7,7 @@ import Workloads
 import Glibc
 #endif
 
-/// `Store.copy` (a compacted copy from one read transaction) and `Store(snapshotFile:)`.
+/// `Store.copy` (a compacted copy from one read transaction) and `Store(copyFile:)`.
 @Suite struct StoreCopyTests {
     let dir = TemporaryDirectory()
 
@@ -16,7 +16,7 @@ import Glibc
         var city: String
     }
 
-    static let byCity = Index<Person, String>("byCity") { $0.city }
+    static let byCity = SecondaryIndex<Person, String>("byCity") { $0.city }
 
     /// A store with a collection with an index, a derived collection, and a defaults suite.
     func fixture() throws -> Store {
@@ -40,8 +40,8 @@ import Glibc
         #expect(result.size == Int(info.st_size))
         #expect(info.st_mode & 0o777 == 0o600)
 
-        let copy = try Store(snapshotFile: dir.path + "/copy.mdb")
-        #expect(copy.isReadOnly && copy.isSnapshotFile)
+        let copy = try Store(copyFile: dir.path + "/copy.mdb")
+        #expect(copy.isReadOnly && copy.isCopyFile)
         // Same catalog, same counts, database by database (catalog, observer requirements, people, its
         // index, records, summaries, the defaults suite).
         let original = try store.catalogWithCounts()
@@ -72,7 +72,7 @@ import Glibc
         let result = try store.copy(toNewFile: dir.path + "/copy.mdb")
         print("source \(info.usedPages * info.pageSize) bytes in use, compacted copy \(result.size) bytes")
         #expect(result.size * 4 < info.usedPages * info.pageSize)
-        let copy = try Store(snapshotFile: dir.path + "/copy.mdb")
+        let copy = try Store(copyFile: dir.path + "/copy.mdb")
         let copied = try copy.collection("blobs", key: Int.self, value: [UInt8].self)
         #expect(try copy.read { try copied.keys(in: $0) } == Array(stride(from: 0, to: 1000, by: 10)))
     }
@@ -102,7 +102,7 @@ import Glibc
             let result = try store.copy(toNewFile: path)
             #expect(result.sourceTransactionID >= previous)
             previous = result.sourceTransactionID
-            let copy = try Store(snapshotFile: path)
+            let copy = try Store(copyFile: path)
             let p = try copy.collection("plus", key: Int.self, value: Int.self)
             let m = try copy.collection("minus", key: Int.self, value: Int.self)
             let (ps, ms) = try copy.read { tx in (try p.entries(in: tx), try m.entries(in: tx)) }
@@ -117,7 +117,7 @@ import Glibc
         let store = try fixture()
         let path = dir.path + "/copy.mdb"
         try store.copy(toNewFile: path)
-        let copy = try Store(snapshotFile: path)
+        let copy = try Store(copyFile: path)
         let people = try copy.collection("people", key: Int.self, value: Person.self, indexes: [Self.byCity])
         #expect(throws: KVStoreError.readOnly(path: path)) { try people.put(Person(name: "x", city: "y"), forKey: 99) }
         #expect(throws: KVStoreError.readOnly(path: path)) { try copy.write { _ in } }
@@ -127,19 +127,19 @@ import Glibc
         // one building commit.
         let again = try copy.copy(toNewFile: dir.path + "/again.mdb")
         #expect(again.sourceTransactionID == 1)
-        #expect(try Store(snapshotFile: dir.path + "/again.mdb").catalogWithCounts().map(\.count)
+        #expect(try Store(copyFile: dir.path + "/again.mdb").catalogWithCounts().map(\.count)
                 == (try copy.catalogWithCounts().map(\.count)))
     }
 
     @Test func badSnapshotFilesGiveClearErrors() throws {
         let garbage = dir.path + "/garbage.mdb"
         try Data(repeating: 0x5A, count: 16384).write(to: URL(fileURLWithPath: garbage))
-        #expect(throws: LMDBError.invalid) { try Store(snapshotFile: garbage) }
-        #expect(throws: KVStoreError.io(operation: "open snapshot file", path: dir.path + "/missing.mdb", errno: ENOENT)) {
-            try Store(snapshotFile: dir.path + "/missing.mdb")
+        #expect(throws: LMDBError.invalid) { try Store(copyFile: garbage) }
+        #expect(throws: KVStoreError.io(operation: "open store copy", path: dir.path + "/missing.mdb", errno: ENOENT)) {
+            try Store(copyFile: dir.path + "/missing.mdb")
         }
-        #expect(throws: KVStoreError.invalidPath(dir.path, reason: "a snapshot is a regular file")) {
-            try Store(snapshotFile: dir.path)
+        #expect(throws: KVStoreError.invalidPath(dir.path, reason: "a store copy is a regular file")) {
+            try Store(copyFile: dir.path)
         }
     }
 
@@ -156,7 +156,7 @@ import Glibc
         #expect(rename(inbox, parked) == 0 && symlink(outside, inbox) == 0)
         let copy = try store.copy(intoEmptyFile: fd, at: inbox + "/copy.mdb")
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
-        let snapshot = try Store(snapshotFile: parked + "/copy.mdb")
+        let snapshot = try Store(copyFile: parked + "/copy.mdb")
         #expect(try snapshot.collection("scores", key: String.self, value: Int.self).get("a") == 7)
         #expect(copy.entries >= 1)
     }

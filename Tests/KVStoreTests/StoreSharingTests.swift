@@ -95,18 +95,18 @@ import Glibc
         let last = UInt64(try store.environmentInfo().lastTransactionID)
         #expect(meta.transactionID(inPage: Int(last & 1)) == last)
         #expect(meta.transactionID(inPage: Int((last + 1) & 1)) == last - 1)
-        #expect(meta.isExact(snapshot: last, repeated: false))
+        #expect(meta.isExact(transaction: last, repeated: false))
         #expect(try store.read { $0.transactionID } == Int(last))
         // The rule. The page was rewritten by a newer commit: begin again, however often.
-        #expect(!MetaPages.isExact(snapshot: 7, repeated: false, own: 9, other: 8))
-        #expect(!MetaPages.isExact(snapshot: 7, repeated: true, own: 9, other: 8))
+        #expect(!MetaPages.isExact(transaction: 7, repeated: false, own: 9, other: 8))
+        #expect(!MetaPages.isExact(transaction: 7, repeated: true, own: 9, other: 8))
         // A newer commit exists, so the page may be being rewritten: begin again once; the same
         // transaction again means the newer one is not announced yet, so nothing writes the page.
-        #expect(!MetaPages.isExact(snapshot: 7, repeated: false, own: 7, other: 8))
-        #expect(MetaPages.isExact(snapshot: 7, repeated: true, own: 7, other: 8))
+        #expect(!MetaPages.isExact(transaction: 7, repeated: false, own: 7, other: 8))
+        #expect(MetaPages.isExact(transaction: 7, repeated: true, own: 7, other: 8))
         // The usual case, and a new environment.
-        #expect(MetaPages.isExact(snapshot: 7, repeated: false, own: 7, other: 6))
-        #expect(MetaPages.isExact(snapshot: 0, repeated: false, own: 0, other: 0))
+        #expect(MetaPages.isExact(transaction: 7, repeated: false, own: 7, other: 6))
+        #expect(MetaPages.isExact(transaction: 0, repeated: false, own: 0, other: 0))
     }
 
     @Test func aProcessWhoseMapFillsTakesTheLargerRecordedSizeInsteadOfDoublingIt() throws {

@@ -29,7 +29,7 @@ import Workloads
         let scores = try store.collection("scores", key: String.self, value: Int.self)
         let days = try store.collection("days", key: LogicalDay.self, value: [String: Int].self)
         let events = try store.collection("events", key: Int.self, value: Event.self,
-                                          indexes: [Index<Event, String>("byTag") { $0.tag }])
+                                          indexes: [SecondaryIndex<Event, String>("byTag") { $0.tag }])
         let checklist = try ChecklistStore(store: store)
         let day = try #require(LogicalDay(year: 2026, month: 11, day: 21))
         try store.write(author: "fixture") { tx in
@@ -185,7 +185,7 @@ import Workloads
         r = try tool("dump", "--collection", "nope", "-o", path)
         #expect(r.status == 1)
         #expect(Self.withoutTransactionID(try String(contentsOfFile: path, encoding: .utf8)) == Self.expectedJSONLines)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".tmp-") }.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.contains(".kvtmp-") }.isEmpty)
         r = try tool("dump", "--output", dir.path + "/no/such/dir/out.jsonl")
         #expect(r.status == 1 && r.stderr.hasPrefix("kvtool: error: cannot write \(dir.path)/no/such/dir/out.jsonl: "), "\(r.stderr)")
         try expectMdbStatReads(storePath())
@@ -322,7 +322,7 @@ import Workloads
         // The app opens it as declared, index included.
         let container = try SharedContainer(groupIdentifier: other, root: dir.path)
         let events = try container.store.collection("events", key: Int.self, value: Event.self,
-                                                    indexes: [Index<Event, String>("byTag") { $0.tag }])
+                                                    indexes: [SecondaryIndex<Event, String>("byTag") { $0.tag }])
         #expect(try events.get(2)?.tag == "a")
         try expectMdbStatReads(dir.path + "/" + other + "/Store")
     }
@@ -359,7 +359,7 @@ import Workloads
         let container = try fixture()
         let dump = try tool("dump", "--collection", "events").stdout
         let events = try container.store.collection("events", key: Int.self, value: Event.self,
-                                                    indexes: [Index<Event, String>("byTag") { $0.tag }])
+                                                    indexes: [SecondaryIndex<Event, String>("byTag") { $0.tag }])
         try events.put(Event(tag: "c", n: 5), forKey: 1)
         let before = try mdbDump(storePath())
         var r = try tool("load", stdin: dump)

@@ -63,7 +63,7 @@ func usedPages(_ storeDirectory: String) throws -> Int? {
     return nil
 }
 
-/// The names of the publishers' temporary files (`.<target>.tmp-<pid>-<hex>`) below `directory`.
+/// The names of the publishers' temporary files (`.kvtmp-<target>-<pid>-<hex>`) below `directory`.
 func temporaryFiles(under directory: String) -> [String] {
-    ((try? FileManager.default.subpathsOfDirectory(atPath: directory)) ?? []).filter { $0.contains(".tmp-") }.sorted()
+    ((try? FileManager.default.subpathsOfDirectory(atPath: directory)) ?? []).filter { $0.contains(".kvtmp-") }.sorted()
 }

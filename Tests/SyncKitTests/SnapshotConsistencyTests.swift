@@ -20,7 +20,7 @@ import SyncKit
 
     /// Reads a snapshot file and checks the writer's invariants inside it.
     func state(ofSnapshot path: String) throws -> LedgerState {
-        let store = try Store(snapshotFile: path)
+        let store = try Store(copyFile: path)
         let ledger = try store.collection("ledger", key: Int.self, value: Int.self)
         let meta = try store.collection("ledgerMeta", key: String.self, value: Int.self)
         let extraNames = try store.catalog().map(\.name).filter { $0.hasPrefix("extra-") }

@@ -195,8 +195,8 @@ import Glibc
         let snapshots = try Snapshots(container: container)
         try snapshots.export(from: container.store)
         let dead = try Self.deadPID()
-        let orphans = [".snapshot-000002.mdb.tmp-\(dead)-0123456789abcdef",
-                       ".manifest.json.tmp-\(getpid())-fedcba9876543210"]
+        let orphans = [".kvtmp-snapshot-000002.mdb-\(dead)-0123456789abcdef",
+                       ".kvtmp-manifest.json-\(getpid())-fedcba9876543210"]
         for name in orphans + [".unrelated", "notes.txt"] {
             try Data("partial".utf8).write(to: URL(fileURLWithPath: snapshots.directory + "/" + name))
         }
@@ -254,7 +254,7 @@ import Glibc
             let r = try helper(["snapshot-checklist", dir.path, group, generation])
             #expect(r.status == 0, "\(r.stderr)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
-            #expect(object["readOnly"] as? Bool == true && object["snapshotFile"] as? Bool == true)
+            #expect(object["readOnly"] as? Bool == true && object["copyFile"] as? Bool == true)
             #expect(object["records"] as? Int == 343 && object["summaries"] as? Int == 343)
             #expect(object["scores"] as? Int == 9288)
             #expect(object["current"] as? Int == 2 && object["longest"] as? Int == 16)

@@ -56,7 +56,7 @@ import Glibc
                 return refused == path && reason.contains("symbolic link")
             }
         }
-        #expect(throws: KVStoreError.self) { _ = try Store(snapshotFile: path) }
+        #expect(throws: KVStoreError.self) { _ = try Store(copyFile: path) }
         #expect(try snapshots.verify().problems.map(\.kind) == [.notARegularFile])
     }
 

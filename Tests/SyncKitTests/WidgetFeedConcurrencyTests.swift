@@ -47,7 +47,7 @@ import Glibc
         let hung = try BackgroundProcess.helper(["feed-publish-hang", dir.path, group, "fire", "2"])
         #expect(hung.waitForLine { $0 == "paused" } != nil)
         let feeds = dir.path + "/" + group + "/Snapshots/feeds"
-        let temporary = try FileManager.default.contentsOfDirectory(atPath: feeds).filter { $0.hasPrefix(".fire.feed.tmp-\(hung.pid)-") }
+        let temporary = try FileManager.default.contentsOfDirectory(atPath: feeds).filter { $0.hasPrefix(".kvtmp-fire.feed-\(hung.pid)-") }
         #expect(temporary.count == 1)
         // Half a file is on disk, but readers (here and in another process) still get generation 1.
         #expect(try feed.read().generation == 1)

@@ -141,10 +141,10 @@ struct Today: Codable, Equatable, Sendable {
         try feed.publish(Today(total: 2, streak: 2, note: nil))
         let feeds = (feed.path as NSString).deletingLastPathComponent
         let dead = try SnapshotExportTests.deadPID()
-        let deadOrphan = ".today.feed.tmp-\(dead)-00000000000000aa"
-        let live = ".today.feed.tmp-\(getpid())-00000000000000bb"
-        let oldLive = ".today.feed.tmp-\(getpid())-00000000000000cc"
-        let otherFeed = ".other.feed.tmp-\(dead)-00000000000000dd"
+        let deadOrphan = ".kvtmp-today.feed-\(dead)-00000000000000aa"
+        let live = ".kvtmp-today.feed-\(getpid())-00000000000000bb"
+        let oldLive = ".kvtmp-today.feed-\(getpid())-00000000000000cc"
+        let otherFeed = ".kvtmp-other.feed-\(dead)-00000000000000dd"
         for name in [deadOrphan, live, oldLive, otherFeed, "notes.txt"] {
             try write(Array("partial".utf8), feeds + "/" + name)
         }

@@ -1,5 +1,5 @@
 // The property of the `dump` fuzz target: the parser behind `kvtool load` (DumpReader, in
-// Sources/kvtool/Support/DumpFormat*.swift). Not in fuzz/Properties/ because it needs kvtool's own
+// Sources/kvtool/Dump/). Not in fuzz/Properties/ because it needs kvtool's own
 // types: scripts/fuzz.sh compiles this file into one module with those kvtool files, and the
 // KVToolTests target compiles it through the symbolic link Tests/KVToolTests/DumpProperty.swift with
 // `@testable import kvtool`. Either way it is this one copy.

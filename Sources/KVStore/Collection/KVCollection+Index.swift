@@ -4,7 +4,7 @@ extension KVCollection {
     ///
     /// - Throws: ``KVStoreError/invalidName(_:reason:)`` if the index was not declared when the
     ///   collection was opened.
-    public func entries<IndexKey>(in index: Index<Value, IndexKey>,
+    public func entries<IndexKey>(in index: SecondaryIndex<Value, IndexKey>,
                                   _ range: some KeyRangeExpression<IndexKey>,
                                   reverse: Bool = false, limit: Int? = nil,
                                   in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
@@ -12,20 +12,20 @@ extension KVCollection {
     }
 
     /// The entries whose index key equals `indexKey`, in primary-key order.
-    public func entries<IndexKey>(in index: Index<Value, IndexKey>, equalTo indexKey: IndexKey,
+    public func entries<IndexKey>(in index: SecondaryIndex<Value, IndexKey>, equalTo indexKey: IndexKey,
                                   limit: Int? = nil, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
         try entries(in: index, indexKey...indexKey, limit: limit, in: transaction)
     }
 
     /// Every entry, in index-key order (then primary-key order), or reverse order.
-    public func entries<IndexKey>(in index: Index<Value, IndexKey>, reverse: Bool = false, limit: Int? = nil,
+    public func entries<IndexKey>(in index: SecondaryIndex<Value, IndexKey>, reverse: Bool = false, limit: Int? = nil,
                                   in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
         try indexEntries(index, .all, reverse: reverse, limit: limit, in: transaction)
     }
 
     /// The entries whose two-part index key starts with `first`: for example one subscription's
     /// billing events in date order.
-    public func entries<First, Second>(in index: Index<Value, Pair<First, Second>>, prefix first: First,
+    public func entries<First, Second>(in index: SecondaryIndex<Value, Pair<First, Second>>, prefix first: First,
                                        reverse: Bool = false, limit: Int? = nil,
                                        in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
         var prefix: [UInt8] = []
@@ -33,7 +33,7 @@ extension KVCollection {
         return try indexEntries(index, .prefix(prefix), reverse: reverse, limit: limit, in: transaction)
     }
 
-    private func indexEntries<IndexKey>(_ index: Index<Value, IndexKey>, _ range: ByteRange, reverse: Bool,
+    private func indexEntries<IndexKey>(_ index: SecondaryIndex<Value, IndexKey>, _ range: ByteRange, reverse: Bool,
                                         limit: Int?, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
         guard let database = try resolvedDatabase(in: transaction) else { return [] }
         guard let indexDatabase = indexes.first(where: { $0.definition.name == index.name })?.database else {
@@ -46,7 +46,7 @@ extension KVCollection {
             do {
                 _ = try IndexKey.decodeKey(from: &reader, terminal: false)
             } catch {
-                throw KVStoreError.corruptValue(collection: "\(name) index \(index.name)", key: hex(Array(entry)), reason: "\(error)", underlying: .init(error))
+                throw KVStoreError.corruptValue(collection: "\(name) index \(index.name)", key: "0x" + Hex.encode(entry), reason: "\(error)", underlying: .init(error))
             }
             let primaryKey = Array(entry[reader.offset...])
             guard let bytes = try transaction.get(database, primaryKey) else {

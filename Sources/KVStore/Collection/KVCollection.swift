@@ -1,5 +1,3 @@
-import CLMDB
-
 /// A typed collection: keys of an ``OrderedKey`` type, values through a ``ValueCodec``, in one LMDB
 /// named database, with secondary indexes and derived collections kept in step in the same
 /// transaction. (It is not called `Collection`, so that it never shadows Swift's protocol.)
@@ -26,13 +24,13 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// The LMDB database holding the entries (what `mdb_dump -s` takes, and
     /// ``Store/rawDatabase(named:create:)``).
     public var databaseName: String { Catalog.collectionDatabase(name) }
-    let database: MDB_dbi?
+    let database: DatabaseHandle?
     let codec: any ValueCodec<Value>
-    let indexes: [(definition: any IndexDefinition<Value>, database: MDB_dbi)]
+    let indexes: [(definition: any IndexDefinition<Value>, database: DatabaseHandle)]
     let derivations: [Derivation<Key, Value>]
 
-    /// LMDB's limit on key size, which also bounds index keys (index key + primary key).
-    public static var maxKeySize: Int { 511 }
+    /// LMDB's limit on key size, which also bounds index keys (index key + primary key): ``Store/maxKeySize``.
+    public static var maxKeySize: Int { Store.maxKeySize }
 
     // MARK: - Reading
 
@@ -135,7 +133,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Stores `value` at `key`, replacing any value there, and updates indexes and derived collections.
     ///
-    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over 511 bytes,
+    /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over ``maxKeySize`` (511) bytes,
     ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
     public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
@@ -194,7 +192,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// The collection's database as `transaction` sees it: `nil` if it does not exist there (a
     /// read-only process that opened the collection before any process created it).
-    func resolvedDatabase(in transaction: ReadTransaction) throws -> MDB_dbi? {
+    func resolvedDatabase(in transaction: ReadTransaction) throws -> DatabaseHandle? {
         if let database { return database }
         return try store.environment.database(named: Catalog.collectionDatabase(name), in: transaction.pointer)
     }
@@ -228,13 +226,13 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         do {
             return try Key.decodeKey(bytes)
         } catch {
-            throw KVStoreError.invalidKey(collection: name, reason: "stored key \(hex(Array(bytes))) does not decode: \(error)")
+            throw KVStoreError.invalidKey(collection: name, reason: "stored key 0x\(Hex.encode(bytes)) does not decode: \(error)")
         }
     }
 
     func renderKey(_ bytes: [UInt8]) -> String {
         if let key = try? Key.decodeKey(bytes) { return "\(key)" }
-        return hex(bytes)
+        return "0x" + Hex.encode(bytes)
     }
 
     func scan(_ range: ByteRange, reverse: Bool, in transaction: ReadTransaction,
@@ -259,7 +257,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
 
     /// Replaces the index entries of `primaryKey`: those of the stored value (if any) with those of
     /// `newValue` (if any).
-    private func updateIndexes(primaryKey: [UInt8], newValue: Value?, database: MDB_dbi,
+    private func updateIndexes(primaryKey: [UInt8], newValue: Value?, database: DatabaseHandle,
                                in transaction: WriteTransaction) throws {
         var oldValue: Value?
         var oldIsCorrupt = false
@@ -290,7 +288,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     }
 
     private func removeIndexEntries(pointingAt primaryKey: [UInt8],
-                                    index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
+                                    index: (definition: any IndexDefinition<Value>, database: DatabaseHandle),
                                     in transaction: WriteTransaction) throws {
         var stale: [[UInt8]] = []
         try transaction.scan(index.database, .all, reverse: false) { key, _ in
@@ -302,16 +300,4 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         }
         for key in stale { try transaction.delete(index.database, key) }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2 + 2)
-    out.append(contentsOf: "0x".utf8)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

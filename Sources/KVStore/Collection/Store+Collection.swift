@@ -1,50 +1,3 @@
-import CLMDB
-
-/// What a migration hook gets when a collection is opened with a newer schema version than the one
-/// stored. It runs inside the write transaction that records the new version, so a failed migration
-/// leaves the collection exactly as it was.
-public struct CollectionMigration<Key: OrderedKey, Value> {
-    /// The stored schema version.
-    public let fromVersion: Int
-    /// The version being opened.
-    public let toVersion: Int
-    /// The transaction the migration runs in.
-    public let transaction: WriteTransaction
-    /// The collection, with its new codec and indexes.
-    public let collection: KVCollection<Key, Value>
-
-    /// Re-encodes every value: decodes each stored value as `Old` (CBOR), transforms it, and stores the
-    /// result with the collection's codec (or deletes the entry if `transform` returns `nil`). Indexes
-    /// and derived collections are rebuilt.
-    public func rewriteValues<Old: Decodable>(from old: Old.Type, _ transform: (Key, Old) throws -> Value?) throws {
-        guard let database = try collection.resolvedDatabase(in: transaction) else { return }
-        var rewritten: [(Key, Value?)] = []
-        try transaction.scan(database, .all, reverse: false) { keyBytes, valueBytes in
-            let key = try collection.decodeKey(keyBytes)
-            let oldValue: Old
-            do {
-                oldValue = try CBORDecoder().decode(Old.self, from: valueBytes)
-            } catch {
-                throw KVStoreError.corruptValue(collection: collection.name, key: "\(key)",
-                                                reason: "does not decode as \(Old.self): \(error)")
-            }
-            rewritten.append((key, try transform(key, oldValue)))
-            return true
-        }
-        for index in collection.indexes { try transaction.drop(index.database, delete: false) }
-        try transaction.drop(database, delete: false)
-        for (key, value) in rewritten {
-            if let value {
-                try collection.put(value, forKey: key, in: transaction)
-            } else {
-                for derivation in collection.derivations {
-                    if let target = derivation.targetDatabase { try transaction.delete(target, key.encodedKey) }
-                }
-            }
-        }
-    }
-}
-
 extension Store {
     /// Opens a collection of `Codable` values stored as CBOR, creating it (and recording it in the
     /// catalog) if needed.
@@ -118,7 +71,7 @@ extension Store {
         }
 
         let database = try self.database(named: databaseName, create: true)
-        var indexHandles: [(definition: any IndexDefinition<Value>, database: MDB_dbi)] = []
+        var indexHandles: [(definition: any IndexDefinition<Value>, database: DatabaseHandle)] = []
         for (definition, entry) in zip(indexes, desired.indexes) {
             if let handle = try self.database(named: entry.database, create: true) {
                 indexHandles.append((definition, handle))
@@ -140,11 +93,11 @@ extension Store {
 
         // Indexes dropped from the declaration: open their handles now (not possible inside the write).
         let dropped = (stored?.indexes ?? []).filter { old in !desired.indexes.contains { $0.name == old.name } }
-        var droppedHandles: [(String, MDB_dbi)] = []
+        var droppedHandles: [(String, DatabaseHandle)] = []
         for entry in dropped {
             if let handle = try self.database(named: entry.database, create: false) { droppedHandles.append((entry.database, handle)) }
         }
-        var derivedTargets: [(String, MDB_dbi?)] = []
+        var derivedTargets: [(String, DatabaseHandle?)] = []
         for derivation in derived { derivedTargets.append((derivation.targetName, derivation.targetDatabase)) }
 
         try write { transaction in
@@ -175,7 +128,7 @@ extension Store {
         return collection
     }
 
-    private func rebuild<Key, Value>(index: (definition: any IndexDefinition<Value>, database: MDB_dbi),
+    private func rebuild<Key, Value>(index: (definition: any IndexDefinition<Value>, database: DatabaseHandle),
                                      of collection: KVCollection<Key, Value>, in transaction: WriteTransaction) throws {
         try transaction.drop(index.database, delete: false)
         guard let database = try collection.resolvedDatabase(in: transaction) else { return }
@@ -197,22 +150,5 @@ extension Store {
             if let derived = try derivation.encode(decoded) { try transaction.put(target, Array(key), derived) }
             return true
         }
-    }
-}
-
-extension Store {
-    /// The collection `name` as raw bytes, whatever its Swift types: keys as ``ByteKey`` (the stored
-    /// bytes), values as stored. For tools that work from the catalog alone, such as `kvtool`.
-    ///
-    /// Writes through it maintain no index or derived collection; check
-    /// ``CatalogEntry/hasMaintainedData`` before writing.
-    ///
-    /// - Throws: ``KVStoreError/collectionNotFound(_:)`` if the catalog has no such collection.
-    public func untypedCollection(named name: String) throws -> (entry: CatalogEntry, collection: KVCollection<ByteKey, [UInt8]>) {
-        guard let entry = try catalogEntry(forCollection: name) else { throw KVStoreError.collectionNotFound(name) }
-        let database = try self.database(named: entry.database, create: false)
-        let collection = KVCollection<ByteKey, [UInt8]>(
-            name: name, store: self, database: database, codec: RawBytesCodec(), indexes: [], derivations: [])
-        return (entry, collection)
     }
 }

@@ -101,7 +101,7 @@ struct FilePolicy: Sendable {
             let problem = actual & ~wanted & 0o777 != 0 ? "wider" : "narrower"
             throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), \(problem) than \(Self.octal(wanted)), and only its owner (uid \(st.st_uid)) may change it")
         }
-        if SafePath.retry({ fchmod(fd, wanted) }) != 0 {
+        if SystemCall.retry({ fchmod(fd, wanted) }) != 0 {
             throw .io(operation: "set permissions of", path: path, errno: errno)
         }
     }
@@ -147,12 +147,12 @@ extension SafePath {
         var created = false
         var fd: Int32 = -1
         if create {
-            fd = retry { openat(parent, name, flags | O_CREAT | O_EXCL, policy.fileMode) }
+            fd = SystemCall.retry { openat(parent, name, flags | O_CREAT | O_EXCL, policy.fileMode) }
             created = fd >= 0
             if fd < 0 && errno != EEXIST { throw openError(errno, parent: parent, name: name, path: path, expected: S_IFREG) }
         }
         if fd < 0 {
-            fd = retry { openat(parent, name, flags) }
+            fd = SystemCall.retry { openat(parent, name, flags) }
             if fd < 0 {
                 let code = errno
                 // Permission denied: say why, in the policy's words, when the file's mode explains it.
@@ -163,7 +163,7 @@ extension SafePath {
             }
         }
         do throws(KVStoreError) {
-            if created, retry({ fchmod(fd, policy.fileMode) }) != 0 {
+            if created, SystemCall.retry({ fchmod(fd, policy.fileMode) }) != 0 {
                 throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno)
             }
             try policy.checkFile(fd, try FilePolicy.status(fd, path: path), path: path)
@@ -182,14 +182,14 @@ extension SafePath {
     ) throws(KVStoreError) -> Int32 {
         var made = false
         if create {
-            made = retry { mkdirat(parent, name, 0o700) } == 0
+            made = SystemCall.retry { mkdirat(parent, name, 0o700) } == 0
             if !made && errno != EEXIST { throw .io(operation: "create directory", path: path, errno: errno) }
         }
-        let fd = retry { openat(parent, name, directoryFlags) }
+        let fd = SystemCall.retry { openat(parent, name, directoryFlags) }
         if fd < 0 { throw openError(errno, parent: parent, name: name, path: path, expected: S_IFDIR) }
         do throws(KVStoreError) {
             if made {
-                if retry({ fchmod(fd, policy.directoryMode) }) != 0 {
+                if SystemCall.retry({ fchmod(fd, policy.directoryMode) }) != 0 {
                     throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno)
                 }
                 syncDirectory(parent)

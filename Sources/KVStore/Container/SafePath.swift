@@ -6,9 +6,8 @@ import Glibc
 /// Lexical validation of relative paths and `openat`-based directory walking that never follows a
 /// symbolic link. Internal to ``SharedFiles`` (and reused by ``GroupIdentifier`` for look-alikes).
 enum SafePath {
-    /// Names starting with this are temporary files of ``SharedFiles/write(_:to:)-(Data,_)``; callers
-    /// cannot use them.
-    static let temporaryPrefix = ".kvtmp-"
+    /// Names starting with this are temporary files (``TemporaryFileName``); callers cannot use them.
+    static let temporaryPrefix = TemporaryFileName.prefix
     /// The longest relative path accepted, in UTF-8 bytes.
     static let maxPathBytes = 1024
     /// The longest component accepted, in UTF-8 bytes (`NAME_MAX`).
@@ -157,20 +156,10 @@ extension SafePath {
     /// Flags for every directory opened while walking: no following of symbolic links.
     static let directoryFlags: Int32 = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 
-    /// Runs a system call until it does not fail with `EINTR`.
-    @inline(__always)
-    static func retry<T: BinaryInteger>(_ call: () -> T) -> T {
-        while true {
-            let result = call()
-            if result == -1 && errno == EINTR { continue }
-            return result
-        }
-    }
-
     /// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`; `nil` with `errno` set on failure.
     static func lstat(at fd: Int32, _ name: String) -> stat? {
         var st = stat()
-        let rc = retry { fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) }
+        let rc = SystemCall.retry { fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) }
         return rc == 0 ? st : nil
     }
 
@@ -178,7 +167,7 @@ extension SafePath {
 
     /// Opens the shared directory itself, refusing a symbolic link. The caller closes the result.
     static func openRoot(_ directory: String, what: String = "shared directory") throws(KVStoreError) -> Int32 {
-        let fd = retry { open(directory, directoryFlags) }
+        let fd = SystemCall.retry { open(directory, directoryFlags) }
         if fd >= 0 { return fd }
         let code = errno
         if code == ELOOP || code == ENOTDIR {
@@ -207,17 +196,17 @@ extension SafePath {
         var walked = ""
         for name in components {
             walked = walked.isEmpty ? name : walked + "/" + name
-            var next = retry { openat(current, name, directoryFlags) }
+            var next = SystemCall.retry { openat(current, name, directoryFlags) }
             if next < 0, errno == ENOENT, let createMode {
-                let made = retry { mkdirat(current, name, 0o700) }
+                let made = SystemCall.retry { mkdirat(current, name, 0o700) }
                 if made != 0 && errno != EEXIST {
                     let code = errno
                     close(current)
                     throw .io(operation: "create directory", path: join(directory, walked), errno: code)
                 }
-                next = retry { openat(current, name, directoryFlags) }
+                next = SystemCall.retry { openat(current, name, directoryFlags) }
                 if next >= 0 && made == 0 {
-                    if retry({ fchmod(next, createMode) }) != 0 {
+                    if SystemCall.retry({ fchmod(next, createMode) }) != 0 {
                         let code = errno
                         close(next)
                         close(current)
@@ -259,7 +248,7 @@ extension SafePath {
     /// of a real failure, or 0.
     @discardableResult
     static func syncDirectory(_ fd: Int32) -> Int32 {
-        if retry({ fsync(fd) }) == 0 { return 0 }
+        if SystemCall.retry({ fsync(fd) }) == 0 { return 0 }
         let code = errno
         return code == EINVAL || code == ENOTSUP ? 0 : code
     }
@@ -276,7 +265,7 @@ extension SafePath {
     /// Names that are not valid UTF-8 are skipped, as are entries that vanish while reading.
     static func entries(of fd: Int32, displayPath: String) throws(KVStoreError) -> [Entry] {
         // A fresh open file description, so that the stream's offset is independent of `fd`.
-        let streamFD = retry { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        let streamFD = SystemCall.retry { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         if streamFD < 0 {
             throw .io(operation: "open directory", path: displayPath, errno: errno)
         }

@@ -11,7 +11,7 @@ import Glibc
 /// try container.files.write(png, to: "TrainerImages/\(trainerID).png")
 /// ```
 ///
-/// Layout, under `<root>/<group identifier>/`:
+/// Its directories are the ``layout``'s (see ``ContainerLayout``), under `<root>/<group identifier>/`:
 /// - `Store/`: the LMDB environment (``store``), with every collection and defaults suite
 /// - `Files/`: ``files``, the shared directory
 /// - `Snapshots/`: published snapshots and widget feeds
@@ -48,10 +48,12 @@ public final class SharedContainer: Sendable {
         public init() {}
     }
 
+    /// Where the container's directories are.
+    public let layout: ContainerLayout
     /// The validated App Group identifier.
-    public let groupIdentifier: GroupIdentifier
+    public var groupIdentifier: GroupIdentifier { layout.groupIdentifier }
     /// `<root>/<group identifier>`.
-    public let path: String
+    public var path: String { layout.path }
     /// The typed store in `Store/`.
     public let store: Store
     /// The shared files area, `Files/`.
@@ -69,36 +71,34 @@ public final class SharedContainer: Sendable {
     ///   ``KVStoreError/invalidPath(_:reason:)`` if a part of the layout is not a directory (a symbolic
     ///   link, say); ``KVStoreError/io(operation:path:errno:)`` or ``LMDBError`` if it cannot be opened.
     public init(groupIdentifier: String, root: String? = nil, options: Options = Options()) throws {
-        let identifier = try GroupIdentifier(groupIdentifier)
-        let rootPath = try ContainerRoot.resolve(explicit: root)
-        self.groupIdentifier = identifier
+        let layout = try ContainerLayout(groupIdentifier: groupIdentifier, root: root, sharing: options.sharing)
+        self.layout = layout
         self.options = options
-        path = rootPath + "/" + identifier.rawValue
         let sharing = options.sharing
 
-        let containerFD = try Self.openLayout(rootPath: rootPath, path: path, name: identifier.rawValue, options: options)
+        let containerFD = try Self.openLayout(layout, options: options)
         var storeOptions = options.store
         storeOptions.fileMode = sharing.fileMode
         // Through the checked container descriptor: `Store` is looked up under it, never by a path a
         // co-tenant could redirect meanwhile (the store reports its real path).
         do {
-            store = try Store(directory: "/proc/self/fd/\(containerFD)/Store", options: storeOptions)
+            store = try Store(directory: "/proc/self/fd/\(containerFD)/" + ContainerLayout.storeName, options: storeOptions)
         } catch {
             close(containerFD)
             throw error
         }
         close(containerFD)
-        files = try SharedFiles(directory: path + "/Files", sharing: sharing)
+        files = try SharedFiles(directory: layout.files, sharing: sharing)
         // Open the container's own suite now, so that `defaults()` also works inside a transaction.
         _ = try defaults()
     }
 
-    /// `Store/`, the LMDB environment's directory.
-    public var storeDirectory: String { path + "/Store" }
-    /// `Snapshots/`, for published snapshots and widget feeds.
-    public var snapshotsDirectory: String { path + "/Snapshots" }
-    /// `Notify/`, for cross-process notifications.
-    public var notifyDirectory: String { path + "/Notify" }
+    /// `Store/`, the LMDB environment's directory (``ContainerLayout/store``).
+    public var storeDirectory: String { layout.store }
+    /// `Snapshots/`, for published snapshots and widget feeds (``ContainerLayout/snapshots``).
+    public var snapshotsDirectory: String { layout.snapshots }
+    /// `Notify/`, for cross-process notifications (``ContainerLayout/notify``).
+    public var notifyDirectory: String { layout.notify }
 
     /// The defaults suite `suite`, or by default the suite named after the App Group (as
     /// `UserDefaults(suiteName: "group.…")` is on iOS). One instance per suite per container, so
@@ -126,18 +126,19 @@ public final class SharedContainer: Sendable {
     /// The container and its four directories are opened with O_NOFOLLOW under a descriptor of the one
     /// above, created with mkdirat and given their mode with fchmod, and checked with the sharing
     /// mode's ``FilePolicy``: a link or a foreign directory planted by a co-tenant is refused.
-    private static func openLayout(rootPath: String, path: String, name: String, options: Options) throws -> Int32 {
-        if !options.readOnly { try makeDirectories(rootPath, mode: 0o700) }
-        let rootFD = try SafePath.openRoot(rootPath, what: "container root")
+    private static func openLayout(_ layout: ContainerLayout, options: Options) throws -> Int32 {
+        if !options.readOnly { try SystemCall.makeDirectories(layout.root, mode: 0o700) }
+        let rootFD = try SafePath.openRoot(layout.root, what: "container root")
         defer { close(rootFD) }
-        let containerFD = try openContainer(rootFD, name: name, path: path, options: options)
+        let path = layout.path
+        let containerFD = try openContainer(rootFD, name: layout.groupIdentifier.rawValue, path: path, options: options)
         do {
             let policy = FilePolicy(sharing: options.sharing, directory: try FilePolicy.status(containerFD, path: path))
-            for sub in ["Store", "Files", "Snapshots", "Notify"] {
-                let required = sub == "Store" || sub == "Files"
+            for sub in ContainerLayout.directoryNames {
+                let required = sub == ContainerLayout.storeName || sub == ContainerLayout.filesName
                 let existing = SafePath.lstat(at: containerFD, sub)
                 guard !options.readOnly || required || existing != nil else { continue }
-                let subPath = path + "/" + sub
+                let subPath = layout.path(of: sub)
                 if let st = existing, st.st_mode & S_IFMT != S_IFDIR {
                     throw KVStoreError.invalidPath(subPath, reason: "is not a directory (\(FilePolicy.kind(st)))")
                 }
@@ -155,10 +156,10 @@ public final class SharedContainer: Sendable {
     /// group-shared mode, whose group every other file of the container must then have.
     private static func openContainer(_ rootFD: Int32, name: String, path: String, options: Options) throws -> Int32 {
         if !options.readOnly {
-            if SafePath.retry({ mkdirat(rootFD, name, 0o700) }) == 0 {
-                let fd = SafePath.retry { openat(rootFD, name, SafePath.directoryFlags) }
+            if SystemCall.retry({ mkdirat(rootFD, name, 0o700) }) == 0 {
+                let fd = SystemCall.retry { openat(rootFD, name, SafePath.directoryFlags) }
                 guard fd >= 0 else { throw KVStoreError.io(operation: "open container directory", path: path, errno: errno) }
-                guard SafePath.retry({ fchmod(fd, options.sharing.directoryMode) }) == 0 else {
+                guard SystemCall.retry({ fchmod(fd, options.sharing.directoryMode) }) == 0 else {
                     let code = errno
                     close(fd)
                     throw KVStoreError.io(operation: "set permissions of", path: path, errno: code)
@@ -169,7 +170,7 @@ public final class SharedContainer: Sendable {
                 throw KVStoreError.io(operation: "create directory", path: path, errno: errno)
             }
         }
-        let fd = SafePath.retry { openat(rootFD, name, SafePath.directoryFlags) }
+        let fd = SystemCall.retry { openat(rootFD, name, SafePath.directoryFlags) }
         if fd < 0 {
             let code = errno
             if let st = SafePath.lstat(at: rootFD, name), st.st_mode & S_IFMT != S_IFDIR {
@@ -185,23 +186,5 @@ public final class SharedContainer: Sendable {
             throw error
         }
         return fd
-    }
-
-    /// `mkdir -p`, creating missing levels with `mode`.
-    private static func makeDirectories(_ path: String, mode: mode_t) throws {
-        var current = ""
-        for component in SafePath.split(path, omittingEmptySubsequences: true) {
-            current += "/" + component
-            var info = stat()
-            if stat(current, &info) == 0 {
-                guard info.st_mode & S_IFMT == S_IFDIR else {
-                    throw KVStoreError.invalidPath(path, reason: "\(current) is not a directory")
-                }
-                continue
-            }
-            if mkdir(current, mode) != 0 && errno != EEXIST {
-                throw KVStoreError.io(operation: "create directory", path: current, errno: errno)
-            }
-        }
     }
 }

@@ -24,7 +24,7 @@ extension SharedFiles {
     /// (including `fill` throwing), the temporary file is removed and `path` is left as it was.
     ///
     /// ```swift
-    /// let temporary = ".feed.json.tmp-\(getpid())-\(UInt64.random(in: 0 ... .max))"
+    /// let temporary = TemporaryFileName.make(for: "feed.json")
     /// try files.publish(to: "feeds/feed.json", temporaryName: temporary) { fd, _ in
     ///     _ = json.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     /// }
@@ -36,7 +36,8 @@ extension SharedFiles {
     ///
     /// - Parameters:
     ///   - path: The relative path to publish, as for ``write(_:to:)-(Data,_)``.
-    ///   - temporaryName: One path component: the temporary file's name in the target's directory. It
+    ///   - temporaryName: One path component, the temporary file's name in the target's directory, from
+    ///     ``TemporaryFileName/make(for:pid:)`` (so that listings skip it and sweepers recognise it). It
     ///     must not exist.
     ///   - replacing: When `false`, publishing fails with `EEXIST` instead of replacing an existing file.
     /// - Returns: What `fill` returned.
@@ -44,15 +45,13 @@ extension SharedFiles {
     ///   symbolic link on the way or at `path`; ``KVStoreError/io(operation:path:errno:)`` when a system
     ///   call fails (`EEXIST` when the temporary name is taken, or `path` exists and `replacing` is
     ///   `false`; `EISDIR` when `path` is a directory); whatever `fill` throws.
-    public func publish<R>(
+    package func publish<R>(
         to path: String, temporaryName: String, replacing: Bool = true,
         _ fill: (_ descriptor: Int32, _ temporaryPath: String) throws -> R
     ) throws -> R {
-        if let reason = SafePath.pathProblem(temporaryName) {
-            throw KVStoreError.invalidPath(temporaryName, reason: reason)
-        }
-        if temporaryName.utf8.contains(SafePath.slash) {
-            throw KVStoreError.invalidPath(temporaryName, reason: "a temporary name is one path component")
+        if temporaryName.utf8.contains(SafePath.slash) || temporaryName.utf8.contains(0)
+            || temporaryName.utf8.count > SafePath.maxComponentBytes || TemporaryFileName.parse(temporaryName) == nil {
+            throw KVStoreError.invalidPath(temporaryName, reason: "a temporary name is one path component starting with '\(TemporaryFileName.prefix)' (see TemporaryFileName)")
         }
         return try publish(to: path, temporaryName: { temporaryName }, attempts: 1, replacing: replacing, fill)
     }
@@ -61,13 +60,13 @@ extension SharedFiles {
     /// named `temporaryName`. See ``publish(to:temporaryName:replacing:_:)``.
     ///
     /// ```swift
-    /// try files.write(payload, to: "feeds/today.feed", temporaryName: ".today.feed.tmp-\(getpid())-1f2e")
+    /// try files.write(payload, to: "feeds/today.feed", temporaryName: TemporaryFileName.make(for: "today.feed"))
     /// ```
     ///
     /// - Throws: As ``publish(to:temporaryName:replacing:_:)``.
-    public func write(_ bytes: [UInt8], to path: String, temporaryName: String) throws {
+    package func write(_ bytes: [UInt8], to path: String, temporaryName: String) throws {
         try publish(to: path, temporaryName: temporaryName) { fd, temporaryPath in
-            try bytes.withUnsafeBytes { try Self.writeAll(fd, $0, path: temporaryPath) }
+            try bytes.withUnsafeBytes { try SystemCall.writeAll(fd, $0, path: temporaryPath) }
         }
     }
 
@@ -103,7 +102,7 @@ extension SharedFiles {
         var fd: Int32 = -1
         for _ in 0..<max(1, attempts) {
             temporary = temporaryName()
-            fd = SafePath.retry {
+            fd = SystemCall.retry {
                 openat(parent, temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
             if fd >= 0 || errno != EEXIST { break }
@@ -115,11 +114,11 @@ extension SharedFiles {
         var open = true
         let result: R
         do {
-            if SafePath.retry({ fchmod(fd, sharing.fileMode) }) != 0 {
+            if SystemCall.retry({ fchmod(fd, sharing.fileMode) }) != 0 {
                 throw KVStoreError.io(operation: "chmod", path: full, errno: errno)
             }
             result = try fill(fd, SafePath.join(parentPath, temporary))
-            if SafePath.retry({ fsync(fd) }) != 0 {
+            if SystemCall.retry({ fsync(fd) }) != 0 {
                 throw KVStoreError.io(operation: "fsync", path: full, errno: errno)
             }
             open = false
@@ -127,7 +126,7 @@ extension SharedFiles {
                 throw KVStoreError.io(operation: "close", path: full, errno: errno)
             }
             if replacing {
-                if SafePath.retry({ renameat(parent, temporary, parent, name) }) != 0 {
+                if SystemCall.retry({ renameat(parent, temporary, parent, name) }) != 0 {
                     throw KVStoreError.io(operation: "rename temporary file onto", path: full, errno: errno)
                 }
             } else {
@@ -148,7 +147,7 @@ extension SharedFiles {
     /// Gives the temporary file its final name unless that name exists: `linkat` fails atomically with
     /// `EEXIST` where `renameat` would replace. On file systems without hard links, checks and renames.
     private static func linkWithoutReplacing(_ parent: Int32, _ temporary: String, _ name: String, full: String) throws {
-        if SafePath.retry({ linkat(parent, temporary, parent, name, 0) }) == 0 {
+        if SystemCall.retry({ linkat(parent, temporary, parent, name, 0) }) == 0 {
             _ = unlinkat(parent, temporary, 0)  // the published name holds the file now
             return
         }
@@ -159,7 +158,7 @@ extension SharedFiles {
         if SafePath.lstat(at: parent, name) != nil {
             throw KVStoreError.io(operation: "publish", path: full, errno: EEXIST)
         }
-        if SafePath.retry({ renameat(parent, temporary, parent, name) }) != 0 {
+        if SystemCall.retry({ renameat(parent, temporary, parent, name) }) != 0 {
             throw KVStoreError.io(operation: "rename temporary file onto", path: full, errno: errno)
         }
     }

@@ -109,7 +109,7 @@ public struct SharedFiles: Sendable {
     /// Atomically replaces (or creates) the file at `path` with `data`, creating missing
     /// intermediate directories.
     ///
-    /// The bytes go to a new `.kvtmp-<random>` file in the target's directory, which is given
+    /// The bytes go to a new `.kvtmp-<name>-<pid>-<random>` file (``TemporaryFileName``) in the target's directory, which is given
     /// ``SharingMode/fileMode``, written in full, `fsync`ed and renamed over `path`; then the
     /// directory is `fsync`ed. On failure the temporary file is removed and the old contents (if
     /// any) stay in place.
@@ -139,34 +139,10 @@ public struct SharedFiles: Sendable {
     }
 
     private func writeBytes(_ bytes: UnsafeRawBufferPointer, to path: String) throws {
-        try publish(to: path, temporaryName: { SafePath.temporaryPrefix + Self.randomSuffix() },
+        try publish(to: path, temporaryName: { TemporaryFileName.make(for: SafePath.split(path).last ?? "") },
                     attempts: 16, replacing: true) { fd, _ in
-            try Self.writeAll(fd, bytes, path: SafePath.join(directory, path))
+            try SystemCall.writeAll(fd, bytes, path: SafePath.join(directory, path))
         }
-    }
-
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
-        guard let base = bytes.baseAddress else { return }  // empty file
-        var offset = 0
-        while offset < bytes.count {
-            let chunk = min(bytes.count - offset, 1 << 30)
-            let written = Glibc.write(fd, base + offset, chunk)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw KVStoreError.io(operation: "write", path: path, errno: errno)
-            }
-            if written == 0 {
-                throw KVStoreError.io(operation: "write", path: path, errno: EIO)
-            }
-            offset += written
-        }
-    }
-
-    static func randomSuffix() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let value = generator.next() as UInt64
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
     // MARK: - Reading
@@ -196,7 +172,7 @@ public struct SharedFiles: Sendable {
         defer { close(parent) }
         let full = SafePath.join(directory, path)
 
-        let fd = SafePath.retry { openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+        let fd = SystemCall.retry { openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         if fd < 0 {
             let code = errno
             if code == ENOENT { throw KVStoreError.fileNotFound(path: path) }
@@ -324,7 +300,7 @@ public struct SharedFiles: Sendable {
                     result.append(relative + "/")
                     continue
                 }
-                let child = SafePath.retry { openat(fd, entry.name, SafePath.directoryFlags) }
+                let child = SystemCall.retry { openat(fd, entry.name, SafePath.directoryFlags) }
                 if child < 0 {
                     let code = errno
                     if code == ENOENT || code == ELOOP || code == ENOTDIR { continue }  // changed meanwhile
@@ -366,7 +342,7 @@ public struct SharedFiles: Sendable {
             throw KVStoreError.io(operation: "stat", path: full, errno: code)
         }
         let flags: Int32 = SafePath.isType(st, S_IFDIR) ? AT_REMOVEDIR : 0
-        if SafePath.retry({ unlinkat(parent, name, flags) }) != 0 {
+        if SystemCall.retry({ unlinkat(parent, name, flags) }) != 0 {
             let code = errno
             if code == ENOENT { throw KVStoreError.fileNotFound(path: path) }
             throw KVStoreError.io(operation: "remove", path: full, errno: code)
@@ -394,37 +370,70 @@ public struct SharedFiles: Sendable {
     ///   a file cannot be removed.
     @discardableResult
     public func removeOrphanedTemporaryFiles(olderThan age: TimeInterval = 60) throws -> Int {
+        try removeTemporaryFiles(olderThan: age, recursive: true).count
+    }
+
+    /// Which temporary files ``removeTemporaryFiles(in:olderThan:recursive:whenOwnerIsGone:everyOwner:matching:)``
+    /// removes.
+    ///
+    /// The one orphan sweeper of the package: a temporary file (see ``TemporaryFileName``) whose target
+    /// satisfies `matching` is removed when it is older than `age` seconds, or when `whenOwnerIsGone`
+    /// and the process named in it no longer exists, or when `everyOwner` (the caller holds the lock
+    /// every writer of such files holds, so none can be in progress). Returns the relative paths
+    /// removed, sorted. Links are never followed; files that vanish meanwhile are skipped.
+    package func removeTemporaryFiles(
+        in directory: String = "", olderThan age: TimeInterval, recursive: Bool,
+        whenOwnerIsGone: Bool = false, everyOwner: Bool = false, matching: (String) -> Bool = { _ in true }
+    ) throws -> [String] {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let cutoff = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9 - (age.isFinite ? max(0, age) : 0)
-        let root = try SafePath.openRoot(directory)
-        defer { close(root) }
-        return try sweep(root, prefix: "", cutoff: cutoff)
+        let components = directory.isEmpty ? [] : try Self.validate(directory)
+        let fd = try SafePath.walk(
+            from: SafePath.openRoot(self.directory), through: components[...],
+            createMode: nil, path: directory, directory: self.directory)
+        defer { close(fd) }
+        var removed: [String] = []
+        let rule = SweepRule(cutoff: cutoff, recursive: recursive, whenOwnerIsGone: whenOwnerIsGone, everyOwner: everyOwner)
+        try sweep(fd, prefix: directory, rule: rule, matching: matching, into: &removed)
+        return removed.sorted()
     }
 
-    private func sweep(_ fd: Int32, prefix: String, cutoff: Double) throws -> Int {
-        var removed = 0
+    private struct SweepRule {
+        var cutoff: Double
+        var recursive: Bool
+        var whenOwnerIsGone: Bool
+        var everyOwner: Bool
+
+        func isOrphan(_ entry: SafePath.Entry, matching: (String) -> Bool) -> Bool {
+            guard let (target, pid) = TemporaryFileName.parse(entry.name), matching(target) else { return false }
+            if everyOwner { return true }
+            let mtime = Double(entry.status.st_mtim.tv_sec) + Double(entry.status.st_mtim.tv_nsec) / 1e9
+            if mtime <= cutoff { return true }
+            return whenOwnerIsGone && pid.map { !SystemCall.isProcessAlive($0) } == true
+        }
+    }
+
+    private func sweep(_ fd: Int32, prefix: String, rule: SweepRule, matching: (String) -> Bool, into removed: inout [String]) throws {
         for entry in try SafePath.entries(of: fd, displayPath: SafePath.join(directory, prefix)) {
             let relative = prefix.isEmpty ? entry.name : prefix + "/" + entry.name
-            if entry.isRegularFile && SafePath.isTemporaryName(entry.name) {
-                let mtime = Double(entry.status.st_mtim.tv_sec) + Double(entry.status.st_mtim.tv_nsec) / 1e9
-                guard mtime <= cutoff else { continue }
-                if SafePath.retry({ unlinkat(fd, entry.name, 0) }) == 0 {
-                    removed += 1
+            if entry.isRegularFile {
+                guard rule.isOrphan(entry, matching: matching) else { continue }
+                if SystemCall.retry({ unlinkat(fd, entry.name, 0) }) == 0 {
+                    removed.append(relative)
                 } else if errno != ENOENT {
                     throw KVStoreError.io(operation: "remove temporary file", path: SafePath.join(directory, relative), errno: errno)
                 }
-            } else if entry.isDirectory {
-                let child = SafePath.retry { openat(fd, entry.name, SafePath.directoryFlags) }
+            } else if entry.isDirectory && rule.recursive {
+                let child = SystemCall.retry { openat(fd, entry.name, SafePath.directoryFlags) }
                 if child < 0 {
                     let code = errno
                     if code == ENOENT || code == ELOOP || code == ENOTDIR { continue }
                     throw KVStoreError.io(operation: "open directory", path: SafePath.join(directory, relative), errno: code)
                 }
                 defer { close(child) }
-                removed += try sweep(child, prefix: relative, cutoff: cutoff)
+                try sweep(child, prefix: relative, rule: rule, matching: matching, into: &removed)
             }
         }
-        return removed
     }
 }

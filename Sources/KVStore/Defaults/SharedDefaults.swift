@@ -1,4 +1,3 @@
-import CLMDB
 import Foundation
 
 /// A UserDefaults-style suite of small settings, shared by every process that opens the container.
@@ -29,7 +28,7 @@ public final class SharedDefaults: @unchecked Sendable {
     public let suiteName: String
     /// The store the suite lives in.
     public let store: Store
-    private let database: MDB_dbi?
+    private let database: DatabaseHandle?
     private let registered = Locked<[String: CBORValue]>([:])
 
     /// Opens (creating, unless the store is read-only) the suite `suiteName` in `store`.
@@ -57,7 +56,7 @@ public final class SharedDefaults: @unchecked Sendable {
     private var target: Mutation.Target { .defaults(suiteName) }
 
     /// The suite's database as `transaction` sees it, or `nil` if no process has written to it yet.
-    private func resolvedDatabase(in transaction: ReadTransaction) throws -> MDB_dbi? {
+    private func resolvedDatabase(in transaction: ReadTransaction) throws -> DatabaseHandle? {
         if let database { return database }
         return try store.environment.database(named: Catalog.defaultsDatabase(suiteName), in: transaction.pointer)
     }
@@ -67,9 +66,9 @@ public final class SharedDefaults: @unchecked Sendable {
         guard !bytes.isEmpty else {
             throw KVStoreError.invalidKey(collection: "defaults \(suiteName)", reason: "the key is empty")
         }
-        guard bytes.count <= 511 else {
+        guard bytes.count <= Store.maxKeySize else {
             throw KVStoreError.invalidKey(collection: "defaults \(suiteName)",
-                                          reason: "the key is \(bytes.count) bytes; the limit is 511")
+                                          reason: "the key is \(bytes.count) bytes; the limit is \(Store.maxKeySize)")
         }
         return bytes
     }

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// A range of stored keys in LMDB's byte order, scanned forwards or backwards with a cursor.
 struct ByteRange: Sendable {
@@ -44,7 +44,7 @@ struct ByteRange: Sendable {
     /// The buffers are valid only during the call.
     func scan(
         _ transaction: OpaquePointer,
-        _ database: MDB_dbi,
+        _ database: DatabaseHandle,
         reverse: Bool,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {

@@ -1,13 +1,13 @@
-import CLMDB
+internal import CLMDB
 
 /// An LMDB cursor over one named database, valid only inside the transaction that opened it.
 /// Internal: collections use it through ``ByteRange`` scans.
 struct Cursor: ~Copyable {
     let pointer: OpaquePointer
 
-    init(transaction: OpaquePointer, database: MDB_dbi) throws {
+    init(transaction: OpaquePointer, database: DatabaseHandle) throws {
         var cursor: OpaquePointer?
-        try LMDBError.check(mdb_cursor_open(transaction, database, &cursor))
+        try LMDBError.check(mdb_cursor_open(transaction, database.dbi, &cursor))
         guard let cursor else { throw LMDBError.invalid }
         pointer = cursor
     }

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,7 +16,7 @@ extension Environment {
         var main = MDB_dbi()
         try LMDBError.check(mdb_dbi_open(transaction, nil, 0, &main))
         var names: [String] = []
-        try ByteRange.all.scan(transaction, main, reverse: false) { key, _ in
+        try ByteRange.all.scan(transaction, DatabaseHandle(dbi: main), reverse: false) { key, _ in
             guard let name = String(validating: key, as: UTF8.self), !name.utf8.contains(0) else {
                 throw LMDBError.incompatible  // not a name KVStore (or mdb_dbi_open) could have made
             }
@@ -43,7 +43,7 @@ extension Environment {
         // Resolve every handle first, so that a retry never finds a half-written file.
         var sources: [(name: String, dbi: MDB_dbi, flags: UInt32)] = []
         for name in try Self.databaseNames(in: transaction) {
-            guard let dbi = try database(named: name, in: transaction) else { continue }
+            guard let dbi = try database(named: name, in: transaction)?.dbi else { continue }
             var flags: UInt32 = 0
             try LMDBError.check(mdb_dbi_flags(transaction, dbi, &flags))
             sources.append((name, dbi, flags))
@@ -133,8 +133,8 @@ extension Environment {
         of source: MDB_dbi, from transaction: OpaquePointer, to target: MDB_dbi, in write: OpaquePointer,
         duplicates: Bool, progress: (Int) -> Void
     ) throws -> Int {
-        let reader = try Cursor(transaction: transaction, database: source)
-        let writer = try Cursor(transaction: write, database: target)
+        let reader = try Cursor(transaction: transaction, database: DatabaseHandle(dbi: source))
+        let writer = try Cursor(transaction: write, database: DatabaseHandle(dbi: target))
         var count = 0
         var entry = try reader.first()
         var previousKey: UnsafeRawBufferPointer?

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,11 +54,11 @@ struct EnvironmentFiles {
         return EnvironmentFiles(identity: identity, dataFD: data, lockFD: lock, dataPath: dataPath, lockPath: lockPath)
     }
 
-    /// Checks the immutable file (a snapshot) open at `fd`, whose status the caller took, and which
+    /// Checks the immutable file (a single-file copy) open at `fd`, whose status the caller took, and which
     /// this value then owns.
     static func immutableFile(_ fd: Int32, status st: stat, path: String) throws -> EnvironmentFiles {
         guard st.st_mode & S_IFMT == S_IFREG else {
-            throw KVStoreError.invalidPath(path, reason: "a snapshot is a regular file")
+            throw KVStoreError.invalidPath(path, reason: "a store copy is a regular file")
         }
         return EnvironmentFiles(identity: st, dataFD: fd, lockFD: -1, dataPath: path, lockPath: "")
     }

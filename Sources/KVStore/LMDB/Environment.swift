@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 import Logging
 import Synchronization
 #if canImport(Glibc)
@@ -27,7 +27,7 @@ final class Environment: @unchecked Sendable {
         var durability: Durability
         var readOnly: Bool
         var fileMode: mode_t
-        /// Opens one immutable file (a snapshot) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
+        /// Opens one immutable file (a copy, ``Store/init(copyFile:)``) rather than a directory: `MDB_RDONLY|MDB_NOSUBDIR|
         /// MDB_NOLOCK`, so no lock file is needed or touched. Implies `readOnly`.
         var immutableFile = false
         /// Whether opening runs `mdb_reader_check`.
@@ -46,8 +46,8 @@ final class Environment: @unchecked Sendable {
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0
-    /// The meta pages, through which read transactions check their snapshot (see ``MetaPages``);
-    /// `nil` for a snapshot file, which nobody writes. Set once, before anyone else sees the
+    /// The meta pages, through which read transactions check the state they read (see ``MetaPages``);
+    /// `nil` for a single-file copy, which nobody writes. Set once, before anyone else sees the
     /// environment.
     private(set) var metaPages: MetaPages?
 
@@ -55,7 +55,7 @@ final class Environment: @unchecked Sendable {
     /// exclusively, because `mdb_env_set_mapsize` needs no transaction active in this process.
     private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
     /// Handles of named databases already opened in this process.
-    private let dbiCache = Locked<[String: MDB_dbi]>([:])
+    private let dbiCache = Locked<[String: DatabaseHandle]>([:])
     /// Serialises `mdb_dbi_open`, which must not run in two transactions of one process at once.
     private let dbiOpenLock = Locked<Void>(())
     /// Reset read transactions kept for reuse: `mdb_txn_renew` is much cheaper than `mdb_txn_begin`.
@@ -67,7 +67,7 @@ final class Environment: @unchecked Sendable {
     /// When (`CLOCK_MONOTONIC`, nanoseconds) this process last cleared stale reader slots.
     private let lastStaleReaderCheck = Atomic<UInt64>(0)
 
-    /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a snapshot file.
+    /// `lock.mdb`, open for the environment's life (see ``EnvironmentFiles``); -1 for a single-file copy.
     private let lockFD: Int32
     /// The mode the environment commits in: the strongest any handle on it asked for (see
     /// ``commitAtLeast(_:)``). The lock also serialises `mdb_env_set_flags`, whose concurrent calls
@@ -123,19 +123,19 @@ final class Environment: @unchecked Sendable {
     /// `directory` itself must not be a symbolic link (its parents may be), and its `data.mdb` and
     /// `lock.mdb` are opened as ``EnvironmentFiles`` describes: never through a link, checked with
     /// ``FilePolicy``. For an immutable file, `descriptor` may give the file already open (and checked
-    /// by the caller, a snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
+    /// by the caller, a published snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
     static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> Environment {
         // The directory (or the immutable file) itself, never through a link: its device and inode
         // are the registry's key.
         let fd: Int32
         if configuration.immutableFile {
-            fd = descriptor.map { dup($0) } ?? SafePath.retry {
+            fd = descriptor.map { dup($0) } ?? SystemCall.retry {
                 Glibc.open(directory, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             }
             guard fd >= 0 else {
                 let code = errno
                 if code == ELOOP { throw KVStoreError.unsafeFile(path: directory, reason: "it is a symbolic link, which is never followed") }
-                throw KVStoreError.io(operation: "open snapshot file", path: directory, errno: code)
+                throw KVStoreError.io(operation: "open store copy", path: directory, errno: code)
             }
         } else {
             fd = try SafePath.openRoot(directory, what: "store directory")
@@ -318,7 +318,7 @@ final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Begins a read transaction, as ``beginLocked(_:)`` does, whose snapshot is certainly the
+    /// Begins a read transaction, as ``beginLocked(_:)`` does, whose view is certainly the
     /// transaction LMDB reports: where the meta pages say it may not be (a reader held up while a
     /// writer committed twice; see ``MetaPages``), it begins again.
     private func beginExactReadTransaction() throws -> OpaquePointer {
@@ -327,7 +327,7 @@ final class Environment: @unchecked Sendable {
             let txn = try beginLocked(acquireReadTransaction)
             guard let metaPages else { return txn }
             let id = UInt64(mdb_txn_id(txn))
-            if metaPages.isExact(snapshot: id, repeated: previous == id) { return txn }
+            if metaPages.isExact(transaction: id, repeated: previous == id) { return txn }
             previous = id
             releaseReadTransaction(txn)
             pthread_rwlock_unlock(mapLock)
@@ -360,7 +360,8 @@ final class Environment: @unchecked Sendable {
     ///
     /// If LMDB reports `MDB_MAP_FULL` (during `body` or at commit), the transaction is aborted, the map
     /// grows, and `body` runs again from the start; so `body` must keep its side effects inside the
-    /// transaction. `afterCommit` runs once, after the successful commit.
+    /// transaction. It returns once the commit succeeded; what must happen after a commit (write
+    /// observers' `transactionDidCommit`) is ``Store/write(author:_:)``'s business, once this returns.
     func withWriteTransaction<R>(
         _ body: (OpaquePointer) throws -> R
     ) throws -> R {
@@ -473,8 +474,8 @@ final class Environment: @unchecked Sendable {
     }
 
     /// Clears stale reader slots if ``Configuration/staleReaderCheckInterval`` has passed since the
-    /// last time. A reader that died holding a transaction pins the snapshot it read: until its slot is
-    /// cleared, no page freed after that snapshot can be reused, so the file grows with every commit.
+    /// last time. A reader that died holding a transaction pins the transaction it read: until its slot is
+    /// cleared, no page freed after that transaction can be reused, so the file grows with every commit.
     /// Writers are the ones who suffer from that, so they check, at most once per interval.
     private func clearStaleReadersIfDue() throws {
         guard let interval = configuration.staleReaderCheckInterval, !configuration.immutableFile else { return }
@@ -522,27 +523,27 @@ final class Environment: @unchecked Sendable {
     ///
     /// Must not be called while this thread is inside a transaction, unless the handle is already open:
     /// it throws ``KVStoreError/databaseOpenedInsideTransaction(_:)`` then.
-    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
         // A transaction can use only the databases that were open in the process when it began, so a
         // handle opened now would fail (EINVAL) in the transaction this thread is inside.
         if ThreadState.isInTransaction {
             throw KVStoreError.databaseOpenedInsideTransaction(name)
         }
-        func open(creating: Bool) -> (OpaquePointer) throws -> MDB_dbi? {
+        func open(creating: Bool) -> (OpaquePointer) throws -> DatabaseHandle? {
             { txn in
                 var dbi = MDB_dbi()
                 let rc = mdb_dbi_open(txn, name, creating ? UInt32(MDB_CREATE) : 0, &dbi)
                 if rc == MDB_NOTFOUND { return nil }
                 try LMDBError.check(rc)
-                return dbi
+                return DatabaseHandle(dbi: dbi)
             }
         }
         // An existing database is opened in a read transaction (a handle opened there becomes shared
         // only if that transaction commits), so that opening a store never waits for the write lock:
         // a writer stopped in the middle of a transaction blocks no process that opens the store to
         // read, even read-write. Only a missing database takes a write transaction.
-        let existing = try dbiOpenLock.withLock { _ -> MDB_dbi? in
+        let existing = try dbiOpenLock.withLock { _ -> DatabaseHandle? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
             let dbi = try withFreshReadTransaction(open(creating: false))
             if let dbi { dbiCache.withLock { $0[name] = dbi } }
@@ -552,7 +553,7 @@ final class Environment: @unchecked Sendable {
         // Lock order: LMDB's writer lock, then dbiOpenLock (as ``database(named:create:inWrite:)``);
         // dbiOpenLock is not held while waiting for the writer lock.
         let created = try withWriteTransaction { txn in
-            try dbiOpenLock.withLock { _ -> MDB_dbi? in try dbiCache.withLock({ $0[name] }) ?? open(creating: true)(txn) }
+            try dbiOpenLock.withLock { _ -> DatabaseHandle? in try dbiCache.withLock({ $0[name] }) ?? open(creating: true)(txn) }
         }
         if let created { cacheDatabases([name: created]) }
         return created
@@ -562,20 +563,20 @@ final class Environment: @unchecked Sendable {
     /// use in that transaction. The handle becomes usable by other transactions only once `txn`
     /// commits: pass it to ``cacheDatabases(_:)`` then. If `txn` aborts, LMDB closes it, and the
     /// database is not created.
-    func database(named name: String, create: Bool, inWrite txn: OpaquePointer) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool, inWrite txn: OpaquePointer) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
-        return try dbiOpenLock.withLock { _ -> MDB_dbi? in
+        return try dbiOpenLock.withLock { _ -> DatabaseHandle? in
             if let cached = dbiCache.withLock({ $0[name] }) { return cached }
             var dbi = MDB_dbi()
             let rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
             if rc == MDB_NOTFOUND { return nil }
             try LMDBError.check(rc)
-            return dbi
+            return DatabaseHandle(dbi: dbi)
         }
     }
 
     /// Makes handles opened in a write transaction that committed available to every transaction.
-    func cacheDatabases(_ handles: [String: MDB_dbi]) {
+    func cacheDatabases(_ handles: [String: DatabaseHandle]) {
         guard !handles.isEmpty else { return }
         dbiCache.withLock { $0.merge(handles) { cached, _ in cached } }
     }
@@ -587,7 +588,7 @@ final class Environment: @unchecked Sendable {
     ///   open in this process when the transaction began (another process created it since): LMDB does
     ///   not let the transaction use a handle opened now. ``Store`` catches it, opens the database and
     ///   runs the transaction again.
-    func database(named name: String, in transaction: OpaquePointer) throws -> MDB_dbi? {
+    func database(named name: String, in transaction: OpaquePointer) throws -> DatabaseHandle? {
         if let cached = dbiCache.withLock({ $0[name] }) { return cached }
         // Named databases are records of the main database (`MAIN_DBI`), which every transaction can
         // read: its handle needs no opening (`mdb_dbi_open` with a NULL name).

@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// LMDB's two meta pages (the first two pages of `data.mdb`), mapped read-only, so that a read
-/// transaction can check that the snapshot it got is the transaction LMDB says it is.
+/// transaction can check that the state it got is the transaction LMDB says it is.
 ///
 /// Why: LMDB 0.9 begins a read transaction by reading the last committed transaction ID `N` from
 /// the lock file, then copying the root pointers from meta page `N & 1`. A writer puts transaction
@@ -88,13 +88,13 @@ final class MetaPages: @unchecked Sendable {
 
     /// Whether a read transaction that LMDB reports as `id` certainly holds the roots of `id`.
     /// `repeated`: the previous attempt was `id` too.
-    func isExact(snapshot id: UInt64, repeated: Bool) -> Bool {
-        Self.isExact(snapshot: id, repeated: repeated,
+    func isExact(transaction id: UInt64, repeated: Bool) -> Bool {
+        Self.isExact(transaction: id, repeated: repeated,
                      own: transactionID(inPage: Int(id & 1)), other: transactionID(inPage: Int((id + 1) & 1)))
     }
 
     /// The rule, given what the two meta pages hold (`own`: page `id & 1`).
-    static func isExact(snapshot id: UInt64, repeated: Bool, own: UInt64, other: UInt64) -> Bool {
+    static func isExact(transaction id: UInt64, repeated: Bool, own: UInt64, other: UInt64) -> Bool {
         if own != id { return false }
         if other > id && !repeated { return false }
         return true

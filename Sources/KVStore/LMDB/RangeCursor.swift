@@ -1,4 +1,4 @@
-import CLMDB
+internal import CLMDB
 
 /// An LMDB cursor that steps through a ``ByteRange`` one entry at a time: the step-by-step form of
 /// ``ByteRange/scan(_:_:reverse:_:)``, for ``KVCursor``.
@@ -15,9 +15,9 @@ final class RangeCursor {
 
     typealias Entry = (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)
 
-    init(transaction: OpaquePointer, database: MDB_dbi, range: ByteRange, reverse: Bool) throws {
+    init(transaction: OpaquePointer, database: DatabaseHandle, range: ByteRange, reverse: Bool) throws {
         var cursor: OpaquePointer?
-        try LMDBError.check(mdb_cursor_open(transaction, database, &cursor))
+        try LMDBError.check(mdb_cursor_open(transaction, database.dbi, &cursor))
         guard let cursor else { throw LMDBError.invalid }
         pointer = cursor
         self.range = range

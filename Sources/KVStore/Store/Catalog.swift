@@ -1,5 +1,3 @@
-import CLMDB
-
 /// What the store records about one collection or defaults suite, in the store itself, so that any
 /// process or tool can render its keys and values without the Swift types.
 public struct CatalogEntry: Codable, Hashable, Sendable {

@@ -1,5 +1,3 @@
-import CLMDB
-
 /// How hard a commit works to survive a crash of the machine (not of the process: a process crash
 /// never loses a committed transaction in any mode, because the data is already in the OS page cache).
 ///
@@ -26,12 +24,4 @@ public enum Durability: String, Sendable, CaseIterable {
     /// the next `noSync` commit. Use it only for data that can be rebuilt. The corresponding LMDB
     /// constant is `MDB_NOSYNC`.
     case noSync
-
-    var environmentFlags: UInt32 {
-        switch self {
-        case .durable: 0
-        case .noMetaSync: UInt32(MDB_NOMETASYNC)
-        case .noSync: UInt32(MDB_NOSYNC)
-        }
-    }
 }

@@ -1,9 +1,7 @@
-import CLMDB
-
 extension ReadTransaction {
     /// Opens a cursor that this transaction closes when it ends (see ``end()``), so that no LMDB
     /// cursor outlives its transaction whatever its owner keeps.
-    func openCursor(_ database: MDB_dbi, _ range: ByteRange, reverse: Bool) throws -> RangeCursor {
+    func openCursor(_ database: DatabaseHandle, _ range: ByteRange, reverse: Bool) throws -> RangeCursor {
         try checkActive()
         let cursor = try RangeCursor(transaction: pointer, database: database, range: range, reverse: reverse)
         // Forget the cursors closed already (their owners were released), so that a long transaction

@@ -22,14 +22,14 @@ extension Store {
     /// ```swift
     /// let copy = try store.copy(toNewFile: "/tmp/backup.mdb")
     /// print(copy.sourceTransactionID, copy.size)
-    /// let snapshot = try Store(snapshotFile: "/tmp/backup.mdb")
+    /// let snapshot = try Store(copyFile: "/tmp/backup.mdb")
     /// ```
     ///
     /// The copy comes from one read transaction, so it is exactly one committed state, whatever other
     /// threads and processes commit meanwhile; they are never blocked. LMDB's own
     /// `mdb_env_copy2(…, MDB_CP_COMPACT)` cannot say which state it copied (it writes transaction
     /// ID 1 into the copy), so KVStore copies each named database itself, in key order with
-    /// `MDB_APPEND`. The result opens with ``init(snapshotFile:)``.
+    /// `MDB_APPEND`. The result opens with ``init(copyFile:)``.
     ///
     /// The file is created with `O_CREAT|O_EXCL|O_NOFOLLOW` (it must not exist), written, and
     /// flushed with `fsync`. If anything fails it is removed. To publish a copy atomically under a
@@ -65,7 +65,7 @@ extension Store {
     /// `descriptor`, whose path is `path`. See ``copy(toNewFile:fileMode:)``.
     ///
     /// ```swift
-    /// try files.publish(to: "backup.mdb", temporaryName: ".backup.mdb.tmp-\(getpid())") { fd, path in
+    /// try files.publish(to: "backup.mdb", temporaryName: TemporaryFileName.make(for: "backup.mdb")) { fd, path in
     ///     try store.copy(intoEmptyFile: fd, at: path)
     /// }
     /// ```

@@ -1,31 +1,41 @@
-import CLMDB
-
 /// One problem an integrity check found, naming where it is.
 public struct IntegrityProblem: Hashable, Sendable, CustomStringConvertible {
-    public enum Kind: String, Hashable, Sendable, Codable {
+    /// What kind of problem it is. KVStore declares the kinds its own walk finds; a layer above
+    /// declares its own in an extension (SyncKit: `history`, `snapshot`, `feed`), so that KVStore knows
+    /// nothing of them.
+    ///
+    /// ```swift
+    /// extension IntegrityProblem.Kind {
+    ///     public static let history = Self(rawValue: "history")
+    /// }
+    /// ```
+    public struct Kind: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+        /// Encoded as its raw value alone, as a `String`-backed enum is.
+        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(rawValue)
+        }
+
         /// A catalog entry that does not decode or describes something that is not there.
-        case catalog
+        public static let catalog = Self(rawValue: "catalog")
         /// A named database the catalog does not account for.
-        case unknownDatabase
+        public static let unknownDatabase = Self(rawValue: "unknownDatabase")
         /// A stored key that does not decode with its collection's key encoding.
-        case corruptKey
+        public static let corruptKey = Self(rawValue: "corruptKey")
         /// A stored value that does not decode with its collection's value encoding.
-        case corruptValue
+        public static let corruptValue = Self(rawValue: "corruptValue")
         /// An index entry whose primary key has no record.
-        case indexEntryWithoutRecord
+        public static let indexEntryWithoutRecord = Self(rawValue: "indexEntryWithoutRecord")
         /// A record whose index entry is missing.
-        case missingIndexEntry
+        public static let missingIndexEntry = Self(rawValue: "missingIndexEntry")
         /// A derived entry whose key has no record in the source collection.
-        case derivedEntryWithoutSource
+        public static let derivedEntryWithoutSource = Self(rawValue: "derivedEntryWithoutSource")
         /// A record whose derived entry is missing or differs from what its value derives.
-        case derivedEntryMismatch
-        /// A gap, a duplicate or an inconsistency in SyncKit's history.
-        case history
-        /// A published snapshot whose size or checksum does not match its manifest, or a manifest
-        /// that does not parse.
-        case snapshot
-        /// A widget feed file that does not read back intact (SyncKit's).
-        case feed
+        public static let derivedEntryMismatch = Self(rawValue: "derivedEntryMismatch")
     }
 
     public var kind: Kind
@@ -238,7 +248,7 @@ private struct IntegrityChecker {
             do {
                 rendered = try keyEncoding.render(key).description
             } catch {
-                add(.corruptKey, location, key: hex(key), "does not decode as \(keyEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(key), "does not decode as \(keyEncoding): \(error)")
                 return true
             }
             // What reading refuses (a value stored raw by another process), reported without decoding it.
@@ -269,7 +279,7 @@ private struct IntegrityChecker {
             do {
                 prefix = try indexEncoding.renderPrefix(entry)
             } catch {
-                add(.corruptKey, location, key: hex(entry), "the index key does not decode as \(indexEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(entry), "the index key does not decode as \(indexEncoding): \(error)")
                 return true
             }
             let primary = Array(entry[prefix.length...])
@@ -277,7 +287,7 @@ private struct IntegrityChecker {
             do {
                 rendered = try keyEncoding.render(primary).description
             } catch {
-                add(.corruptKey, location, key: hex(entry), "the primary key after \(prefix.value) does not decode as \(keyEncoding): \(error)")
+                add(.corruptKey, location, key: "0x" + Hex.encode(entry), "the primary key after \(prefix.value) does not decode as \(keyEncoding): \(error)")
                 return true
             }
             if try transaction.rawGet(records, primary) == nil {
@@ -293,7 +303,7 @@ private struct IntegrityChecker {
         try transaction.rawScan(database) { keyBuffer, _ in
             let key = Array(keyBuffer)
             if try transaction.rawGet(source, key) == nil {
-                add(.derivedEntryWithoutSource, location, key: (try? keyEncoding.render(key).description) ?? hex(key),
+                add(.derivedEntryWithoutSource, location, key: (try? keyEncoding.render(key).description) ?? "0x" + Hex.encode(key),
                     "no record at this key in '\(sourceName)'")
             }
             return true

@@ -1,5 +1,3 @@
-import CLMDB
-
 /// Requirements that writes to a collection or defaults suite be seen by a write observer of a given
 /// kind, in every process.
 ///

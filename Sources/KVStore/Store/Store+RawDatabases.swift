@@ -1,4 +1,3 @@
-import CLMDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,7 +10,7 @@ import Glibc
 public struct RawDatabase: Hashable, Sendable, CustomStringConvertible {
     /// The LMDB name (`c/dailyRecords`, `i/billingEvents/bySubscription`, `d/com.example.settings`…).
     public let name: String
-    let handle: MDB_dbi
+    let handle: DatabaseHandle
 
     public var description: String { name }
 }
@@ -71,26 +70,7 @@ extension Store {
 
     /// The slots of LMDB's reader table that a process holds, from `mdb_reader_list`.
     public func readerSlots() throws -> [ReaderSlot] {
-        final class Lines { var text = "" }
-        let lines = Lines()
-        let rc = withExtendedLifetime(lines) {
-            mdb_reader_list(environment.handle, { message, context in
-                guard let message, let context else { return 0 }
-                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
-                return 0
-            }, Unmanaged.passUnretained(lines).toOpaque())
-        }
-        try LMDBError.check(rc)
-        // "    pid     thread     txnid" then "%10d %zx %s" per slot, txnid "-" when idle.
-        return lines.text.split(separator: "\n").compactMap { line -> ReaderSlot? in
-            let fields = line.split(separator: " ")
-            guard fields.count == 3, let pid = Int32(fields[0]), let thread = UInt64(fields[1], radix: 16) else {
-                return nil
-            }
-            let alive = kill(pid, 0) == 0 || errno == EPERM
-            return ReaderSlot(pid: pid, thread: thread, transactionID: fields[2] == "-" ? nil : Int(fields[2]),
-                              processAlive: alive)
-        }
+        try environment.readerSlots()
     }
 }
 
@@ -110,8 +90,7 @@ extension ReadTransaction {
     /// LMDB's figures for `database` as this transaction sees it.
     public func rawStat(_ database: RawDatabase) throws -> RawDatabaseStat {
         let s = try stat(database.handle)
-        var flags: UInt32 = 0
-        try LMDBError.check(mdb_dbi_flags(pointer, database.handle, &flags))
+        let flags = try self.flags(database.handle)
         return RawDatabaseStat(entries: s.ms_entries, depth: Int(s.ms_depth), branchPages: s.ms_branch_pages,
                                leafPages: s.ms_leaf_pages, overflowPages: s.ms_overflow_pages, flags: flags)
     }
@@ -123,7 +102,7 @@ extension WriteTransaction {
     /// ``Store/rawDatabase(named:create:)`` the creation belongs to this transaction: it is undone if
     /// the transaction aborts, and the handle is shared with the process's other transactions only
     /// once it commits. For restores that must leave nothing behind when they fail.
-    public func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
+    package func rawDatabase(named name: String, create: Bool) throws -> RawDatabase? {
         try checkActive()
         guard !name.isEmpty, !name.utf8.contains(0), name.utf8.count <= 511 else {
             throw KVStoreError.invalidName(name, reason: "an LMDB database name is 1 to 511 bytes without NUL")
@@ -136,7 +115,7 @@ extension WriteTransaction {
     /// Stores `value` at `key` in `database`, bypassing every collection: no codec, no index, no
     /// derived collection. With a `target`, the put is recorded in ``mutations`` as a change of that
     /// collection or suite, so write observers (history) see it; without one it is not.
-    public func rawPut(_ database: RawDatabase, _ key: [UInt8], _ value: [UInt8], recordingAs target: Mutation.Target? = nil) throws {
+    package func rawPut(_ database: RawDatabase, _ key: [UInt8], _ value: [UInt8], recordingAs target: Mutation.Target? = nil) throws {
         guard !key.isEmpty, key.count <= 511 else {
             throw KVStoreError.invalidKey(collection: database.name, reason: "a key is 1 to 511 bytes, not \(key.count)")
         }
@@ -146,14 +125,14 @@ extension WriteTransaction {
 
     /// Deletes `key` from `database`; returns whether it existed. Recorded as ``rawPut(_:_:_:recordingAs:)``.
     @discardableResult
-    public func rawDelete(_ database: RawDatabase, _ key: [UInt8], recordingAs target: Mutation.Target? = nil) throws -> Bool {
+    package func rawDelete(_ database: RawDatabase, _ key: [UInt8], recordingAs target: Mutation.Target? = nil) throws -> Bool {
         let existed = try delete(database.handle, key)
         if existed, let target { record(Mutation(target: target, key: key, operation: .delete)) }
         return existed
     }
 
     /// Removes every entry of `database` (the database itself stays). Nothing is recorded.
-    public func rawClear(_ database: RawDatabase) throws {
+    package func rawClear(_ database: RawDatabase) throws {
         try drop(database.handle, delete: false)
     }
 }

@@ -1,6 +1,8 @@
-import CLMDB
 import Foundation
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A typed key-value store on one LMDB environment, shared safely by threads and by processes.
 ///
@@ -20,6 +22,10 @@ import Logging
 /// (see ``KVStoreError/conflictingOptions(path:detail:)``). The DocC article "Transactions" gives the
 /// rules of `read { }` and `write { }`.
 public final class Store: @unchecked Sendable {
+    /// LMDB's limit on the size of a key, in bytes (`mdb_env_get_maxkeysize` with LMDB's default
+    /// `MDB_MAXKEYSIZE`): the largest key, index entry (index key + primary key) or database name.
+    public static let maxKeySize = 511
+
     /// How a store is opened.
     public struct Options: Sendable {
         /// The initial map size in bytes. The map grows by itself when it fills up, so a small value
@@ -35,7 +41,7 @@ public final class Store: @unchecked Sendable {
         /// The lock file must still be writable, because readers register in it.
         public var readOnly = false
         /// Permissions of `data.mdb` and `lock.mdb`. Default `0600`.
-        public var fileMode: mode_t = 0o600
+        public var fileMode: Glibc.mode_t = 0o600
         /// LMDB's reader table size (`mdb_env_set_maxreaders`). Default 126.
         public var maxReaders: UInt32 = 126
         /// Named databases, including indexes and defaults suites (`mdb_env_set_maxdbs`). Default 512.
@@ -48,8 +54,8 @@ public final class Store: @unchecked Sendable {
         /// (`mdb_reader_check`); `nil` clears them only on open and when the map fills up. Default 1
         /// second.
         ///
-        /// A reader that died holding a transaction pins the snapshot it was reading: until its slot is
-        /// cleared, LMDB cannot reuse any page freed after that snapshot, and the file grows with every
+        /// A reader that died holding a transaction pins the transaction it was reading: until its slot is
+        /// cleared, LMDB cannot reuse any page freed after that transaction, and the file grows with every
         /// commit. A long-running writer would otherwise wait for some other process to open the store.
         /// The check reads the reader table and probes each reader's process, a few microseconds.
         public var staleReaderCheckInterval: Duration? = .seconds(1)
@@ -63,7 +69,7 @@ public final class Store: @unchecked Sendable {
         /// bootstraps. The environment is shared by every handle on its path in a process, so the
         /// logger of the first open is the one used.
         public var logger = Options.silentLogger
-        /// Set by ``init(snapshotFile:)``: the path is one immutable LMDB file, opened read-only
+        /// Set by ``init(copyFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
 
@@ -75,9 +81,9 @@ public final class Store: @unchecked Sendable {
     public let directory: String
     /// The options this store was opened with.
     public let options: Options
-    let catalogDatabase: MDB_dbi?
+    let catalogDatabase: DatabaseHandle?
     /// See ``requireObserver(kind:for:in:)``; `nil` in a read-only store that has none.
-    let requirementsDatabase: MDB_dbi?
+    let requirementsDatabase: DatabaseHandle?
     private let observers = Locked<[any WriteObserver]>([])
 
     /// Opens (creating if needed, unless read-only) the store in `directory`, which must exist.
@@ -121,7 +127,7 @@ public final class Store: @unchecked Sendable {
 
     // MARK: - Transactions
 
-    /// Runs `body` in a read transaction: a consistent snapshot of the store.
+    /// Runs `body` in a read transaction: a consistent view of the store at one committed transaction.
     ///
     /// The transaction is valid only during the execution of `body`. Reading never blocks, and is
     /// never blocked by, writers in this or another process.
@@ -176,7 +182,7 @@ public final class Store: @unchecked Sendable {
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
-        var opened: [String: MDB_dbi] = [:]
+        var opened: [String: DatabaseHandle] = [:]
         let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
@@ -244,7 +250,7 @@ public final class Store: @unchecked Sendable {
 
     // MARK: - Named databases
 
-    func database(named name: String, create: Bool) throws -> MDB_dbi? {
+    func database(named name: String, create: Bool) throws -> DatabaseHandle? {
         try environment.database(named: name, create: create && !isReadOnly)
     }
 }

@@ -106,14 +106,7 @@ public struct SHA256: Sendable {
 
     /// Lower-case hexadecimal, as `sha256sum` prints it.
     public static func hex(_ digest: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(digest.count * 2)
-        for byte in digest {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        Hex.encode(digest)
     }
 
     /// The digest of the regular file at `path`, read in 1 MiB chunks, and the number of bytes read.

@@ -64,9 +64,9 @@ extension WidgetFeed {
             try files.publish(to: relativePath, temporaryName: TemporaryFileName.make(for: fileName)) { fd, temporaryPath in
                 try bytes.withUnsafeBytes { all in
                     let half = all.count / 2
-                    try SystemCalls.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[..<half]), path: temporaryPath)
+                    try SystemCall.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[..<half]), path: temporaryPath)
                     midWrite?()
-                    try SystemCalls.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[half...]), path: temporaryPath)
+                    try SystemCall.writeAll(fd, UnsafeRawBufferPointer(rebasing: all[half...]), path: temporaryPath)
                 }
             }
             return generation
@@ -95,9 +95,8 @@ extension WidgetFeed {
 
     private func sweep(_ files: SharedFiles, maxAge: TimeInterval) throws -> [String] {
         do {
-            return try TemporaryFileName.removeOrphans(in: files, directory: Self.feedsDirectoryName, olderThan: maxAge) {
-                $0 == fileName
-            }
+            return try files.removeTemporaryFiles(in: Self.feedsDirectoryName, olderThan: maxAge, recursive: false,
+                                                  whenOwnerIsGone: true) { $0 == fileName }
         } catch KVStoreError.fileNotFound {
             return []  // no feeds/ directory yet
         }

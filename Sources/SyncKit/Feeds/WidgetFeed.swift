@@ -15,7 +15,7 @@ import KVStore
 /// ```
 ///
 /// **Never torn.** A publication writes header and payload into a new temporary file
-/// (`.<name>.feed.tmp-<pid>-<random>`, `O_EXCL`), `fsync`s it, renames it over the feed and `fsync`s
+/// (`.kvtmp-<name>.feed-<pid>-<random>`, `O_EXCL`), `fsync`s it, renames it over the feed and `fsync`s
 /// the directory, so a reader opens either the previous file or the new one, complete. The header
 /// carries the format version, the generation, the payload length and a SHA-256 of header and payload,
 /// and ``read()`` checks all of them: a damaged file is a clear ``WidgetFeedError/corrupt(path:reason:)``,
@@ -42,7 +42,7 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
     public var maxPayloadSize: Int = 1 << 20
 
     /// Feed files live here, relative to ``snapshotsDirectory``.
-    public static var feedsDirectoryName: String { "feeds" }
+    public static var feedsDirectoryName: String { ContainerLayout.feedsName }
 
     /// The feed `name` of a container (in its ``KVStore/SharedContainer/snapshotsDirectory``).
     ///
@@ -58,9 +58,8 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
     /// - Throws: ``WidgetFeedError/invalidName(_:reason:)``,
     ///   ``KVStore/KVStoreError/invalidGroupIdentifier(_:reason:)``.
     public init(name: String, groupIdentifier: String, root: String? = nil, sharing: SharingMode = .privateToUser) throws {
-        let identifier = try GroupIdentifier(groupIdentifier)
-        let path = try ContainerRoot.resolve(explicit: root) + "/" + identifier.rawValue + "/Snapshots"
-        try self.init(name: name, snapshotsDirectory: path, sharing: sharing)
+        let layout = try ContainerLayout(groupIdentifier: groupIdentifier, root: root, sharing: sharing)
+        try self.init(name: name, snapshotsDirectory: layout.snapshots, sharing: sharing)
     }
 
     /// The feed `name` in the `feeds/` directory below `snapshotsDirectory`.

@@ -126,6 +126,6 @@ private func oneLine(_ error: any Error) -> String {
 
 /// Bytes as `0x…` hex, at most 64 bytes of them.
 private func hex(_ bytes: UnsafeRawBufferPointer) -> String {
-    let shown = bytes.prefix(64).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+    let shown = Hex.encode(bytes.prefix(64))
     return "0x" + shown + (bytes.count > 64 ? "… (\(bytes.count) bytes)" : "")
 }

@@ -26,21 +26,21 @@ final class FileLock {
     ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
     init(in directory: Int32, name: String, path: String, mode: mode_t, shared: Bool) throws {
         let flags = O_NOFOLLOW | O_CLOEXEC
-        var fd = SystemCalls.retry { openat(directory, name, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
+        var fd = SystemCall.retry { openat(directory, name, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
         if fd >= 0 {
             _ = fchmod(fd, mode)  // the umask does not decide who may lock
         } else if errno == EEXIST {
-            fd = SystemCalls.retry { openat(directory, name, O_RDWR | flags) }
+            fd = SystemCall.retry { openat(directory, name, O_RDWR | flags) }
         }
         if fd < 0 && shared && (errno == EACCES || errno == EROFS || errno == EPERM) {
-            fd = SystemCalls.retry { openat(directory, name, O_RDONLY | flags) }
+            fd = SystemCall.retry { openat(directory, name, O_RDONLY | flags) }
         }
         if fd < 0 {
             let code = errno
             if code == ELOOP { throw KVStoreError.invalidPath(path, reason: "the lock file is a symbolic link") }
             throw KVStoreError.io(operation: "open lock file", path: path, errno: code)
         }
-        if SystemCalls.retry({ flock(fd, shared ? LOCK_SH : LOCK_EX) }) != 0 {
+        if SystemCall.retry({ flock(fd, shared ? LOCK_SH : LOCK_EX) }) != 0 {
             let code = errno
             close(fd)
             throw KVStoreError.io(operation: "lock", path: path, errno: code)
@@ -54,7 +54,7 @@ final class FileLock {
     /// The counter stored in the lock file; 0 if none was stored yet.
     func counter() throws -> UInt64 {
         var bytes = [UInt8](repeating: 0, count: 8)
-        let n = SystemCalls.retry { bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 8, 0) } }
+        let n = SystemCall.retry { bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 8, 0) } }
         if n < 0 { throw KVStoreError.io(operation: "read lock file", path: path, errno: errno) }
         guard n == 8 else { return 0 }
         return bytes.reduce(0) { $0 << 8 | UInt64($1) }
@@ -63,7 +63,7 @@ final class FileLock {
     /// Stores `value` as the counter.
     func setCounter(_ value: UInt64) throws {
         let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> UInt64(56 - 8 * $0)) }
-        let n = SystemCalls.retry { bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, 8, 0) } }
+        let n = SystemCall.retry { bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, 8, 0) } }
         if n != 8 { throw KVStoreError.io(operation: "write lock file", path: path, errno: n < 0 ? errno : EIO) }
     }
 }

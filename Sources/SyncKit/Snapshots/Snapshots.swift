@@ -19,7 +19,7 @@ import Glibc
 /// ```
 ///
 /// **Publication.** ``export(from:)`` copies the store in one read transaction (see
-/// ``KVStore/Store/copy(intoEmptyFile:at:)``) into `.snapshot-<generation>.mdb.tmp-<pid>-<random>`,
+/// ``KVStore/Store/copy(intoEmptyFile:at:)``) into `.kvtmp-snapshot-<generation>.mdb-<pid>-<random>`,
 /// created with `O_EXCL`; the file is flushed, its SHA-256 computed, and it is linked to
 /// `snapshot-<generation>.mdb` (never replacing a file) before the directory is `fsync`ed; then the
 /// manifest is replaced the same way. A reader sees a snapshot only once it is complete.
@@ -59,9 +59,8 @@ public struct Snapshots: Sendable {
     ///   system; ``KVStore/KVStoreError/io(operation:path:errno:)`` (`ENOENT`) if the container has no
     ///   `Snapshots/` directory.
     public init(groupIdentifier: String, root: String? = nil, sharing: SharingMode = .privateToUser) throws {
-        let identifier = try GroupIdentifier(groupIdentifier)
-        let path = try ContainerRoot.resolve(explicit: root) + "/" + identifier.rawValue + "/Snapshots"
-        try self.init(directory: path, sharing: sharing, create: false)
+        let layout = try ContainerLayout(groupIdentifier: groupIdentifier, root: root, sharing: sharing)
+        try self.init(directory: layout.snapshots, sharing: sharing, create: false)
     }
 
     /// The snapshots in `directory`, which must exist unless `create` is set.
@@ -121,7 +120,7 @@ public struct Snapshots: Sendable {
         return entry
     }
 
-    /// Opens the snapshot of `generation` read-only (see ``KVStore/Store/init(snapshotFile:)``),
+    /// Opens the snapshot of `generation` read-only (see ``KVStore/Store/init(copyFile:)``),
     /// checking its size and SHA-256 against the manifest first unless `verifying` is `false`. The main
     /// store is not touched.
     ///
@@ -162,7 +161,7 @@ public struct Snapshots: Sendable {
         if verifying, let problem = try check(entry, descriptor: fd, path: path) {
             throw SnapshotError.readBackMismatch(path: path, detail: problem.detailDescription)
         }
-        return try Store(snapshotDescriptor: fd, path: path)
+        return try Store(copyDescriptor: fd, path: path)
     }
 
     /// Opens a listed snapshot's file under a no-follow descriptor of this directory: a link planted in
@@ -204,7 +203,7 @@ public struct Snapshots: Sendable {
     /// Removes temporary files of exports and manifest writes. Call it holding the lock exclusively:
     /// every writer of such files holds it, so all that remain are orphans.
     func removeTemporaryFiles() throws -> [String] {
-        try TemporaryFileName.removeOrphans(in: files, directory: "", olderThan: 0, everyOwner: true) { target in
+        try files.removeTemporaryFiles(olderThan: 0, recursive: false, everyOwner: true) { target in
             target == Self.manifestName || SnapshotEntry.generation(ofFileName: target) != nil
         }
     }

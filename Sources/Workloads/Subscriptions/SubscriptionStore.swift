@@ -18,7 +18,7 @@ import KVStore
 /// transaction are valid only inside that transaction's closure; the others run their own.
 public struct SubscriptionStore: Sendable {
     /// Billing events by (subscriptionId, billedAt), then event ID.
-    public static let bySubscription = Index<BillingEvent, Pair<UUID, LogicalDay>>("bySubscription") {
+    public static let bySubscription = SecondaryIndex<BillingEvent, Pair<UUID, LogicalDay>>("bySubscription") {
         Pair($0.subscriptionId, $0.billedAt)
     }
 

@@ -11,9 +11,9 @@ struct Check: ParsableCommand {
         discussion: """
             In order: clears stale reader slots; walks every LMDB database in one read transaction, \
             decoding every key and value with the catalog, and checks that every index entry and \
-            derived entry has its record; for the collections kvtool knows the Swift types of \
-            (dailyRecords, billingEvents), recomputes every index entry and derived value from each \
-            record; checks that history has no gap and holds nothing SyncKit never writes; verifies every snapshot's \
+            derived entry has its record; runs the typed checks the workloads declare \
+            (IntegrityCheck.workloads: for each collection whose Swift types they own, it recomputes every \
+            index entry and derived value from each record); checks that history has no gap and holds nothing SyncKit never writes; verifies every snapshot's \
             size and SHA-256 (and that the manifest parses); and reads every widget feed file back. \
             Prints one line per problem, naming the collection and the key.
             """)
@@ -38,12 +38,12 @@ struct Check: ParsableCommand {
         var notes: [String] = []
 
         let names = Set(catalog.filter { $0.entry.kind == .collection }.map(\.entry.name))
-        for check in Self.typedChecks where names.contains(check.collection) {
+        for check in IntegrityCheck.workloads where check.applies(toCollections: names) {
             do {
                 problems += try check.run(container.store, maxProblems)
-                notes.append("recomputed the index entries and derived values of '\(check.collection)'")
+                notes.append("recomputed the index entries and derived values of '\(check.name)'")
             } catch let error as KVStoreError {
-                notes.append("could not open '\(check.collection)' with kvtool's types (\(error)); its records were checked with the catalog only")
+                notes.append("could not open '\(check.name)' with kvtool's types (\(error)); its records were checked with the catalog only")
             }
         }
         var historyChecked = false
@@ -71,7 +71,7 @@ struct Check: ParsableCommand {
         }
         let feeds = try WidgetFeedCheck.run(snapshotsDirectory: container.snapshotsDirectory, sharing: container.options.sharing)
         for problem in feeds.problems {
-            problems.append(IntegrityProblem(kind: .feed, location: "Snapshots/feeds/\(problem.file)", detail: problem.description))
+            problems.append(IntegrityProblem(kind: .feed, location: "Snapshots/\(ContainerLayout.feedsName)/\(problem.file)", detail: problem.description))
         }
         if problems.count > maxProblems { problems = Array(problems.prefix(maxProblems)) }
 
@@ -107,21 +107,4 @@ struct Check: ParsableCommand {
                            + (report.truncated ? " (listing stopped at --max-problems)" : ""))
         }
     }
-
-    /// Collections whose Swift types kvtool has (from Workloads), so it can recompute what they maintain.
-    struct TypedCheck: Sendable {
-        var collection: String
-        var run: @Sendable (Store, Int) throws -> [IntegrityProblem]
-    }
-
-    static let typedChecks: [TypedCheck] = [
-        TypedCheck(collection: "dailyRecords") { store, limit in
-            let records = try ChecklistStore(store: store).records
-            return try store.read { try records.checkMaintainedData(in: $0, maxProblems: limit) }
-        },
-        TypedCheck(collection: "billingEvents") { store, limit in
-            let events = try SubscriptionStore(store: store).billingEvents
-            return try store.read { try events.checkMaintainedData(in: $0, maxProblems: limit) }
-        },
-    ]
 }

@@ -7,7 +7,7 @@ struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a compacted copy of the store to a new file, published atomically.",
         discussion: """
-            The copy is one LMDB file (open it with mdb_stat -n, mdb_dump -n, or Store(snapshotFile:)) \
+            The copy is one LMDB file (open it with mdb_stat -n, mdb_dump -n, or Store(copyFile:)) \
             holding every named database as one read transaction saw it, with no free pages: what \
             mdb_copy -c -n writes, but the copy also reports the source transaction ID. It is written \
             to a temporary file next to the destination, fsynced, then linked into place (or renamed \
@@ -40,7 +40,7 @@ struct Compact: ParsableCommand {
         let result: Store.CopyResult
         do {
             let target = try SharedFiles(directory: directory)
-            let temporary = ".\(name).kvtmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+            let temporary = TemporaryFileName.make(for: name)
             result = try target.publish(to: name, temporaryName: temporary, replacing: force) { fd, path in
                 try container.store.copy(intoEmptyFile: fd, at: path) { progress.update($0) }
             }

@@ -227,9 +227,9 @@ struct Demo: ParsableCommand {
 
         func run() throws {
             let group = try GroupIdentifier((try? global.groupIdentifier()) ?? Demo.defaultGroup)
-            let path = try ContainerRoot.resolve(explicit: global.root) + "/" + group.rawValue
+            let layout = try ContainerLayout(groupIdentifier: group, root: global.root)
             let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, groupIdentifier: group.rawValue, root: global.root)
-            let waiter = try ChangeWaiter(notifyDirectory: path + "/Notify")
+            let waiter = try ChangeWaiter(notifyDirectory: layout.notify)
             let pid = ProcessInfo.processInfo.processIdentifier
             print("widget (pid \(pid)): showing feed generation \(after); waiting for a change")
             Output.flush()

@@ -199,7 +199,7 @@ struct Dump: ParsableCommand {
             }
             var builder = DumpCSV.Builder()
             try tx.rawScan(handle) { key, value in
-                let keyText = (try? ValueText.renderKey(Array(key), entry: entry)) ?? "0x" + DumpHex.encode(Array(key))
+                let keyText = (try? ValueText.renderKey(Array(key), entry: entry)) ?? "0x" + Hex.encode(Array(key))
                 var decoded: CBORValue?
                 do {
                     decoded = try CBORValue.decode(value)
@@ -235,7 +235,7 @@ struct Dump: ParsableCommand {
 
     /// The rendered key and value of an entry, as JSON; `null` where they cannot be rendered.
     static func render(key: [UInt8], value: [UInt8], role: DumpDatabaseRole?, database: String, line: Int) -> (String, String) {
-        func hex(_ bytes: [UInt8]) -> String { "\"0x" + DumpHex.encode(bytes) + "\"" }
+        func hex(_ bytes: [UInt8]) -> String { "\"0x" + Hex.encode(bytes) + "\"" }
         guard let role else { return ("null", "null") }
         var keyJSON = "null"
         if let encoding = role.keyEncoding() {
@@ -254,7 +254,7 @@ struct Dump: ParsableCommand {
                     }
                 }
             } else {
-                note("line \(line): the key 0x\(DumpHex.encode(key)) in '\(database)' does not decode as \(encoding); dumped raw only")
+                note("line \(line): the key 0x\(Hex.encode(key)) in '\(database)' does not decode as \(encoding); dumped raw only")
             }
         }
         switch role {
@@ -296,8 +296,12 @@ final class DumpSink {
             temporary = nil
             return
         }
-        let temporary = path + ".tmp-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // Next to the target, under the package's one temporary-name scheme, created afresh (never
+        // through a link planted at that name).
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let temporary = directory + TemporaryFileName.make(for: String(path[(slash.map { path.index(after: $0) } ?? path.startIndex)...]))
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             throw CLIError(errno == ENOENT ? .notFound : .failure, "cannot write \(path): \(reason)")

@@ -9,7 +9,7 @@ struct Load: ParsableCommand {
         abstract: "Restore a kvtool dump (JSON Lines, JSON or mdb format) into the container, all or nothing.",
         discussion: """
             The whole input is read and validated before anything is written: the header and its \
-            catalog, every key (1 to 511 bytes, decoding under its key encoding) and every value (CBOR, \
+            catalog, every key (1 to \(Store.maxKeySize) bytes, decoding under its key encoding) and every value (CBOR, \
             or fixed(N) of N bytes), and, unless --replace, that the dump's catalog agrees with the \
             container's. Then it is applied in one write transaction. A bad dump changes nothing and \
             gets one error line naming the line at fault (exit 65).
@@ -57,8 +57,7 @@ struct Load: ParsableCommand {
         try plan.checkDatabaseCount(group: group.rawValue, limit: Int(Store.Options().maxDatabases))
 
         // Check against the target before touching it: a container that does not exist yet is empty.
-        let path = try ContainerRoot.resolve(explicit: global.root) + "/" + group.rawValue
-        let exists = FileManager.default.fileExists(atPath: path + "/Store/data.mdb")
+        let exists = FileManager.default.fileExists(atPath: try ContainerLayout(groupIdentifier: group, root: global.root).storeDataFile)
         var container: SharedContainer?
         if exists {
             var options = SharedContainer.Options()

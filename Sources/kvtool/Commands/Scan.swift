@@ -39,7 +39,7 @@ struct Scan: ParsableCommand {
             entries = try raw.entries(range, reverse: reverse, limit: limit)
         } catch KVStoreError.corruptValue(_, let hexKey, let reason, _) {
             // (A value over the size limit, refused before it is copied: named with the key rendered.)
-            let keyText = DumpHex.decode(Array(hexKey.utf8)).flatMap { try? ValueText.renderKey($0, entry: entry) } ?? "0x" + hexKey
+            let keyText = Hex.decode(hexKey.utf8).flatMap { try? ValueText.renderKey($0, entry: entry) } ?? "0x" + hexKey
             throw CLIError(.failure, "corrupt value in '\(collection)' at key \(keyText): \(reason)")
         }
         let rendered = try entries.map { key, value -> (String, String) in

@@ -119,13 +119,12 @@ struct Snapshot: ParsableCommand {
 
     /// The container's snapshots, without opening its store; "not found" if there is no container.
     static func snapshots(_ global: GlobalOptions) throws -> Snapshots {
-        let identifier = try GroupIdentifier(try global.groupIdentifier())
-        let path = try ContainerRoot.resolve(explicit: global.root) + "/" + identifier.rawValue
+        let layout = try ContainerLayout(groupIdentifier: try global.groupIdentifier(), root: global.root)
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw CLIError(.notFound, "no container for \(identifier.rawValue) at \(path)")
+        guard FileManager.default.fileExists(atPath: layout.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError(.notFound, "no container for \(layout.groupIdentifier.rawValue) at \(layout.path)")
         }
-        return try Snapshots(directory: path + "/Snapshots", create: false)
+        return try Snapshots(directory: layout.snapshots, create: false)
     }
 
     static func json(_ entry: SnapshotEntry) -> [String: Any] {

@@ -33,10 +33,9 @@ struct GlobalOptions: ParsableArguments {
         options.store.clearStaleReadersOnOpen = clearStaleReaders
         if readOnly {
             // Say "not found" rather than an I/O error when there is simply no container yet.
-            let identifier = try GroupIdentifier(group)
-            let path = try ContainerRoot.resolve(explicit: root) + "/" + identifier.rawValue
-            guard FileManager.default.fileExists(atPath: path + "/Store/data.mdb") else {
-                throw CLIError(.notFound, "no container for \(identifier.rawValue) at \(path)")
+            let layout = try ContainerLayout(groupIdentifier: group, root: root)
+            guard FileManager.default.fileExists(atPath: layout.storeDataFile) else {
+                throw CLIError(.notFound, "no container for \(layout.groupIdentifier.rawValue) at \(layout.path)")
             }
         }
         let container = try SharedContainer(groupIdentifier: group, root: root, options: options)

@@ -17,7 +17,7 @@ struct HistoryText {
         if let collection = catalog[entry.name], let text = try? ValueText.renderKey(entry.key, entry: collection) {
             return text
         }
-        return "0x" + entry.key.map { String(format: "%02x", $0) }.joined()
+        return "0x" + Hex.encode(entry.key)
     }
 
     static func timestamp(_ date: Date) -> String {

@@ -13,8 +13,8 @@ enum ValueText {
     static func parseKey(_ text: String, entry: CatalogEntry) throws -> [UInt8] {
         do {
             let bytes = try encoding(entry).parse(text)
-            guard !bytes.isEmpty, bytes.count <= 511 else {
-                throw CLIError(.badInput, "the key \(shortQuoted(text)) encodes to \(bytes.count) bytes; keys must be 1 to 511 bytes")
+            guard !bytes.isEmpty, bytes.count <= Store.maxKeySize else {
+                throw CLIError(.badInput, "the key \(shortQuoted(text)) encodes to \(bytes.count) bytes; keys must be 1 to \(Store.maxKeySize) bytes")
             }
             return bytes
         } catch let error as KeyDecodingError {
@@ -51,7 +51,7 @@ enum ValueText {
         do {
             return try encoding(entry).render(bytes).description
         } catch {
-            throw CLIError(.failure, "stored key 0x\(bytes.map { String(format: "%02x", $0) }.joined()) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
+            throw CLIError(.failure, "stored key 0x\(Hex.encode(bytes)) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
         }
     }
 
@@ -74,7 +74,7 @@ enum ValueText {
                 throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
             }
         default:
-            return JSONText.quoted("0x" + bytes.map { String(format: "%02x", $0) }.joined())
+            return JSONText.quoted("0x" + Hex.encode(bytes))
         }
     }
 

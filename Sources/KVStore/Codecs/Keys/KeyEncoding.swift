@@ -112,7 +112,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     /// Encodes a key given as text: a plain value for scalar encodings (`42`, `2026-11-21`, a UUID,
     /// an ISO 8601 date or seconds since 1970, hex for bytes), and a JSON array for tuples
     /// (`["6F9619FF-8B86-D011-B42D-00C04FC964FF", "2026-01-31T00:00:00Z"]`).
-    public func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
+    package func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
         var bytes: [UInt8] = []
         if case .tuple(let parts) = self {
             guard let data = text.data(using: .utf8),
@@ -182,7 +182,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
                 throw fail("a date (ISO 8601 or seconds since 1970)")
             }
         case .bytes:
-            guard let v = Self.parseHex(text) else { throw fail("hex bytes") }
+            guard let v = Hex.decode(text.utf8) else { throw fail("hex bytes") }
             ByteKey(v).encodeKey(into: &bytes, terminal: terminal)
         case .tuple:
             // Tuples are parsed from JSON arrays by appendTuple, nested ones included.
@@ -230,28 +230,6 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         return try? Date.ISO8601FormatStyle().parse(text)
     }
 
-    static func parseHex(_ text: String) -> [UInt8]? {
-        let chars = Array(text.utf8)
-        guard chars.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count / 2)
-        var i = 0
-        while i < chars.count {
-            guard let hi = hexValue(chars[i]), let lo = hexValue(chars[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }
 
 /// A decoded key, ready to print or to serialise as JSON.

@@ -77,5 +77,5 @@ public struct ByteKey: OrderedKey, Hashable, CustomStringConvertible {
         ByteKey(try reader.readVariable(terminal: terminal))
     }
 
-    public var description: String { bytes.map { String(format: "%02x", $0) }.joined() }
+    public var description: String { Hex.encode(bytes) }
 }

@@ -19,13 +19,6 @@ import KVStore
 // `\hh` (a backslash as `\\`). `dump --format mdb` writes exactly what `mdb_dump -a` does; `load`
 // reads both formats.
 
-/// The environment figures an `mdb_dump` header shows.
-struct MDBHeaderFigures: Sendable {
-    var mapSize: Int
-    var maxReaders: Int
-    var pageSize: Int
-}
-
 enum DumpMDB {
     /// LMDB's per-database flags, in the order `mdb_dump` prints them (`dbflags[]` in mdb_dump.c).
     static let flagNames: [(bit: UInt32, name: String)] = [
@@ -48,14 +41,8 @@ enum DumpMDB {
 
     /// One data line: a space, the bytes in lower-case hex, a newline.
     static func dataLine(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        let digits: StaticString = "0123456789abcdef"
         out.append(0x20)
-        digits.withUTF8Buffer { hex in
-            for byte in bytes {
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0x0F)])
-            }
-        }
+        Hex.encode(bytes, into: &out)
         out.append(0x0A)
     }
 
@@ -118,8 +105,8 @@ enum DumpMDB {
                     default: throw DumpError.at(number, "unknown mdb_dump format \(JSONText.quoted(valueText)) (expected bytevalue or print)")
                     }
                 case "database":
-                    guard !value.isEmpty, value.count <= 511, !value.contains(0), let name = String(validating: value, as: UTF8.self) else {
-                        throw DumpError.at(number, "a database name is 1 to 511 bytes of UTF-8 without NUL")
+                    guard !value.isEmpty, value.count <= Store.maxKeySize, !value.contains(0), let name = String(validating: value, as: UTF8.self) else {
+                        throw DumpError.at(number, "a database name is 1 to \(Store.maxKeySize) bytes of UTF-8 without NUL")
                     }
                     current.name = name
                 case "type":
@@ -157,7 +144,7 @@ enum DumpMDB {
                     decoded = try decodePrint(content, line: number)
                 } else {
                     guard content.count % 2 == 0 else { throw DumpError.at(number, "odd number of hex digits") }
-                    guard let bytes = DumpHex.decode(content) else { throw DumpError.at(number, "not hex digits") }
+                    guard let bytes = Hex.decode(content) else { throw DumpError.at(number, "not hex digits") }
                     decoded = bytes
                 }
                 if let key = pendingKey {
@@ -206,7 +193,7 @@ enum DumpMDB {
         do {
             entry = try CBORDecoder().decode(CatalogEntry.self, from: value)
         } catch {
-            throw DumpError.at(line, "the catalog entry at key 0x\(DumpHex.encode(Array(key.prefix(40)))) does not decode: \(error)")
+            throw DumpError.at(line, "the catalog entry at key 0x\(Hex.encode(key.prefix(40))) does not decode: \(error)")
         }
         let expected = Array(((entry.kind == .collection ? "c/" : "d/") + entry.name).utf8)
         guard key == expected else {
@@ -233,7 +220,7 @@ enum DumpMDB {
                 index += 2
                 continue
             }
-            guard content.endIndex - index >= 3, let high = DumpHex.value(content[index + 1]), let low = DumpHex.value(content[index + 2]) else {
+            guard content.endIndex - index >= 3, let high = Hex.value(content[index + 1]), let low = Hex.value(content[index + 2]) else {
                 throw DumpError.at(line, "a backslash must be followed by a backslash or two hex digits in print format")
             }
             out.append(high << 4 | low)

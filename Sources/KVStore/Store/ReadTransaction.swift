@@ -1,0 +1,30 @@
+/// A read-only view of the store at one point in time: every read through it sees the same committed
+/// state, whatever other threads and processes commit meanwhile.
+///
+/// You get one from ``Store/read(_:)``. It is valid only during the execution of that closure: do
+/// not keep it, and do not use it from another thread. Bytes handed to you by `withValueBytes`
+/// methods are valid only until the closure that received them returns.
+public class ReadTransaction {
+    let pointer: OpaquePointer
+    /// The store this transaction belongs to.
+    public unowned let store: Store
+    private(set) var isActive = true
+    /// Cursors opened in this transaction (``KVCursor``), closed when it ends.
+    var cursors: [RangeCursor] = []
+
+    init(pointer: OpaquePointer, store: Store) {
+        self.pointer = pointer
+        self.store = store
+    }
+
+    func end() {
+        isActive = false
+        closeCursors()
+    }
+
+    @inline(__always)
+    func checkActive() throws {
+        if !isActive { throw KVStoreError.transactionEnded }
+    }
+
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Fails when an import in Sources/ crosses a layer.
+
+The layers, each allowed to import only those below it:
+
+    CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
+
+and only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
+import it `internal`ly, so that no public API shows LMDB's C types). Modules that are not the
+project's own (Foundation, Glibc, ArgumentParser, Logging…) are not this check's business.
+
+Usage: scripts/check-imports.py [ROOT]   (exit 0: clean; exit 1: one line per crossing import)
+       scripts/check-imports.py --self-test
+"""
+import os
+import re
+import sys
+import tempfile
+
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "kvtool"]
+# What each target of Sources/ may import of the project's own modules.
+ALLOWED = {
+    "KVStore": {"CLMDB"},
+    "SyncKit": {"KVStore"},
+    "Workloads": {"KVStore", "SyncKit"},
+    "kvtool": {"KVStore", "SyncKit", "Workloads"},
+}
+PROJECT = set(LAYERS) | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
+IMPORT = re.compile(
+    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(public|package|internal|fileprivate|private)\s+)?import\s+"
+    r"(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def violations(root):
+    found = []
+    sources = os.path.join(root, "Sources")
+    for target in sorted(os.listdir(sources)):
+        directory = os.path.join(sources, target)
+        if not os.path.isdir(directory) or target == "CLMDB":
+            continue
+        allowed = ALLOWED.get(target)
+        for folder, _, files in os.walk(directory):
+            for name in sorted(files):
+                if not name.endswith(".swift"):
+                    continue
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as handle:
+                    for number, line in enumerate(handle, 1):
+                        match = IMPORT.match(line)
+                        if not match:
+                            continue
+                        access, module = match.group(1), match.group(2)
+                        where = f"{os.path.relpath(path, root)}:{number}"
+                        if allowed is None:
+                            if module in PROJECT:
+                                found.append(f"{where}: {target} is not a known layer ({' <- '.join(LAYERS)}); it imports {module}")
+                            continue
+                        if module in PROJECT and module not in allowed:
+                            found.append(f"{where}: {target} imports {module}, which is not below it ({' <- '.join(LAYERS)}; only KVStore imports CLMDB)")
+                        if target == "KVStore" and module == "CLMDB":
+                            if access not in ("internal", "fileprivate", "private"):
+                                found.append(f"{where}: KVStore must import CLMDB `internal import CLMDB`, so that no public API shows LMDB's C types")
+                            if os.sep + "LMDB" + os.sep not in os.path.relpath(path, directory).join([os.sep, ""]):
+                                found.append(f"{where}: only KVStore's LMDB/ folder imports CLMDB (LMDB calls live there alone)")
+    return found
+
+
+def self_test():
+    with tempfile.TemporaryDirectory() as root:
+        def write(relative, text):
+            path = os.path.join(root, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        write("Sources/KVStore/LMDB/A.swift", "internal import CLMDB\nimport Foundation\n")
+        write("Sources/SyncKit/B.swift", "import KVStore\n")
+        assert violations(root) == [], violations(root)
+        write("Sources/SyncKit/C.swift", "import CLMDB\n")
+        write("Sources/KVStore/D.swift", "@testable import SyncKit\n")
+        write("Sources/KVStore/LMDB/E.swift", "import CLMDB\n")
+        write("Sources/KVStore/Store/G.swift", "internal import CLMDB\n")
+        write("Sources/Workloads/F.swift", "public import kvtool\n")
+        found = violations(root)
+        assert len(found) == 5, found
+        assert any("only KVStore's LMDB/ folder" in line for line in found), found
+        assert any("SyncKit imports CLMDB" in line for line in found), found
+        assert any("KVStore imports SyncKit" in line for line in found), found
+        assert any("internal import CLMDB" in line for line in found), found
+        assert any("Workloads imports kvtool" in line for line in found), found
+    print("check-imports self-test: ok (a clean tree passes; 5 planted crossings are all reported)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        sys.exit(0)
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    problems = violations(root)
+    for problem in problems:
+        print(f"check-imports: {problem}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool")
