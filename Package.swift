@@ -17,6 +17,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -24,7 +25,7 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
-        .target(name: "KVStore", dependencies: ["CLMDB"]),
+        .target(name: "KVStore", dependencies: ["CLMDB", .product(name: "Logging", package: "swift-log")]),
         .target(name: "SyncKit", dependencies: ["KVStore"]),
         .target(name: "Workloads", dependencies: ["KVStore", "SyncKit"]),
         .executableTarget(

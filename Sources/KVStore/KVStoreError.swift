@@ -11,8 +11,10 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidName(String, reason: String)
     /// A key could not be encoded or decoded for its collection.
     case invalidKey(collection: String, reason: String)
-    /// Stored bytes failed to decode. `key` is the key rendered for people.
-    case corruptValue(collection: String, key: String, reason: String)
+    /// Stored bytes failed to decode. `key` is the key rendered for people; `reason` is one line;
+    /// `underlying` is the error the codec threw, when there is one (a stored value over its size limit
+    /// has none). See also ``underlyingError``.
+    case corruptValue(collection: String, key: String, reason: String, underlying: Cause? = nil)
     /// A value could not be encoded.
     case encodingFailed(collection: String, reason: String)
     /// A value is larger than the limit that applies to it.
@@ -25,8 +27,25 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case collectionNotFound(String)
     /// A write was attempted through a read-only store.
     case readOnly(path: String)
-    /// `write { }` was called while the same thread already holds a write transaction.
+    /// `write { }` was called on one store while the same thread holds a write transaction of another
+    /// store. (On the same store, it is ``nestedTransaction(outer:inner:)``.)
     case nestedWrite
+    /// A transaction was begun inside a transaction of the same store on the same thread, where the
+    /// rules forbid it: any transaction inside a write (a read there would not see the write's own
+    /// changes; use the ``WriteTransaction``, which is a ``ReadTransaction``), and a write inside a
+    /// read (it could wait for itself when the map has to change size). A read inside a read is
+    /// allowed. Thrown before LMDB is touched. See the DocC article "Transactions".
+    case nestedTransaction(outer: TransactionKind, inner: TransactionKind)
+    /// ``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)`` was called inside a
+    /// transaction of the same store on the same thread. Opening a collection may read and write the
+    /// catalog in transactions of its own. Fix: open collections before `read { }` or `write { }`, and
+    /// keep the handles (they are small values, valid in every transaction of their store).
+    case collectionOpenedInsideTransaction(String)
+    /// The store at `path` is already open in this process with options that cannot differ between
+    /// two handles on one environment (`detail` names the option and both values). LMDB allows one
+    /// environment per path per process, so the second open would silently get the first one's.
+    /// See ``Store/Options``.
+    case conflictingOptions(path: String, detail: String)
     /// A collection or defaults suite was first opened inside a transaction. LMDB lets a transaction
     /// use only the named databases that were open in the process when it began. ``Store/read(_:)``
     /// and ``Store/write(author:_:)`` recover by themselves when the database exists (they open it and
@@ -72,7 +91,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "invalid name \(Self.quote(name)): \(reason)"
         case .invalidKey(let collection, let reason):
             "invalid key for collection '\(collection)': \(reason)"
-        case .corruptValue(let collection, let key, let reason):
+        case .corruptValue(let collection, let key, let reason, _):
             "corrupt value in '\(collection)' at key \(key): \(reason)"
         case .encodingFailed(let collection, let reason):
             "cannot encode value for '\(collection)': \(reason)"
@@ -88,6 +107,13 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "the store at \(path) is open read-only"
         case .nestedWrite:
             "write transaction started inside another write transaction on the same thread"
+        case .nestedTransaction(let outer, let inner):
+            "\(inner) transaction started inside a \(outer) transaction of the same store on the same thread"
+                + (outer == .write ? "; use the write transaction" : "; do the write outside the read")
+        case .collectionOpenedInsideTransaction(let name):
+            "collection '\(name)' opened inside a transaction; open collections before read { } or write { }"
+        case .conflictingOptions(let path, let detail):
+            "the store at \(path) is already open in this process with other options: \(detail)"
         case .databaseOpenedInsideTransaction(let database):
             "database '\(database)' was first opened inside a transaction; open the collection or suite before read { } or write { }"
         case .observerRequired(let target, let kind):

@@ -18,7 +18,7 @@ private func durability(_ name: String) -> Durability {
 
 private func openContainer(_ root: String, _ group: String, _ mode: Durability = .durable) throws -> SharedContainer {
     var options = SharedContainer.Options()
-    options.durability = mode
+    options.store.durability = mode
     return try SharedContainer(groupIdentifier: group, root: root, options: options)
 }
 

@@ -29,10 +29,10 @@ private func microseconds(since start: UInt64) -> Double { Double(monotonicNow()
 private func openContainer(_ root: String, _ group: String, readOnly: Bool = false, mapSize: Int? = nil,
                            staleReaderCheckInterval: Duration?? = nil, durability: Durability = .durable) throws -> SharedContainer {
     var options = SharedContainer.Options()
-    options.durability = durability
+    options.store.durability = durability
     options.readOnly = readOnly
-    if let mapSize { options.mapSize = mapSize }
-    if let staleReaderCheckInterval { options.staleReaderCheckInterval = staleReaderCheckInterval }
+    if let mapSize { options.store.mapSize = mapSize }
+    if let staleReaderCheckInterval { options.store.staleReaderCheckInterval = staleReaderCheckInterval }
     return try SharedContainer(groupIdentifier: group, root: root, options: options)
 }
 

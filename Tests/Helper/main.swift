@@ -16,7 +16,7 @@ let rest = Array(args.dropFirst(3))
 
 func open(mapSize: Int = 16 << 20, readOnly: Bool = false) -> SharedContainer {
     var options = SharedContainer.Options()
-    options.mapSize = mapSize
+    options.store.mapSize = mapSize
     options.readOnly = readOnly
     do { return try SharedContainer(groupIdentifier: group, root: root, options: options) }
     catch { fail("open: \(error)") }

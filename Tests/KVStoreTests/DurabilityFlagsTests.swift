@@ -26,7 +26,7 @@ import TestSupport
 
     func container(_ group: String, _ mode: Durability) throws -> SharedContainer {
         var options = SharedContainer.Options()
-        options.durability = mode
+        options.store.durability = mode
         return try dir.container(group, options: options)
     }
 
@@ -77,7 +77,7 @@ import TestSupport
             // A read-only handle asks for nothing.
             var readOnly = SharedContainer.Options()
             readOnly.readOnly = true
-            readOnly.durability = .durable
+            readOnly.store.durability = .durable
             if stronger != .durable {
                 let three = try dir.container("group.com.example.pair.\(first).\(second)", options: readOnly)
                 _ = three

@@ -263,7 +263,7 @@ struct Charge: Codable, Hashable, Sendable {
             _ = try texts.get("broken")
             Issue.record("corrupt bytes must throw")
         } catch let error as KVStoreError {
-            guard case .corruptValue(let collection, let key, _) = error else { Issue.record("\(error)"); return }
+            guard case .corruptValue(let collection, let key, _, _) = error else { Issue.record("\(error)"); return }
             #expect(collection == "texts")
             #expect(key == "broken")
         }

@@ -13,7 +13,7 @@ import Glibc
 
     func container(_ group: String, interval: Duration?) throws -> SharedContainer {
         var options = SharedContainer.Options()
-        options.staleReaderCheckInterval = interval
+        options.store.staleReaderCheckInterval = interval
         return try dir.container(group, options: options)
     }
 
@@ -112,7 +112,7 @@ import Glibc
     @Test func aProcessWhoseMapFillsTakesTheLargerRecordedSizeInsteadOfDoublingIt() throws {
         let group = "group.com.example.lagging"
         var options = SharedContainer.Options()
-        options.mapSize = 1 << 20
+        options.store.mapSize = 1 << 20
         let container = try dir.container(group, options: options)
         let blobs = try container.store.collection("blobs", key: Int.self, value: [UInt8].self)
         try blobs.put([1], forKey: 0)

@@ -49,7 +49,7 @@ import TestSupport
             #expect {
                 _ = try blobs.get(key)
             } throws: { error in
-                guard case KVStoreError.corruptValue(let collection, let named, let reason)? = error as? KVStoreError else { return false }
+                guard case KVStoreError.corruptValue(let collection, let named, let reason, _)? = error as? KVStoreError else { return false }
                 return collection == "blobs" && named == key && reason.contains("\(size) bytes")
             }
         }
@@ -57,7 +57,7 @@ import TestSupport
         #expect {
             _ = try blobs.entries()
         } throws: { error in
-            guard case KVStoreError.corruptValue("blobs", "huge", _)? = error as? KVStoreError else { return false }
+            guard case KVStoreError.corruptValue("blobs", "huge", _, _)? = error as? KVStoreError else { return false }
             return true
         }
         // The untyped (bytes) view kvtool reads through refuses before copying, too.
@@ -71,7 +71,7 @@ import TestSupport
             #expect {
                 _ = try prefs.object(forKey: key)
             } throws: { error in
-                guard case KVStoreError.corruptValue(let suite, let named, let reason)? = error as? KVStoreError else { return false }
+                guard case KVStoreError.corruptValue(let suite, let named, let reason, _)? = error as? KVStoreError else { return false }
                 return suite == "defaults prefs" && named == "'\(key)'" && reason.contains("\(size) bytes")
             }
             #expect(throws: KVStoreError.self) { _ = try prefs.value(String.self, forKey: key) }

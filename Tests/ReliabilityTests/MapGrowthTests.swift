@@ -16,7 +16,7 @@ extension ReliabilityTests {
         @Test func everyProcessAdoptsTheGrownMapNoneShrinksItAndNoneDiesOfSIGBUS() throws {
             let target = StressLevel.pick(short: 8 << 20, long: 128 << 20)
             var options = SharedContainer.Options()
-            options.mapSize = 64 << 10
+            options.store.mapSize = 64 << 10
             let storeDirectory: String
             do {
                 // Created with a 64 KiB map; this process lets go of it again.

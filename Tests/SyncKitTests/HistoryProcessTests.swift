@@ -98,7 +98,7 @@ import TestSupport
     @Test func notificationLatencyFromCommitToWakeupInAnotherProcess() throws {
         let group = "group.com.example.latency"
         var options = SharedContainer.Options()
-        options.durability = .noSync
+        options.store.durability = .noSync
         let container = try dir.container(group, options: options)
         let clock = CommitClock()
         container.store.addObserver(clock)

@@ -181,7 +181,7 @@ import TestSupport
         }
         // This process, which had the container open all along.
         #expect(sourceLocation: sourceLocation) { try container.store.catalog() } throws: { error in
-            guard case KVStoreError.corruptValue(let collection, _, let reason) = error else { return false }
+            guard case KVStoreError.corruptValue(let collection, _, let reason, _) = error else { return false }
             return collection == "_catalog" && !reason.contains("\n") && reason.utf8.count < 1_000
         }
         try expectCheckNames(group, checkFragment, sourceLocation: sourceLocation)

@@ -16,7 +16,7 @@ public enum CatalogProperty {
         do {
             entry = try CatalogEntry.decode(value, key: key)
         } catch let error as KVStoreError {
-            guard case .corruptValue(let collection, _, _) = error else {
+            guard case .corruptValue(let collection, _, _, _) = error else {
                 throw PropertyViolation("CatalogEntry.decode threw \(error), not corruptValue")
             }
             let text = error.description

@@ -24,7 +24,7 @@ public struct CollectionMigration<Key: OrderedKey, Value> {
                 oldValue = try CBORDecoder().decode(Old.self, from: valueBytes)
             } catch {
                 throw KVStoreError.corruptValue(collection: collection.name, key: "\(key)",
-                                                reason: "does not decode as \(Old.self): \(error)")
+                                                reason: "does not decode as \(Old.self): \(error)", underlying: .init(error))
             }
             rewritten.append((key, try transform(key, oldValue)))
             return true

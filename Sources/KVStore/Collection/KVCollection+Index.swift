@@ -46,7 +46,7 @@ extension KVCollection {
             do {
                 _ = try IndexKey.decodeKey(from: &reader, terminal: false)
             } catch {
-                throw KVStoreError.corruptValue(collection: "\(name) index \(index.name)", key: "0x" + Hex.encode(entry), reason: "\(error)")
+                throw KVStoreError.corruptValue(collection: "\(name) index \(index.name)", key: "0x" + Hex.encode(entry), reason: "\(error)", underlying: .init(error))
             }
             let primaryKey = Array(entry[reader.offset...])
             guard let bytes = try transaction.get(database, primaryKey) else {

@@ -14,7 +14,7 @@
 ///
 /// Every method that takes a transaction is valid only inside that transaction's closure. The methods
 /// without one open their own transaction. A missing key gives `nil`, not an error. A stored value that
-/// does not decode throws ``KVStoreError/corruptValue(collection:key:reason:)`` naming the collection
+/// does not decode throws ``KVStoreError/corruptValue(collection:key:reason:underlying:)`` naming the collection
 /// and the key.
 public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// The collection's name in the catalog.
@@ -218,7 +218,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         do {
             return try codec.decode(bytes)
         } catch {
-            throw KVStoreError.corruptValue(collection: name, key: renderKey(key), reason: "\(error)")
+            throw KVStoreError.corruptValue(collection: name, key: renderKey(key), reason: "\(error)", underlying: .init(error))
         }
     }
 

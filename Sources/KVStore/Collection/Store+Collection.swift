@@ -14,8 +14,8 @@ extension Store {
     ///     ones no longer listed are dropped.
     ///   - derived: collections kept in step with this one.
     /// - Throws: ``KVStoreError/catalogMismatch(collection:detail:)`` if the collection exists with a
-    ///   different key or value encoding; ``KVStoreError/invalidName(_:reason:)`` for a bad name.
-    ///   Must not be called inside a write transaction.
+    ///   different key or value encoding; ``KVStoreError/invalidName(_:reason:)`` for a bad name;
+    ///   ``KVStoreError/collectionOpenedInsideTransaction(_:)`` inside a transaction of this store.
     public func collection<Key: OrderedKey, Value: Codable>(
         _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self,
         schemaVersion: Int = 1,
@@ -35,6 +35,7 @@ extension Store {
         derived: [Derivation<Key, Value>] = [],
         migrate: ((CollectionMigration<Key, Value>) throws -> Void)? = nil
     ) throws -> KVCollection<Key, Value> {
+        if TransactionScope.innermostKind(of: environment) != nil { throw KVStoreError.collectionOpenedInsideTransaction(name) }
         try Catalog.validateName(name, what: "collection")
         for index in indexes { try Catalog.validateName(index.name, what: "index") }
         guard Set(indexes.map(\.name)).count == indexes.count else {

@@ -27,19 +27,23 @@ public final class SharedContainer: Sendable {
     public struct Options: Sendable {
         /// Permissions for everything the container creates. Default ``SharingMode/privateToUser``.
         public var sharing: SharingMode = .privateToUser
+        /// How the container's store is opened: durability, map size and its limit, read-only, stale
+        /// readers, logger (see ``Store/Options``). Its ``Store/Options/fileMode`` is not used:
+        /// ``sharing`` decides the permissions of everything in the container, the store's files too.
+        ///
+        /// ```swift
+        /// var options = SharedContainer.Options()
+        /// options.store.durability = .noMetaSync
+        /// options.store.logger = Logger(label: "com.example.app.store")
+        /// ```
+        public var store = Store.Options()
+
         /// Opens the store read-only and creates nothing: what an extension or widget that only reads
-        /// wants. Throws if the container does not exist yet.
-        public var readOnly = false
-        /// The store's commit durability. Default ``Durability/durable``.
-        public var durability: Durability = .durable
-        /// The store's initial map size (it grows by itself). Default 16 MiB.
-        public var mapSize: Int = 16 << 20
-        /// The store's map never grows past this. Default 64 GiB.
-        public var maxMapSize: Int = 64 << 30
-        /// See ``Store/Options/clearStaleReadersOnOpen``. Default `true`.
-        public var clearStaleReadersOnOpen = true
-        /// See ``Store/Options/staleReaderCheckInterval``. Default 1 second.
-        public var staleReaderCheckInterval: Duration? = .seconds(1)
+        /// wants. Throws if the container does not exist yet. The same as `store.readOnly`.
+        public var readOnly: Bool {
+            get { store.readOnly }
+            set { store.readOnly = newValue }
+        }
 
         public init() {}
     }
@@ -73,13 +77,7 @@ public final class SharedContainer: Sendable {
         let sharing = options.sharing
 
         let containerFD = try Self.openLayout(layout, options: options)
-        var storeOptions = Store.Options()
-        storeOptions.readOnly = options.readOnly
-        storeOptions.durability = options.durability
-        storeOptions.mapSize = options.mapSize
-        storeOptions.maxMapSize = options.maxMapSize
-        storeOptions.clearStaleReadersOnOpen = options.clearStaleReadersOnOpen
-        storeOptions.staleReaderCheckInterval = options.staleReaderCheckInterval
+        var storeOptions = options.store
         storeOptions.fileMode = sharing.fileMode
         // Through the checked container descriptor: `Store` is looked up under it, never by a path a
         // co-tenant could redirect meanwhile (the store reports its real path).

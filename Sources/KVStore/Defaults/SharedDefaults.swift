@@ -159,8 +159,8 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// A string, or a number's or bool's text; `nil` otherwise.
-    public func string(forKey key: String) throws -> String? {
-        switch try rawValue(forKey: key) {
+    public func string(forKey key: String, in transaction: ReadTransaction) throws -> String? {
+        switch try rawValue(forKey: key, in: transaction) {
         case .text(let s)?: s
         case .unsigned(let n)?: String(n)
         case .negative(let n)?: n == .max ? "-18446744073709551616" : "-\(n + 1)"
@@ -171,8 +171,8 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// An integer (numbers are truncated, `true` is 1, numeric strings are parsed), or 0.
-    public func integer(forKey key: String) throws -> Int {
-        switch try rawValue(forKey: key) {
+    public func integer(forKey key: String, in transaction: ReadTransaction) throws -> Int {
+        switch try rawValue(forKey: key, in: transaction) {
         case .unsigned(let n)?: Int(clamping: n)
         case .negative(let n)?: n < UInt64(Int.max) ? -1 - Int(n) : Int.min
         case .float(let d)?: d.isFinite ? Int(clamping: Int64(exactly: d.rounded(.towardZero)) ?? 0) : 0
@@ -183,8 +183,8 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// A floating-point number (integers converted, numeric strings parsed), or 0.
-    public func double(forKey key: String) throws -> Double {
-        switch try rawValue(forKey: key) {
+    public func double(forKey key: String, in transaction: ReadTransaction) throws -> Double {
+        switch try rawValue(forKey: key, in: transaction) {
         case .unsigned(let n)?: Double(n)
         case .negative(let n)?: -1 - Double(n)
         case .float(let d)?: d
@@ -195,8 +195,8 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// A bool (non-zero numbers; strings "YES", "true", "1"), or `false`.
-    public func bool(forKey key: String) throws -> Bool {
-        switch try rawValue(forKey: key) {
+    public func bool(forKey key: String, in transaction: ReadTransaction) throws -> Bool {
+        switch try rawValue(forKey: key, in: transaction) {
         case .bool(let b)?: b
         case .unsigned(let n)?: n != 0
         case .negative?: true
@@ -207,34 +207,34 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// Bytes, or `nil`.
-    public func data(forKey key: String) throws -> Data? {
-        if case .bytes(let b)? = try rawValue(forKey: key) { return Data(b) }
+    public func data(forKey key: String, in transaction: ReadTransaction) throws -> Data? {
+        if case .bytes(let b)? = try rawValue(forKey: key, in: transaction) { return Data(b) }
         return nil
     }
 
     /// An array, or `nil`.
-    public func array(forKey key: String) throws -> [Any]? {
-        try object(forKey: key) as? [Any]
+    public func array(forKey key: String, in transaction: ReadTransaction) throws -> [Any]? {
+        try object(forKey: key, in: transaction) as? [Any]
     }
 
     /// An array of strings, or `nil` if the value is not one.
-    public func stringArray(forKey key: String) throws -> [String]? {
-        try object(forKey: key) as? [String]
+    public func stringArray(forKey key: String, in transaction: ReadTransaction) throws -> [String]? {
+        try object(forKey: key, in: transaction) as? [String]
     }
 
     /// A dictionary, or `nil`.
-    public func dictionary(forKey key: String) throws -> [String: Any]? {
-        try object(forKey: key) as? [String: Any]
+    public func dictionary(forKey key: String, in transaction: ReadTransaction) throws -> [String: Any]? {
+        try object(forKey: key, in: transaction) as? [String: Any]
     }
 
     /// A URL, or `nil`.
-    public func url(forKey key: String) throws -> URL? {
-        try object(forKey: key) as? URL
+    public func url(forKey key: String, in transaction: ReadTransaction) throws -> URL? {
+        try object(forKey: key, in: transaction) as? URL
     }
 
     /// A value stored with ``set(encodable:forKey:)`` (or any value that decodes as `T`), or `nil`.
     ///
-    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:)`` if the value does not decode as `T`.
+    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:underlying:)`` if the value does not decode as `T`.
     public func value<T: Decodable>(_ type: T.Type, forKey key: String) throws -> T? {
         try store.read { try value(type, forKey: key, in: $0) }
     }
@@ -252,13 +252,18 @@ public final class SharedDefaults: @unchecked Sendable {
         } catch let error as KVStoreError {
             throw error
         } catch {
-            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)", underlying: .init(error))
         }
     }
 
     /// The stored value (or registered default) as it is stored: a ``CBORValue``, or `nil`.
     public func cborValue(forKey key: String) throws -> CBORValue? {
         try rawValue(forKey: key)
+    }
+
+    /// The stored value (or registered default) inside `transaction`, as it is stored, or `nil`.
+    public func cborValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
+        try rawValue(forKey: key, in: transaction)
     }
 
     /// Stores a ``CBORValue`` as it is, inside `transaction`.
@@ -322,7 +327,7 @@ public final class SharedDefaults: @unchecked Sendable {
         do {
             return try CBORValue.decode(bytes)
         } catch {
-            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)")
+            throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)", underlying: .init(error))
         }
     }
 }

@@ -28,13 +28,13 @@ struct ByteRange: Sendable {
         return nil
     }
 
-    private func aboveLower(_ key: UnsafeRawBufferPointer) -> Bool {
+    func aboveLower(_ key: UnsafeRawBufferPointer) -> Bool {
         guard let lower else { return true }
         let c = compareBytes(key, lower)
         return lowerInclusive ? c >= 0 : c > 0
     }
 
-    private func belowUpper(_ key: UnsafeRawBufferPointer) -> Bool {
+    func belowUpper(_ key: UnsafeRawBufferPointer) -> Bool {
         guard let upper else { return true }
         let c = compareBytes(key, upper)
         return upperInclusive ? c <= 0 : c < 0

@@ -1,4 +1,5 @@
 internal import CLMDB
+import Logging
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -34,6 +35,9 @@ final class Environment: @unchecked Sendable {
         /// How often, at most, a write transaction first runs `mdb_reader_check`; `nil`: only on open
         /// and when the map fills up.
         var staleReaderCheckInterval: Duration? = .seconds(1)
+        /// Where the environment reports map growth, stale readers cleared and retried writes (see
+        /// ``Store/Options/logger``). Not compared by ``conflict(with:)``: the first open's is used.
+        var logger = Store.Options.silentLogger
     }
 
     let handle: OpaquePointer
@@ -149,6 +153,9 @@ final class Environment: @unchecked Sendable {
                 if existing.configuration.readOnly && !configuration.readOnly {
                     throw KVStoreError.readOnly(path: existing.directory)
                 }
+                if let detail = existing.configuration.conflict(with: configuration) {
+                    throw KVStoreError.conflictingOptions(path: existing.directory, detail: detail)
+                }
                 // The files are not opened again: closing a second descriptor of `lock.mdb` would drop
                 // the locks LMDB holds on it in this process.
                 return existing
@@ -210,6 +217,12 @@ final class Environment: @unchecked Sendable {
         if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
             env.staleReadersClearedAtOpen = try env.clearStaleReaders()
             env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
+            if env.staleReadersClearedAtOpen > 0 {
+                env.log(.notice, "cleared stale reader slots at open", ["cleared": "\(env.staleReadersClearedAtOpen)"])
+            }
+        }
+        if !configuration.immutableFile, env.mapSize > roundToPage(configuration.mapSize) {
+            env.log(.info, "opened with the larger map size recorded in the store", ["mapSize": "\(env.mapSize)"])
         }
         return env
     }
@@ -377,8 +390,13 @@ final class Environment: @unchecked Sendable {
                 guard mapFull else { throw error }
                 // A reader that died holding a transaction keeps every page freed since from being
                 // reused: clear such slots and try again before growing the map.
-                if try clearStaleReaders() > 0 { continue }
+                let cleared = try clearStaleReaders()
+                if cleared > 0 {
+                    log(.notice, "the map filled up: cleared stale reader slots, running the write again", ["cleared": "\(cleared)"])
+                    continue
+                }
                 try growMap()
+                log(.info, "running the write again after the map grew", [:])
             }
         }
     }
@@ -391,6 +409,7 @@ final class Environment: @unchecked Sendable {
             try refuseRecordedMapSizeOverLimit(current: mapSize)
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
         }
+        log(.info, "adopted the map size another process grew to", ["mapSize": "\(mapSize)"])
     }
 
     /// Throws ``KVStoreError/mapSizeOverLimit(path:recorded:limit:)`` when the size another process
@@ -417,13 +436,17 @@ final class Environment: @unchecked Sendable {
             try LMDBError.check(mdb_env_set_mapsize(handle, 0))
             // Another process recorded a larger map, which this one had not needed until now: take it
             // and try again, rather than doubling it.
-            if mapSize > mine { return }
+            if mapSize > mine {
+                log(.notice, "the map filled up: adopted the larger size another process recorded", ["from": "\(mine)", "to": "\(mapSize)"])
+                return
+            }
             let current = max(mine, mapSize)
             let grown = current >= 1 << 30 ? current + (1 << 30) : current * 2
             guard grown <= configuration.maxMapSize else {
                 throw KVStoreError.mapLimitReached(limit: configuration.maxMapSize)
             }
             try LMDBError.check(mdb_env_set_mapsize(handle, grown))
+            log(.notice, "the map filled up: grew it", ["from": "\(current)", "to": "\(grown)"])
         }
     }
 
@@ -463,7 +486,8 @@ final class Environment: @unchecked Sendable {
         guard now &- last >= nanoseconds,
               lastStaleReaderCheck.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
         else { return }
-        _ = try clearStaleReaders()
+        let cleared = try clearStaleReaders()
+        if cleared > 0 { log(.notice, "cleared stale reader slots before a write", ["cleared": "\(cleared)"]) }
     }
 
     /// Clears reader slots of processes that died. Returns how many were cleared.

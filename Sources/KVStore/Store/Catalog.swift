@@ -75,7 +75,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     /// describe what the store itself would write (see ``problem``). Anything else was written by
     /// something other than KVStore, and reading on from it could open the wrong database.
     ///
-    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:)`` naming `_catalog`, the key and
+    /// - Throws: ``KVStoreError/corruptValue(collection:key:reason:underlying:)`` naming `_catalog`, the key and
     ///   the first problem, in one line.
     public static func decode(_ value: some Collection<UInt8>, key: some Collection<UInt8>) throws -> CatalogEntry {
         let keyBytes = Array(key)
@@ -85,7 +85,8 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
             entry = try CBORDecoder().decode(CatalogEntry.self, from: Array(value))
         } catch {
             throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText,
-                                            reason: "the entry does not decode: \(error)".replacingOccurrences(of: "\n", with: " "))
+                                            reason: "the entry does not decode: \(error)".replacingOccurrences(of: "\n", with: " "),
+                                            underlying: .init(error))
         }
         if let problem = entry.problem {
             throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText, reason: problem)
@@ -215,7 +216,7 @@ extension Store {
     /// named databases that were open in the process when it began.
     ///
     /// - Parameter skippingCorrupt: leave out the entries that do not parse (what an integrity check
-    ///   wants, as it names them) rather than throw ``KVStoreError/corruptValue(collection:key:reason:)``.
+    ///   wants, as it names them) rather than throw ``KVStoreError/corruptValue(collection:key:reason:underlying:)``.
     public func catalogWithCounts(skippingCorrupt: Bool = false) throws -> [(entry: CatalogEntry, count: Int)] {
         let entries = try read { try Catalog.all(in: $0, skippingCorrupt: skippingCorrupt) }
         let handles = try entries.map { try database(named: $0.database, create: false) }

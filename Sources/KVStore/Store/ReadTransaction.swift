@@ -9,13 +9,18 @@ public class ReadTransaction {
     /// The store this transaction belongs to.
     public unowned let store: Store
     private(set) var isActive = true
+    /// Cursors opened in this transaction (``KVCursor``), closed when it ends.
+    var cursors: [RangeCursor] = []
 
     init(pointer: OpaquePointer, store: Store) {
         self.pointer = pointer
         self.store = store
     }
 
-    func end() { isActive = false }
+    func end() {
+        isActive = false
+        closeCursors()
+    }
 
     @inline(__always)
     func checkActive() throws {

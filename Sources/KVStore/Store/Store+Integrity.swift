@@ -179,7 +179,7 @@ private struct IntegrityChecker {
                 counted()
                 do {
                     catalog.append(try CatalogEntry.decode(value, key: key))
-                } catch KVStoreError.corruptValue(_, let keyText, let reason) {
+                } catch KVStoreError.corruptValue(_, let keyText, let reason, _) {
                     add(.catalog, Catalog.databaseName, key: keyText, reason)
                 }
                 return true

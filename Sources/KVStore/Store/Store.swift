@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,7 +18,9 @@ import Glibc
 /// In a ``SharedContainer`` you get the store as ``SharedContainer/store``.
 ///
 /// A `Store` is safe to use from any thread. Opening the same directory twice in one process returns
-/// handles on the same LMDB environment.
+/// handles on the same LMDB environment, so the options that cannot differ between them must agree
+/// (see ``KVStoreError/conflictingOptions(path:detail:)``). The DocC article "Transactions" gives the
+/// rules of `read { }` and `write { }`.
 public final class Store: @unchecked Sendable {
     /// LMDB's limit on the size of a key, in bytes (`mdb_env_get_maxkeysize` with LMDB's default
     /// `MDB_MAXKEYSIZE`): the largest key, index entry (index key + primary key) or database name.
@@ -56,6 +59,16 @@ public final class Store: @unchecked Sendable {
         /// commit. A long-running writer would otherwise wait for some other process to open the store.
         /// The check reads the reader table and probes each reader's process, a few microseconds.
         public var staleReaderCheckInterval: Duration? = .seconds(1)
+        /// Where the store reports what an operator may want to know, and nothing else: the map growing
+        /// (`notice`), stale reader slots cleared at open or before a write (`notice`), a write run
+        /// again and a map size adopted from another process (`info`). Each message carries the
+        /// store's `path` as metadata.
+        ///
+        /// Default: a logger that discards everything, since a library stays silent unless asked. Pass
+        /// `Logger(label: "com.example.app.store")` to log through the `LoggingSystem` your program
+        /// bootstraps. The environment is shared by every handle on its path in a process, so the
+        /// logger of the first open is the one used.
+        public var logger = Options.silentLogger
         /// Set by ``init(copyFile:)``: the path is one immutable LMDB file, opened read-only
         /// without a lock file.
         var immutableFile = false
@@ -98,7 +111,8 @@ public final class Store: @unchecked Sendable {
             durability: options.durability, readOnly: options.readOnly || options.immutableFile,
             fileMode: options.fileMode, immutableFile: options.immutableFile,
             clearStaleReadersOnOpen: options.clearStaleReadersOnOpen,
-            staleReaderCheckInterval: options.staleReaderCheckInterval
+            staleReaderCheckInterval: options.staleReaderCheckInterval,
+            logger: options.logger
         )
         environment = try Environment.open(directory: directory, descriptor: descriptor, configuration: configuration)
         try Self.adoptStrongestDurability(environment, options)
@@ -107,8 +121,9 @@ public final class Store: @unchecked Sendable {
         requirementsDatabase = try environment.database(named: Self.requirementsDatabaseName, create: !options.readOnly)
     }
 
-    /// Whether writes are refused.
-    public var isReadOnly: Bool { environment.configuration.readOnly }
+    /// Whether writes are refused: this handle was opened with ``Options/readOnly``, or the process
+    /// opened the environment read-only first.
+    public var isReadOnly: Bool { options.readOnly || environment.configuration.readOnly }
 
     // MARK: - Transactions
 
@@ -120,8 +135,17 @@ public final class Store: @unchecked Sendable {
     /// If `body` reaches a collection that another process created after this process opened its
     /// handle, the transaction cannot use it (LMDB allows only databases open when a transaction
     /// began): the store opens it and runs `body` again in a new transaction, once per such collection.
+    ///
+    /// A read inside a read of the same store is allowed (it is a snapshot of its own, possibly newer);
+    /// a read inside a write of the same store is not (it would not see the write's changes): read
+    /// through the ``WriteTransaction``, which is a ``ReadTransaction``.
+    ///
+    /// - Throws: whatever `body` throws; ``KVStoreError/nestedTransaction(outer:inner:)`` inside a
+    ///   write transaction of this store on this thread, before LMDB is touched; ``LMDBError``.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
-        try openingNewDatabases {
+        let scope = try TransactionScope(.read, on: environment)
+        defer { scope.end() }
+        return try openingNewDatabases {
             try environment.withReadTransaction { pointer in
                 let transaction = ReadTransaction(pointer: pointer, store: self)
                 defer { transaction.end() }
@@ -133,14 +157,28 @@ public final class Store: @unchecked Sendable {
     /// Runs `body` in a write transaction: committed when `body` returns, aborted if it throws.
     ///
     /// Writers are serialised, across processes too. Write observers see the mutations before and
-    /// after commit. If the map fills up, it grows and `body` runs again (as it does for a collection
-    /// created by another process since its handle was opened; see ``read(_:)``), so keep side effects
-    /// inside the transaction.
+    /// after commit.
+    ///
+    /// **`body` may run more than once.** When the map fills up, the transaction is aborted, the map
+    /// grows, and `body` runs again from the start in a new transaction; the same happens when `body`
+    /// reaches a collection that another process created since this process opened its handle (see
+    /// ``read(_:)``). Each run starts from the committed state, as if the aborted one never happened,
+    /// and only the result of the run that commits is returned. So keep side effects inside the
+    /// transaction: don't append to an outer array, send, or print from `body`; do it with the value
+    /// `write` returns.
+    ///
+    /// Don't begin another transaction of this store inside `body`: read through `body`'s transaction.
     ///
     /// - Parameter author: Recorded with the mutations (history shows it). Defaults to none.
-    /// - Throws: whatever `body` throws, ``KVStoreError/readOnly(path:)``, ``KVStoreError/nestedWrite``
-    ///   if this thread is already writing, or ``LMDBError`` (`noSpace`, `ioError`…).
+    /// - Throws: whatever `body` throws; ``KVStoreError/readOnly(path:)``;
+    ///   ``KVStoreError/nestedTransaction(outer:inner:)`` if this thread is inside a transaction of this
+    ///   store (read or write), before LMDB is touched; ``KVStoreError/nestedWrite`` if it is writing
+    ///   another store; ``KVStoreError/mapLimitReached(limit:)``; or ``LMDBError`` (`noSpace`,
+    ///   `ioError`…).
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
+        if isReadOnly { throw KVStoreError.readOnly(path: directory) }
+        let scope = try TransactionScope(.write, on: environment)
+        defer { scope.end() }
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
@@ -178,6 +216,7 @@ public final class Store: @unchecked Sendable {
                     throw KVStoreError.databaseOpenedInsideTransaction(name)
                 }
                 opened.insert(name)
+                environment.log(.info, "running the transaction again: it met a database another process created", ["database": "\(name)"])
             }
         }
     }

@@ -8,7 +8,7 @@ extension History {
     /// and no consumer is ahead of the last token. Call it outside every transaction.
     ///
     /// It reads the raw bytes, so garbage written by another process is a named problem here, never a
-    /// thrown error (the ordinary readers throw ``KVStore/KVStoreError/corruptValue(collection:key:reason:)``
+    /// thrown error (the ordinary readers throw ``KVStore/KVStoreError/corruptValue(collection:key:reason:underlying:)``
     /// for it); tokens are compared without overflow, whatever the stored numbers are.
     public func checkIntegrity(maxProblems: Int = 1_000) throws -> [IntegrityProblem] {
         let entriesDatabase = try store.rawDatabase(named: entries.databaseName)

@@ -114,7 +114,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// anything recorded, as after restoring an older copy of the store) answers
     /// ``HistoryChanges/expired(purgedThrough:)``.
     ///
-    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:)`` for an entry that does not
+    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:underlying:)`` for an entry that does not
     ///   decode, ``SyncError/corruptHistory(_:)`` for one SyncKit never writes (another token than its
     ///   key, an unknown kind, an invalid name, a time that is not finite).
     public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all) throws -> HistoryChanges {

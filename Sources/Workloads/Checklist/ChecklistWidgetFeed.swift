@@ -63,7 +63,7 @@ public struct ChecklistWidgetFeed: Codable, Hashable, Sendable {
     ///
     /// Valid only inside the transaction's closure.
     ///
-    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:)`` for a record that does
+    /// - Throws: ``KVStore/KVStoreError/corruptValue(collection:key:reason:underlying:)`` for a record that does
     ///   not decode; ``KVStore/LMDBError`` if a read fails.
     public init(checklist: ChecklistStore, today: LogicalDay, in transaction: ReadTransaction) throws {
         let record = try checklist.records.get(today, in: transaction)

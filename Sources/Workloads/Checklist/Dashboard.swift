@@ -103,7 +103,7 @@ extension ChecklistStore {
                 do {
                     rows.append(try codec.decode(value))
                 } catch {
-                    throw KVStoreError.corruptValue(collection: summaries.name, key: "\(try LogicalDay.decodeKey(key))", reason: "\(error)")
+                    throw KVStoreError.corruptValue(collection: summaries.name, key: "\(try LogicalDay.decodeKey(key))", reason: "\(error)", underlying: .init(error))
                 }
                 return true
             }

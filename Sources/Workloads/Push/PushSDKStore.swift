@@ -68,7 +68,7 @@ public struct PushSDKStore: Sendable {
                 throw PushNotificationError.invalidConfiguration("the app has not configured the SDK in the App Group")
             }
             return configuration
-        } catch KVStoreError.corruptValue(_, _, let reason) {
+        } catch KVStoreError.corruptValue(_, _, let reason, _) {
             throw PushNotificationError.invalidConfiguration("the shared configuration is unreadable: \(reason)")
         }
     }

@@ -173,7 +173,7 @@ struct Bench: ParsableCommand {
             let directory = try Self.temporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             var options = SharedContainer.Options()
-            options.durability = durability
+            options.store.durability = durability
             let container = try SharedContainer(groupIdentifier: group + ".save", root: directory, options: options)
             let app = try ChecklistWidgetFlow.App(container: container)
             try container.store.write(author: "bench") { tx in

@@ -18,7 +18,7 @@ struct Get: ParsableCommand {
         let stored: [UInt8]?
         do {
             stored = try raw.get(ByteKey(keyBytes))
-        } catch KVStoreError.corruptValue(_, _, let reason) {
+        } catch KVStoreError.corruptValue(_, _, let reason, _) {
             // (A value over the size limit, refused before it is copied: named with the key as typed.)
             throw CLIError(.failure, "corrupt value in '\(collection)' at key \(key): \(reason)")
         }

@@ -37,7 +37,7 @@ struct Scan: ParsableCommand {
         let entries: [(key: ByteKey, value: [UInt8])]
         do {
             entries = try raw.entries(range, reverse: reverse, limit: limit)
-        } catch KVStoreError.corruptValue(_, let hexKey, let reason) {
+        } catch KVStoreError.corruptValue(_, let hexKey, let reason, _) {
             // (A value over the size limit, refused before it is copied: named with the key rendered.)
             let keyText = Hex.decode(hexKey.utf8).flatMap { try? ValueText.renderKey($0, entry: entry) } ?? "0x" + hexKey
             throw CLIError(.failure, "corrupt value in '\(collection)' at key \(keyText): \(reason)")

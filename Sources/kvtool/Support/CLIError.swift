@@ -32,7 +32,7 @@ struct CLIError: Error, CustomStringConvertible {
                  .notAPropertyList, .encodingFailed, .catalogMismatch:
                 self.init(.badInput, error.description)
             case .corruptValue, .schemaTooNew, .readOnly, .nestedWrite, .databaseOpenedInsideTransaction, .transactionEnded,
-                 .observerRequired,
+                 .observerRequired, .nestedTransaction, .collectionOpenedInsideTransaction, .conflictingOptions,
                  .mapLimitReached, .io, .unsafeFile, .mapSizeOverLimit, .truncatedStore:
                 self.init(.failure, error.description)
             }

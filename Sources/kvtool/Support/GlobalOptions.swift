@@ -30,7 +30,7 @@ struct GlobalOptions: ParsableArguments {
         let group = try groupIdentifier()
         var options = SharedContainer.Options()
         options.readOnly = readOnly
-        options.clearStaleReadersOnOpen = clearStaleReaders
+        options.store.clearStaleReadersOnOpen = clearStaleReaders
         if readOnly {
             // Say "not found" rather than an I/O error when there is simply no container yet.
             let layout = try ContainerLayout(groupIdentifier: group, root: root)

@@ -115,7 +115,7 @@ let benchmarks: @Sendable () -> Void = {
     // runs benchmarks in-process, so the cross-process figure comes from HistoryProcessTests instead.
     Benchmark("Commit to notification wakeup · KVStore", configuration: .init(metrics: [.wallClock], maxDuration: .seconds(2), maxIterations: 2_000)) { benchmark in
         let container = try SharedContainer(groupIdentifier: "group.com.example.notify", root: try Fixture.temporaryDirectory("notify"),
-                                            options: { var o = SharedContainer.Options(); o.durability = .noSync; return o }())
+                                            options: { var o = SharedContainer.Options(); o.store.durability = .noSync; return o }())
         _ = try History.attach(to: container)
         let defaults = try container.defaults()
         let wakes = try ChangeNotifier(directory: container.notifyDirectory).notifications()
@@ -206,7 +206,7 @@ struct KVStoreSaver {
 
     init(durability: Durability) throws {
         var options = SharedContainer.Options()
-        options.durability = durability
+        options.store.durability = durability
         let container = try SharedContainer(groupIdentifier: "group.com.example.save", root: try Fixture.temporaryDirectory("save"), options: options)
         let app = try ChecklistWidgetFlow.App(container: container)
         store = container.store

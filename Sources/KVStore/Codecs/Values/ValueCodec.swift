@@ -14,7 +14,7 @@ public protocol ValueCodec<Value>: Sendable {
     func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value
     /// The largest stored value, in bytes, that ``decode(_:)`` accepts, or `nil` for no limit.
     /// ``KVCollection`` refuses a larger stored value (one written by another process, say) before
-    /// it copies or decodes a byte of it, with ``KVStoreError/corruptValue(collection:key:reason:)``.
+    /// it copies or decodes a byte of it, with ``KVStoreError/corruptValue(collection:key:reason:underlying:)``.
     var maxEncodedSize: Int? { get }
 }
 
