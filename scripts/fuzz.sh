@@ -53,8 +53,9 @@ build_module() {
     local name=$1; shift
     local extra=() deps=()
     case $name in
+        KVStore) deps=("$OUT/libLogging.a") ;;
         SyncKit) extra=(-enable-testing); deps=("$OUT/libKVStore.a") ;;
-        FuzzProperties) deps=("$OUT/libKVStore.a") ;;
+        FuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libLogging.a") ;;
         SyncFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncKit.a" "$OUT/libFuzzProperties.a") ;;
     esac
     local lib=$OUT/lib$name.a
@@ -69,7 +70,11 @@ build_module() {
 
 build() {
     mkdir -p "$OUT"
-    local kvstore properties
+    local kvstore properties logging
+    # KVStore logs through swift-log: its Logging module, from SwiftPM's checkout of the package.
+    [[ -d .build/checkouts/swift-log/Sources/Logging ]] || swift package resolve >&2
+    mapfile -t logging < <(find .build/checkouts/swift-log/Sources/Logging -name '*.swift' | sort)
+    build_module Logging "${logging[@]}"
     mapfile -t kvstore < <(find Sources/KVStore -name '*.swift' | sort)
     mapfile -t properties < <(find fuzz/Properties -name '*.swift' | sort)
     build_module KVStore "${kvstore[@]}"
@@ -88,7 +93,7 @@ build() {
         local exe=$OUT/fuzz-$t
         local sources=("fuzz/Targets/$t.swift")
         [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
-        local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a")
+        local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" "$OUT/libLogging.a")
         is_sync "$t" && libs=("$OUT/libSyncFuzzProperties.a" "$OUT/libSyncKit.a" "${libs[@]}")
         local newest
         newest=$(ls -t "${sources[@]}" "${libs[@]}" | head -1)
