@@ -11,6 +11,8 @@ public class ReadTransaction {
     /// The store this transaction belongs to.
     public unowned let store: Store
     private(set) var isActive = true
+    /// Collects what this transaction reads, while ``trackingReads(_:)`` runs.
+    var readTracker: ReadTracker?
 
     init(pointer: OpaquePointer, store: Store) {
         self.pointer = pointer
