@@ -127,8 +127,13 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
         let outcome = try store.read { tx -> Outcome in
             var current: UInt64?
             if let history, let token, let known {
+                // History must still record every collection read (one may have been disabled since).
+                var covered = true
+                for target in known.targets where covered {
+                    covered = try store.observerRequirement(for: target, in: tx) == History.kind
+                }
                 let scan = try history.scan(since: token, affecting: known, in: tx)
-                if !scan.changed { return .unchanged(token: scan.last) }
+                if covered && !scan.changed { return .unchanged(token: scan.last) }
                 current = scan.last
             } else if let history {
                 current = try history.lastToken(in: tx)
