@@ -33,6 +33,14 @@ func observationCommand(_ command: String, root: String, group: String, rest: [S
             try container.store.write(author: "helper") { tx in try collection.put(Int(rest[2])!, forKey: rest[1], in: tx) }
         }
         say("ok")
+    case "put-int-plain":
+        // put-int-plain ROOT GROUP COLLECTION KEY VALUE: puts VALUE at KEY without history, posting the
+        // change notification with a CommitNotifier. Prints "ok".
+        let container = try SharedContainer(groupIdentifier: group, root: root)
+        container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
+        let collection = try container.store.collection(rest[0], key: String.self, value: Int.self)
+        try collection.put(Int(rest[2])!, forKey: rest[1])
+        say("ok")
     case "observe-latency":
         // observe-latency ROOT GROUP COUNT: observes key "n" of "counter" with a ValueObservation;
         // prints "ready" after the first value, then "value V NS" for each new value (NS: monotonic

@@ -68,6 +68,28 @@ import TestSupport
         #expect(seen == [nil, 7])
     }
 
+    @Test func withoutHistoryEveryNotificationRunsTheReadAgain() async throws {
+        let group = "group.com.example.nohistory"
+        let container = try dir.container(group)
+        let counter = try container.store.collection("counter", key: String.self, value: Int.self)
+        let observation = ValueObservation.tracking { tx in Box(n: try counter.get("n", in: tx)) }
+        let path = dir.path
+        let seen = try await withTimeout(seconds: 60) { () async throws -> [Int?] in
+            var seen: [Int?] = []
+            for try await box in observation.values(in: container) {
+                seen.append(box.n)
+                switch seen.count {
+                case 1: #expect(try helper(["put-int-plain", path, group, "other", "k", "1"]).status == 0)
+                case 2: #expect(try helper(["put-int-plain", path, group, "counter", "n", "7"]).status == 0)
+                default: return seen
+                }
+            }
+            return seen
+        }
+        // Nothing tells which collection the first commit changed, so the read ran again.
+        #expect(seen == [nil, nil, 7])
+    }
+
     @Test func localCommitsAreSeenWithoutANotifier() async throws {
         let store = try dir.store()
         let scores = try store.collection("scores", key: String.self, value: Int.self)
