@@ -39,6 +39,15 @@ import TestSupport
         #expect(nested.reads.targets == [.defaults("com.example.settings"), .collection("scores")])
     }
 
+    @Test func aDerivedCollectionBringsInItsSource() throws {
+        let store = try dir.store()
+        let cities = try store.collection("cities", key: Int.self, value: String.self)
+        _ = try store.collection("people", key: Int.self, value: Person.self,
+                                 derived: [Derivation(cities) { $0.city }])
+        let reads = try store.read { tx in try tx.trackingReads { try cities.get(1, in: tx) }.reads }
+        #expect(reads.targets == [.collection("cities"), .collection("people")])
+    }
+
     @Test func aRawReadMakesTheSetIncomplete() throws {
         let store = try dir.store()
         let scores = try store.collection("scores", key: String.self, value: Int.self)

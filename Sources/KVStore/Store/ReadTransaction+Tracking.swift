@@ -9,8 +9,9 @@
 /// ```
 ///
 /// Reads through a ``KVCollection`` (its indexes included) and a ``SharedDefaults`` suite are
-/// attributed to the collection or suite. Reads through a ``RawDatabase`` cannot be, and make the set
-/// incomplete: then every change may affect it.
+/// attributed to the collection or suite; a derived collection brings in the collection it is derived
+/// from (writes to that one change it). Reads through a ``RawDatabase`` cannot be attributed, and make
+/// the set incomplete: then every change may affect it.
 public struct ReadSet: Hashable, Sendable {
     /// The collections and suites read.
     public var targets: Set<Mutation.Target>
@@ -44,11 +45,14 @@ final class ReadTracker {
 extension ReadTransaction {
     /// Runs `body` and returns its result with the collections and suites it read through this
     /// transaction (see ``ReadSet``). Tracking costs one set insertion per collection access, and
-    /// nothing when no one tracks.
+    /// nothing when no one tracks; at the end, one catalog lookup per collection read finds the
+    /// collections derived ones come from.
     ///
     /// Valid only inside the transaction's closure, like the transaction itself. Calls may nest: an
     /// outer call also sees what the inner one read.
-    public func trackingReads<R>(_ body: () throws -> R) rethrows -> (value: R, reads: ReadSet) {
+    ///
+    /// - Throws: whatever `body` throws, or an error reading the catalog.
+    public func trackingReads<R>(_ body: () throws -> R) throws -> (value: R, reads: ReadSet) {
         let outer = readTracker
         let tracker = ReadTracker()
         readTracker = tracker
@@ -60,6 +64,13 @@ extension ReadTransaction {
             }
         }
         let value = try body()
+        var pending = Array(tracker.reads.targets)
+        while let target = pending.popLast() {
+            guard case .collection(let name) = target,
+                  let source = try Catalog.entry(named: name, kind: .collection, in: self)?.derivedFrom,
+                  tracker.reads.targets.insert(.collection(source)).inserted else { continue }
+            pending.append(.collection(source))
+        }
         return (value, tracker.reads)
     }
 }
