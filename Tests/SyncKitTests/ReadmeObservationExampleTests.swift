@@ -19,7 +19,7 @@ import TestSupport
         let container = try SharedContainer(groupIdentifier: "group.com.example.checklist", root: root)
         let records = try container.store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
         let today = LogicalDay(year: 2026, month: 11, day: 21)!
-        container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
+        container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))  // wakes observers
 
         var options = SharedContainer.Options()
         options.readOnly = true
