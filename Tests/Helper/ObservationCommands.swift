@@ -64,8 +64,8 @@ func observationCommand(_ command: String, root: String, group: String, rest: [S
             done.signal()
         }
         done.wait()
-    case "hold-write":
-        // hold-write ROOT GROUP RELEASE_PATH: begins a write transaction (putting 1 at "held" in the
+    case "hold-write-until":
+        // hold-write-until ROOT GROUP RELEASE_PATH: begins a write transaction (putting 1 at "held" in the
         // collection "held"), prints "writing", and commits once RELEASE_PATH exists (at most 120 s).
         let container = try SharedContainer(groupIdentifier: group, root: root)
         let held = try container.store.collection("held", key: String.self, value: Int.self)

@@ -31,7 +31,7 @@ import TestSupport
         let container = try dir.container(group)
         let scores = try container.store.collection("scores", key: Int.self, value: Int.self)
         let release = dir.path + "/release"
-        let holder = try BackgroundProcess.helper(["hold-write", dir.path, group, release])
+        let holder = try BackgroundProcess.helper(["hold-write-until", dir.path, group, release])
         #expect(holder.waitForLine { $0 == "writing" } != nil)
         // Should the pool be blocked, release the lock anyway after a while, so the test fails, not hangs.
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { _ = FileManager.default.createFile(atPath: release, contents: nil) }
