@@ -48,8 +48,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
         let driver = ObservationDriver(observation, store: store, notifier: notifier, continuation: continuation)
         continuation.onTermination = { _ in driver.stop() }
         let thread = Thread {
-            // The name `ps -L`, `top -H` and /proc show (at most 15 bytes).
-            Thread.current.name = "KVObservation"
+            nameThisThread("KVObservation")
             driver.run()
         }
         thread.start()
@@ -171,4 +170,16 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
         while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 { signalled = true }
         return signalled
     }
+}
+
+/// Names the calling thread as `ps -L`, `top -H` and `/proc/<pid>/task/<tid>/comm` show it (at most 15
+/// bytes). `Thread.name` does not always reach the kernel (it races with the thread's start), and
+/// neither `prctl` (variadic) nor `pthread_setname_np` is visible from Swift's Glibc module, so this
+/// writes the thread's own `comm` file.
+func nameThisThread(_ name: String) {
+    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array(name.utf8.prefix(15))
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }

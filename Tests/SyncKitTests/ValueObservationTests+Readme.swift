@@ -6,9 +6,8 @@ import TestSupport
 
 /// The README example's observation lines (KVStoreTests' `ReadmeExampleTests` keeps the rest, without
 /// SyncKit): word for word but for the root and for ending the loop, which the README leaves endless.
-@Suite struct ReadmeObservationExampleTests {
-    let dir = TemporaryDirectory()
-
+/// Part of the serialized ``ValueObservationTests``, which count observation threads.
+extension ValueObservationTests {
     struct DailyRecord: Codable {
         var day: LogicalDay
         var scores: [String: Int]
