@@ -13,14 +13,14 @@ import TestSupport
         var scores: [String: Int]
     }
 
-    @Test func theReadmeExampleRuns() throws {
+    @Test func theReadmeExampleRuns() async throws {
         let root = dir.path
 
         // The main app.
         let container = try SharedContainer(groupIdentifier: "group.com.example.checklist", root: root)
         let records = try container.store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
         let today = LogicalDay(year: 2026, month: 11, day: 21)!
-        try container.store.write(author: "app") { tx in
+        try await container.store.write(author: "app") { tx in
             try records.put(DailyRecord(day: today, scores: ["think.1": 4]), forKey: today, in: tx)
             try container.defaults().set(today.description, forKey: "lastSaved", in: tx)
         }
@@ -30,7 +30,7 @@ import TestSupport
         options.readOnly = true
         let widget = try SharedContainer(groupIdentifier: "group.com.example.checklist", root: root, options: options)
         let days = try widget.store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
-        let week = try widget.store.read { tx in try days.entries((today - 6)...today, in: tx) }
+        let week = try await widget.store.read { tx in try days.entries((today - 6)...today, in: tx) }
         #expect(try widget.defaults().string(forKey: "lastSaved") == "2026-11-21")
         #expect(week.count == 1)
         #expect(week.first?.value.scores == ["think.1": 4])

@@ -193,6 +193,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// The collection's database as `transaction` sees it: `nil` if it does not exist there (a
     /// read-only process that opened the collection before any process created it).
     func resolvedDatabase(in transaction: ReadTransaction) throws -> DatabaseHandle? {
+        transaction.readTracker?.note(.collection(name))
         if let database { return database }
         return try store.environment.database(named: Catalog.collectionDatabase(name), in: transaction.pointer)
     }

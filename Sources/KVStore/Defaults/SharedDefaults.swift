@@ -57,6 +57,7 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// The suite's database as `transaction` sees it, or `nil` if no process has written to it yet.
     private func resolvedDatabase(in transaction: ReadTransaction) throws -> DatabaseHandle? {
+        transaction.readTracker?.note(target)
         if let database { return database }
         return try store.environment.database(named: Catalog.defaultsDatabase(suiteName), in: transaction.pointer)
     }

@@ -9,6 +9,8 @@ public class ReadTransaction {
     /// The store this transaction belongs to.
     public unowned let store: Store
     private(set) var isActive = true
+    /// Collects what this transaction reads, while ``trackingReads(_:)`` runs.
+    var readTracker: ReadTracker?
     /// Cursors opened in this transaction (``KVCursor``), closed when it ends.
     var cursors: [RangeCursor] = []
 

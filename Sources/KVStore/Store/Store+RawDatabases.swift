@@ -77,18 +77,21 @@ extension Store {
 extension ReadTransaction {
     /// The stored value at `key` in `database`, copied, or `nil`.
     public func rawGet(_ database: RawDatabase, _ key: [UInt8]) throws -> [UInt8]? {
-        try get(database.handle, key).map { Array($0) }
+        readTracker?.noteUntracked()
+        return try get(database.handle, key).map { Array($0) }
     }
 
     /// Every entry of `database` in key order (or reverse), handed to `body` as the stored bytes, which
     /// are valid only until `body` returns. Return `false` to stop.
     public func rawScan(_ database: RawDatabase, reverse: Bool = false,
                         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        readTracker?.noteUntracked()
         try scan(database.handle, .all, reverse: reverse, body)
     }
 
     /// LMDB's figures for `database` as this transaction sees it.
     public func rawStat(_ database: RawDatabase) throws -> RawDatabaseStat {
+        readTracker?.noteUntracked()
         let s = try stat(database.handle)
         let flags = try self.flags(database.handle)
         return RawDatabaseStat(entries: s.ms_entries, depth: Int(s.ms_depth), branchPages: s.ms_branch_pages,

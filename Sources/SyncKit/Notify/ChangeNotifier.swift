@@ -110,8 +110,8 @@ public struct ChangeNotifier: Sendable {
 /// An inotify watch on a directory, plus a pipe to wake its thread when observation stops. The file
 /// descriptors are closed when the last holder (the thread or the stream's termination handler) lets go.
 final class InotifyWatch: @unchecked Sendable {
-    private let inotify: Int32
-    private let wakeRead: Int32
+    let inotify: Int32
+    let wakeRead: Int32
     private let wakeWrite: Int32
 
     init(directory: String) throws {

@@ -229,14 +229,14 @@ struct Demo: ParsableCommand {
             let group = try GroupIdentifier((try? global.groupIdentifier()) ?? Demo.defaultGroup)
             let layout = try ContainerLayout(groupIdentifier: group, root: global.root)
             let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, groupIdentifier: group.rawValue, root: global.root)
-            let waiter = try ChangeWaiter(notifyDirectory: layout.notify)
+            let changes = try ChangeNotifier(directory: layout.notify).subscribe()
             let pid = ProcessInfo.processInfo.processIdentifier
             print("widget (pid \(pid)): showing feed generation \(after); waiting for a change")
             Output.flush()
             let deadline = Date().addingTimeInterval(timeout)
             var wakes = 0
             while Date() < deadline {
-                guard waiter.wait(timeout: deadline.timeIntervalSinceNow) else { break }
+                guard changes.wait(timeout: .seconds(deadline.timeIntervalSinceNow)) else { break }
                 wakes += 1
                 if let published = try feed.readIfPublished(), published.generation > after {
                     print("widget (pid \(pid), max RSS \(Demo.maxRSS()) MiB): woken \(wakes == 1 ? "once" : "\(wakes) times"); \(ChecklistWidgetFlow.summary(published))")

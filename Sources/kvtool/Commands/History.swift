@@ -43,7 +43,7 @@ struct HistoryCommand: ParsableCommand {
             let filter = HistoryFilter(targets: targets, transactionLimit: limit)
             let reader = try consumer.map { try history.consumer(named: $0, startingAt: .oldest) }
             var token = try reader?.token() ?? since.map { ChangeToken(rawValue: $0) } ?? history.purgedThrough()
-            let waiter = follow ? try ChangeWaiter(container: container) : nil
+            let changes = follow ? try ChangeNotifier(container: container).subscribe() : nil
             repeat {
                 switch try history.changes(since: token, matching: filter) {
                 case .expired(let purged):
@@ -54,7 +54,7 @@ struct HistoryCommand: ParsableCommand {
                     token = next
                 }
                 Output.flush()
-            } while waiter?.wait(timeout: 1) != nil
+            } while changes.map({ _ = $0.wait(timeout: .seconds(1)); return true }) ?? false
         }
     }
 

@@ -20,13 +20,13 @@ struct Watch: ParsableCommand {
         let container = try global.openContainer(readOnly: true)
         let history = try History.attach(to: container.store)
         let text = try HistoryText(store: container.store)
-        let waiter = try ChangeWaiter(container: container)
+        let changes = try ChangeNotifier(container: container).subscribe()
         var token = try history.currentToken()
         var printed = 0
         if !global.json { print("watching \(container.groupIdentifier.rawValue) from token \(token)") }
         Output.flush()
         while count.map({ printed < $0 }) ?? true {
-            waiter.wait(timeout: 1)
+            _ = changes.wait(timeout: .seconds(1))
             switch try history.changes(since: token) {
             case .expired(let purged):
                 // Purged while we slept: say so and carry on from the end.

@@ -91,19 +91,3 @@ struct GlobalOptions: ParsableArguments {
         return rest
     }
 }
-
-/// Posts the container's change notification after each commit that changed something, for writes to
-/// a container without history (where ``History`` would do it).
-final class CommitNotifier: WriteObserver {
-    let notifier: ChangeNotifier
-
-    init(notifier: ChangeNotifier) {
-        self.notifier = notifier
-    }
-
-    func transactionDidCommit(_ commit: CommittedTransaction) {
-        guard !commit.mutations.isEmpty else { return }
-        // A failed post loses nothing: observers also find changes by reading the store.
-        try? notifier.post()
-    }
-}

@@ -48,28 +48,3 @@ struct HistoryText {
         Swift.print(json ? self.json(entry) : line(entry))
     }
 }
-
-/// Blocks until the container's change notification fires (or `timeout` seconds pass), for commands
-/// that follow changes.
-final class ChangeWaiter: @unchecked Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
-    private var task: Task<Void, Never>?
-
-    convenience init(container: SharedContainer) throws {
-        try self.init(notifyDirectory: container.notifyDirectory)
-    }
-
-    init(notifyDirectory: String) throws {
-        let stream = try ChangeNotifier(directory: notifyDirectory).notifications()
-        let semaphore = semaphore
-        task = Task { for await _ in stream { semaphore.signal() } }
-    }
-
-    deinit { task?.cancel() }
-
-    /// Waits for the next notification; returns `false` on timeout.
-    @discardableResult
-    func wait(timeout: Double) -> Bool {
-        semaphore.wait(timeout: .now() + timeout) == .success
-    }
-}

@@ -1,0 +1,94 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ChangeNotifier {
+    /// Blocks the calling thread until any process posts `name`, or `timeout` passes; returns whether
+    /// a post came. For command-line tools and threads of their own, not for tasks of the cooperative
+    /// pool (use ``notifications(_:)`` there).
+    ///
+    /// ```swift
+    /// if try notifier.wait(timeout: .seconds(5)) { reload() }
+    /// ```
+    ///
+    /// Observation starts when this is called and ends when it returns, so a post made between two
+    /// calls is not seen. To wait again and again without missing a post, ``subscribe(_:)`` once and
+    /// call ``Subscription/wait(timeout:)`` on the subscription.
+    ///
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    ///   if the directory cannot be watched.
+    public func wait(_ name: String = Self.changes, timeout: Duration) throws -> Bool {
+        try subscribe(name).wait(timeout: timeout)
+    }
+
+    /// Starts observing `name`: posts from now on are kept for ``Subscription/wait(timeout:)``, until
+    /// the subscription is released.
+    ///
+    /// ```swift
+    /// let changes = try notifier.subscribe()
+    /// while true {
+    ///     printChanges()                                   // a post made meanwhile is not lost
+    ///     _ = changes.wait(timeout: .seconds(1))
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    ///   if the directory cannot be watched.
+    public func subscribe(_ name: String = Self.changes) throws -> Subscription {
+        _ = try path(for: name)
+        return Subscription(watch: try InotifyWatch(directory: directory), name: name)
+    }
+
+    /// Posts of one name, observed from the moment ``ChangeNotifier/subscribe(_:)`` returned: an inotify
+    /// watch, whose descriptors are closed when the subscription is released. Use it from one thread
+    /// at a time.
+    public final class Subscription: @unchecked Sendable {
+        let watch: InotifyWatch
+        /// The name observed.
+        public let name: String
+
+        init(watch: InotifyWatch, name: String) {
+            self.watch = watch
+            self.name = name
+        }
+
+        /// Blocks until a post of ``name`` made since the previous call (or since the subscription
+        /// began) is seen, or `timeout` passes; returns whether a post came. Posts made meanwhile
+        /// coalesce into one wake.
+        public func wait(timeout: Duration) -> Bool {
+            watch.wait(for: Array(name.utf8), timeout: timeout)
+        }
+    }
+}
+
+extension InotifyWatch {
+    /// Blocks until a batch of events names `name`, `timeout` passes or ``stop()`` is called; returns
+    /// whether events named `name`.
+    func wait(for name: [UInt8], timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { return false }
+            let (seconds, attoseconds) = remaining.components
+            let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+            var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&fds, 2, milliseconds)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            if ready == 0 { continue }
+            if fds[1].revents != 0 { return false }
+            guard fds[0].revents & Int16(POLLIN) != 0 else { return false }
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                return false
+            }
+            if Self.names(in: buffer[0..<count], contain: name) { return true }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import KVStore
+import SyncKit
+import Testing
+import TestSupport
+
+/// The blocking waits of ``ChangeNotifier`` and the ``CommitNotifier`` hook.
+@Suite struct ChangeNotifierWaitTests {
+    let dir = TemporaryDirectory()
+
+    @Test func waitReturnsFalseWhenNothingIsPosted() throws {
+        let container = try dir.container()
+        let notifier = ChangeNotifier(container: container)
+        let start = ContinuousClock.now
+        #expect(try notifier.wait(timeout: .milliseconds(50)) == false)
+        #expect(ContinuousClock.now - start >= .milliseconds(50))
+        #expect(throws: SyncError.invalidNotificationName("../x")) { try notifier.wait("../x", timeout: .zero) }
+    }
+
+    @Test func aSubscriptionKeepsPostsMadeBetweenWaitsAndIgnoresOtherNames() throws {
+        let container = try dir.container()
+        let notifier = ChangeNotifier(container: container)
+        let changes = try notifier.subscribe()
+        try notifier.post()
+        try notifier.post()
+        #expect(changes.wait(timeout: .seconds(30)))
+        #expect(changes.wait(timeout: .milliseconds(50)) == false)
+        try notifier.post("other")
+        #expect(changes.wait(timeout: .milliseconds(50)) == false)
+    }
+
+    @Test func aCommitNotifierPostsAfterEachCommitThatChangedSomethingInAnyProcess() throws {
+        let group = "group.com.example.commitnotifier"
+        let container = try dir.container(group)
+        container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
+        let scores = try container.store.collection("scores", key: String.self, value: Int.self)
+        let changes = try ChangeNotifier(container: container).subscribe()
+        try container.store.write { _ in }
+        #expect(changes.wait(timeout: .milliseconds(50)) == false)
+        try scores.put(1, forKey: "alice")
+        #expect(changes.wait(timeout: .seconds(30)))
+        #expect(try helper(["put-int-plain", dir.path, group, "scores", "bob", "2"]).status == 0)
+        #expect(changes.wait(timeout: .seconds(30)))
+    }
+}
