@@ -1,4 +1,5 @@
-/// An error raised by SyncKit. Each description is one line naming the problem.
+/// An error raised by SyncKit about history and notifications. Each description is one line naming the
+/// problem. A failed system call is ``KVStore/KVStoreError/io(operation:path:errno:)``, as everywhere.
 public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// No consumer of that name is registered.
     case unknownConsumer(String)
@@ -11,8 +12,6 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// History's own records hold something SyncKit never writes (a token counter at its maximum,
     /// say): written by another process or damaged. `kvtool check` names every such problem.
     case corruptHistory(String)
-    /// A system call failed.
-    case io(operation: String, path: String, errno: Int32)
 
     public var description: String {
         switch self {
@@ -23,11 +22,6 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidNotificationName(let name):
             "invalid notification name '\(name)': use 1 to 100 letters, digits, '.', '_' or '-'"
         case .corruptHistory(let detail): "corrupt history: \(detail)"
-        case .io(let operation, let path, let code): "\(operation) \(path): \(String(cString: strerror(code)))"
         }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

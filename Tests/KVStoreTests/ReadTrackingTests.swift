@@ -12,7 +12,7 @@ import TestSupport
     @Test func readsAreAttributedToTheirCollectionOrSuite() throws {
         let container = try dir.container()
         let store = container.store
-        let byCity = Index<Person, String>("byCity") { $0.city }
+        let byCity = SecondaryIndex<Person, String>("byCity") { $0.city }
         let people = try store.collection("people", key: Int.self, value: Person.self, indexes: [byCity])
         let scores = try store.collection("scores", key: String.self, value: Int.self)
         _ = try store.collection("unread", key: String.self, value: Int.self)

@@ -96,7 +96,7 @@ import Glibc
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
         try FileManager.default.removeItem(atPath: container.notifyDirectory)
         try FileManager.default.createSymbolicLink(atPath: container.notifyDirectory, withDestinationPath: outside)
-        #expect(throws: SyncError.self) { try ChangeNotifier(container: container).post() }
+        #expect(throws: KVStoreError.self) { try ChangeNotifier(container: container).post() }
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
     }
 }

@@ -16,7 +16,7 @@ extension ChangeNotifier {
     /// calls is not seen. To wait again and again without missing a post, ``subscribe(_:)`` once and
     /// call ``Subscription/wait(timeout:)`` on the subscription.
     ///
-    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
     ///   if the directory cannot be watched.
     public func wait(_ name: String = Self.changes, timeout: Duration) throws -> Bool {
         try subscribe(name).wait(timeout: timeout)
@@ -33,7 +33,7 @@ extension ChangeNotifier {
     /// }
     /// ```
     ///
-    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
     ///   if the directory cannot be watched.
     public func subscribe(_ name: String = Self.changes) throws -> Subscription {
         _ = try path(for: name)

@@ -43,7 +43,7 @@ public struct ChangeNotifier: Sendable {
 
     /// Wakes every process observing `name`.
     ///
-    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``SyncError/io(operation:path:errno:)``
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
     ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
     public func post(_ name: String = Self.changes) throws {
         let path = try self.path(for: name)
@@ -53,7 +53,7 @@ public struct ChangeNotifier: Sendable {
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard directoryFD >= 0 else {
             let code = errno
-            throw SyncError.io(operation: code == ELOOP ? "refuse the symbolic link" : "open the notification directory", path: directory, errno: code)
+            throw KVStoreError.io(operation: code == ELOOP ? "refuse the symbolic link" : "open the notification directory", path: directory, errno: code)
         }
         defer { close(directoryFD) }
         var fd = openat(directoryFD, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, fileMode)
@@ -61,21 +61,21 @@ public struct ChangeNotifier: Sendable {
             guard fchmod(fd, fileMode) == 0 else {
                 let code = errno
                 close(fd)
-                throw SyncError.io(operation: "set the mode of", path: path, errno: code)
+                throw KVStoreError.io(operation: "set the mode of", path: path, errno: code)
             }
         } else if errno == EEXIST {
             fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
-        guard fd >= 0 else { throw SyncError.io(operation: "post notification to", path: path, errno: errno) }
+        guard fd >= 0 else { throw KVStoreError.io(operation: "post notification to", path: path, errno: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
             close(fd)
-            throw SyncError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
+            throw KVStoreError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
         }
         defer { close(fd) }
         var byte: UInt8 = 1
         guard pwrite(fd, &byte, 1, 0) == 1 else {
-            throw SyncError.io(operation: "post notification to", path: path, errno: errno)
+            throw KVStoreError.io(operation: "post notification to", path: path, errno: errno)
         }
     }
 
@@ -83,7 +83,7 @@ public struct ChangeNotifier: Sendable {
     /// the previous one has not been consumed coalesce into one). Observation starts when this returns,
     /// so a post made after it is never missed. Stop by ending the iteration or cancelling its task.
     ///
-    /// - Throws: ``SyncError/io(operation:path:errno:)`` if the directory cannot be watched.
+    /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the directory cannot be watched.
     public func notifications(_ name: String = Self.changes) throws -> AsyncStream<Void> {
         _ = try path(for: name)
         let watch = try InotifyWatch(directory: directory)
@@ -116,17 +116,17 @@ final class InotifyWatch: @unchecked Sendable {
 
     init(directory: String) throws {
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard inotify >= 0 else { throw SyncError.io(operation: "inotify_init1 for", path: directory, errno: errno) }
+        guard inotify >= 0 else { throw KVStoreError.io(operation: "inotify_init1 for", path: directory, errno: errno) }
         guard inotify_add_watch(inotify, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO) | UInt32(IN_DONT_FOLLOW) | UInt32(IN_ONLYDIR)) >= 0 else {
             let code = errno
             close(inotify)
-            throw SyncError.io(operation: "watch", path: directory, errno: code)
+            throw KVStoreError.io(operation: "watch", path: directory, errno: code)
         }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {
             let code = errno
             close(inotify)
-            throw SyncError.io(operation: "pipe for", path: directory, errno: code)
+            throw KVStoreError.io(operation: "pipe for", path: directory, errno: code)
         }
         for fd in fds {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)

@@ -70,7 +70,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
     private func run() {
         do {
             guard local.read >= 0, stopping.read >= 0 else {
-                throw SyncError.io(operation: "pipe for the observation of", path: store.directory, errno: errno)
+                throw KVStoreError.io(operation: "pipe for the observation of", path: store.directory, errno: errno)
             }
             store.addObserver(self)
             let watch = try notifier.map { try InotifyWatch(directory: $0.directory) }
@@ -84,7 +84,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
                            pollfd(fd: watch?.inotify ?? -1, events: Int16(POLLIN), revents: 0)]
                 if poll(&fds, 3, -1) < 0 {
                     if errno == EINTR { continue }
-                    throw SyncError.io(operation: "poll for the observation of", path: store.directory, errno: errno)
+                    throw KVStoreError.io(operation: "poll for the observation of", path: store.directory, errno: errno)
                 }
                 if fds[0].revents != 0 { break }
                 let local = fds[1].revents != 0 && Self.drain(local.read)
