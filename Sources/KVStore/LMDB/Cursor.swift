@@ -18,6 +18,12 @@ struct Cursor: ~Copyable {
 
     /// Runs a cursor operation. Returns `nil` at either end (`MDB_NOTFOUND`).
     private func get(_ op: MDB_cursor_op, seek: [UInt8]? = nil) throws -> Entry? {
+        try Self.step(pointer, op, seek: seek)
+    }
+
+    /// Runs the cursor operation `op` on the LMDB cursor at `pointer` (for ``Cursor`` and
+    /// ``RangeCursor``). Returns `nil` at either end (`MDB_NOTFOUND`).
+    static func step(_ pointer: OpaquePointer, _ op: MDB_cursor_op, seek: [UInt8]? = nil) throws -> Entry? {
         var key = MDB_val()
         var value = MDB_val()
         let rc: Int32

@@ -73,21 +73,7 @@ final class RangeCursor {
         return try get(pointer, MDB_SET_RANGE, seek: key)
     }
 
-    /// Runs a cursor operation; `nil` at either end (`MDB_NOTFOUND`).
     private func get(_ pointer: OpaquePointer, _ op: MDB_cursor_op, seek: [UInt8]? = nil) throws -> Entry? {
-        var key = MDB_val()
-        var value = MDB_val()
-        let rc: Int32
-        if let seek {
-            rc = seek.withUnsafeBytes { buffer in
-                key = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
-                return mdb_cursor_get(pointer, &key, &value, op)
-            }
-        } else {
-            rc = mdb_cursor_get(pointer, &key, &value, op)
-        }
-        if rc == MDB_NOTFOUND { return nil }
-        try LMDBError.check(rc)
-        return (key.buffer, value.buffer)
+        try Cursor.step(pointer, op, seek: seek)
     }
 }
