@@ -125,7 +125,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for i in benchmark.scaledIterations {
             try defaults.set(i, forKey: "seq")
-            guard woke.wait(timeout: .now() + 5) == .success else { throw SyncError.io(operation: "wait 5 s for a wakeup on", path: container.notifyDirectory, errno: ETIMEDOUT) }
+            guard woke.wait(timeout: .now() + 5) == .success else { throw KVStoreError.io(operation: "wait 5 s for a wakeup on", path: container.notifyDirectory, errno: ETIMEDOUT) }
         }
     }
 
