@@ -110,7 +110,8 @@ import TestSupport
         let group = "group.com.example.cancel"
         let (container, counter, _) = try historyContainer(group)
         let notify = container.notifyDirectory
-        #expect(ObservationResources.count(watching: notify) == (0, 0))
+        // Threads of the tests before (a loop left with break) may still be winding down: wait for them.
+        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, watching: notify))
         let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) ?? 0 }
         let tasks = (0..<3).map { _ in
             Task {
