@@ -66,10 +66,10 @@ func observationCommand(_ command: String, root: String, group: String, rest: [S
         done.wait()
     case "hold-write-until":
         // hold-write-until ROOT GROUP RELEASE_PATH: begins a write transaction (putting 1 at "held" in the
-        // collection "held"), prints "writing", and commits once RELEASE_PATH exists (at most 120 s).
+        // collection "held"), prints "writing", and commits once RELEASE_PATH exists (at most 600 s).
         let container = try SharedContainer(groupIdentifier: group, root: root)
         let held = try container.store.collection("held", key: String.self, value: Int.self)
-        let deadline = Date().addingTimeInterval(120)
+        let deadline = Date().addingTimeInterval(600)
         try container.store.write { tx in
             try held.put(1, forKey: "held", in: tx)
             say("writing")

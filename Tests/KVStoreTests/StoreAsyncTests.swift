@@ -34,7 +34,9 @@ import TestSupport
         let holder = try BackgroundProcess.helper(["hold-write-until", dir.path, group, release])
         #expect(holder.waitForLine { $0 == "writing" } != nil)
         // Should the pool be blocked, release the lock anyway after a while, so the test fails, not hangs.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { _ = FileManager.default.createFile(atPath: release, contents: nil) }
+        // Not sooner: in a full parallel run the other tests' blocking work holds the 2-core machine's
+        // cooperative pool for up to 30 s in a debug build, and longer under ThreadSanitizer.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 300) { _ = FileManager.default.createFile(atPath: release, contents: nil) }
 
         let store = container.store
         let done = Counter()
@@ -47,12 +49,16 @@ import TestSupport
             }
         }
         // The pool still runs other tasks, and a read, while every write waits.
+        let clock = ContinuousClock()
+        let start = clock.now
         let sum = await withTaskGroup(of: Int.self) { group in
             for i in 0..<100 { group.addTask { await Task.yield(); return i } }
             return await group.reduce(0, +)
         }
+        let tasksDone = clock.now
         #expect(sum == 4950)
         #expect(try await store.read { tx in try scores.count(in: tx) } == 0)
+        print("[async] \(width) writes waiting for another process's lock: 100 pool tasks took \(tasksDone - start), then an async read \(clock.now - tasksDone)")
         #expect(done.value == 0)
         _ = FileManager.default.createFile(atPath: release, contents: nil)
         for write in writes { try await write.value }
