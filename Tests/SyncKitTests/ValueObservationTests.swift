@@ -150,9 +150,9 @@ import TestSupport
     @Test func commitToNewValueLatencyInAnotherProcess() async throws {
         let group = "group.com.example.observelatency"
         var options = SharedContainer.Options()
-        options.durability = .noSync
+        options.store.durability = .noSync
         let container = try dir.container(group, options: options)
-        let clock = CommitTimes()
+        let clock = HistoryProcessTests.CommitClock()
         container.store.addObserver(clock)
         container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
         let counter = try container.store.collection("counter", key: String.self, value: Int.self)
@@ -162,7 +162,7 @@ import TestSupport
         var committedAt: [Int: UInt64] = [:]
         for n in 1...count {
             try counter.put(n, forKey: "n")
-            committedAt[n] = clock.last
+            committedAt[n] = clock.lastCommit
             usleep(5_000)
         }
         #expect(observer.wait().status == 0)
@@ -189,19 +189,6 @@ import TestSupport
         print(String(format: "[perf] ValueObservation, commit to new value in another process: median %.0f µs, p99 %.0f µs, max %.0f µs",
                      p50, p99, latencies.last ?? 0)
               + " (\(latencies.count) values for \(count) commits 5 ms apart, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(build) build)")
-    }
-}
-
-/// The monotonic time of each commit's end in this process.
-final class CommitTimes: WriteObserver, @unchecked Sendable {
-    private let lock = NSLock()
-    private var time: UInt64 = 0
-    var last: UInt64 { lock.lock(); defer { lock.unlock() }; return time }
-
-    func transactionDidCommit(_ commit: CommittedTransaction) {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        lock.lock(); time = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec); lock.unlock()
     }
 }
 

@@ -39,7 +39,7 @@ package enum TemporaryFileName {
         guard bytes.starts(with: head) else { return nil }
         let rest = bytes[head.count...]
         let fields = rest.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        let isHex16 = { (field: ArraySlice<UInt8>) in field.count == 16 && field.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } }
+        let isHex16 = { (field: ArraySlice<UInt8>) in field.count == 16 && field.allSatisfy { Hex.value($0) != nil } }
         guard let last = fields.last, isHex16(last) else { return ("", nil) }
         guard fields.count >= 3, let pid = Int32(String(decoding: fields[fields.count - 2], as: UTF8.self)), pid > 0 else {
             return ("", nil)

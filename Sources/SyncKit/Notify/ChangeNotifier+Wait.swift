@@ -66,29 +66,7 @@ extension InotifyWatch {
     /// Blocks until a batch of events names `name`, `timeout` passes or ``stop()`` is called; returns
     /// whether events named `name`.
     func wait(for name: [UInt8], timeout: Duration) -> Bool {
-        let deadline = ContinuousClock.now + timeout
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { return false }
-            let (seconds, attoseconds) = remaining.components
-            let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
-            var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, milliseconds)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            if ready == 0 { continue }
-            if fds[1].revents != 0 { return false }
-            guard fds[0].revents & Int16(POLLIN) != 0 else { return false }
-            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                return false
-            }
-            if Self.names(in: buffer[0..<count], contain: name) { return true }
-        }
+        return nextBatch(naming: name, timeout: timeout, buffer: &buffer) == .named
     }
 }

@@ -152,21 +152,46 @@ final class InotifyWatch: @unchecked Sendable {
         let wanted = Array(name.utf8)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
+            switch nextBatch(naming: wanted, timeout: nil, buffer: &buffer) {
+            case .named: notify()
+            case .timedOut: continue
+            case .stopped: return
+            }
+        }
+    }
+
+    /// What ``nextBatch(naming:timeout:buffer:)`` saw.
+    enum Batch { case named, timedOut, stopped }
+
+    /// Blocks until a batch of events names `name` (`.named`), `timeout` passes (`.timedOut`; `nil`
+    /// waits for ever), or ``stop()`` is called or the watch fails (`.stopped`). Batches that do not
+    /// name `name` are read and skipped. The one loop behind ``run(name:_:)`` and the blocking waits.
+    func nextBatch(naming name: [UInt8], timeout: Duration?, buffer: inout [UInt8]) -> Batch {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            var milliseconds: Int32 = -1
+            if let deadline {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                if remaining <= .zero { return .timedOut }
+                let (seconds, attoseconds) = remaining.components
+                milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+            }
             var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, -1)
+            let ready = poll(&fds, 2, milliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
-                return
+                return .stopped
             }
-            if fds[1].revents != 0 { return }
-            guard fds[0].revents & Int16(POLLIN) != 0 else { if fds[0].revents != 0 { return } else { continue } }
+            if ready == 0 { continue }
+            if fds[1].revents != 0 { return .stopped }
+            guard fds[0].revents & Int16(POLLIN) != 0 else { return .stopped }
             let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EAGAIN || errno == EINTR { continue }
-                return
+                return .stopped
             }
-            if Self.names(in: buffer[0..<count], contain: wanted) { notify() }
+            if Self.names(in: buffer[0..<count], contain: name) { return .named }
         }
     }
 

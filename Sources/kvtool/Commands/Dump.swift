@@ -321,23 +321,16 @@ final class DumpSink {
     }
 
     private func flush() throws {
-        try buffer.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                guard let base = bytes.baseAddress else { return }
-                let written = Glibc.write(fd, base + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw failure()
-                }
-                offset += written
-            }
+        do {
+            try buffer.withUnsafeBytes { try SystemCall.writeAll(fd, $0, path: path ?? "standard output") }
+        } catch KVStoreError.io(_, _, let code) {
+            throw failure(code)
         }
         buffer.removeAll(keepingCapacity: true)
     }
 
-    private func failure() -> CLIError {
-        CLIError(.failure, "cannot write \(path ?? "standard output"): \(String(cString: strerror(errno)))")
+    private func failure(_ code: Int32 = errno) -> CLIError {
+        CLIError(.failure, "cannot write \(path ?? "standard output"): \(String(cString: strerror(code)))")
     }
 
     /// Writes what is buffered; for a file, syncs it and renames it into place.
