@@ -48,6 +48,14 @@ is_sync() {
     return 1
 }
 
+# True when $1 exists and is newer than every other argument. (Not `ls -t | head -1`: under
+# pipefail, head closing the pipe early kills ls with SIGPIPE once the list outgrows one write.)
+up_to_date() {
+    local target=$1 f; shift
+    [[ -f $target ]] || return 1
+    for f in "$@"; do [[ $target -nt $f ]] || return 1; done
+}
+
 # One static library per module; rebuilt when a source, or a library it imports, is newer than it.
 build_module() {
     local name=$1; shift
@@ -59,9 +67,7 @@ build_module() {
         SyncFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncKit.a" "$OUT/libFuzzProperties.a") ;;
     esac
     local lib=$OUT/lib$name.a
-    local newest
-    newest=$(ls -t "$@" "${deps[@]}" | head -1)
-    if [[ -f $lib && $lib -nt $newest ]]; then return; fi
+    if up_to_date "$lib" "$@" "${deps[@]}"; then return; fi
     echo "fuzz.sh: compiling $name ($# files)" >&2
     "$SWIFTC" "${SAN[@]}" "${extra[@]}" -module-name "$name" -emit-library -static \
         -emit-module -emit-module-path "$OUT/$name.swiftmodule" \
@@ -95,11 +101,7 @@ build() {
         [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
         local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" "$OUT/libLogging.a")
         is_sync "$t" && libs=("$OUT/libSyncFuzzProperties.a" "$OUT/libSyncKit.a" "${libs[@]}")
-        local newest
-        newest=$(ls -t "${sources[@]}" "${libs[@]}" | head -1)
-        if [[ -f $exe && $exe -nt $newest ]]; then
-            continue
-        fi
+        if up_to_date "$exe" "${sources[@]}" "${libs[@]}"; then continue; fi
         echo "fuzz.sh: compiling and linking fuzz-$t" >&2
         # gold warns once per ASan helper symbol ("Cannot export local symbol"); that is noise.
         "$SWIFTC" "${SAN[@]}" -module-name "fuzz_$t" -I "$OUT" -I Sources/CLMDB \
