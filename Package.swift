@@ -13,10 +13,20 @@ let package = Package(
         .library(name: "CLMDB", targets: ["CLMDB"]),
         .library(name: "SyncKit", targets: ["SyncKit"]),
         .library(name: "Workloads", targets: ["Workloads"]),
+        // Replication of containers across machines through PostgreSQL (postgres-nio, SwiftNIO).
+        .library(name: "SyncKitPostgres", targets: ["SyncKitPostgres"]),
         .executable(name: "kvtool", targets: ["kvtool"]),
+    ],
+    // `PostgreSQL` (on by default) builds SyncKitPostgres on postgres-nio and `kvtool sync`. Without it
+    // (`--disable-default-traits`) nothing of NIO is built: SyncKitPostgres is empty and kvtool has no
+    // `sync`. KVStore, SyncKit and Workloads never depend on it either way.
+    traits: [
+        .trait(name: "PostgreSQL", description: "Replication across machines through PostgreSQL (SyncKitPostgres, kvtool sync)"),
+        .default(enabledTraits: ["PostgreSQL"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
@@ -28,10 +38,17 @@ let package = Package(
         .target(name: "KVStore", dependencies: ["CLMDB", .product(name: "Logging", package: "swift-log")]),
         .target(name: "SyncKit", dependencies: ["KVStore"]),
         .target(name: "Workloads", dependencies: ["KVStore", "SyncKit"]),
+        .target(
+            name: "SyncKitPostgres",
+            dependencies: [
+                "KVStore", "SyncKit",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+            ]
+        ),
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "SyncKit", "Workloads",
+                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -43,6 +60,8 @@ let package = Package(
         ),
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
+        // Replication through a real PostgreSQL cluster the tests start and stop themselves.
+        .testTarget(name: "SyncKitPostgresTests", dependencies: ["KVStore", "SyncKit", "SyncKitPostgres", "Workloads", "TestSupport"]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),

@@ -4,8 +4,10 @@
 The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
+                        SyncKit <- SyncKitPostgres <- kvtool
 
-and only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
+and only SyncKitPostgres imports NIO or postgres-nio (an app that shares state between processes builds
+none of it); only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
 import it `internal`ly, so that no public API shows LMDB's C types). Modules that are not the
 project's own (Foundation, Glibc, ArgumentParser, Logging…) are not this check's business.
 
@@ -17,13 +19,16 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "kvtool"]
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "kvtool"]
+# SwiftNIO's and postgres-nio's modules: SyncKitPostgres alone may import them.
+NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
 # What each target of Sources/ may import of the project's own modules.
 ALLOWED = {
     "KVStore": {"CLMDB"},
     "SyncKit": {"KVStore"},
     "Workloads": {"KVStore", "SyncKit"},
-    "kvtool": {"KVStore", "SyncKit", "Workloads"},
+    "SyncKitPostgres": {"KVStore", "SyncKit"},
+    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres"},
 }
 PROJECT = set(LAYERS) | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
 IMPORT = re.compile(
@@ -55,6 +60,8 @@ def violations(root):
                             if module in PROJECT:
                                 found.append(f"{where}: {target} is not a known layer ({' <- '.join(LAYERS)}); it imports {module}")
                             continue
+                        if NIO.match(module) and target != "SyncKitPostgres":
+                            found.append(f"{where}: {target} imports {module}; only SyncKitPostgres may depend on NIO")
                         if module in PROJECT and module not in allowed:
                             found.append(f"{where}: {target} imports {module}, which is not below it ({' <- '.join(LAYERS)}; only KVStore imports CLMDB)")
                         if target == "KVStore" and module == "CLMDB":
@@ -80,14 +87,17 @@ def self_test():
         write("Sources/KVStore/LMDB/E.swift", "import CLMDB\n")
         write("Sources/KVStore/Store/G.swift", "internal import CLMDB\n")
         write("Sources/Workloads/F.swift", "public import kvtool\n")
+        write("Sources/SyncKit/H.swift", "import NIOCore\n")
+        write("Sources/SyncKitPostgres/I.swift", "import PostgresNIO\nimport SyncKit\n")
         found = violations(root)
-        assert len(found) == 5, found
+        assert len(found) == 6, found
+        assert any("SyncKit imports NIOCore" in line for line in found), found
         assert any("only KVStore's LMDB/ folder" in line for line in found), found
         assert any("SyncKit imports CLMDB" in line for line in found), found
         assert any("KVStore imports SyncKit" in line for line in found), found
         assert any("internal import CLMDB" in line for line in found), found
         assert any("Workloads imports kvtool" in line for line in found), found
-    print("check-imports self-test: ok (a clean tree passes; 5 planted crossings are all reported)")
+    print("check-imports self-test: ok (a clean tree passes; 6 planted crossings are all reported)")
 
 
 if __name__ == "__main__":
@@ -100,4 +110,4 @@ if __name__ == "__main__":
         print(f"check-imports: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool")
+    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- kvtool")

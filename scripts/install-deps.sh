@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine with Swift lacks for building and testing KVStore:
 # LMDB's library and headers (liblmdb-dev), LMDB's own tools (lmdb-utils: mdb_stat, mdb_dump,
-# mdb_load, used by the tests), pkg-config, and Python's cbor2 (the interoperability tests).
+# mdb_load, used by the tests), pkg-config, PostgreSQL (the replication tests and demo start their
+# own throwaway clusters), and Python's cbor2 (the interoperability tests).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -12,6 +13,8 @@ missing=()
 pkg-config --exists lmdb 2>/dev/null || missing+=(liblmdb-dev)
 command -v mdb_stat >/dev/null 2>&1 || missing+=(lmdb-utils)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# PostgreSQL's server programs: the replication tests and the demo start throwaway clusters.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo_if_needed apt-get update -qq

@@ -15,6 +15,15 @@ struct KVTool: ParsableCommand {
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self,
             Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,
             Readers.self, Check.self, Compact.self, Bench.self, Demo.self,
-        ]
+        ] + KVTool.replicationCommands
     )
+}
+
+extension KVTool {
+    /// `kvtool sync`, with the `PostgreSQL` trait (on by default).
+    #if PostgreSQL
+    static let replicationCommands: [any ParsableCommand.Type] = [SyncCommand.self]
+    #else
+    static let replicationCommands: [any ParsableCommand.Type] = []
+    #endif
 }

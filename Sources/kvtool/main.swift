@@ -3,6 +3,12 @@ import ArgumentParser
 import Glibc
 #endif
 
+// A parent may have started kvtool with signals blocked (libdispatch's threads block them, and a child
+// inherits its spawner's mask): SIGTERM and SIGINT must stop `kvtool sync run` and `watch`.
+var unblocked = sigset_t()
+sigemptyset(&unblocked)
+sigprocmask(SIG_SETMASK, &unblocked, nil)
+
 // Global options may come before the subcommand (`kvtool --group G info`); swift-argument-parser
 // wants them on the subcommand, so they are moved there before parsing.
 let arguments = GlobalOptions.movingGlobalOptionsAfterSubcommand(Array(CommandLine.arguments.dropFirst()))

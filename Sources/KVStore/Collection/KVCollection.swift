@@ -209,6 +209,17 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         return bytes
     }
 
+    /// `bytes` decoded as a stored value of this collection (replication applies other machines'
+    /// values through the typed collection, so that its indexes follow).
+    package func decodeStoredValue(_ bytes: [UInt8], key: [UInt8]) throws -> Value {
+        try bytes.withUnsafeBytes { try decode($0, key: key) }
+    }
+
+    /// `value` as this collection stores it.
+    package func encodeValueForStorage(_ value: Value) throws -> [UInt8] {
+        try codec.encode(value)
+    }
+
     func decode(_ bytes: UnsafeRawBufferPointer, key: [UInt8]) throws -> Value {
         // Before anything copies or parses the bytes: a value another process stored raw may be
         // hundreds of megabytes, and touching the map costs nothing, copying it does.

@@ -300,6 +300,24 @@ public final class SharedDefaults: @unchecked Sendable {
         return result
     }
 
+    /// The stored value at `key`, without registered defaults, or `nil` (for replication).
+    package func storedValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
+        let k = try keyBytes(key)
+        guard let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) else { return nil }
+        return try decodeValue(bytes, key: key)
+    }
+
+    /// The keys with a stored value inside `transaction`, in key order.
+    package func storedKeys(in transaction: ReadTransaction) throws -> [String] {
+        guard let database = try resolvedDatabase(in: transaction) else { return [] }
+        var keys: [String] = []
+        try transaction.scan(database, .all, reverse: false) { key, _ in
+            keys.append(String(decoding: key, as: UTF8.self))
+            return true
+        }
+        return keys
+    }
+
     // MARK: - Internals
 
     private func rawValue(forKey key: String) throws -> CBORValue? {

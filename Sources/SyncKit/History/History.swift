@@ -45,6 +45,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     package static let consumersName = "_history.consumers"
     static let lastTokenKey = "lastToken"
     static let purgedThroughKey = "purgedThrough"
+    static let clockKey = "clock"
 
     private static let attached = Locked<[ObjectIdentifier: History]>([:])
 
@@ -143,6 +144,22 @@ public final class History: WriteObserver, @unchecked Sendable {
         return .changes(collector.transactions, next: collector.next)
     }
 
+    // MARK: - Clock
+
+    /// The last hybrid logical clock stamp recorded (``HybridTimestamp/zero`` if none).
+    public func clock() throws -> HybridTimestamp {
+        try store.read { HybridTimestamp(rawValue: try state.get(Self.clockKey, in: $0) ?? 0) }
+    }
+
+    /// Moves the clock past `remote`, a stamp from another machine, inside `transaction`: every
+    /// transaction recorded from then on is stamped after it, so a write made after seeing a remote
+    /// change orders after that change everywhere.
+    public func observeClock(_ remote: HybridTimestamp, in transaction: WriteTransaction) throws {
+        let current = try state.get(Self.clockKey, in: transaction) ?? 0
+        guard remote.rawValue > current else { return }
+        try transaction.unrecorded { try state.put(remote.rawValue, forKey: Self.clockKey, in: transaction) }
+    }
+
     // MARK: - WriteObserver
 
     public func transactionWillCommit(_ transaction: WriteTransaction) throws {
@@ -150,6 +167,7 @@ public final class History: WriteObserver, @unchecked Sendable {
         guard !mutations.isEmpty else { return }
         var tracked: [Mutation.Target: Bool] = [:]
         var last: UInt64?
+        var clock: HybridTimestamp?
         let now = Date()
         try transaction.unrecorded {
             for mutation in mutations {
@@ -169,12 +187,17 @@ public final class History: WriteObserver, @unchecked Sendable {
                 }
                 let token = previous + 1
                 last = token
+                if clock == nil {
+                    clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: try state.get(Self.clockKey, in: transaction) ?? 0),
+                                                 now: now)
+                }
                 try entries.put(HistoryEntry(
                     token: ChangeToken(rawValue: token), transactionID: transaction.transactionID,
                     author: transaction.author, timestamp: now, target: mutation.target,
-                    key: mutation.key, operation: mutation.operation), forKey: token, in: transaction)
+                    key: mutation.key, operation: mutation.operation, clock: clock), forKey: token, in: transaction)
             }
             if let last { try state.put(last, forKey: Self.lastTokenKey, in: transaction) }
+            if let clock { try state.put(clock.rawValue, forKey: Self.clockKey, in: transaction) }
         }
     }
 

@@ -37,6 +37,12 @@ public struct HistoryConsumer: Sendable {
         return record.token
     }
 
+    /// The last token this consumer acknowledged, as `transaction` sees it.
+    public func token(in transaction: ReadTransaction) throws -> ChangeToken {
+        guard let record = try history.consumerRecords.get(name, in: transaction) else { throw SyncError.unknownConsumer(name) }
+        return record.token
+    }
+
     /// The changes after this consumer's token, without its own author's entries.
     public func pendingChanges(matching filter: HistoryFilter = .all) throws -> HistoryChanges {
         try history.store.read { tx in

@@ -23,9 +23,12 @@ public struct HistoryEntry: Codable, Hashable, Sendable {
     /// `KeyEncoding`; for a defaults suite they are the key's UTF-8 bytes.
     public var key: [UInt8]
     public var operation: Mutation.Operation
+    /// The transaction's hybrid logical clock stamp (``HybridTimestamp``): every entry of a transaction
+    /// has the same. `nil` in entries recorded before stamps existed.
+    public var clock: HybridTimestamp?
 
     public init(token: ChangeToken, transactionID: Int, author: String?, timestamp: Date,
-                target: Mutation.Target, key: [UInt8], operation: Mutation.Operation) {
+                target: Mutation.Target, key: [UInt8], operation: Mutation.Operation, clock: HybridTimestamp? = nil) {
         self.token = token
         self.transactionID = transactionID
         self.author = author
@@ -36,6 +39,7 @@ public struct HistoryEntry: Codable, Hashable, Sendable {
         }
         self.key = key
         self.operation = operation
+        self.clock = clock
     }
 
     /// Where the change happened.

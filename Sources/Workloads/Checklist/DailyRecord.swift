@@ -96,3 +96,20 @@ public struct DailySummary: BitwiseCopyable, Hashable, Sendable {
         withUnsafeBytes(of: self) { hasher.combine(bytes: $0) }
     }
 }
+
+extension DailyRecord {
+    /// The merge of two devices' records of one day (replication's merge for the checklist): the union
+    /// of the items answered. An item answered on both with different scores keeps the higher one, and
+    /// a memo written on both keeps the longer (then the greater) text, so that the merge gives the
+    /// same record whichever side computes it.
+    public static func union(_ a: DailyRecord, _ b: DailyRecord) -> DailyRecord {
+        var scores = a.scores
+        for (item, score) in b.scores { scores[item] = max(scores[item] ?? score, score) }
+        var memos = a.memos
+        for (item, memo) in b.memos {
+            if let other = memos[item], (other.count, other) >= (memo.count, memo) { continue }
+            memos[item] = memo
+        }
+        return DailyRecord(day: a.day, scores: scores, memos: memos)
+    }
+}

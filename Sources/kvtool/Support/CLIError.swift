@@ -1,5 +1,8 @@
 import Foundation
 import KVStore
+#if PostgreSQL
+import SyncKitPostgres
+#endif
 
 /// An error `kvtool` reports as one line on stderr, with the exit code of its class.
 struct CLIError: Error, CustomStringConvertible {
@@ -36,6 +39,15 @@ struct CLIError: Error, CustomStringConvertible {
                  .mapLimitReached, .io, .unsafeFile, .mapSizeOverLimit, .truncatedStore:
                 self.init(.failure, error.description)
             }
+        #if PostgreSQL
+        case let error as ReplicationError:
+            switch error {
+            case .invalidServerURL, .unsupportedTarget: self.init(.badInput, error.description)
+            case .malformedServerRow: self.init(.badInput, error.description)
+            case .notDeclared: self.init(.notFound, error.description)
+            case .server, .serverSchemaTooNew, .corruptState: self.init(.failure, error.description)
+            }
+        #endif
         case let error as LMDBError:
             self.init(.failure, "store error: \(error)")
         case let error as KeyDecodingError:

@@ -59,7 +59,8 @@ struct GlobalOptions: ParsableArguments {
                                                 "snapshot": ["export", "list", "verify", "prune"],
                                                 "files": ["ls", "cat", "put", "rm"],
                                                 "bench": ["dashboard", "cold-open"],
-                                                "demo": ["extension", "widget", "push-extension"]]
+                                                "demo": ["extension", "widget", "push-extension"],
+                                                "sync": ["enable", "run", "status", "prune"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its
     /// sub-subcommand), where swift-argument-parser looks for them.

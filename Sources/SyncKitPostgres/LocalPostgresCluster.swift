@@ -1,0 +1,159 @@
+#if PostgreSQL
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throwaway PostgreSQL cluster in a temporary directory, for demos and tests: `initdb`, a server on
+/// a free loopback port and a Unix socket directory, and `pg_ctl stop` at the end. Never for data that
+/// matters: it runs with `fsync=off`.
+///
+/// Debian's `postgresql` package puts the server programs in `/usr/lib/postgresql/VERSION/bin`;
+/// `$KVSTORE_PG_BIN` overrides. `initdb` refuses to run as root, so as root the cluster belongs to
+/// the `postgres` user (`runuser -u postgres`).
+public final class LocalPostgresCluster: @unchecked Sendable {
+    public let directory: String
+    public let port: Int
+    public let user = "kv"
+    public let database = "kv"
+    let binaries: String
+    private let asPostgresUser: Bool
+
+    /// The server over TCP on 127.0.0.1.
+    public var tcpURL: ServerURL {
+        ServerURL(endpoint: .tcp(host: "127.0.0.1", port: port), user: user, database: database)
+    }
+
+    /// The server through its Unix socket.
+    public var socketURL: ServerURL {
+        ServerURL(endpoint: .unixSocket(path: socketDirectory + "/.s.PGSQL.\(port)"), user: user, database: database)
+    }
+
+    public var socketDirectory: String { directory + "/socket" }
+    var dataDirectory: String { directory + "/data" }
+    var logFile: String { directory + "/server.log" }
+
+    /// Creates the cluster and starts its server.
+    ///
+    /// - Throws: ``ReplicationError/server(_:)`` naming the step that failed (PostgreSQL not
+    ///   installed, `initdb` or `pg_ctl` failing, with the end of the server's log).
+    public init(port: Int? = nil) throws {
+        binaries = try Self.findBinaries()
+        asPostgresUser = geteuid() == 0
+        var template = Array((NSTemporaryDirectory() + "kvsync-pg-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw ReplicationError.server("cannot make a temporary directory") }
+        directory = String(cString: made)
+        self.port = try port ?? Self.freePort()
+        do {
+            try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
+            if asPostgresUser {
+                try run("/bin/chown", ["-R", "postgres:postgres", directory], asPostgres: false)
+                chmod(directory, 0o755)
+            }
+            try run(binaries + "/initdb", ["-D", dataDirectory, "-U", user, "-A", "trust", "--no-sync", "-E", "UTF8"])
+            try start()
+            try run(binaries + "/createdb", ["-h", socketDirectory, "-p", "\(self.port)", "-U", user, database])
+        } catch {
+            try? stop()
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    deinit {
+        try? stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Starts the server (again, after ``stop(immediate:)``) and waits until it accepts connections.
+    public func start() throws {
+        try run(binaries + "/pg_ctl", [
+            "-D", dataDirectory, "-l", logFile, "-w", "-t", "60",
+            "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200",
+            "start",
+        ])
+    }
+
+    /// Stops the server: `immediate` is `pg_ctl stop -m immediate`, a crash as far as clients can tell.
+    public func stop(immediate: Bool = false) throws {
+        guard FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") else { return }
+        try run(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60", "stop"])
+    }
+
+    /// Runs SQL through `psql` (for tests that plant rows a replicator never writes).
+    @discardableResult
+    public func psql(_ sql: String) throws -> String {
+        try run(binaries + "/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", socketDirectory, "-p", "\(port)",
+                                     "-U", user, "-d", database, "-c", sql])
+    }
+
+    /// Runs `program` to completion (killed after 120 s), its output captured in a file: not a pipe,
+    /// which the server `pg_ctl start` leaves running could hold open.
+    @discardableResult
+    private func run(_ program: String, _ arguments: [String], asPostgres: Bool? = nil) throws -> String {
+        let argv = (asPostgres ?? asPostgresUser) ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + arguments
+                                                  : [program] + arguments
+        let outputPath = directory + "/.command-output-\(getpid())"
+        unlink(outputPath)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else { throw ReplicationError.server("cannot run \(argv[0]): errno \(spawned)") }
+        var status: Int32 = 0
+        let deadline = ContinuousClock.now + .seconds(120)
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            if ContinuousClock.now > deadline {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                break
+            }
+            usleep(10_000)
+        }
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        unlink(outputPath)
+        let exited = status & 0x7f == 0
+        let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard code == 0 else {
+            let log = (try? String(contentsOfFile: logFile, encoding: .utf8))?.split(separator: "\n").suffix(5).joined(separator: " | ") ?? ""
+            let said = text.split(separator: "\n").suffix(3).joined(separator: " | ")
+            throw ReplicationError.server("\((program as NSString).lastPathComponent) failed (\(code)): \(said)\(log.isEmpty ? "" : "; log: " + log)")
+        }
+        return text
+    }
+
+    static func findBinaries() throws -> String {
+        if let explicit = ProcessInfo.processInfo.environment["KVSTORE_PG_BIN"] { return explicit }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .compactMap(Int.init).sorted(by: >)
+        for version in versions where FileManager.default.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {
+            return "\(root)/\(version)/bin"
+        }
+        throw ReplicationError.server("PostgreSQL's server programs are not installed (apt-get install postgresql, or set KVSTORE_PG_BIN)")
+    }
+
+    /// A loopback port nothing listens on right now.
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ReplicationError.server("socket() failed: errno \(errno)") }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw ReplicationError.server("cannot find a free port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+#endif

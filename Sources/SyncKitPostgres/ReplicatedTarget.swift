@@ -1,0 +1,140 @@
+#if PostgreSQL
+import KVStore
+import SyncKit
+
+/// How a replicated collection settles two writes of one key that did not see each other.
+///
+/// Whatever the policy, every resolution is reported as a ``ConflictEvent``.
+public struct ConflictPolicy<Value>: Sendable {
+    enum Kind: Sendable {
+        case lastWriterWins
+        case rejectAndReport
+        case merge(@Sendable (_ local: Value, _ remote: Value) throws -> Value)
+    }
+    let kind: Kind
+
+    /// The write with the later hybrid logical clock wins; equal clocks are ordered by device id, so
+    /// every device picks the same winner. The default.
+    public static var lastWriterWins: Self { Self(kind: .lastWriterWins) }
+
+    /// The write that reached the server first wins; the other device's write is dropped there and
+    /// reported to it (``ConflictEvent/Resolution-swift.enum/rejectedLocal``).
+    public static var rejectAndReport: Self { Self(kind: .rejectAndReport) }
+
+    /// `merge(local, remote)` gives the value both devices end with (it must not depend on which
+    /// side is local: both devices may compute it). When one side deleted the key, there is nothing to
+    /// merge and last-writer-wins decides.
+    public static func merge(_ merge: @escaping @Sendable (_ local: Value, _ remote: Value) throws -> Value) -> Self {
+        Self(kind: .merge(merge))
+    }
+}
+
+/// A collection or defaults suite that replicates, with the typed operations a replicator needs:
+/// applying a change goes through the collection itself, so its indexes and derived collections are
+/// recomputed in the same transaction.
+public struct ReplicatedTarget: Sendable {
+    enum Policy: Sendable {
+        case lastWriterWins
+        case rejectAndReport
+        case merge(@Sendable (_ local: [UInt8], _ remote: [UInt8], _ key: [UInt8]) throws -> [UInt8])
+    }
+
+    public let target: Mutation.Target
+    let policy: Policy
+    /// The stored value bytes at a key, or `nil`.
+    let read: @Sendable (_ key: [UInt8], _ transaction: ReadTransaction) throws -> [UInt8]?
+    /// Stores (or, with `nil`, deletes) the value at a key; throws for bytes that are not a valid key
+    /// or value of the target.
+    let write: @Sendable (_ key: [UInt8], _ value: [UInt8]?, _ transaction: WriteTransaction) throws -> Void
+    /// Every stored key.
+    let keys: @Sendable (_ transaction: ReadTransaction) throws -> [[UInt8]]
+
+    /// A typed collection. Its values replicate as stored (its codec's bytes), so every device must
+    /// open it with the same value type and encoding.
+    public static func collection<Key: OrderedKey, Value>(
+        _ collection: KVCollection<Key, Value>, conflicts: ConflictPolicy<Value> = .lastWriterWins
+    ) -> ReplicatedTarget {
+        let policy: Policy = switch conflicts.kind {
+        case .lastWriterWins: .lastWriterWins
+        case .rejectAndReport: .rejectAndReport
+        case .merge(let merge):
+            .merge { local, remote, key in
+                let merged = try merge(try collection.decodeStoredValue(local, key: key),
+                                       try collection.decodeStoredValue(remote, key: key))
+                return try collection.encodeValueForStorage(merged)
+            }
+        }
+        return ReplicatedTarget(
+            target: .collection(collection.name), policy: policy,
+            read: { key, transaction in
+                try collection.withValueBytes(forKey: try Self.decodeKey(key, as: Key.self, collection.name),
+                                              in: transaction) { Array($0) }
+            },
+            write: { key, value, transaction in
+                let typedKey = try Self.decodeKey(key, as: Key.self, collection.name)
+                if let value {
+                    try collection.put(try collection.decodeStoredValue(value, key: key), forKey: typedKey, in: transaction)
+                } else {
+                    try collection.delete(typedKey, in: transaction)
+                }
+            },
+            keys: { transaction in try collection.keys(in: transaction).map(\.encodedKey) })
+    }
+
+    /// A ``SharedDefaults`` suite. Values are CBOR, as the suite stores them; a suite offers
+    /// last-writer-wins or reject-and-report.
+    public static func defaults(_ defaults: SharedDefaults, rejectConflicts: Bool = false) -> ReplicatedTarget {
+        ReplicatedTarget(
+            target: .defaults(defaults.suiteName), policy: rejectConflicts ? .rejectAndReport : .lastWriterWins,
+            read: { key, transaction in
+                try defaults.storedValue(forKey: try Self.defaultsKey(key, defaults.suiteName), in: transaction)?.encoded()
+            },
+            write: { key, value, transaction in
+                let name = try Self.defaultsKey(key, defaults.suiteName)
+                if let value {
+                    let decoded: CBORValue
+                    do { decoded = try CBORValue.decode(value) } catch {
+                        throw KVStoreError.corruptValue(collection: "defaults \(defaults.suiteName)", key: name,
+                                                        reason: "not CBOR: \(error)", underlying: .init(error))
+                    }
+                    try defaults.set(cborValue: decoded, forKey: name, in: transaction)
+                } else {
+                    try defaults.removeObject(forKey: name, in: transaction)
+                }
+            },
+            keys: { transaction in try defaults.storedKeys(in: transaction).map { Array($0.utf8) } })
+    }
+
+    /// A collection known only by name, as `kvtool` sees it: values replicate as stored bytes. It must
+    /// have no index or derived collection, which only its typed definition can maintain.
+    ///
+    /// - Throws: ``ReplicationError/unsupportedTarget(_:reason:)`` if it has any.
+    public static func untypedCollection(named name: String, in store: Store, rejectConflicts: Bool = false) throws -> ReplicatedTarget {
+        let (entry, untyped) = try store.untypedCollection(named: name)
+        guard !entry.hasMaintainedData else {
+            throw ReplicationError.unsupportedTarget(.collection(name), reason:
+                "it has indexes or derived collections, which only its typed definition can keep in step; replicate it from the app with ReplicatedTarget.collection(_:)")
+        }
+        return Self.collection(untyped, conflicts: rejectConflicts ? .rejectAndReport : .lastWriterWins)
+    }
+
+    static func decodeKey<Key: OrderedKey>(_ bytes: [UInt8], as type: Key.Type, _ collection: String) throws -> Key {
+        let key: Key
+        do { key = try Key.decodeKey(bytes) } catch {
+            throw KVStoreError.invalidKey(collection: collection, reason: "not a key of this collection: \(error)")
+        }
+        // Only the canonical encoding: two spellings of one key would be two rows on the server.
+        guard key.encodedKey == bytes else {
+            throw KVStoreError.invalidKey(collection: collection, reason: "not the canonical encoding of its key")
+        }
+        return key
+    }
+
+    static func defaultsKey(_ bytes: [UInt8], _ suite: String) throws -> String {
+        guard let key = String(validating: bytes, as: UTF8.self) else {
+            throw KVStoreError.invalidKey(collection: "defaults \(suite)", reason: "the key is not UTF-8")
+        }
+        return key
+    }
+}
+#endif

@@ -1,0 +1,132 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+
+/// Declaring what replicates, and reading where replication stands: store-only operations that need
+/// no server.
+public enum Replication {
+    /// The author of every change a replicator applies: never sent back (no echo).
+    public static let author = "sync"
+    /// The history consumer whose token marks what has reached the server.
+    public static let consumerName = "sync.push"
+
+    static let stateName = "_sync.state"
+    static let targetsName = "_sync.targets"
+    static let dirtyName = "_sync.dirty"
+    static let stateKey = "replica"
+    static func versionsName(_ target: Mutation.Target) -> String { "_sync.v." + target.declarationKey }
+
+    /// Declares `target` replicated, in every process of the container: enables its history (if it
+    /// is not on), registers the replicator's history consumer, and queues every key it already holds
+    /// so that the first sync sends it. Declaring again changes nothing.
+    ///
+    /// - Throws: `KVStoreError.collectionNotFound` for a collection the catalog does not have;
+    ///   ``ReplicationError/unsupportedTarget(_:reason:)`` for one of SyncKit's own.
+    public static func enable(_ target: Mutation.Target, in container: SharedContainer, now: Date = Date()) throws {
+        let store = container.store
+        let history = try History.attach(to: container)
+        guard !target.name.hasPrefix("_") else {
+            throw ReplicationError.unsupportedTarget(target, reason: "names starting with '_' are SyncKit's own bookkeeping")
+        }
+        let database: RawDatabase
+        switch target {
+        case .collection(let name):
+            _ = try store.untypedCollection(named: name)   // throws collectionNotFound
+            guard let opened = try store.rawDatabase(named: Catalog.collectionDatabase(name)) else {
+                throw KVStoreError.collectionNotFound(name)
+            }
+            database = opened
+        case .defaults(let name):
+            _ = try container.defaults(suite: name)          // validates the name, creates the suite
+            guard let opened = try store.rawDatabase(named: Catalog.defaultsDatabase(name), create: true) else {
+                throw KVStoreError.io(operation: "open defaults suite \(name)", path: store.directory, errno: 0)
+            }
+            database = opened
+        }
+        let collections = try Collections(store: store)
+        _ = try collections.versions(for: target)
+        _ = try history.consumer(named: consumerName)
+        try store.write { tx in
+            if try collections.targets.get(target.declarationKey, in: tx) != nil { return }
+            if try store.observerRequirement(for: target, in: tx) != History.kind {
+                try store.requireObserver(kind: History.kind, for: target, in: tx)
+            }
+            try tx.unrecorded {
+                try collections.targets.put(TargetDeclaration(kind: target.kindName, name: target.name, since: now),
+                                            forKey: target.declarationKey, in: tx)
+                _ = try collections.replicaState(in: tx)
+            }
+            // Every key already there becomes a history entry of this transaction: pending, so sent.
+            var existing: [([UInt8], [UInt8])] = []
+            try tx.rawScan(database) { key, value in
+                existing.append((Array(key), Array(value)))
+                return true
+            }
+            for (key, value) in existing { try tx.rawPut(database, key, value, recordingAs: target) }
+        }
+    }
+
+    /// The replicated collections and suites of `store`, in name order.
+    public static func declaredTargets(in store: Store) throws -> [Mutation.Target] {
+        guard try store.databaseNames().contains(Catalog.collectionDatabase(targetsName)) else { return [] }
+        let targets = try store.collection(targetsName, key: String.self, value: TargetDeclaration.self)
+        return try targets.entries().compactMap { Mutation.Target(kindName: $0.value.kind, name: $0.value.name) }
+    }
+
+    /// Where replication of `container` stands, from the store alone.
+    public static func status(of container: SharedContainer) throws -> ReplicationStatus {
+        let store = container.store
+        let declared = try declaredTargets(in: store)
+        guard !declared.isEmpty else {
+            return ReplicationStatus(device: nil, cursor: 0, targets: [], pendingChanges: 0, pushed: 0, pulled: 0,
+                                     conflictsResolved: 0, resyncs: 0)
+        }
+        let history = try History.attach(to: container)
+        let collections = try Collections(store: store)
+        let consumer = try history.consumer(named: consumerName)
+        let token = try consumer.token()
+        return try store.read { tx in
+            let state = try collections.state.get(stateKey, in: tx)
+            var pending = 0
+            let filter = HistoryFilter(targets: Set(declared), excludingAuthor: author)
+            if case .changes(let transactions, _) = try history.changes(since: token, matching: filter, in: tx) {
+                pending = transactions.reduce(0) { $0 + $1.entries.count }
+            }
+            pending += try collections.dirty.count(in: tx)
+            return ReplicationStatus(
+                device: state?.device, cursor: state?.cursor ?? 0, targets: declared.map(\.description),
+                pendingChanges: pending, pushed: state?.pushed ?? 0, pulled: state?.pulled ?? 0,
+                conflictsResolved: state?.conflicts ?? 0, resyncs: state?.resyncs ?? 0,
+                lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt)
+        }
+    }
+
+    /// The replicator's own collections in a store.
+    struct Collections: Sendable {
+        let store: Store
+        let state: KVCollection<String, ReplicaState>
+        let targets: KVCollection<String, TargetDeclaration>
+        let dirty: KVCollection<UInt64, DirtyKey>
+
+        init(store: Store) throws {
+            self.store = store
+            state = try store.collection(stateName, key: String.self, value: ReplicaState.self)
+            targets = try store.collection(targetsName, key: String.self, value: TargetDeclaration.self)
+            dirty = try store.collection(dirtyName, key: UInt64.self, value: DirtyKey.self)
+        }
+
+        func versions(for target: Mutation.Target) throws -> KVCollection<ByteKey, KeyVersion> {
+            try store.collection(versionsName(target), key: ByteKey.self, value: KeyVersion.self)
+        }
+
+        /// The state, made (with a new device id) the first time.
+        func replicaState(in tx: WriteTransaction) throws -> ReplicaState {
+            if let state = try state.get(stateKey, in: tx) { return state }
+            let fresh = ReplicaState(device: UUID().uuidString.lowercased())
+            try tx.unrecorded { try state.put(fresh, forKey: stateKey, in: tx) }
+            return fresh
+        }
+    }
+}
+#endif

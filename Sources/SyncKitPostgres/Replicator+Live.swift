@@ -1,0 +1,113 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import PostgresNIO
+import SyncKit
+
+extension Replicator {
+    /// Stays live: syncs now, then whenever another device pushes (PostgreSQL `LISTEN/NOTIFY`, a
+    /// wake-up only: the change log is what is read), whenever a process of this container commits
+    /// (its change notification), and at least every ``Options/pollInterval``. A failed round (the
+    /// server down, say) is retried after a backoff that doubles up to ``Options/maximumBackoff``;
+    /// nothing is lost meanwhile. Returns when the task is cancelled or `deadline` passes.
+    public func run(until deadline: ContinuousClock.Instant? = nil) async throws {
+        let wakeup = Wakeup()
+        let local = try ChangeNotifier(container: container).notifications()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for await _ in local { wakeup.signal() }
+            }
+            tasks.addTask { [self] in
+                await listen(wakeup: wakeup)
+            }
+            tasks.addTask { [self] in
+                var backoff = options.minimumBackoff
+                while !Task.isCancelled {
+                    if let deadline, ContinuousClock.now >= deadline { break }
+                    var wait = options.pollInterval
+                    do {
+                        try await sync()
+                        backoff = options.minimumBackoff
+                    } catch {
+                        wait = backoff
+                        backoff = min(backoff * 2, options.maximumBackoff)
+                    }
+                    if let deadline { wait = min(wait, deadline - ContinuousClock.now) }
+                    if wait > .zero { await wakeup.wait(timeout: wait) }
+                }
+            }
+            // The sync loop ends on the deadline or cancellation; the other two then stop too.
+            _ = try await tasks.next()
+            tasks.cancelAll()
+        }
+    }
+
+    /// Listens on the server's channel on a connection of its own, reconnecting with a backoff, and
+    /// signals `wakeup` for every notification of this group (and after every reconnection, in case
+    /// one was missed while disconnected).
+    private func listen(wakeup: Wakeup) async {
+        var backoff = options.minimumBackoff
+        while !Task.isCancelled {
+            do {
+                let server = try await ServerConnection.connect(self.server, logger: options.logger, maxValueBytes: options.maxValueBytes)
+                defer { Task { await server.close() } }
+                try await server.connection.listen(on: ServerSchema.channel) { notifications in
+                    wakeup.signal()
+                    backoff = options.minimumBackoff
+                    for try await notification in notifications where notification.payload == group {
+                        wakeup.signal()
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, options.maximumBackoff)
+        }
+    }
+}
+
+/// A one-slot signal: `signal()` wakes the task in `wait(timeout:)`, or the next one to call it.
+final class Wakeup: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Locked(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait(timeout: Duration) async {
+        let timer = Task { [self] in
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { signal() }
+        }
+        defer { timer.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.pending {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            signal()
+        }
+    }
+}
+#endif

@@ -1,0 +1,302 @@
+#if PostgreSQL
+import Foundation
+import Logging
+import NIOCore
+import KVStore
+import PostgresNIO
+
+/// One change as it travels to the server.
+struct OutgoingChange: Sendable {
+    var kind: String
+    var name: String
+    var key: [UInt8]
+    /// `nil`: a delete.
+    var value: [UInt8]?
+    var clock: UInt64
+    var base: Int64
+    var token: UInt64
+}
+
+/// What the server did with one change of a batch.
+enum PushOutcome: Sendable {
+    /// Appended (or appended before: a push sent twice); `version` is its sequence number.
+    case applied(version: Int64)
+    /// Its base was not the current version: the server's current row.
+    case conflict(version: Int64, value: [UInt8]?, clock: UInt64, device: String)
+}
+
+/// One row of the server's change log (or, in a resync, of its current state).
+struct ServerChange: Sendable {
+    var sequence: Int64
+    var device: String
+    var kind: String
+    var name: String
+    var key: [UInt8]
+    var value: [UInt8]?
+    var clock: UInt64
+}
+
+/// A connection to the replication server, speaking only the fixed statements of ``ServerSchema``.
+final class ServerConnection: @unchecked Sendable {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// A value longer than this is refused without being read into memory.
+    let maxValueBytes: Int
+
+    private static let nextID = ManagedAtomicCounter()
+
+    private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int) {
+        self.connection = connection
+        self.logger = logger
+        self.maxValueBytes = maxValueBytes
+    }
+
+    static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int) async throws -> ServerConnection {
+        do {
+            // The TCP connect has its own timeout; the start-up exchange after it does not.
+            let connection = try await withThrowingTaskGroup(of: PostgresConnection?.self) { group in
+                group.addTask {
+                    try await PostgresConnection.connect(configuration: url.configuration, id: nextID.next(), logger: logger)
+                }
+                group.addTask {
+                    try await Task.sleep(for: operationTimeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let connection = first else {
+                    throw ReplicationError.server("no answer within \(operationTimeout)")
+                }
+                return connection
+            }
+            return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
+        } catch {
+            throw ReplicationError.server("cannot connect to \(url): \(describe(error))")
+        }
+    }
+
+    func close() async {
+        try? await connection.close()
+    }
+
+    func migrate() async throws {
+        try await mapErrors { [self] in try await ServerSchema.migrate(connection, logger: logger) }
+    }
+
+    /// Sends one batch in one server transaction; one outcome per change, in order.
+    func push(group: String, device: String, changes: [OutgoingChange]) async throws -> [PushOutcome] {
+        try await mapErrors { [self] in
+            var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
+            var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
+            for change in changes {
+                tokens.append(Int64(bitPattern: change.token))
+                kinds.append(change.kind)
+                names.append(change.name)
+                keys.append(ByteBuffer(bytes: change.key))
+                values.append(ByteBuffer(bytes: change.value ?? []))
+                deleted.append(change.value == nil)
+                clocks.append(Int64(bitPattern: change.clock))
+                bases.append(change.base)
+            }
+            var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
+            let rows = try await connection.query("""
+                SELECT idx, outcome, version, s_value, s_hlc, s_device
+                FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases))
+                """, logger: logger)
+            for try await (index, outcome, version, value, clock, serverDevice)
+                    in rows.decode((Int, String, Int64, ByteBuffer?, Int64?, String?).self) {
+                guard (1...changes.count).contains(index) else {
+                    throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
+                }
+                switch outcome {
+                case "applied", "duplicate":
+                    outcomes[index - 1] = .applied(version: version)
+                case "conflict":
+                    guard let clock, clock >= 0, let serverDevice else {
+                        throw ReplicationError.malformedServerRow(sequence: version, reason: "the current state has no clock or device")
+                    }
+                    outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
+                                                    clock: UInt64(clock), device: serverDevice)
+                default:
+                    throw ReplicationError.server("kvsync_push answered '\(outcome)'")
+                }
+            }
+            return try outcomes.enumerated().map { index, outcome in
+                guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }
+                return outcome
+            }
+        }
+    }
+
+    /// The group's pruning horizon and up to `limit` changes after `cursor`, in sequence order.
+    func changes(group: String, after cursor: Int64, limit: Int) async throws -> (prunedThrough: Int64, changes: [ServerChange]) {
+        try await mapErrors { [self] in
+            var pruned: Int64 = 0
+            for try await (found) in try await connection.query(
+                "SELECT pruned_through FROM kvsync_groups WHERE group_id = \(group)", logger: logger).decode(Int64.self) {
+                pruned = found
+            }
+            if cursor < pruned { return (pruned, []) }
+            let rows = try await connection.query("""
+                SELECT seq, device, kind, name, key, octet_length(value),
+                       CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc
+                FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
+                """, logger: logger)
+            return (pruned, try await decodeChanges(rows))
+        }
+    }
+
+    /// The group's current state, every key with its version, read while no push of the group can
+    /// commit, and the last sequence number that state includes.
+    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
+        try await mapErrors { [self] in
+            try await connection.withTransaction(logger: logger) { connection in
+                var last: Int64 = 0
+                // Waits for the group's pushes in flight and holds the next ones back until COMMIT.
+                for try await (found) in try await connection.query(
+                    "SELECT last_seq FROM kvsync_groups WHERE group_id = \(group) FOR SHARE", logger: logger).decode(Int64.self) {
+                    last = found
+                }
+                let rows = try await connection.query("""
+                    SELECT version, device, kind, name, key, octet_length(value),
+                           CASE WHEN octet_length(value) <= \(self.maxValueBytes) THEN value END, hlc
+                    FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
+                    """, logger: logger)
+                return (last, try await self.decodeChanges(rows))
+            }
+        }
+    }
+
+    /// Removes the group's log entries and tombstones older than `age`; returns the new horizon.
+    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+        try await mapErrors { [self] in
+            let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+            return try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT 1 FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger)
+                var horizon: Int64 = 0
+                for try await (found) in try await connection.query("""
+                    SELECT coalesce(max(seq), 0) FROM kvsync_changes
+                    WHERE group_id = \(group) AND created_at < now() - make_interval(secs => \(seconds))
+                    """, logger: logger).decode(Int64.self) {
+                    horizon = found
+                }
+                guard horizon > 0 else { return 0 }
+                try await connection.query("DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon)", logger: logger)
+                try await connection.query("""
+                    DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon)
+                    """, logger: logger)
+                try await connection.query("""
+                    UPDATE kvsync_groups SET pruned_through = greatest(pruned_through, \(horizon)) WHERE group_id = \(group)
+                    """, logger: logger)
+                return horizon
+            }
+        }
+    }
+
+    private func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
+        var changes: [ServerChange] = []
+        for try await (sequence, device, kind, name, key, length, value, clock)
+                in rows.decode((Int64, String, String, String, ByteBuffer, Int?, ByteBuffer?, Int64).self) {
+            if let length, value == nil {
+                throw ReplicationError.malformedServerRow(sequence: sequence, reason:
+                    "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")
+            }
+            guard clock >= 0 else {
+                throw ReplicationError.malformedServerRow(sequence: sequence, reason: "its clock \(clock) is negative")
+            }
+            changes.append(ServerChange(sequence: sequence, device: device, kind: kind, name: name,
+                                        key: Array(key.readableBytesView), value: value.map { Array($0.readableBytesView) },
+                                        clock: UInt64(clock)))
+        }
+        return changes
+    }
+
+    /// How long one statement or transaction may take before it is abandoned and the connection closed.
+    static let operationTimeout: Duration = .seconds(30)
+
+    var isClosed: Bool { connection.isClosed }
+
+    /// Runs `body`, turning PostgreSQL's errors into one-line ``ReplicationError``s. A server that died
+    /// mid-statement (`pg_ctl stop -m immediate`) must not leave a replicator waiting forever on a
+    /// reply: after ``operationTimeout`` the operation is abandoned with an error and the connection
+    /// closed (the replicator then connects anew).
+    func mapErrors<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
+        guard !connection.isClosed else { throw ReplicationError.server("the connection to the server is closed") }
+        let connection = self.connection
+        let start = ContinuousClock.now
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            let finished = Locked(false)
+            let finish: @Sendable (Result<R, any Error>) -> Bool = { result in
+                let first = finished.withLock { done -> Bool in
+                    defer { done = true }
+                    return !done
+                }
+                if first { continuation.resume(with: result) }
+                return first
+            }
+            let work = Task {
+                do { _ = finish(.success(try await Self.mapErrors(body))) } catch { _ = finish(.failure(error)) }
+            }
+            Task {
+                while !finished.withLock({ $0 }) {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    if ContinuousClock.now - start > Self.operationTimeout {
+                        if finish(.failure(ReplicationError.server("no answer within \(Self.operationTimeout)"))) {
+                            work.cancel()
+                            try? await connection.close()
+                        }
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `body`, turning PostgreSQL's errors into one-line ``ReplicationError``s.
+    static func mapErrors<R>(_ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch let error as ReplicationError {
+            throw error
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError as? ReplicationError { throw inner }
+            throw ReplicationError.server(describe(error))
+        } catch {
+            throw ReplicationError.server(describe(error))
+        }
+    }
+}
+
+/// One line about a PostgreSQL error: the server's message where there is one (PSQLError's own
+/// description hides it).
+func describe(_ error: any Error) -> String {
+    if let error = error as? PostgresTransactionError {
+        if let inner = error.closureError { return describe(inner) }
+        if let inner = error.commitError { return "COMMIT failed: " + describe(inner) }
+        if let inner = error.beginError { return "BEGIN failed: " + describe(inner) }
+        return "transaction failed"
+    }
+    if let error = error as? PSQLError {
+        if let message = error.serverInfo?[.message] {
+            let code = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return message + code
+        }
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
+    }
+    if let error = error as? PostgresDecodingError {
+        return "a column of type \(error.postgresType) does not decode as \(error.targetType)"
+    }
+    return String(describing: error).split(separator: "\n").first.map(String.init) ?? "unknown error"
+}
+
+/// Connection ids for postgres-nio's logging.
+final class ManagedAtomicCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func next() -> Int {
+        lock.lock(); defer { lock.unlock() }
+        value += 1
+        return value
+    }
+}
+#endif

@@ -1,0 +1,148 @@
+#if PostgreSQL
+import Logging
+import PostgresNIO
+
+/// The server's tables, created and migrated by the library. Every statement is fixed text: data only
+/// ever travels as bind parameters.
+///
+/// - `kvsync_groups`: one row per group; its `FOR UPDATE` lock serializes the pushes of a group, so
+///   sequence numbers become visible in order and a cursor never skips a change still in flight.
+/// - `kvsync_changes`: the change log, `seq bigserial`, unique on (group, device, token): a push sent
+///   twice is applied once.
+/// - `kvsync_state`: the current value (or tombstone) of every key, with its version (the `seq` that
+///   wrote it), clock and device.
+/// - `kvsync_push(...)`: applies one batch: for each change, `duplicate` (sent before), `conflict` (its
+///   base is not the current version: the server's row comes back) or `applied`.
+enum ServerSchema {
+    /// The schema version this library writes and reads.
+    static let version = 1
+    /// The `LISTEN`/`NOTIFY` channel; the payload is the group id.
+    static let channel = "kvsync"
+    /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
+    static let migrationLock: Int64 = 0x6B76_7379_6E63   // "kvsync"
+
+    /// Statements that take the schema from version `index` to `index + 1`.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE kvsync_groups (
+                group_id text PRIMARY KEY,
+                last_seq bigint NOT NULL DEFAULT 0,
+                pruned_through bigint NOT NULL DEFAULT 0)
+            """,
+            """
+            CREATE TABLE kvsync_changes (
+                seq bigserial PRIMARY KEY,
+                group_id text NOT NULL,
+                device text NOT NULL,
+                token bigint NOT NULL,
+                kind text NOT NULL,
+                name text NOT NULL,
+                key bytea NOT NULL,
+                value bytea,
+                hlc bigint NOT NULL,
+                base bigint NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                UNIQUE (group_id, device, token))
+            """,
+            "CREATE INDEX kvsync_changes_group_seq ON kvsync_changes (group_id, seq)",
+            """
+            CREATE TABLE kvsync_state (
+                group_id text NOT NULL,
+                kind text NOT NULL,
+                name text NOT NULL,
+                key bytea NOT NULL,
+                value bytea,
+                version bigint NOT NULL,
+                hlc bigint NOT NULL,
+                device text NOT NULL,
+                token bigint NOT NULL,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (group_id, kind, name, key))
+            """,
+            """
+            CREATE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[],
+                                        p_names text[], p_keys bytea[], p_values bytea[], p_deleted boolean[],
+                                        p_hlcs bigint[], p_bases bigint[])
+            RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                n integer := coalesce(array_length(p_tokens, 1), 0);
+                cur kvsync_state%ROWTYPE;
+                found_seq bigint;
+                new_seq bigint;
+                last bigint := NULL;
+                v bytea;
+            BEGIN
+                INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
+                PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                FOR k IN 1..n LOOP
+                    idx := k;
+                    SELECT c.seq INTO found_seq FROM kvsync_changes c
+                        WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
+                    IF FOUND THEN
+                        outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                        RETURN NEXT;
+                        CONTINUE;
+                    END IF;
+                    SELECT * INTO cur FROM kvsync_state s
+                        WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
+                    IF FOUND AND cur.version <> p_bases[k]
+                       AND NOT (cur.device = p_device AND cur.token <= p_tokens[k]) THEN
+                        outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
+                        s_device := cur.device;
+                        RETURN NEXT;
+                        CONTINUE;
+                    END IF;
+                    v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
+                    INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+                        VALUES (p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k])
+                        RETURNING seq INTO new_seq;
+                    INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
+                        VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
+                        ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
+                            version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
+                            token = EXCLUDED.token, updated_at = now();
+                    last := new_seq;
+                    outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                    RETURN NEXT;
+                END LOOP;
+                IF last IS NOT NULL THEN
+                    UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
+                    PERFORM pg_notify('kvsync', p_group);
+                END IF;
+                RETURN;
+            END
+            $$
+            """,
+        ],
+    ]
+
+    /// Creates the tables, or brings them up to ``version``, under an advisory lock so that devices
+    /// starting together do not race.
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+            try await connection.query("CREATE TABLE IF NOT EXISTS kvsync_schema (version integer NOT NULL)", logger: logger)
+            var current: Int?
+            for try await (found) in try await connection.query("SELECT version FROM kvsync_schema", logger: logger)
+                .decode(Int.self) {
+                current = max(current ?? 0, found)
+            }
+            if current == nil {
+                try await connection.query("INSERT INTO kvsync_schema (version) VALUES (0)", logger: logger)
+            }
+            let found = current ?? 0
+            guard found <= version else { throw ReplicationError.serverSchemaTooNew(found: found, supported: version) }
+            for step in found..<version {
+                for statement in migrations[step] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+            }
+            if found < version {
+                try await connection.query("UPDATE kvsync_schema SET version = \(version)", logger: logger)
+            }
+        }
+    }
+}
+#endif

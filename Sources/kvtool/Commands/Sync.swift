@@ -1,0 +1,201 @@
+#if PostgreSQL
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKit
+import SyncKitPostgres
+import Workloads
+
+/// `kvtool sync`: replication of this container with other machines' through PostgreSQL.
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Replicate collections and defaults suites with other machines through PostgreSQL.",
+        discussion: """
+            Declare what replicates (sync enable), then run a replicator (sync run). --server takes a libpq-style URL, \
+            postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory; \
+            $KVSTORE_SYNC_SERVER gives the default.
+            """,
+        subcommands: [Enable.self, Run.self, Status.self, Prune.self])
+
+    struct ServerOption: ParsableArguments {
+        @Option(name: .long, help: "The server, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
+        var server: String?
+
+        func url() throws -> ServerURL {
+            guard let text = server ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else {
+                throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER")
+            }
+            return try ServerURL(text)
+        }
+    }
+
+    struct Enable: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "enable",
+            abstract: "Replicate a collection (or --suite SUITE), enabling its history if needed; existing keys are sent at the next sync.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The collection.") var collection: String?
+        @Option(help: "A defaults suite instead of a collection.") var suite: String?
+
+        func validate() throws {
+            if (collection == nil) == (suite == nil) { throw ValidationError("name a collection or --suite SUITE, not both") }
+        }
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: false)
+            let target: Mutation.Target = suite.map { .defaults($0) } ?? .collection(collection!)
+            try Replication.enable(target, in: container)
+            if !global.json { print("\(target) replicates from the next sync") }
+        }
+    }
+
+    struct Run: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "run",
+            abstract: "Push pending changes and pull other machines' (--once), or stay live until interrupted.")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var server: ServerOption
+        @Flag(help: "Push, pull and exit.") var once = false
+        @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
+        @Option(help: "Changes per server transaction.") var batchSize: Int = 1_000
+
+        func validate() throws {
+            if let seconds, !(seconds > 0 && seconds <= 31_536_000) { throw ValidationError("--seconds must be positive") }
+            guard (1...100_000).contains(batchSize) else { throw ValidationError("--batch-size must be from 1 to 100000") }
+        }
+
+        func run() throws {
+            let url = try server.url()
+            let container = try global.openContainer(readOnly: false)
+            var options = Replicator.Options()
+            options.batchSize = batchSize
+            let json = global.json
+            let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
+                                            options: options) { event in
+                switch event {
+                case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
+                case .resynchronized(let cursor): SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
+                case .failed(let message): SyncCommand.say(json, "error", message)
+                }
+            }
+            if once {
+                let report = try blocking { try await replicator.sync() }
+                if json {
+                    print(JSONText.object([("device", JSONText.quoted(replicator.device)), ("pushed", "\(report.pushed)"),
+                                           ("pulled", "\(report.pulled)"), ("conflicts", "\(report.conflicts)"),
+                                           ("resynchronized", "\(report.resynchronized)"), ("cursor", "\(report.cursor)")]))
+                } else {
+                    print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                }
+            } else {
+                if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(url)") }
+                Output.flush()
+                let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
+                try blocking { try await replicator.run(until: deadline) }
+            }
+            blocking { await replicator.close() }
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "status",
+            abstract: "The device id, the cursor, pending changes, the last error and conflicts resolved.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let container = try global.openContainer(readOnly: false)
+            let status = try Replication.status(of: container)
+            if global.json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(status), as: UTF8.self))
+                return
+            }
+            guard !status.targets.isEmpty else {
+                print("nothing replicates (kvtool sync enable COLLECTION, or --suite SUITE)")
+                return
+            }
+            print("device \(status.device ?? "(none yet)")")
+            print("replicates \(status.targets.joined(separator: ", "))")
+            print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
+            print("last sync \(status.lastSyncAt.map { "\($0)" } ?? "never")")
+            if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map { "\($0)" } ?? "?")") }
+        }
+    }
+
+    struct Prune: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prune",
+            abstract: "Remove the server's changes and tombstones of this group older than --older-than seconds; devices behind that resync.")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var server: ServerOption
+        @Option(name: .customLong("older-than"), help: "Age in seconds.") var olderThan: Double
+
+        func validate() throws {
+            guard olderThan >= 0 && olderThan < 1e10 else { throw ValidationError("--older-than must be 0 or more seconds") }
+        }
+
+        func run() throws {
+            let url = try server.url()
+            let container = try global.openContainer(readOnly: false)
+            let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container))
+            let horizon = try blocking { try await replicator.pruneServer(olderThan: .milliseconds(Int64(olderThan * 1000))) }
+            blocking { await replicator.close() }
+            print(global.json ? "{\"prunedThrough\":\(horizon)}" : "pruned through \(horizon)")
+        }
+    }
+
+    /// The declared targets, typed where kvtool knows the types (the checklist's records, merged by the
+    /// union of the items answered), by name otherwise.
+    static func targets(of container: SharedContainer) throws -> [ReplicatedTarget] {
+        let store = container.store
+        var targets: [ReplicatedTarget] = []
+        for target in try Replication.declaredTargets(in: store) {
+            switch target {
+            case .collection("dailyRecords"):
+                targets.append(.collection(try ChecklistStore(store: store).records, conflicts: .merge(DailyRecord.union)))
+            case .collection(let name):
+                targets.append(try .untypedCollection(named: name, in: store))
+            case .defaults(let name):
+                targets.append(.defaults(try container.defaults(suite: name)))
+            }
+        }
+        return targets
+    }
+
+    static func say(_ json: Bool, _ kind: String, _ message: String) {
+        if json {
+            print(JSONText.object([("event", JSONText.quoted(kind)), ("message", JSONText.quoted(message))]))
+        } else {
+            print("\(kind): \(message)")
+        }
+        Output.flush()
+    }
+}
+
+/// Runs async work from a synchronous command and waits for it.
+func blocking<R: Sendable>(_ work: @escaping @Sendable () async throws -> R) throws -> R {
+    let result = Locked<Result<R, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        let outcome: Result<R, any Error>
+        do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
+        result.withLock { $0 = outcome }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0! }.get()
+}
+
+func blocking(_ work: @escaping @Sendable () async -> Void) {
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        await work()
+        done.signal()
+    }
+    done.wait()
+}
+#endif
