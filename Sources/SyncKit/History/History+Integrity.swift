@@ -4,7 +4,7 @@ extension History {
     /// Checks, in one read transaction, that history is whole and was written by SyncKit: its entries
     /// are exactly the tokens after the purge point up to the last token, with no gap and no duplicate;
     /// each entry decodes, carries its own token and names a collection or defaults suite; transaction
-    /// IDs never go back; the state (`lastToken`, `purgedThrough`) and every consumer record decode;
+    /// IDs never go back; the state (`lastToken`, `purgedThrough`, `clock`) and every consumer record decode;
     /// and no consumer is ahead of the last token. Call it outside every transaction.
     ///
     /// It reads the raw bytes, so garbage written by another process is a named problem here, never a
@@ -28,15 +28,15 @@ extension History {
             if let stateDatabase {
                 try tx.rawScan(stateDatabase) { keyBytes, value in
                     let name = try? String.decodeKey(keyBytes)
-                    guard let name, name == Self.lastTokenKey || name == Self.purgedThroughKey else {
+                    guard let name, name == Self.lastTokenKey || name == Self.purgedThroughKey || name == Self.clockKey else {
                         add(Self.stateName, name.map(KVStoreError.quote) ?? hex(keyBytes), "not a key SyncKit writes")
                         return true
                     }
                     do {
                         let number = UInt128(try CBORDecoder().decode(UInt64.self, from: Array(value)))
-                        if name == Self.lastTokenKey { last = number } else { purged = number }
+                        if name == Self.lastTokenKey { last = number } else if name == Self.purgedThroughKey { purged = number }
                     } catch {
-                        add(Self.stateName, name, "does not decode as a token: \(oneLine(error))")
+                        add(Self.stateName, name, "does not decode as \(name == Self.clockKey ? "a clock" : "a token"): \(oneLine(error))")
                     }
                     return true
                 }
