@@ -18,7 +18,19 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo_if_needed apt-get update -qq
-    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # Debian's postgresql package creates and starts a cluster of its own; the tests and the demo start
+    # their own instead, and a machine without an init system cannot start it: while installing, a
+    # policy-rc.d (the standard Debian hook) tells the package scripts not to start services.
+    added_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | sudo_if_needed tee /usr/sbin/policy-rc.d >/dev/null
+        sudo_if_needed chmod 755 /usr/sbin/policy-rc.d
+        added_policy=1
+    fi
+    status=0
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null || status=$?
+    if [ -n "$added_policy" ]; then sudo_if_needed rm -f /usr/sbin/policy-rc.d; fi
+    [ "$status" -eq 0 ] || { echo "install-deps: apt-get install ${missing[*]} failed ($status)" >&2; exit "$status"; }
 fi
 
 if [ "${1:-}" = "--test" ]; then
