@@ -274,15 +274,7 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// The keys that have a stored value, in key order.
     public func keys() throws -> [String] {
-        try store.read { transaction in
-            guard let database = try resolvedDatabase(in: transaction) else { return [] }
-            var keys: [String] = []
-            try transaction.scan(database, .all, reverse: false) { key, _ in
-                keys.append(String(decoding: key, as: UTF8.self))
-                return true
-            }
-            return keys
-        }
+        try store.read { try storedKeys(in: $0) }
     }
 
     /// Every stored value, over the registered defaults, read in one transaction.
