@@ -199,7 +199,8 @@ public final class Replicator: @unchecked Sendable {
                 }
             }
             if let next { try consumer.acknowledge(through: next) }
-            if try items.isEmpty || !hasDirtyKeys() { break }
+            // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
+            if try items.isEmpty && !hasDirtyKeys() { break }
         }
         return pushed
     }
