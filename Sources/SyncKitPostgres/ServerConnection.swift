@@ -211,7 +211,7 @@ final class ServerConnection: @unchecked Sendable {
     }
 
     /// How long one statement or transaction may take before it is abandoned and the connection closed.
-    static let operationTimeout: Duration = .seconds(30)
+    static let operationTimeout: Duration = .seconds(120)
 
     var isClosed: Bool { connection.isClosed }
 
