@@ -43,7 +43,8 @@ final class ServerConnection: @unchecked Sendable {
     /// A value longer than this is refused without being read into memory.
     let maxValueBytes: Int
 
-    private static let nextID = ManagedAtomicCounter()
+    /// Connection ids for postgres-nio's logging.
+    private static let lastID = Locked(0)
 
     private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int) {
         self.connection = connection
@@ -56,7 +57,7 @@ final class ServerConnection: @unchecked Sendable {
             // The TCP connect has its own timeout; the start-up exchange after it does not.
             let connection = try await withThrowingTaskGroup(of: PostgresConnection?.self) { group in
                 group.addTask {
-                    try await PostgresConnection.connect(configuration: url.configuration, id: nextID.next(), logger: logger)
+                    try await PostgresConnection.connect(configuration: url.configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
                 }
                 group.addTask {
                     try await Task.sleep(for: operationTimeout)
@@ -287,16 +288,5 @@ func describe(_ error: any Error) -> String {
         return "a column of type \(error.postgresType) does not decode as \(error.targetType)"
     }
     return String(describing: error).split(separator: "\n").first.map(String.init) ?? "unknown error"
-}
-
-/// Connection ids for postgres-nio's logging.
-final class ManagedAtomicCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-    func next() -> Int {
-        lock.lock(); defer { lock.unlock() }
-        value += 1
-        return value
-    }
 }
 #endif

@@ -5,6 +5,9 @@ import SyncKit
 import SyncKitPostgres
 import TestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One machine of a test: its own root directory and container, a `notes` collection and a
 /// `settings` suite, both declared replicated.
@@ -67,7 +70,19 @@ final class Device: @unchecked Sendable {
         try BackgroundProcess(productsDirectory() + "/kvtool", arguments + ["--root", directory.path, "--group", group])
     }
 
+    /// `kvtool sync run --server URL --seconds N`: a live replicator in a process of its own.
+    func liveReplicator(_ url: String, seconds: Int) throws -> BackgroundProcess {
+        try kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "\(seconds)"])
+    }
+
     func status() throws -> ReplicationStatus { try Replication.status(of: container) }
+}
+
+/// Sends SIGTERM to each process and waits for it (30 s each); whether all ended before their deadline.
+func stop(_ processes: [BackgroundProcess]) -> Bool {
+    for process in processes { process.kill(SIGTERM) }
+    for process in processes { _ = process.wait(timeout: 30) }
+    return processes.allSatisfy { !$0.timedOut }
 }
 
 extension LocalPostgresCluster {

@@ -198,7 +198,7 @@ import Glibc
         try a.container.store.write(author: "app") { tx in
             for i in 0..<count { try a.notes.put("v\(i)", forKey: String(format: "key%05d", i), in: tx) }
         }
-        let url = "postgres://kv@127.0.0.1:\(cluster.port)/kv"
+        let url = cluster.tcpURL.description
         #expect(try b.kvtool(["sync", "run", "--once", "--server", url]).status == 0)   // makes the schema
         // Push in small batches and kill the pusher once some, not all, are on the server.
         var killedMidPush = false
@@ -248,14 +248,11 @@ import Glibc
         let cluster = try LocalPostgresCluster()
         let group = Self.group("crash")
         let a = try Device(group: group), b = try Device(group: group)
-        let url = "postgres://kv@127.0.0.1:\(cluster.port)/kv"
-        let liveA = try a.kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "60"])
-        let liveB = try b.kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "60"])
+        let url = cluster.tcpURL.description
+        let liveA = try a.liveReplicator(url, seconds: 60), liveB = try b.liveReplicator(url, seconds: 60)
         defer {
             // SIGTERM ends a live replicator (kvtool unblocks the signals its spawner may have blocked).
-            liveA.kill(SIGTERM); liveB.kill(SIGTERM)
-            _ = liveA.wait(timeout: 30); _ = liveB.wait(timeout: 30)
-            #expect(!liveA.timedOut && !liveB.timedOut, "SIGTERM did not stop a live replicator")
+            #expect(stop([liveA, liveB]), "SIGTERM did not stop a live replicator")
         }
         try a.put("before the crash", "k1")
         #expect(try eventually(20) { try b.noteLines() == ["k1=before the crash"] })
@@ -347,13 +344,9 @@ import Glibc
         let cluster = try LocalPostgresCluster()
         let group = Self.group("live")
         let a = try Device(group: group), b = try Device(group: group)
-        let url = "postgres://kv@127.0.0.1:\(cluster.port)/kv"
-        let liveA = try a.kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "300"])
-        let liveB = try b.kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "300"])
-        defer {
-            liveA.kill(SIGTERM); liveB.kill(SIGTERM)
-            _ = liveA.wait(timeout: 30); _ = liveB.wait(timeout: 30)
-        }
+        let url = cluster.tcpURL.description
+        let liveA = try a.liveReplicator(url, seconds: 300), liveB = try b.liveReplicator(url, seconds: 300)
+        defer { _ = stop([liveA, liveB]) }
         // Warm-up: both replicators connected and listening.
         try a.put("warm-up", "live")
         #expect(try eventually(60) { try b.notes.get("live") == "warm-up" })

@@ -12,7 +12,7 @@ extension Demo {
         try store.enableHistory()
         try store.saveConfiguration(try PushSampleData.configuration())
         let manager = DeviceTokenManager(store: store, server: PushSampleData.server)
-        let response = try Demo.wait { try await manager.registerToken(PushSampleData.deviceToken) }
+        let response = try blocking { try await manager.registerToken(PushSampleData.deviceToken) }
         print("10. push SDK: the app registers its device token (a local stand-in for POST /api/v1/tokens) and keeps it in the shared defaults:")
         print("   token \(response.token.prefix(8))…, device record \(response.id), registered \(PushJSON.iso8601(response.createdAt))")
         _ = try PushNotificationFlow.newlyReceived(store: store)  // the app is up to date before the pushes
@@ -25,23 +25,6 @@ extension Demo {
             print("   - \(record.status.rawValue): " + (record.payload.map { "\"\($0.title)\"" } ?? record.error ?? ""))
         }
         print("")
-    }
-
-    /// Runs async work from this synchronous command.
-    static func wait<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do { box.result = .success(try await work()) } catch { box.result = .failure(error) }
-            done.signal()
-        }
-        done.wait()
-        guard let result = box.result else { throw CLIError(.failure, "the task did not finish") }
-        return try result.get()
-    }
-
-    final class ResultBox<T>: @unchecked Sendable {
-        var result: Result<T, any Error>?
     }
 
     /// The notification service extension: reads the configuration and token from the App Group,

@@ -94,7 +94,7 @@ struct SyncCommand: ParsableCommand {
                 let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
                 try blocking { try await replicator.run(until: deadline) }
             }
-            blocking { await replicator.close() }
+            _ = try? blocking { await replicator.close() }
         }
     }
 
@@ -143,7 +143,7 @@ struct SyncCommand: ParsableCommand {
             let container = try global.openContainer(readOnly: false)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container))
             let horizon = try blocking { try await replicator.pruneServer(olderThan: .milliseconds(Int64(olderThan * 1000))) }
-            blocking { await replicator.close() }
+            _ = try? blocking { await replicator.close() }
             print(global.json ? "{\"prunedThrough\":\(horizon)}" : "pruned through \(horizon)")
         }
     }
@@ -176,26 +176,4 @@ struct SyncCommand: ParsableCommand {
     }
 }
 
-/// Runs async work from a synchronous command and waits for it.
-func blocking<R: Sendable>(_ work: @escaping @Sendable () async throws -> R) throws -> R {
-    let result = Locked<Result<R, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        let outcome: Result<R, any Error>
-        do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
-        result.withLock { $0 = outcome }
-        done.signal()
-    }
-    done.wait()
-    return try result.withLock { $0! }.get()
-}
-
-func blocking(_ work: @escaping @Sendable () async -> Void) {
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        await work()
-        done.signal()
-    }
-    done.wait()
-}
 #endif
