@@ -10,6 +10,12 @@ struct ReplicaState: Codable, Hashable, Sendable {
     var device: String
     /// The last server sequence number applied (or skipped as this device's own).
     var cursor: Int64 = 0
+    /// The id of the server the cursor and the known versions belong to (nil before the first sync,
+    /// and in state written before servers had ids).
+    var server: String?
+    /// The change at the cursor, as this device applied it: if the server's log has another change
+    /// there (or none, unpruned), the log is not the one this device followed.
+    var cursorMark: CursorMark?
     var pushed: Int = 0
     var pulled: Int = 0
     var conflicts: Int = 0
@@ -20,6 +26,12 @@ struct ReplicaState: Codable, Hashable, Sendable {
     /// The next token for a change that is not a history entry (a merged value, a value re-sent after
     /// a conflict): tokens from 2^62 up never meet history's.
     var nextExtraToken: UInt64 = 1 << 62
+}
+
+/// Which change a sequence number held: its device and token, unique on the server.
+struct CursorMark: Codable, Hashable, Sendable {
+    var device: String
+    var token: UInt64
 }
 
 /// What a replicator knows of one key: the server version it last saw (the base of its next change).
@@ -111,8 +123,24 @@ public enum SyncEvent: Hashable, Sendable {
     /// The server's log no longer reaches back to this device's cursor: the replicated targets were
     /// reloaded from the server's current state (history's `expired` contract).
     case resynchronized(cursor: Int64)
+    /// The server is not the one this device synced with (another server, or the same one recreated
+    /// or restored from an older backup: it has forgotten changes this device saw). The cursor went
+    /// back to zero and every replicated key was queued to be sent again, with the clock of the version
+    /// this device last knew; the server's keys arrive as a first sync's do.
+    case serverChanged(server: String)
+    /// Other devices' changes to `targets` were applied and committed (one pull batch, a resync or
+    /// a merge): the moment to refresh what the app derives from them outside the store, such as a
+    /// widget feed. (Indexes and derived collections were updated in the same transaction.) A resync
+    /// ends with ``resynchronized(cursor:)`` instead, after which everything may have changed.
+    case applied(targets: Set<Mutation.Target>, changes: Int)
     /// A sync round failed; it will be retried.
     case failed(String)
+}
+
+extension SyncEvent {
+    var isConflict: Bool {
+        if case .conflict = self { true } else { false }
+    }
 }
 
 /// The figures of one ``Replicator/sync()`` round.

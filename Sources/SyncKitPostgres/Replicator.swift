@@ -155,6 +155,7 @@ public final class Replicator: @unchecked Sendable {
         let fresh = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes)
         do {
             try await fresh.migrate()
+            try adopt(server: try await fresh.serverID())
         } catch {
             await fresh.close()
             throw error
@@ -167,6 +168,63 @@ public final class Replicator: @unchecked Sendable {
         if let old = connection.withLock({ current -> ServerConnection? in defer { current = nil }; return current }) {
             await old.close()
         }
+    }
+
+    // MARK: - Another server
+
+    /// Records the server's id; if this device synced with another one, starts over with this one.
+    private func adopt(server id: String) throws {
+        let changed: Bool = try container.store.write(author: Replication.author) { tx in
+            var state = try collections.replicaState(in: tx)
+            guard state.server != id else { return false }
+            // No id yet: the first sync, or state from before servers had ids (taken as this server).
+            let known = state.server != nil
+            state.server = id
+            if known { try rebase(&state, in: tx) }
+            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            return known
+        }
+        if changed { events(.serverChanged(server: id)) }
+    }
+
+    /// Forgets what this device knew of the server (its cursor, the versions of its keys) and queues
+    /// every key of every target to be sent again, with the clock of the version it last knew (so a
+    /// value is no newer than it was), or now for a key it never had a version of.
+    private func rebase(_ state: inout ReplicaState, in tx: WriteTransaction) throws {
+        var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
+        let now = HybridTimestamp.next(after: .zero, now: Date()).rawValue
+        for (target, replicated) in targets {
+            guard let versions = versions[target] else { continue }
+            var clocks: [[UInt8]: UInt64] = [:]
+            try versions.forEach(in: tx) { key, version in
+                clocks[key.bytes] = version.clock
+                return true
+            }
+            try tx.unrecorded {
+                try versions.removeAll(in: tx)
+                for key in try replicated.keys(tx) {
+                    try collections.dirty.put(DirtyKey(kind: target.kindName, name: target.name, key: key,
+                                                       clock: clocks[key] ?? now, token: state.nextExtraToken), forKey: id, in: tx)
+                    id += 1
+                    state.nextExtraToken += 1
+                }
+            }
+        }
+        state.cursor = 0
+        state.cursorMark = nil
+        state.resyncs += 1
+    }
+
+    /// The server has fewer changes than this device saw (restored from an older backup, or
+    /// recreated under the same id): starts over as with another server.
+    private func rebaseOnForgetfulServer() throws {
+        let id: String? = try container.store.write(author: Replication.author) { tx in
+            var state = try collections.replicaState(in: tx)
+            try rebase(&state, in: tx)
+            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            return state.server
+        }
+        events(.serverChanged(server: id ?? "unknown"))
     }
 
     // MARK: - Push
@@ -300,6 +358,7 @@ public final class Replicator: @unchecked Sendable {
     /// resolution of every conflict.
     private func record(_ outcomes: [PushOutcome], of batch: [PushItem], report: inout SyncReport) throws {
         var events: [SyncEvent] = []
+        var changed = Set<Mutation.Target>()
         try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
             for (item, outcome) in zip(batch, outcomes) {
@@ -323,7 +382,10 @@ public final class Replicator: @unchecked Sendable {
                     try tx.unrecorded {
                         for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
                     }
-                    events.append(.conflict(resolution))
+                    if let resolution {
+                        events.append(.conflict(resolution))
+                        if resolution.resolution != .keptLocal { changed.insert(item.target) }
+                    }
                 }
             }
             state.conflicts += events.count
@@ -331,6 +393,7 @@ public final class Replicator: @unchecked Sendable {
         }
         report.conflicts += events.count
         for event in events { self.events(event) }
+        if !changed.isEmpty { self.events(.applied(targets: changed, changes: events.count)) }
     }
 
     // MARK: - Conflicts
@@ -338,10 +401,19 @@ public final class Replicator: @unchecked Sendable {
     /// Settles `remote` against a local write of the same key that the server has not seen, inside
     /// `tx`: applies the winner, records the server version as the key's base, and queues what must be
     /// sent again. The remote change is on the server, the local one is not: reject-and-report keeps
-    /// the remote.
+    /// the remote. Returns nil when both values are the same: no conflict.
     private func resolve(local: [UInt8]?, localClock: UInt64, remote: ServerChange, target: ReplicatedTarget,
                          stage: ConflictEvent.Stage, state: inout ReplicaState,
-                         in tx: WriteTransaction) throws -> ConflictEvent {
+                         in tx: WriteTransaction) throws -> ConflictEvent? {
+        if local == remote.value {
+            // The same value on both sides (two devices that synced the same key with a new server,
+            // say): nothing to settle; the server's version becomes the key's base.
+            try tx.unrecorded {
+                try versions[target.target]?.put(KeyVersion(version: remote.sequence, clock: remote.clock, device: remote.device),
+                                                  forKey: ByteKey(remote.key), in: tx)
+            }
+            return nil
+        }
         let remoteWinsByClock = (remote.clock, remote.device) > (localClock, device)
         let resolution: ConflictEvent.Resolution
         var sendAgain: (value: [UInt8]?, clock: UInt64)?
@@ -420,22 +492,32 @@ public final class Replicator: @unchecked Sendable {
     private func pull(_ server: ServerConnection, report: inout SyncReport) async throws -> Int {
         var pulled = 0
         while true {
-            let cursor = try currentCursor()
-            let (pruned, changes) = try await server.changes(group: group, after: cursor, limit: options.batchSize)
-            if cursor < pruned {
+            let (cursor, mark) = try currentCursor()
+            let page = try await server.changes(group: group, after: cursor, limit: options.batchSize)
+            // The log no longer holds what this device followed: a server restored from an older
+            // backup, or its tables recreated.
+            if cursor > page.lastSequence || (cursor > page.prunedThrough && mark != nil && page.atCursor != mark) {
+                try rebaseOnForgetfulServer()
+                continue
+            }
+            if cursor < page.prunedThrough {
                 try await resynchronize(server, report: &report)
                 continue
             }
+            let changes = page.changes
             if changes.isEmpty { break }
             let events = try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled)
-            report.conflicts += events.count
+            report.conflicts += events.count(where: \.isConflict)
             for event in events { self.events(event) }
         }
         return pulled
     }
 
-    private func currentCursor() throws -> Int64 {
-        try collections.store.read { tx in try collections.state.get(Replication.stateKey, in: tx)?.cursor ?? 0 }
+    private func currentCursor() throws -> (Int64, CursorMark?) {
+        try collections.store.read { tx in
+            let state = try collections.state.get(Replication.stateKey, in: tx)
+            return (state?.cursor ?? 0, state?.cursorMark)
+        }
     }
 
     /// Checks what it can before writing anything: a row no replicator writes is refused whole.
@@ -458,6 +540,7 @@ public final class Replicator: @unchecked Sendable {
         for change in changes { try validate(change) }
         var events: [SyncEvent] = []
         var applied = 0
+        var touched = Set<Mutation.Target>()
         do {
             try container.store.write(author: Replication.author) { tx in
                 var state = try collections.replicaState(in: tx)
@@ -488,11 +571,12 @@ public final class Replicator: @unchecked Sendable {
                         }
                         let pendingKey = PendingKey(target: targetID, key: change.key)
                         if let localClock = pending[pendingKey] {
-                            let event = try resolve(local: try target.read(change.key, tx), localClock: localClock, remote: change,
-                                                    target: target, stage: stage, state: &state, in: tx)
-                            // Once the remote value is in, no local write of the key is left pending.
-                            if event.resolution == .tookRemote || event.resolution == .rejectedLocal { pending[pendingKey] = nil }
-                            events.append(.conflict(event))
+                            if let event = try resolve(local: try target.read(change.key, tx), localClock: localClock, remote: change,
+                                                       target: target, stage: stage, state: &state, in: tx) {
+                                // Once the remote value is in, no local write of the key is left pending.
+                                if event.resolution == .tookRemote || event.resolution == .rejectedLocal { pending[pendingKey] = nil }
+                                events.append(.conflict(event))
+                            }
                         } else {
                             if try target.read(change.key, tx) != change.value { try target.write(change.key, change.value, tx) }
                             try tx.unrecorded {
@@ -501,17 +585,22 @@ public final class Replicator: @unchecked Sendable {
                             }
                         }
                         applied += 1
+                        touched.insert(targetID)
                     } catch let error as KVStoreError {
                         throw ReplicationError.malformedServerRow(sequence: change.sequence, reason: error.description)
                     }
                 }
                 state.cursor = newCursor
+                // After a resync the cursor is the server's last sequence, not a change seen here.
+                let last = changes.last
+                state.cursorMark = stage == .pull && last?.sequence == newCursor ? last.map { CursorMark(device: $0.device, token: $0.token) } : nil
                 state.pulled += applied
                 state.conflicts += events.count
                 try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
             }
         }
         pulled += applied
+        if !touched.isEmpty { events.append(.applied(targets: touched, changes: applied)) }
         return events
     }
 
@@ -526,7 +615,7 @@ public final class Replicator: @unchecked Sendable {
         // expiry, or the next write of them, settles).
         try deleteKeys(notIn: rows)
         report.pulled += pulled
-        report.conflicts += events.count
+        report.conflicts += events.count(where: \.isConflict)
         report.resynchronized = true
         for event in events { self.events(event) }
         self.events(.resynchronized(cursor: last))

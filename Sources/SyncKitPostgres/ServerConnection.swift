@@ -34,6 +34,8 @@ struct ServerChange: Sendable {
     var key: [UInt8]
     var value: [UInt8]?
     var clock: UInt64
+    /// The token its device sent it with (unique per device and group).
+    var token: UInt64 = 0
 }
 
 /// A connection to the replication server, speaking only the fixed statements of ``ServerSchema``.
@@ -128,21 +130,56 @@ final class ServerConnection: @unchecked Sendable {
         }
     }
 
-    /// The group's pruning horizon and up to `limit` changes after `cursor`, in sequence order.
-    func changes(group: String, after cursor: Int64, limit: Int) async throws -> (prunedThrough: Int64, changes: [ServerChange]) {
+    /// The server's id (``ServerSchema``, version 2).
+    func serverID() async throws -> String {
         try await mapErrors { [self] in
-            var pruned: Int64 = 0
-            for try await (found) in try await connection.query(
-                "SELECT pruned_through FROM kvsync_groups WHERE group_id = \(group)", logger: logger).decode(Int64.self) {
-                pruned = found
+            var id: String?
+            for try await (found) in try await connection.query("SELECT server_id::text FROM kvsync_schema", logger: logger)
+                .decode(String.self) {
+                id = found
             }
-            if cursor < pruned { return (pruned, []) }
+            guard let id, !id.isEmpty else { throw ReplicationError.server("kvsync_schema has no server id") }
+            return id
+        }
+    }
+
+    /// One page of a group's log after a cursor.
+    struct ChangesPage: Sendable {
+        /// The group's pruning horizon.
+        var prunedThrough: Int64 = 0
+        /// The group's last sequence number.
+        var lastSequence: Int64 = 0
+        /// The change at the cursor itself, if the log still has it.
+        var atCursor: CursorMark?
+        /// Changes after the cursor, in sequence order (none when the cursor is before the horizon or
+        /// after the last sequence).
+        var changes: [ServerChange] = []
+    }
+
+    /// The group's log after `cursor`: up to `limit` changes, and what a device needs to check that the
+    /// log it follows is still the one it saw.
+    func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
+        try await mapErrors { [self] in
+            var page = ChangesPage()
+            for try await (pruned, last) in try await connection.query(
+                "SELECT pruned_through, last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger)
+                .decode((Int64, Int64).self) {
+                page.prunedThrough = pruned
+                page.lastSequence = last
+            }
+            if cursor < page.prunedThrough || cursor > page.lastSequence { return page }
+            for try await (device, token) in try await connection.query(
+                "SELECT device, token FROM kvsync_changes WHERE group_id = \(group) AND seq = \(cursor)", logger: logger)
+                .decode((String, Int64).self) {
+                page.atCursor = CursorMark(device: device, token: UInt64(bitPattern: token))
+            }
             let rows = try await connection.query("""
                 SELECT seq, device, kind, name, key, octet_length(value),
-                       CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc
+                       CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
                 FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
                 """, logger: logger)
-            return (pruned, try await decodeChanges(rows))
+            page.changes = try await decodeChanges(rows)
+            return page
         }
     }
 
@@ -159,7 +196,7 @@ final class ServerConnection: @unchecked Sendable {
                 }
                 let rows = try await connection.query("""
                     SELECT version, device, kind, name, key, octet_length(value),
-                           CASE WHEN octet_length(value) <= \(self.maxValueBytes) THEN value END, hlc
+                           CASE WHEN octet_length(value) <= \(self.maxValueBytes) THEN value END, hlc, token
                     FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
                     """, logger: logger)
                 return (last, try await self.decodeChanges(rows))
@@ -195,8 +232,8 @@ final class ServerConnection: @unchecked Sendable {
 
     private func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
         var changes: [ServerChange] = []
-        for try await (sequence, device, kind, name, key, length, value, clock)
-                in rows.decode((Int64, String, String, String, ByteBuffer, Int?, ByteBuffer?, Int64).self) {
+        for try await (sequence, device, kind, name, key, length, value, clock, token)
+                in rows.decode((Int64, String, String, String, ByteBuffer, Int?, ByteBuffer?, Int64, Int64).self) {
             if let length, value == nil {
                 throw ReplicationError.malformedServerRow(sequence: sequence, reason:
                     "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")
@@ -206,7 +243,7 @@ final class ServerConnection: @unchecked Sendable {
             }
             changes.append(ServerChange(sequence: sequence, device: device, kind: kind, name: name,
                                         key: Array(key.readableBytesView), value: value.map { Array($0.readableBytesView) },
-                                        clock: UInt64(clock)))
+                                        clock: UInt64(clock), token: UInt64(bitPattern: token)))
         }
         return changes
     }

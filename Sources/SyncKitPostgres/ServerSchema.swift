@@ -11,11 +11,13 @@ import PostgresNIO
 ///   twice is applied once.
 /// - `kvsync_state`: the current value (or tombstone) of every key, with its version (the `seq` that
 ///   wrote it), clock and device.
+/// - `kvsync_schema`: the schema version and, from version 2, the server's id (random, made once): a
+///   device that finds another id than the one it synced with knows it faces a new server.
 /// - `kvsync_push(...)`: applies one batch: for each change, `duplicate` (sent before), `conflict` (its
 ///   base is not the current version: the server's row comes back) or `applied`.
 enum ServerSchema {
     /// The schema version this library writes and reads.
-    static let version = 1
+    static let version = 2
     /// The `LISTEN`/`NOTIFY` channel; the payload is the group id.
     static let channel = "kvsync"
     /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
@@ -115,6 +117,10 @@ enum ServerSchema {
             END
             $$
             """,
+        ],
+        [
+            // A volatile default: the one row gets its own random id, and so does every new server.
+            "ALTER TABLE kvsync_schema ADD COLUMN server_id uuid NOT NULL DEFAULT gen_random_uuid()",
         ],
     ]
 

@@ -292,6 +292,51 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// The server loses what devices saw: restored from an older backup (same id, sequence numbers
+    /// reused), then replaced by a new one (another id). Each time both devices notice, send their
+    /// keys again without reporting identical values as conflicts, and converge with what was written
+    /// after; without the check, a cursor past the server's last change would skip every new one.
+    @Test(arguments: ["restored", "replaced"]) func devicesStartOverWithAServerThatForgot(how: String) async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("forgot-\(how)")
+        let a = try Device(group: group), b = try Device(group: group)
+        let changed = Locked<[String: Int]>([:]), conflicts = Locked(0)
+        let events: (String) -> @Sendable (SyncEvent) -> Void = { name in
+            { event in
+                switch event {
+                case .serverChanged: changed.withLock { $0[name, default: 0] += 1 }
+                case .conflict: conflicts.withLock { $0 += 1 }
+                default: break
+                }
+            }
+        }
+        let ra = try a.replicator(cluster.tcpURL, events: events("a"))
+        let rb = try b.replicator(cluster.tcpURL, events: events("b"))
+        for i in 0..<10 { try a.put("a\(i)", "k\(i)") }
+        try b.put("from b", "b1")
+        try await ra.sync(); try await rb.sync(); try await ra.sync()
+        #expect(try a.noteLines().count == 11 && b.noteLines() == a.noteLines())
+        let cursor = try b.status().cursor
+        #expect(cursor > 0)
+        await ra.close(); await rb.close()
+
+        if how == "restored" {
+            _ = try cluster.psql("TRUNCATE kvsync_changes, kvsync_state, kvsync_groups RESTART IDENTITY")
+        } else {
+            _ = try cluster.psql("DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema; DROP FUNCTION kvsync_push")
+        }
+        // A writes after the loss: few changes, so its new sequence numbers stay below B's cursor.
+        try a.put("after the loss", "k-new")
+        try await ra.sync(); try await rb.sync(); try await ra.sync()
+        #expect(changed.withLock { $0 } == ["a": 1, "b": 1])
+        #expect(conflicts.withLock { $0 } == 0)
+        #expect(try a.noteLines().count == 12 && b.noteLines() == a.noteLines())
+        #expect(try b.noteLines().contains("k-new=after the loss"))
+        #expect(try a.storedNotes() == cluster.storedNotes(group: group))
+        #expect(try b.status().pendingChanges == 0 && a.status().pendingChanges == 0)
+        await ra.close(); await rb.close()
+    }
+
     @Test func hostileServerRowsAreRefusedAndTheStoreStaysUnchanged() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("hostile")

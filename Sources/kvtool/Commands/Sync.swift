@@ -71,11 +71,20 @@ struct SyncCommand: ParsableCommand {
             var options = Replicator.Options()
             options.batchSize = batchSize
             let json = global.json
+            let feed = try SyncCommand.checklistFeed(of: container)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
                                             options: options) { event in
                 switch event {
                 case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
-                case .resynchronized(let cursor): SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
+                case .resynchronized(let cursor):
+                    SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
+                    SyncCommand.republish(feed, json: json)
+                case .serverChanged(let server):
+                    SyncCommand.say(json, "server", "another server (id \(server)) than the last sync's: every key is sent again and the cursor starts over")
+                case .applied(let targets, let changes):
+                    let names = targets.map(\.description).sorted().joined(separator: ", ")
+                    SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
+                    if targets.contains(.collection(ChecklistStore.recordsName)) { SyncCommand.republish(feed, json: json) }
                 case .failed(let message): SyncCommand.say(json, "error", message)
                 }
             }
@@ -155,7 +164,7 @@ struct SyncCommand: ParsableCommand {
         var targets: [ReplicatedTarget] = []
         for target in try Replication.declaredTargets(in: store) {
             switch target {
-            case .collection("dailyRecords"):
+            case .collection(ChecklistStore.recordsName):
                 targets.append(.collection(try ChecklistStore(store: store).records, conflicts: .merge(DailyRecord.union)))
             case .collection(let name):
                 targets.append(try .untypedCollection(named: name, in: store))
@@ -164,6 +173,24 @@ struct SyncCommand: ParsableCommand {
             }
         }
         return targets
+    }
+
+    /// The checklist app's widget feed, when this container replicates the checklist: kvtool stands in
+    /// for the app and publishes it again after other devices' records arrive, so the widgets of this
+    /// machine wake to them.
+    static func checklistFeed(of container: SharedContainer) throws -> ChecklistWidgetFlow.App? {
+        guard try Replication.declaredTargets(in: container.store).contains(.collection(ChecklistStore.recordsName)) else { return nil }
+        return try ChecklistWidgetFlow.App(container: container)
+    }
+
+    static func republish(_ feed: ChecklistWidgetFlow.App?, json: Bool) {
+        guard let feed else { return }
+        do {
+            let generation = try feed.publish()
+            say(json, "feed", "published the checklist widget feed, generation \(generation)")
+        } catch {
+            say(json, "error", "cannot publish the checklist widget feed: \(error)")
+        }
     }
 
     static func say(_ json: Bool, _ kind: String, _ message: String) {
