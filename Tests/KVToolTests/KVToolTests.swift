@@ -161,9 +161,12 @@ import Workloads
     @Test func demoShowsTheAppTheWidgetAndTheExtensionSharingOneContainer() throws {
         let r = try kvtool(["demo", "--root", dir.path])
         #expect(r.status == 0, "\(r.stderr)")
-        let out = r.stdout
-        #expect(out.contains("container: \(dir.path)/group.com.yourcompany.VirtualTrainer"))
-        let lines = out.split(separator: "\n").map(String.init)
+        let all = r.stdout.split(separator: "\n").map(String.init)
+        #expect(r.stdout.contains("container: \(dir.path)/group.com.yourcompany.VirtualTrainer"))
+        // Steps 1 to 11 on this machine; the second machine's step after.
+        let second = all.firstIndex { $0.hasPrefix("12. a second machine") } ?? all.endIndex
+        let lines = Array(all[..<second]), machines = Array(all[second...])
+        let out = lines.joined(separator: "\n")
 
         // The widget ran in its own process, was woken by the app's save, and read the new feed.
         let widget = lines.filter { $0.contains("widget (pid") }
@@ -203,5 +206,41 @@ import Workloads
         #expect(lines.contains { $0.hasPrefix("   ok: ") && $0.contains(" databases at txn ") && $0.contains(", history, 1 snapshot, 1 feed;") }, "\(out)")
         let verify = try kvtool(["snapshot", "verify", "--root", dir.path, "--group", "group.com.yourcompany.VirtualTrainer"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        #if PostgreSQL
+        try expectSecondMachine(machines)
+        #else
+        #expect(machines.isEmpty, "built without the PostgreSQL trait, the demo has no second machine")
+        #endif
+    }
+
+    /// Step 12: machine B converged with this one through the demo's own PostgreSQL cluster.
+    private func expectSecondMachine(_ lines: [String]) throws {
+        try #require(lines.first == "12. a second machine, through PostgreSQL", "\(lines.prefix(3))")
+        // B's first sync pulled the year and woke B's widget, which showed the same dashboard as A's.
+        let pushed = try #require(lines.first { $0.hasPrefix("   pushed ") && $0.contains(", pulled 0,") })
+        let count = try #require(pushed.split(separator: " ").dropFirst().first.flatMap { Int($0.dropLast()) })
+        #expect(count > 340, "\(pushed)")
+        #expect(lines.contains("   pushed 0, pulled \(count), conflicts 0; cursor \(count)"), "\(lines)")
+        let widgets = lines.filter { $0.contains("widget (pid") && $0.contains("woken") }
+        try #require(widgets.count == 2, "\(lines)")
+        #expect(widgets[0].contains("feed generation 1") && widgets[0].contains("today 2026-11-21") && widgets[0].contains("streak 2 (longest 16)"))
+        // Concurrent edits: the record merged, the trainer by last writer, reported as conflicts.
+        #expect(lines.contains { $0.contains("conflict: collection 'dailyRecords'") && $0.contains(": merged (push") })
+        #expect(lines.contains { $0.contains("conflict: defaults suite") && $0.contains(": keptLocal (push") })
+        let start = try #require(lines.firstIndex { $0.contains("the record merged") })
+        let merged = lines[(start + 1)...].prefix(2)
+        try #require(merged.count == 2)
+        for (line, label) in zip(merged, ["A", "B"]) {
+            #expect(line.hasPrefix("   machine \(label) app (pid "), "\(line)")
+            #expect(line.contains("30 items, think.6 = 4") && line.contains("perceive \"A: slept well\"")
+                    && line.contains("sustain \"B: long walk\"") && line.hasSuffix("trainer 星野 ミライ"), "\(line)")
+        }
+        #expect(merged.first?.split(separator: ":").dropFirst().joined() == merged.last?.split(separator: ":").dropFirst().joined())
+        // Live: B's widget showed A's new average, through B's replicator and feed.
+        let edit = try #require(lines.last { $0.hasPrefix("   machine A app") && $0.contains("perceive.4 = 5") })
+        let average = try #require(edit.components(separatedBy: "average ").last?.prefix(4))
+        #expect(widgets[1].contains("total \(average)"), "\(widgets[1]) vs \(edit)")
+        #expect(lines.contains { $0.hasPrefix("   from the start of A's push process to B's widget showing the record: ") })
+        #expect(lines.contains("   the cluster is stopped; machine B's root is removed"))
     }
 }

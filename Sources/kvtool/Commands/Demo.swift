@@ -14,9 +14,18 @@ struct Demo: ParsableCommand {
             the shared defaults and an image in Files/TrainerImages/ and, for each scenario, starts a \
             notification-extension process that prints the sender it would show (falling back to the \
             default trainer when data is missing); it exports the subscription tracker's data as JSON and \
-            CSV; and it publishes a snapshot of the whole store.
+            CSV; and it publishes a snapshot of the whole store. Then a second machine (another root, its own \
+            processes) converges with this one through a throwaway PostgreSQL cluster: a first sync wakes its \
+            widget, concurrent edits are merged or settled by last writer, and a live replicator wakes its \
+            widget within milliseconds of this machine's push; the cluster is stopped at the end.
             """,
-        subcommands: [Extension.self, Widget.self, PushExtension.self])
+        subcommands: [Extension.self, Widget.self, PushExtension.self] + machineSubcommands)
+
+    #if PostgreSQL
+    static let machineSubcommands: [any ParsableCommand.Type] = [Machine.self]
+    #else
+    static let machineSubcommands: [any ParsableCommand.Type] = []
+    #endif
 
     static let defaultGroup = "group.com.yourcompany.VirtualTrainer"
 
@@ -36,6 +45,9 @@ struct Demo: ParsableCommand {
         print("11. kvtool check, in its own process, walks the whole container: every key and value, the index, the derived summaries, history and the snapshot")
         try ChildProcess(arguments: ["check", "--group", group] + rootArguments).finish()
         print("")
+        #if PostgreSQL
+        try secondMachine(group: group)
+        #endif
 
         let tool = (try? Self.executablePath()) ?? "kvtool"
         let options = " --group \(group)" + (global.root.map { " --root \($0)" } ?? "")
@@ -142,17 +154,23 @@ struct Demo: ParsableCommand {
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// This executable run again with `arguments`; its output is relayed indented.
+    /// This executable run again with `arguments`; its output is relayed indented. A child still
+    /// running after `timeout` seconds is killed (and `finish()` then fails).
     final class ChildProcess {
         let process = Process()
         let output = Pipe()
         private var pending = Data()
 
-        init(arguments: [String]) throws {
+        init(arguments: [String], timeout: Double = 300) throws {
             process.executableURL = URL(fileURLWithPath: try Demo.executablePath())
             process.arguments = arguments
             process.standardOutput = output
             try process.run()
+            let pid = process.processIdentifier
+            let process = self.process
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                if process.isRunning { kill(pid, SIGKILL) }
+            }
         }
 
         /// Relays lines until one contains `marker` (or the output ends).
@@ -170,12 +188,14 @@ struct Demo: ParsableCommand {
             }
         }
 
-        /// Relays the rest of the output and checks the exit status.
-        func finish() throws {
+        /// Relays the rest of the output and checks the exit status (`signal`: ended by that signal,
+        /// which this process sent, is fine too).
+        func finish(acceptingSignal signal: Int32? = nil) throws {
             pending.append(output.fileHandleForReading.readDataToEndOfFile())
             process.waitUntilExit()
             for line in String(decoding: pending, as: UTF8.self).split(separator: "\n") { print("   \(line)") }
             pending = Data()
+            if let signal, process.terminationReason == .uncaughtSignal, process.terminationStatus == signal { return }
             guard process.terminationStatus == 0 else {
                 throw CLIError(.failure, "the \(process.arguments?[1] ?? "child") process exited with status \(process.terminationStatus)")
             }
@@ -222,7 +242,7 @@ struct Demo: ParsableCommand {
             shouldDisplay: false)
 
         @OptionGroup var global: GlobalOptions
-        @Option(help: "The feed generation already shown: wait for a newer one.") var after: UInt64 = 0
+        @Option(help: "The feed generation already shown: wait for a newer one (default: the one published now).") var after: UInt64?
         @Option(help: "Seconds to wait before giving up.") var timeout: Double = 20
 
         func run() throws {
@@ -230,6 +250,7 @@ struct Demo: ParsableCommand {
             let layout = try ContainerLayout(groupIdentifier: group, root: global.root)
             let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, groupIdentifier: group.rawValue, root: global.root)
             let changes = try ChangeNotifier(directory: layout.notify).subscribe()
+            let after = try self.after ?? feed.readIfPublished()?.generation ?? 0
             let pid = ProcessInfo.processInfo.processIdentifier
             print("widget (pid \(pid)): showing feed generation \(after); waiting for a change")
             Output.flush()

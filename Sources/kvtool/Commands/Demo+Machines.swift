@@ -1,0 +1,152 @@
+#if PostgreSQL
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKit
+import SyncKitPostgres
+import Workloads
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Demo {
+    /// A second machine: its own root and processes, converging with this one through a throwaway
+    /// PostgreSQL cluster that is stopped (and its directory removed) at the end.
+    func secondMachine(group: String) throws {
+        print("12. a second machine, through PostgreSQL")
+        let cluster: LocalPostgresCluster
+        do {
+            cluster = try LocalPostgresCluster()
+        } catch {
+            print("   skipped: \(error) (make demo installs it: scripts/install-deps.sh)")
+            print("")
+            return
+        }
+        let machineB = try Self.temporaryDirectory("kvstore-demo-machine-b-")
+        defer { try? FileManager.default.removeItem(atPath: machineB) }
+        let server = "postgres://\(cluster.user)@127.0.0.1:\(cluster.port)/\(cluster.database)"
+        print("   a throwaway cluster: \(server) (data in \(cluster.directory)); machine B's root: \(machineB)")
+        let a = rootArguments, b = ["--root", machineB]
+        let suite = group   // the container's own defaults suite: the trainers and the one selected
+        func on(_ root: [String], _ arguments: [String]) throws {
+            try ChildProcess(arguments: arguments + ["--group", group] + root).finish()
+        }
+
+        print("   machine A declares what replicates and pushes it (kvtool sync enable, kvtool sync run --once):")
+        try on(a, ["sync", "enable", ChecklistStore.recordsName])
+        try on(a, ["sync", "enable", "--suite", suite])
+        try on(a, ["sync", "run", "--once", "--server", server])
+
+        print("   machine B: its app starts empty, declares the same, and its widget waits; B's first sync wakes it:")
+        try on(b, ["demo", "machine", "--label", "B"])
+        try on(b, ["sync", "enable", ChecklistStore.recordsName])
+        try on(b, ["sync", "enable", "--suite", suite])
+        let widget = try ChildProcess(arguments: ["demo", "widget", "--group", group] + b)
+        widget.relay(untilLineContaining: "waiting")
+        try on(b, ["sync", "run", "--once", "--server", server])
+        try widget.finish()
+        try on(b, ["demo", "extension"])
+
+        print("   both machines answer the unanswered item think.6 of today's record, each writes a memo, and each selects a trainer, while offline; A syncs first, then B:")
+        try on(a, ["demo", "machine", "--label", "A", "--score", "think.6=3", "--memo", "perceive=A: slept well", "--trainer", "1"])
+        try on(b, ["demo", "machine", "--label", "B", "--score", "think.6=4", "--memo", "sustain=B: long walk", "--trainer", "0"])
+        try on(a, ["sync", "run", "--once", "--server", server])
+        try on(b, ["sync", "run", "--once", "--server", server])
+        try on(a, ["sync", "run", "--once", "--server", server])
+        print("   the record merged (the union of the items and memos, the higher score), the trainer by last writer (B, later):")
+        try on(a, ["demo", "machine", "--label", "A"])
+        try on(b, ["demo", "machine", "--label", "B"])
+
+        print("   live: B's replicator listens (LISTEN/NOTIFY) and B's widget waits; A's app raises perceive.4 and pushes:")
+        let live = try ChildProcess(arguments: ["sync", "run", "--server", server, "--seconds", "120", "--group", group] + b)
+        live.relay(untilLineContaining: "syncing")
+        let liveWidget = try ChildProcess(arguments: ["demo", "widget", "--group", group] + b)
+        liveWidget.relay(untilLineContaining: "waiting")
+        try on(a, ["demo", "machine", "--label", "A", "--score", "perceive.4=5"])
+        let clock = ContinuousClock()
+        let pushed = clock.now
+        try on(a, ["sync", "run", "--once", "--server", server])
+        liveWidget.relay(untilLineContaining: "woken")
+        let elapsed = clock.now - pushed
+        try liveWidget.finish()
+        live.process.interrupt()
+        try live.finish(acceptingSignal: SIGINT)
+        print("   from the start of A's push process to B's widget showing the record: \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
+
+        try cluster.stop()
+        print("   the cluster is stopped; machine B's root is removed")
+        print("")
+    }
+
+    static func temporaryDirectory(_ prefix: String) throws -> String {
+        var template = Array((NSTemporaryDirectory() + prefix + "XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw CLIError(.failure, "cannot make a temporary directory: \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made)
+    }
+
+    /// The app of one machine in the demo's second part: opens the checklist (its collections and
+    /// feed), applies the edits it is given to today's record, and prints that record and the
+    /// selected trainer.
+    struct Machine: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "machine",
+            abstract: "The demo's app on one machine (started by kvtool demo).",
+            shouldDisplay: false)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "The machine's name in what it prints.") var label = "A"
+        @Option(help: "ITEM=SCORE to answer on today's record.") var score: [String] = []
+        @Option(help: "CATEGORY=TEXT to write on today's record.") var memo: [String] = []
+        @Option(help: "Select this sample trainer (0 or 1).") var trainer: Int?
+
+        func validate() throws {
+            for pair in score + memo where !pair.contains("=") { throw ValidationError("'\(pair)' is not NAME=VALUE") }
+            for pair in score {
+                guard let value = Int(pair.split(separator: "=", maxSplits: 1)[1]), (1...5).contains(value) else {
+                    throw ValidationError("'\(pair)': a score is 1 to 5")
+                }
+            }
+            if let trainer, !TrainerNotificationFlow.sampleTrainers.indices.contains(trainer) {
+                throw ValidationError("--trainer must be 0 to \(TrainerNotificationFlow.sampleTrainers.count - 1)")
+            }
+        }
+
+        func run() throws {
+            let group = (try? global.groupIdentifier()) ?? Demo.defaultGroup
+            let container = try SharedContainer(groupIdentifier: group, root: global.root)
+            let app = try ChecklistWidgetFlow.App(container: container)
+            let today = ChecklistDataset.today
+            let defaults = try container.defaults()
+            if !score.isEmpty || !memo.isEmpty {
+                let old = try app.checklist.records.get(today)
+                var scores = old?.scores ?? [:], memos = old?.memos ?? [:]
+                for pair in score {
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    scores[String(parts[0])] = Int(parts[1])
+                }
+                for pair in memo {
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    memos[String(parts[0])] = String(parts[1])
+                }
+                try app.save([DailyRecord(day: today, scores: scores, memos: memos)])
+            }
+            if let trainer {
+                try defaults.set(TrainerNotificationFlow.sampleTrainers[trainer].id.uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
+            }
+            let pid = ProcessInfo.processInfo.processIdentifier
+            guard let record = try app.checklist.records.get(today) else {
+                print("machine \(label) app (pid \(pid)): no record for \(today) (\(try app.checklist.records.count()) days stored)")
+                return
+            }
+            let selected = try defaults.string(forKey: TrainerDefaultsKey.selectedTrainerId)
+            let name = TrainerNotificationFlow.sampleTrainers.first { $0.id.uuidString == selected }?.displayName ?? "none"
+            let memos = record.memos.sorted { $0.key < $1.key }
+                .map { "\($0.key) \"\($0.value.count > 14 ? $0.value.prefix(12) + "…" : $0.value)\"" }.joined(separator: ", ")
+            let items = ["think.6", "perceive.4"].map { "\($0) = \(record.scores[$0].map(String.init) ?? "-")" }.joined(separator: ", ")
+            print("machine \(label) app (pid \(pid)): \(today): \(record.scores.count) items, \(items), average \(String(format: "%.2f", record.cachedTotalAverage)); memos \(memos.isEmpty ? "none" : memos); trainer \(name)")
+        }
+    }
+}
+#endif
