@@ -11,7 +11,9 @@
 #             test prints its figures ([reliability] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
-# make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios
+# make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
+#             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
+#             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices)
 # make fuzz   runs each libFuzzer target (cbor, keys, paths, dump, catalog, feed, manifest, history) for
 #             FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
@@ -20,7 +22,7 @@ SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test stress perf bench fuzz sanitize clean
+.PHONY: deps test-deps build demo test stress perf bench bench-sync fuzz sanitize clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -53,6 +55,10 @@ bench: deps
 	python3 scripts/bench-ratios.py < benchmarks/.build/results.md
 	@cat benchmarks/.build/sizes.txt
 	@echo "(every percentile and metric: benchmarks/.build/results.md)"
+	$(MAKE) bench-sync
+
+bench-sync: build
+	$(KVTOOL) bench sync
 
 fuzz: deps
 	./scripts/fuzz.sh all $(FUZZ_SECONDS)

@@ -119,12 +119,32 @@ public final class Replicator: @unchecked Sendable {
     /// nothing is lost, and the next call starts over.
     @discardableResult
     public func sync() async throws -> SyncReport {
-        do {
-            let server = try await connected()
-            var report = SyncReport()
+        try await round { server, report in
             report.pushed = try await push(server, report: &report)
             report.pulled = try await pull(server, report: &report)
             if try hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
+        }
+    }
+
+    /// Only pushes what is pending (CKSyncEngine's `sendChanges`): for a process that must not spend
+    /// time applying other devices' changes, such as an extension. Conflicts found are settled as in
+    /// ``sync()``.
+    @discardableResult
+    public func push() async throws -> SyncReport {
+        try await round { server, report in report.pushed = try await push(server, report: &report) }
+    }
+
+    /// Only pulls and applies other devices' changes (CKSyncEngine's `fetchChanges`).
+    @discardableResult
+    public func pull() async throws -> SyncReport {
+        try await round { server, report in report.pulled = try await pull(server, report: &report) }
+    }
+
+    private func round(_ body: (ServerConnection, inout SyncReport) async throws -> Void) async throws -> SyncReport {
+        do {
+            let server = try await connected()
+            var report = SyncReport()
+            try await body(server, &report)
             report.cursor = try recordSuccess()
             return report
         } catch {

@@ -337,6 +337,43 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// Half rounds: push() sends without applying anything, pull() applies without sending.
+    @Test func pushAndPullAreHalvesOfASync() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("halves")
+        let a = try Device(group: group), b = try Device(group: group)
+        let ra = try a.replicator(cluster.tcpURL), rb = try b.replicator(cluster.tcpURL)
+        try a.put("from a", "a1")
+        try b.put("from b", "b1")
+        let sentA = try await ra.push()
+        #expect(sentA.pushed == 1 && sentA.pulled == 0)
+        let sentB = try await rb.push()
+        #expect(sentB.pushed == 1 && sentB.pulled == 0)
+        #expect(try b.noteLines() == ["b1=from b"])
+        #expect(try b.status().pendingChanges == 0)
+        let fetched = try await rb.pull()
+        #expect(fetched.pushed == 0 && fetched.pulled == 1)
+        #expect(try b.noteLines() == ["a1=from a", "b1=from b"])
+        try b.put("again", "b2")
+        _ = try await rb.pull()
+        #expect(try b.status().pendingChanges == 1)   // pull sent nothing
+        await ra.close(); await rb.close()
+    }
+
+    /// `kvtool bench sync` (make bench-sync), small: it checks every count it times and fails otherwise.
+    @Test func theSyncBenchmarkRunsAndChecksItsCounts() throws {
+        let result = try run(productsDirectory() + "/kvtool",
+                             ["bench", "sync", "--changes", "500", "--samples", "10", "--devices", "1,3", "--changes-per-device", "200"],
+                             timeout: 300)
+        #expect(result.status == 0, "\(result.stderr)")
+        print(result.stdout, terminator: "")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("push 500 changes: ") })
+        #expect(lines.contains { $0.hasPrefix("pull and apply 500 changes: ") })
+        #expect(lines.contains { $0.hasPrefix("commit on A until B (live, LISTEN/NOTIFY) has it, 10 samples: p50 ") })
+        #expect(lines.filter { $0.contains("pushing 200 changes each at once") }.count == 4)
+    }
+
     @Test func hostileServerRowsAreRefusedAndTheStoreStaysUnchanged() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("hostile")

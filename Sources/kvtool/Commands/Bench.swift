@@ -8,7 +8,13 @@ import Workloads
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Time the workloads of DESIGN.md on this machine.",
-        subcommands: [Dashboard.self, ColdOpen.self])
+        subcommands: [Dashboard.self, ColdOpen.self] + syncSubcommands)
+
+    #if PostgreSQL
+    static let syncSubcommands: [any ParsableCommand.Type] = [Sync.self]
+    #else
+    static let syncSubcommands: [any ParsableCommand.Type] = []
+    #endif
 
     /// Monotonic nanoseconds (CLOCK_MONOTONIC), comparable between processes.
     static func now() -> UInt64 {
