@@ -19,7 +19,8 @@ public enum Replication {
 
     /// Declares `target` replicated, in every process of the container: enables its history (if it
     /// is not on), registers the replicator's history consumer, and queues every key it already holds
-    /// so that the first sync sends it. Declaring again changes nothing.
+    /// so that the first sync sends it. On a device that already synced, the next sync also fetches
+    /// what other devices sent to `target` before. Declaring again changes nothing.
     ///
     /// - Throws: `KVStoreError.collectionNotFound` for a collection the catalog does not have;
     ///   ``ReplicationError/unsupportedTarget(_:reason:)`` for one of SyncKit's own.
@@ -55,7 +56,15 @@ public enum Replication {
             try tx.unrecorded {
                 try collections.targets.put(TargetDeclaration(kind: target.kindName, name: target.name, since: now),
                                             forKey: target.declarationKey, in: tx)
-                _ = try collections.replicaState(in: tx)
+                // A device that already synced passed the server's changes to this target without
+                // applying them: it reads the group's log again from the start (changes it already
+                // has are skipped by their versions), or resyncs if the log was pruned.
+                var state = try collections.replicaState(in: tx)
+                if state.cursor > 0 {
+                    state.cursor = 0
+                    state.cursorMark = nil
+                    try collections.state.put(state, forKey: stateKey, in: tx)
+                }
             }
             // Every key already there becomes a history entry of this transaction: pending, so sent.
             var existing: [([UInt8], [UInt8])] = []

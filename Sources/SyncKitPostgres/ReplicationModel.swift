@@ -6,8 +6,12 @@ import SyncKit
 /// What a replicator keeps about itself in the store (`_sync.state`), in the same transactions as the
 /// changes it applies.
 struct ReplicaState: Codable, Hashable, Sendable {
-    /// This container's id on the server: random, made once.
+    /// This container's id on the server: random, made once, and again for a copy of the container.
     var device: String
+    /// Where the device id was made: the machine's id and the store file's device and inode. A
+    /// container copied elsewhere (or restored from a backup) differs, and takes a new device id, so
+    /// that two containers never send changes under one id (the server would keep one of each token).
+    var home: String?
     /// The last server sequence number applied (or skipped as this device's own).
     var cursor: Int64 = 0
     /// The id of the server the cursor and the known versions belong to (nil before the first sync,

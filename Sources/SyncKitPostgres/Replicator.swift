@@ -102,7 +102,26 @@ public final class Replicator: @unchecked Sendable {
         }
         lockDescriptor = fd
         let collections = self.collections
-        device = try container.store.write { tx in try collections.replicaState(in: tx).device }
+        let home = Self.home(of: container)
+        device = try container.store.write { tx in
+            var state = try collections.replicaState(in: tx)
+            guard state.home != home else { return state.device }
+            // First start here (or state from before homes were kept: that container keeps its id),
+            // or a copy: a new id. What the copy knows of the server (cursor, versions) stays true.
+            if state.home != nil { state.device = UUID().uuidString.lowercased() }
+            state.home = home
+            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            return state.device
+        }
+    }
+
+    /// `/etc/machine-id` and the store file's device and inode.
+    static func home(of container: SharedContainer) -> String {
+        let machine = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+        var info = stat()
+        guard lstat(container.layout.storeDataFile, &info) == 0 else { return machine }
+        return "\(machine):\(info.st_dev):\(info.st_ino)"
     }
 
     deinit {

@@ -337,6 +337,68 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// A collection declared on a device that already synced gets what other devices sent to it before.
+    @Test func aTargetDeclaredLaterFetchesWhatTheServerHas() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("late")
+        let a = try Device(group: group), b = try Device(group: group)
+        let lateA = try a.container.store.collection("late", key: String.self, value: String.self)
+        let lateB = try b.container.store.collection("late", key: String.self, value: String.self)
+        try Replication.enable(.collection("late"), in: a.container)
+        try a.write { tx in try lateA.put("sent before B declared it", forKey: "k", in: tx) }
+        try a.put("a note", "n1")
+        let ra = try Replicator(container: a.container, server: cluster.tcpURL, targets: a.targets + [.collection(lateA)])
+        try await ra.sync()
+        do {
+            let before = try b.replicator(cluster.tcpURL)   // its lock goes with it, at the end of this scope
+            try await before.sync()
+            await before.close()
+        }
+        #expect(try b.noteLines() == ["n1=a note"] && lateB.count() == 0)
+        try Replication.enable(.collection("late"), in: b.container)
+        let rb = try Replicator(container: b.container, server: cluster.tcpURL, targets: b.targets + [.collection(lateB)])
+        let report = try await rb.sync()
+        #expect(try lateB.get("k") == "sent before B declared it")
+        #expect(report.pulled == 1 && report.conflicts == 0)   // the note it had was not applied again
+        #expect(try b.noteLines() == ["n1=a note"])
+        await ra.close(); await rb.close()
+    }
+
+    /// A container copied to another root (a backup restored on a second machine) takes a new device
+    /// id: its writes are not mistaken on the server for the original's changes with the same tokens.
+    @Test func aCopiedContainerTakesANewDeviceID() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("copied")
+        let a = try Device(group: group)
+        try a.put("before the copy", "k0")
+        let original: String
+        do {
+            let ra = try a.replicator(cluster.tcpURL)
+            try await ra.sync()
+            original = ra.device
+            await ra.close()
+        }
+        let copyRoot = TemporaryDirectory()
+        let copied = try run("/bin/cp", ["-a", a.container.path, copyRoot.path + "/"], timeout: 60)
+        #expect(copied.status == 0, "\(copied.stderr)")
+        let copy = try SharedContainer(groupIdentifier: group, root: copyRoot.path)
+        _ = try History.attach(to: copy)
+        let copyNotes = try copy.store.collection("notes", key: String.self, value: String.self)
+        // The same next history token on both sides: one write each.
+        try a.put("from the original", "k1")
+        func writeCopy() throws { try copy.store.write(author: "app") { tx in try copyNotes.put("from the copy", forKey: "k2", in: tx) } }
+        try writeCopy()
+        let ra = try a.replicator(cluster.tcpURL)
+        let rc = try Replicator(container: copy, server: cluster.tcpURL,
+                                targets: [.collection(copyNotes), .defaults(try copy.defaults(suite: "settings"))])
+        #expect(ra.device == original && rc.device != original)
+        try await ra.sync(); try await rc.sync(); try await ra.sync()
+        #expect(try a.noteLines() == ["k0=before the copy", "k1=from the original", "k2=from the copy"])
+        #expect(try copyNotes.entries().map { "\($0.key)=\($0.value)" } == a.noteLines())
+        #expect(try a.storedNotes() == cluster.storedNotes(group: group))
+        await ra.close(); await rc.close()
+    }
+
     /// Half rounds: push() sends without applying anything, pull() applies without sending.
     @Test func pushAndPullAreHalvesOfASync() async throws {
         let cluster = try LocalPostgresCluster()
