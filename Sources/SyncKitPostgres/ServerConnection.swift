@@ -102,11 +102,13 @@ final class ServerConnection: @unchecked Sendable {
             }
             var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
             let rows = try await connection.query("""
-                SELECT idx, outcome, version, s_value, s_hlc, s_device
+                SELECT idx, left(outcome, 20), version, octet_length(s_value),
+                       CASE WHEN octet_length(s_value) <= \(maxValueBytes) THEN s_value END, s_hlc,
+                       CASE WHEN octet_length(s_device) <= \(Self.maxNameBytes) THEN s_device END
                 FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases))
                 """, logger: logger)
-            for try await (index, outcome, version, value, clock, serverDevice)
-                    in rows.decode((Int, String, Int64, ByteBuffer?, Int64?, String?).self) {
+            for try await (index, outcome, version, length, value, clock, serverDevice)
+                    in rows.decode((Int, String, Int64, Int?, ByteBuffer?, Int64?, String?).self) {
                 guard (1...changes.count).contains(index) else {
                     throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
                 }
@@ -115,7 +117,12 @@ final class ServerConnection: @unchecked Sendable {
                     outcomes[index - 1] = .applied(version: version)
                 case "conflict":
                     guard let clock, clock >= 0, let serverDevice else {
-                        throw ReplicationError.malformedServerRow(sequence: version, reason: "the current state has no clock or device")
+                        throw ReplicationError.malformedServerRow(sequence: version, reason:
+                            "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes")
+                    }
+                    if let length, value == nil {
+                        throw ReplicationError.malformedServerRow(sequence: version, reason:
+                            "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")
                     }
                     outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
                                                     clock: UInt64(clock), device: serverDevice)
@@ -169,12 +176,15 @@ final class ServerConnection: @unchecked Sendable {
             }
             if cursor < page.prunedThrough || cursor > page.lastSequence { return page }
             for try await (device, token) in try await connection.query(
-                "SELECT device, token FROM kvsync_changes WHERE group_id = \(group) AND seq = \(cursor)", logger: logger)
-                .decode((String, Int64).self) {
+                "SELECT left(device, \(Self.maxNameBytes + 1)::int), token FROM kvsync_changes WHERE group_id = \(group) AND seq = \(cursor)",
+                logger: logger).decode((String, Int64).self) {
                 page.atCursor = CursorMark(device: device, token: UInt64(bitPattern: token))
             }
             let rows = try await connection.query("""
-                SELECT seq, device, kind, name, key, octet_length(value),
+                SELECT seq, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
+                       CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
+                       CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
+                       CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
                        CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
                 FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
                 """, logger: logger)
@@ -195,7 +205,10 @@ final class ServerConnection: @unchecked Sendable {
                     last = found
                 }
                 let rows = try await connection.query("""
-                    SELECT version, device, kind, name, key, octet_length(value),
+                    SELECT version, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
+                           CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
+                           CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
+                           CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
                            CASE WHEN octet_length(value) <= \(self.maxValueBytes) THEN value END, hlc, token
                     FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
                     """, logger: logger)
@@ -230,10 +243,23 @@ final class ServerConnection: @unchecked Sendable {
         }
     }
 
+    /// The longest device id, kind or name read from the server; longer ones are refused unread (and
+    /// ``Replicator``'s checks allow 200 bytes).
+    static let maxNameBytes = 200
+
+    /// Rows of the log or the state. Every variable-length column comes with its limit applied in the
+    /// statement, so that a planted row cannot make this process allocate more than the limits.
     private func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
         var changes: [ServerChange] = []
         for try await (sequence, device, kind, name, key, length, value, clock, token)
-                in rows.decode((Int64, String, String, String, ByteBuffer, Int?, ByteBuffer?, Int64, Int64).self) {
+                in rows.decode((Int64, String?, String?, String?, ByteBuffer?, Int?, ByteBuffer?, Int64, Int64).self) {
+            guard let device, let kind, let name else {
+                throw ReplicationError.malformedServerRow(sequence: sequence, reason:
+                    "its device id, kind or name is missing or over \(Self.maxNameBytes) bytes")
+            }
+            guard let key else {
+                throw ReplicationError.malformedServerRow(sequence: sequence, reason: "its key is over \(Store.maxKeySize) bytes")
+            }
             if let length, value == nil {
                 throw ReplicationError.malformedServerRow(sequence: sequence, reason:
                     "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")

@@ -337,6 +337,27 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// A server made by the previous release (schema version 1, no server id) is migrated in place by
+    /// the first device that connects, and keeps its log.
+    @Test func aVersionOneServerIsMigratedInPlace() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("migrate")
+        let a = try Device(group: group), b = try Device(group: group)
+        do {
+            let ra = try a.replicator(cluster.tcpURL)
+            try a.put("written under version 1", "k")
+            try await ra.sync()
+            await ra.close()
+        }
+        try cluster.psql("ALTER TABLE kvsync_schema DROP COLUMN server_id; UPDATE kvsync_schema SET version = 1")
+        let rb = try b.replicator(cluster.tcpURL)
+        try await rb.sync()
+        let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "2|36")
+        #expect(try b.noteLines() == ["k=written under version 1"])
+        await rb.close()
+    }
+
     /// A collection declared on a device that already synced gets what other devices sent to it before.
     @Test func aTargetDeclaredLaterFetchesWhatTheServerHas() async throws {
         let cluster = try LocalPostgresCluster()
@@ -452,6 +473,9 @@ import Glibc
             ("'collection', 'notes', ''::bytea, NULL, 1", "key is 0 bytes"),
             ("'collection', 'notes', '\\x6b34'::bytea, NULL, -5", "negative"),
             ("'collection', 'notes', '\\x6b35'::bytea, repeat('x', 5000)::bytea, 1", "over the 4096-byte limit"),
+            // Refused by length in the statement itself, never read into memory whole.
+            ("'collection', 'notes', decode(repeat('6b', 1000000), 'hex'), NULL, 1", "key is over 511 bytes"),
+            ("'collection', repeat('n', 1000000), '\\x6b37'::bytea, NULL, 1", "over 200 bytes"),
         ]
         for (values, reason) in planted {
             try cluster.psql("""
