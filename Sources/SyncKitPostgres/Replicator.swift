@@ -230,8 +230,8 @@ public final class Replicator: @unchecked Sendable {
     /// every key of every target to be sent again, with the clock of the version it last knew (so a
     /// value is no newer than it was), or now for a key it never had a version of.
     private func rebase(_ state: inout ReplicaState, in tx: WriteTransaction) throws {
-        var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
         let now = HybridTimestamp.next(after: .zero, now: Date()).rawValue
+        var queued: [QueuedKey] = []
         for (target, replicated) in targets {
             guard let versions = versions[target] else { continue }
             var clocks: [[UInt8]: UInt64] = [:]
@@ -239,16 +239,10 @@ public final class Replicator: @unchecked Sendable {
                 clocks[key.bytes] = version.clock
                 return true
             }
-            try tx.unrecorded {
-                try versions.removeAll(in: tx)
-                for key in try replicated.keys(tx) {
-                    try collections.dirty.put(DirtyKey(kind: target.kindName, name: target.name, key: key,
-                                                       clock: clocks[key] ?? now, token: state.nextExtraToken), forKey: id, in: tx)
-                    id += 1
-                    state.nextExtraToken += 1
-                }
-            }
+            try tx.unrecorded { try versions.removeAll(in: tx) }
+            for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clocks[key] ?? now)) }
         }
+        try queueToSendAgain(queued, state: &state, in: tx)
         state.cursor = 0
         state.cursorMark = nil
         state.resyncs += 1
@@ -369,21 +363,34 @@ public final class Replicator: @unchecked Sendable {
     private func requeueEverything() throws {
         try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
-            var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
             let clock = HybridTimestamp.next(after: .zero, now: Date()).rawValue
+            var queued: [QueuedKey] = []
             for (target, replicated) in targets {
-                for key in try replicated.keys(tx) {
-                    try tx.unrecorded {
-                        try collections.dirty.put(DirtyKey(kind: target.kindName, name: target.name, key: key, clock: clock,
-                                                           token: state.nextExtraToken), forKey: id, in: tx)
-                    }
-                    id += 1
-                    state.nextExtraToken += 1
-                }
+                for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clock)) }
             }
+            try queueToSendAgain(queued, state: &state, in: tx)
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
         }
         try consumer.resynchronized()
+    }
+
+    private struct QueuedKey {
+        var target: Mutation.Target
+        var key: [UInt8]
+        var clock: UInt64
+    }
+
+    /// Queues keys to be sent although no pending history entry says so (`_sync.dirty`), each under a
+    /// token of its own from ``ReplicaState/nextExtraToken``.
+    private func queueToSendAgain(_ keys: [QueuedKey], state: inout ReplicaState, in tx: WriteTransaction) throws {
+        var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
+        for queued in keys {
+            let dirty = DirtyKey(kind: queued.target.kindName, name: queued.target.name, key: queued.key,
+                                 clock: queued.clock, token: state.nextExtraToken)
+            try tx.unrecorded { try collections.dirty.put(dirty, forKey: id, in: tx) }
+            id += 1
+            state.nextExtraToken += 1
+        }
     }
 
     private func outgoing(_ target: ReplicatedTarget, key: [UInt8], clock: UInt64, token: UInt64,
@@ -455,7 +462,7 @@ public final class Replicator: @unchecked Sendable {
         }
         let remoteWinsByClock = (remote.clock, remote.device) > (localClock, device)
         let resolution: ConflictEvent.Resolution
-        var sendAgain: (value: [UInt8]?, clock: UInt64)?
+        var sendAgainClock: UInt64?   // the value sent is the key's, read when the queue is sent
         switch target.policy {
         case .rejectAndReport:
             resolution = .rejectedLocal
@@ -465,7 +472,7 @@ public final class Replicator: @unchecked Sendable {
                 let clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: max(localClock, remote.clock)), now: Date())
                 try target.write(remote.key, merged, tx)
                 resolution = .merged
-                sendAgain = (merged, clock.rawValue)
+                sendAgainClock = clock.rawValue
             } else {
                 resolution = remoteWinsByClock ? .tookRemote : .keptLocal
             }
@@ -477,21 +484,16 @@ public final class Replicator: @unchecked Sendable {
             if try target.read(remote.key, tx) != remote.value { try target.write(remote.key, remote.value, tx) }
         case .keptLocal:
             if try target.read(remote.key, tx) != local { try target.write(remote.key, local, tx) }
-            sendAgain = (local, localClock)
+            sendAgainClock = localClock
         case .merged:
             break
         }
         try tx.unrecorded {
             try versions[target.target]?.put(KeyVersion(version: remote.sequence, clock: remote.clock, device: remote.device),
                                               forKey: ByteKey(remote.key), in: tx)
-            if let sendAgain {
-                let token = state.nextExtraToken
-                state.nextExtraToken += 1
-                var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
-                if id == 0 { id = 1 }
-                try collections.dirty.put(DirtyKey(kind: target.target.kindName, name: target.target.name, key: remote.key,
-                                                   clock: sendAgain.clock, token: token), forKey: id, in: tx)
-            }
+        }
+        if let sendAgainClock {
+            try queueToSendAgain([QueuedKey(target: target.target, key: remote.key, clock: sendAgainClock)], state: &state, in: tx)
         }
         return ConflictEvent(target: target.target, key: remote.key, resolution: resolution, stage: stage,
                              localClock: HybridTimestamp(rawValue: localClock), remoteClock: HybridTimestamp(rawValue: remote.clock),

@@ -2,6 +2,7 @@ import Foundation
 import KVStore
 import Testing
 import TestSupport
+import Workloads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -214,7 +215,7 @@ extension ReliabilityTests {
             var examples: [String] = [], beyondExamples: [String] = []
             var (checkPassed, checkFlagged, checkedIntact, checkedCorrupt, statesTried) = (0, 0, 0, 0, 0)
             var unflagged: [String] = []
-            var rng = SplitMix(seed: seed)
+            var rng = SplitMix64(seed: seed)
             let recording = try record(["powercut-writer", root, group, mode.rawValue, String(commits), String(syncEvery)],
                                        maxStates: maxStates, seed: seed) { chunk in
                 let results = try check("powercut-check", chunk)
@@ -390,7 +391,7 @@ extension ReliabilityTests {
 }
 
 /// A small seeded generator for the samples (SplitMix64).
-extension SplitMix {
+extension SplitMix64 {
     mutating func sample<T>(_ items: [T], _ count: Int) -> [T] {
         var pool = items
         var picked: [T] = []

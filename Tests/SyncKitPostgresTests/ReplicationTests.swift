@@ -53,7 +53,7 @@ import Glibc
         let group = Self.group("model-\(seed)")
         let devices = try (0..<3).map { _ in try Device(group: group) }
         let replicators = try devices.map { try $0.replicator(cluster.tcpURL) }
-        var random = SplitMix(seed: UInt64(seed))
+        var random = SplitMix64(seed: UInt64(seed))
         // The model: every write with its clock and device; the winner of a key is the greatest.
         var writes: [String: (clock: UInt64, device: String, value: String?)] = [:]
         for round in 0..<6 {
