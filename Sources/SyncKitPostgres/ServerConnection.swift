@@ -56,20 +56,13 @@ final class ServerConnection: @unchecked Sendable {
 
     static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int) async throws -> ServerConnection {
         do {
-            // The TCP connect has its own timeout; the start-up exchange after it does not.
-            let connection = try await withThrowingTaskGroup(of: PostgresConnection?.self) { group in
-                group.addTask {
-                    try await PostgresConnection.connect(configuration: url.configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
-                }
-                group.addTask {
-                    try await Task.sleep(for: operationTimeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let connection = first else {
-                    throw ReplicationError.server("no answer within \(operationTimeout)")
-                }
-                return connection
+            // The TCP connect has its own timeout; the start-up exchange after it does not, and a
+            // server that accepts and then closes while it starts can leave it waiting for good. So
+            // the whole connect is abandoned after `connectTimeout` (and closed if it ever ends).
+            let connection = try await withDeadline(connectTimeout, what: "the connection") {
+                try await PostgresConnection.connect(configuration: url.configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
+            } abandoned: { late in
+                try? await late.close()
             }
             return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
         } catch {
@@ -277,6 +270,9 @@ final class ServerConnection: @unchecked Sendable {
     /// How long one statement or transaction may take before it is abandoned and the connection closed.
     static let operationTimeout: Duration = .seconds(120)
 
+    /// How long connecting (TCP, then PostgreSQL's start-up exchange) may take before it is abandoned.
+    static let connectTimeout: Duration = .seconds(10)
+
     var isClosed: Bool { connection.isClosed }
 
     /// Runs `body`, turning PostgreSQL's errors into one-line ``ReplicationError``s. A server that died
@@ -286,32 +282,9 @@ final class ServerConnection: @unchecked Sendable {
     func mapErrors<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
         guard !connection.isClosed else { throw ReplicationError.server("the connection to the server is closed") }
         let connection = self.connection
-        let start = ContinuousClock.now
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            let finished = Locked(false)
-            let finish: @Sendable (Result<R, any Error>) -> Bool = { result in
-                let first = finished.withLock { done -> Bool in
-                    defer { done = true }
-                    return !done
-                }
-                if first { continuation.resume(with: result) }
-                return first
-            }
-            let work = Task {
-                do { _ = finish(.success(try await Self.mapErrors(body))) } catch { _ = finish(.failure(error)) }
-            }
-            Task {
-                while !finished.withLock({ $0 }) {
-                    try? await Task.sleep(for: .milliseconds(250))
-                    if ContinuousClock.now - start > Self.operationTimeout {
-                        if finish(.failure(ReplicationError.server("no answer within \(Self.operationTimeout)"))) {
-                            work.cancel()
-                            try? await connection.close()
-                        }
-                        return
-                    }
-                }
-            }
+        return try await withDeadline(Self.operationTimeout, what: "the server", onTimeout: { try? await connection.close() },
+                                      abandonWhen: { connection.isClosed ? "the connection to the server closed mid-statement" : nil }) {
+            try await Self.mapErrors(body)
         }
     }
 
@@ -351,5 +324,54 @@ func describe(_ error: any Error) -> String {
         return "a column of type \(error.postgresType) does not decode as \(error.targetType)"
     }
     return String(describing: error).split(separator: "\n").first.map(String.init) ?? "unknown error"
+}
+
+/// Runs `body` in a task of its own and returns what it returns, or throws once `timeout` has passed
+/// without waiting for it any longer: a task that ignores cancellation (a connect to a server that went
+/// silent, say) cannot hold its caller, as it would in a task group, which waits for all its children.
+/// `onTimeout` runs when the deadline wins, and `abandoned` gets what `body` returns after that.
+func withDeadline<R: Sendable>(_ timeout: Duration, what: String,
+                               onTimeout: @escaping @Sendable () async -> Void = {},
+                               abandonWhen: @escaping @Sendable () -> String? = { nil },
+                               _ body: @escaping @Sendable () async throws -> R,
+                               abandoned: @escaping @Sendable (R) async -> Void = { _ in }) async throws -> R {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+        let finished = Locked(false)
+        let finish: @Sendable (Result<R, any Error>) -> Bool = { result in
+            let first = finished.withLock { done -> Bool in
+                defer { done = true }
+                return !done
+            }
+            if first { continuation.resume(with: result) }
+            return first
+        }
+        // Checked every 100 ms: the deadline, and whether to give up sooner (a connection that
+        // closed while a statement was out: postgres-nio does not always fail that statement when a
+        // server shutting down drops it).
+        let timer = Task {
+            let deadline = ContinuousClock.now + timeout
+            while !Task.isCancelled {
+                try? await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
+                if Task.isCancelled { return }
+                if ContinuousClock.now >= deadline {
+                    if finish(.failure(ReplicationError.server("no answer from \(what) within \(timeout)"))) { await onTimeout() }
+                    return
+                }
+                if let reason = abandonWhen() {
+                    if finish(.failure(ReplicationError.server(reason))) { await onTimeout() }
+                    return
+                }
+            }
+        }
+        Task {
+            do {
+                let value = try await body()
+                if !finish(.success(value)) { await abandoned(value) }
+            } catch {
+                _ = finish(.failure(error))
+            }
+            timer.cancel()
+        }
+    }
 }
 #endif

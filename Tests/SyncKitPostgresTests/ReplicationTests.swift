@@ -261,7 +261,13 @@ import Glibc
         try b.put("also while down", "k3")
         usleep(1_500_000)
         try cluster.start()
-        #expect(try eventually(45) { try a.noteLines().count == 3 && (try b.noteLines()) == (try a.noteLines()) },
+        let converged = try eventually(45) { try a.noteLines().count == 3 && (try b.noteLines()) == (try a.noteLines()) }
+        if !converged {   // what each replicator printed, to see where it stopped
+            liveA.kill(SIGTERM); liveB.kill(SIGTERM)
+            let ra = liveA.wait(timeout: 30), rb = liveB.wait(timeout: 30)
+            print("live replicator A:\n\(ra.lines.joined(separator: "\n"))\n\(ra.stderr)\nlive replicator B:\n\(rb.lines.joined(separator: "\n"))\n\(rb.stderr)")
+        }
+        #expect(converged,
                 "a: \((try? a.noteLines()) ?? []), b: \((try? b.noteLines()) ?? []); b: \(String(describing: try? b.status()))")
         #expect(liveA.process.isRunning && liveB.process.isRunning)
     }
