@@ -49,7 +49,7 @@ public struct CBORDecoder: Sendable {
     ///   ``CBORError``, other errors pass through unchanged.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws -> T {
         do {
-            let reader = try CBORReader.validated(bytes, limits: limits)
+            let reader = try CBORReader.validated(bytes, limits: limits, checkingText: false)
             let options = CBORDecodingOptions(userInfo: userInfo)
             return try options.decode(T.self, reader, at: 0, path: .root, needsEnd: false).value
         } catch {
@@ -139,25 +139,44 @@ final class CBORDecodingOptions {
             if T.self == Decimal.self { let r = try reader.readDecimal(at: p); return (unsafeBitCast(r.value, to: T.self), r.next) }
             if T.self == UUID.self { let r = try reader.readUUID(at: p); return (unsafeBitCast(r.value, to: T.self), r.next) }
             if T.self == URL.self { let r = try reader.readURL(at: p); return (unsafeBitCast(r.value, to: T.self), r.next) }
+            if T.self == LogicalDay.self { let r = try reader.readDay(at: p); return (unsafeBitCast(r.value, to: T.self), r.next) }
         } catch {
             throw error.decodingError(T.self, path().keys)
         }
         // Arrays of common scalars, without the generic `Array.init(from:)` machinery. On any error
         // fall through to the general path, which reports it with the element's coding path.
-        if T.self == [Int].self, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(Int.self, at: q) }) {
+        if ObjectIdentifier(T.self) == CBORKnownTypes.intArray, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(Int.self, at: q) }) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if T.self == [Double].self, let r = try? reader.readArray(at: p, reader.readDouble) {
+        if ObjectIdentifier(T.self) == CBORKnownTypes.doubleArray, let r = try? reader.readArray(at: p, reader.readDouble) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if T.self == [String].self, let r = try? reader.readArray(at: p, reader.readString) {
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringArray, let r = try? reader.readArray(at: p, reader.readString) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if T.self == [UInt8].self, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(UInt8.self, at: q) }) {
+        if ObjectIdentifier(T.self) == CBORKnownTypes.byteArray, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(UInt8.self, at: q) }) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if T.self == [Int64].self, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(Int64.self, at: q) }) {
+        if ObjectIdentifier(T.self) == CBORKnownTypes.int64Array, let r = try? reader.readArray(at: p, { q throws(CBORError) in try reader.readInteger(Int64.self, at: q) }) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
+        }
+
+        // Dictionaries with string keys, straight from the map: common value types without a
+        // generic call per value, any other through the same one-pass loop.
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringIntMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readInteger(Int.self, at: q) }) {
+            return (unsafeBitCast(r.value, to: T.self), r.next)
+        }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringStringMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readString(at: q) }) {
+            return (unsafeBitCast(r.value, to: T.self), r.next)
+        }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringDoubleMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readDouble(at: q) }) {
+            return (unsafeBitCast(r.value, to: T.self), r.next)
+        }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringBoolMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readBool(at: q) }) {
+            return (unsafeBitCast(r.value, to: T.self), r.next)
+        }
+        if let mapType = T.self as? any CBORDecodableStringMap.Type, let r = try decodeMap(mapType, as: T.self, reader, at: p, path: path()) {
+            return r
         }
 
         let decoder = CBORDecoderImpl(reader: reader, offset: p, path: path(), options: self)
@@ -169,6 +188,15 @@ final class CBORDecodingOptions {
         } catch {
             throw error.decodingError(T.self, decoder.codingPath)
         }
+    }
+}
+
+extension CBORDecodingOptions {
+    /// `M.decodeCBORMap`, its result as `T` (which is `M`).
+    private func decodeMap<M: CBORDecodableStringMap, T>(_ mapType: M.Type, as type: T.Type, _ reader: CBORReader, at p: Int,
+                                                          path: CBORCodingPath) throws -> (value: T, next: Int)? {
+        guard let r = try M.decodeCBORMap(self, reader, at: p, path: path) else { return nil }
+        return (unsafeBitCast(r.value, to: T.self), r.next)
     }
 }
 
@@ -277,6 +305,7 @@ final class CBORMapIndex {
             case 3 where !kh.isIndefinite:
                 entry.keyCount = try reader.length(kh, at: q)
                 entry.keyStart = kh.next
+                try reader.checkUTF8(from: kh.next, count: entry.keyCount)
                 entry.value = kh.next + entry.keyCount
             case 3:
                 let (key, next) = try reader.text(kh, at: q)

@@ -47,6 +47,12 @@ public struct CBOREncoder: Sendable {
     ///   or an `encode(to:)` throws an `EncodingError`; other errors thrown by `encode(to:)` pass
     ///   through unchanged.
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        try encode(value, within: nil)
+    }
+
+    /// Encodes a value, refusing (before writing a byte) one that `limits` would refuse to decode:
+    /// larger than ``CBORLimits/maxInputSize`` or nested deeper than ``CBORLimits/maxDepth``.
+    func encode<T: Encodable>(_ value: T, within limits: CBORLimits?) throws -> [UInt8] {
         let options = CBOREncodingOptions(userInfo: userInfo)
         let node: CBOREncodingNode
         do {
@@ -54,7 +60,16 @@ public struct CBOREncoder: Sendable {
         } catch let error as EncodingError {
             throw Self.convert(error)
         }
-        return CBORWriter.serialize(size: node.encodedSize) { node.write(to: &$0) }
+        let size = node.encodedSize
+        if let limits {
+            guard size <= limits.maxInputSize else {
+                throw CBORError(.limitExceeded, "input is \(size) bytes, over the maxInputSize limit of \(limits.maxInputSize)")
+            }
+            guard node.fitsDepth(limits.maxDepth) else {
+                throw CBORError(.limitExceeded, "nesting is deeper than maxDepth (\(limits.maxDepth))")
+            }
+        }
+        return CBORWriter.serialize(size: size) { node.write(to: &$0) }
     }
 
     static func convert(_ error: EncodingError) -> CBORError {
@@ -95,6 +110,17 @@ enum CBOREncodingNode {
         }
     }
 
+    /// Whether no path through the item nests more than `depth` arrays, maps and tags (as
+    /// ``CBORReader``'s validation counts them). Stops descending past the limit.
+    func fitsDepth(_ depth: Int) -> Bool {
+        switch self {
+        case .value(let v): return v.fitsDepth(depth)
+        case .array(let box): return depth > 0 && box.items.allSatisfy { $0.fitsDepth(depth - 1) }
+        case .map(let box): return depth > 0 && box.values.allSatisfy { $0.fitsDepth(depth - 1) }
+        case .encoder(let encoder): return encoder.storage?.fitsDepth(depth) ?? (depth > 0)
+        }
+    }
+
     func write(to writer: inout CBORWriter) {
         switch self {
         case .value(let v): v.write(to: &writer)
@@ -112,10 +138,6 @@ enum CBOREncodingNode {
         }
     }
 }
-
-/// Swift's dictionaries: their iteration order is random per process, so the encoder sorts them.
-protocol UnorderedCBORMap {}
-extension Dictionary: UnorderedCBORMap {}
 
 extension CBOREncodingNode {
     /// Puts what a `Dictionary` encoded into RFC 8949's deterministic order: a map's entries by key
@@ -168,12 +190,18 @@ final class CBORMapBox {
         }
     }
 
+    init() {}
+
+    /// A map of these entries, sorted as ``sortKeys()`` sorts.
+    init(sorting keys: [String], _ values: [CBOREncodingNode]) {
+        let order = CBORKeyOrder.order(keys)
+        self.keys = order.map { keys[$0] }
+        self.values = order.map { values[$0] }
+    }
+
     /// Sorts the entries by key as RFC 8949 section 4.2.1 orders text keys: shorter first, then bytewise.
     func sortKeys() {
-        let order = keys.indices.sorted { a, b in
-            let (x, y) = (keys[a].utf8, keys[b].utf8)
-            return x.count != y.count ? x.count < y.count : x.lexicographicallyPrecedes(y)
-        }
+        let order = CBORKeyOrder.order(keys)
         keys = order.map { keys[$0] }
         values = order.map { values[$0] }
         index = nil
@@ -215,16 +243,28 @@ final class CBOREncodingOptions {
         if T.self == Decimal.self { return .value(try Self.decimal(unsafeBitCast(value, to: Decimal.self), path: path())) }
         if T.self == UUID.self { return .value(Self.uuid(unsafeBitCast(value, to: UUID.self))) }
         if T.self == URL.self { return .value(.tagged(CBORTag.uri, .text(unsafeBitCast(value, to: URL.self).absoluteString))) }
+        if T.self == LogicalDay.self { return .value(.text(unsafeBitCast(value, to: LogicalDay.self).description)) }
         // Arrays of common scalars, without the generic `Array.encode(to:)` machinery.
-        if T.self == [Int].self { return .value(.array(unsafeBitCast(value, to: [Int].self).map(Self.integer))) }
-        if T.self == [Double].self { return .value(.array(unsafeBitCast(value, to: [Double].self).map(CBORValue.float))) }
-        if T.self == [String].self { return .value(.array(unsafeBitCast(value, to: [String].self).map(CBORValue.text))) }
-        if T.self == [UInt8].self { return .value(.array(unsafeBitCast(value, to: [UInt8].self).map { .unsigned(UInt64($0)) })) }
-        if T.self == [Int64].self { return .value(.array(unsafeBitCast(value, to: [Int64].self).map(Self.integer))) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.intArray { return .value(.array(unsafeBitCast(value, to: [Int].self).map(Self.integer))) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.doubleArray { return .value(.array(unsafeBitCast(value, to: [Double].self).map(CBORValue.float))) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringArray { return .value(.array(unsafeBitCast(value, to: [String].self).map(CBORValue.text))) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.byteArray { return .value(.array(unsafeBitCast(value, to: [UInt8].self).map { .unsigned(UInt64($0)) })) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.int64Array { return .value(.array(unsafeBitCast(value, to: [Int64].self).map(Self.integer))) }
+        // Dictionaries, whose order must be made deterministic: with string keys straight into a
+        // sorted map (common scalar values without a generic call each); others sorted after.
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringIntMap { return Self.stringMap(unsafeBitCast(value, to: [String: Int].self), Self.integer) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringStringMap { return Self.stringMap(unsafeBitCast(value, to: [String: String].self), CBORValue.text) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringDoubleMap { return Self.stringMap(unsafeBitCast(value, to: [String: Double].self), CBORValue.float) }
+        if ObjectIdentifier(T.self) == CBORKnownTypes.stringBoolMap { return Self.stringMap(unsafeBitCast(value, to: [String: Bool].self), CBORValue.bool) }
+        var isDictionary = false
+        if let map = value as? any UnorderedCBORMap {
+            if let node = try map.cborStringKeyedNode(self, path: path()) { return node }
+            isDictionary = true
+        }
         let encoder = CBOREncoderImpl(path: path(), options: self)
         try value.encode(to: encoder)
         if let storage = encoder.storage {
-            if value is any UnorderedCBORMap { storage.sortAsDictionary() }
+            if isDictionary { storage.sortAsDictionary() }
             return storage
         }
         if topLevel {

@@ -119,6 +119,23 @@ extension CBORReader {
         throw mismatch("Bool", h, at: q)
     }
 
+    /// A ``LogicalDay``: its `"YYYY-MM-DD"` text (parsed from the bytes, no String made) or a day number.
+    func readDay(at p: Int) throws(CBORError) -> (value: LogicalDay, next: Int) {
+        let (h, q) = try untagged(at: p)
+        switch h.major {
+        case 0, 1:
+            let r = try readInteger(Int32.self, at: q)
+            return (LogicalDay(dayNumber: r.value), r.next)
+        case 3:
+            let (day, next) = try withStringBytes(h, at: q) { LogicalDay(utf8: $0) }
+            if let day { return (day, next) }
+            let text = try self.text(h, at: q).value
+            throw CBORError(.invalidValue, "not a YYYY-MM-DD day: \(CBORError.oneLine(String(text.prefix(64))))", offset: q)
+        default:
+            throw mismatch("LogicalDay (text or an integer)", h, at: q)
+        }
+    }
+
     func readString(at p: Int) throws(CBORError) -> (value: String, next: Int) {
         let (h, q) = try untagged(at: p)
         guard h.major == 3 else { throw mismatch("String", h, at: q) }

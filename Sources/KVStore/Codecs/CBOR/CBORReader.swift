@@ -34,7 +34,11 @@ struct CBORReader {
         }
     }
 
-    static func validated(_ bytes: UnsafeRawBufferPointer, limits: CBORLimits) throws(CBORError) -> CBORReader {
+    /// A reader over `bytes` once they are checked: within `limits`, exactly one well-formed item. With
+    /// `checkingText` false, text strings are left for ``text(_:at:)`` to check as they are read (the
+    /// typed decoder makes a String of each text it reads, which checks the UTF-8 anyway; text it never
+    /// reads never becomes a String).
+    static func validated(_ bytes: UnsafeRawBufferPointer, limits: CBORLimits, checkingText: Bool = true) throws(CBORError) -> CBORReader {
         guard bytes.count <= limits.maxInputSize else {
             throw CBORError(.limitExceeded, "input is \(bytes.count) bytes, over the maxInputSize limit of \(limits.maxInputSize)")
         }
@@ -42,7 +46,7 @@ struct CBORReader {
             throw CBORError(.truncated, "the input is empty", offset: 0)
         }
         let reader = CBORReader(base: base, end: bytes.count)
-        try reader.validate(maxDepth: limits.maxDepth)
+        try reader.validate(maxDepth: limits.maxDepth, checkingText: checkingText)
         return reader
     }
 
@@ -128,7 +132,7 @@ struct CBORReader {
 
     /// Checks that the buffer holds exactly one well-formed data item no deeper than `maxDepth`,
     /// with valid UTF-8 text. Iterative, so no input can exhaust the stack here.
-    func validate(maxDepth: Int) throws(CBORError) {
+    func validate(maxDepth: Int, checkingText: Bool = true) throws(CBORError) {
         var stack: [Frame] = []
         stack.reserveCapacity(Swift.min(Swift.max(maxDepth, 0), 16))
         var p = 0
@@ -163,7 +167,7 @@ struct CBORReader {
                 }
                 p = h.next
             case 2, 3:
-                p = try validateString(h, at: p)
+                p = try validateString(h, at: p, checkingText: checkingText)
             case 4, 5:
                 guard stack.count < maxDepth else {
                     throw CBORError(.limitExceeded, "nesting is deeper than maxDepth (\(maxDepth))", offset: p)
@@ -206,8 +210,8 @@ struct CBORReader {
     }
 
     /// Checks a byte or text string (definite or chunked) and returns the offset after it.
-    private func validateString(_ h: Head, at p: Int) throws(CBORError) -> Int {
-        let isText = h.major == 3
+    private func validateString(_ h: Head, at p: Int, checkingText: Bool = true) throws(CBORError) -> Int {
+        let isText = h.major == 3 && checkingText
         if !h.isIndefinite {
             let count = try length(h, at: p)
             if isText { try checkUTF8(from: h.next, count: count) }
@@ -229,7 +233,7 @@ struct CBORReader {
         }
     }
 
-    private func checkUTF8(from start: Int, count: Int) throws(CBORError) {
+    func checkUTF8(from start: Int, count: Int) throws(CBORError) {
         if let bad = Self.firstInvalidUTF8(base, from: start, count: count) {
             throw CBORError(.invalidUTF8, "text string has an invalid UTF-8 sequence starting with 0x\(Hex.encode([byte(bad)]))", offset: bad)
         }
@@ -372,8 +376,47 @@ struct CBORReader {
 
     /// Reads a text string whose head is `h` (at `p`).
     @inline(__always)
+    /// Checks the UTF-8 as it makes the String (each chunk of an indefinite-length text on its own, as
+    /// RFC 8949 requires), so that text is checked once, not once by validation and again here.
     func text(_ h: Head, at p: Int) throws(CBORError) -> (value: String, next: Int) {
-        try withStringBytes(h, at: p) { String(decoding: $0, as: UTF8.self) }
+        if h.isIndefinite { _ = try validateString(h, at: p) }
+        let (string, next) = try withStringBytes(h, at: p) { Self.string($0) }
+        if let string { return (string, next) }
+        _ = try validateString(h, at: p)   // throws, naming the first bad byte
+        throw CBORError(.invalidUTF8, "text string is not valid UTF-8", offset: p)
+    }
+
+    /// The String of `count` bytes at `start`, which must be valid UTF-8 (a map key, say).
+    func text(from start: Int, count: Int) throws(CBORError) -> String {
+        if let string = Self.string(UnsafeRawBufferPointer(start: base + start, count: count)) { return string }
+        try checkUTF8(from: start, count: count)
+        throw CBORError(.invalidUTF8, "text string is not valid UTF-8", offset: start)
+    }
+
+    /// The String of these UTF-8 bytes, or nil if they are not valid UTF-8. ASCII, the usual case for
+    /// keys, is checked eight bytes at a time and needs no repair, so it takes the cheap
+    /// `String(decoding:)`; `String(validating:)`, generic and unspecialised in the standard library,
+    /// costs several hundred instructions a call before it reads a byte.
+    @inline(__always)
+    static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
+        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        var i = 0
+        var bits: UInt64 = 0
+        while i + 8 <= bytes.count {
+            bits |= base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < bytes.count {
+            bits |= UInt64(base.load(fromByteOffset: i, as: UInt8.self))
+            i += 1
+        }
+        return bits & 0x8080_8080_8080_8080 == 0
     }
 
     /// Builds the ``CBORValue`` tree of the item at `p`. Recursive: use on validated input.

@@ -76,6 +76,16 @@ public enum CBORValue: Hashable, Sendable {
 }
 
 extension CBORValue {
+    /// Whether no path through the item nests more than `depth` arrays, maps and tags.
+    func fitsDepth(_ depth: Int) -> Bool {
+        switch self {
+        case .array(let items): return depth > 0 && items.allSatisfy { $0.fitsDepth(depth - 1) }
+        case .map(let entries): return depth > 0 && entries.allSatisfy { $0.key.fitsDepth(depth - 1) && $0.value.fitsDepth(depth - 1) }
+        case .tagged(_, let item): return depth > 0 && item.fitsDepth(depth - 1)
+        default: return true
+        }
+    }
+
     /// Decodes one complete data item from bytes.
     ///
     /// Accepts any well-formed CBOR: indefinite lengths, float16/32/64, any tags (kept as

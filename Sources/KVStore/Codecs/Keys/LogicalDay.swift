@@ -28,24 +28,31 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
     /// Parses `"YYYY-MM-DD"`, and whatever ``description`` gives for any day number: a `-` before the
     /// year for years before 1, more than four digits for years after 9999.
     public init?(_ text: String) {
-        var utf8 = Substring(text).utf8[...]
-        let negative = utf8.first == UInt8(ascii: "-")
-        if negative { utf8 = utf8.dropFirst() }
-        let parts = utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
-        guard parts.count == 3, (4...7).contains(parts[0].count), parts[1].count == 2, parts[2].count == 2,
-              parts[0].count == 4 || parts[0].first != UInt8(ascii: "0"),
-              let y = Self.digits(parts[0]), let m = Self.digits(parts[1]), let d = Self.digits(parts[2]) else { return nil }
-        self.init(year: negative ? -y : y, month: m, day: d)
+        var text = text
+        guard let day = text.withUTF8({ LogicalDay(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = day
     }
 
-    /// The value of a run of ASCII digits (no sign, no spaces), or nil.
-    private static func digits(_ bytes: Substring.UTF8View.SubSequence) -> Int? {
-        var value = 0
-        for byte in bytes {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+    /// Parses the UTF-8 bytes of `"YYYY-MM-DD"` (see ``init(_:)-(String)``) without making a String.
+    init?(utf8 bytes: UnsafeRawBufferPointer) {
+        var i = 0
+        let negative = bytes.first == UInt8(ascii: "-")
+        if negative { i = 1 }
+        // The year: 4 to 7 digits, no leading zero beyond four; then "-MM-DD".
+        let yearDigits = bytes.count - i - 6
+        guard (4...7).contains(yearDigits), yearDigits == 4 || bytes[i] != UInt8(ascii: "0"),
+              bytes[i + yearDigits] == UInt8(ascii: "-"), bytes[i + yearDigits + 3] == UInt8(ascii: "-") else { return nil }
+        func digits(_ from: Int, _ count: Int) -> Int? {
+            var value = 0
+            for j in from ..< from + count {
+                let byte = bytes[j]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
         }
-        return value
+        guard let y = digits(i, yearDigits), let m = digits(i + yearDigits + 1, 2), let d = digits(i + yearDigits + 4, 2) else { return nil }
+        self.init(year: negative ? -y : y, month: m, day: d)
     }
 
     /// The day on which `date` falls in `timeZone`.
@@ -60,8 +67,28 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
     /// `"YYYY-MM-DD"`.
     public var description: String {
         let (y, m, d) = components
-        let year = y < 0 ? "-" + String(format: "%04d", -y) : String(format: "%04d", y)
-        return "\(year)-\(String(format: "%02d", m))-\(String(format: "%02d", d))"
+        // At most "-5881580-07-11": 14 bytes, written backwards from the end.
+        var bytes: (UInt64, UInt64) = (0, 0)
+        return withUnsafeMutableBytes(of: &bytes) { buffer in
+            var i = 16
+            func put(_ value: Int, width: Int) {
+                var value = value
+                var written = 0
+                while written < width || value > 0 {
+                    i -= 1
+                    buffer[i] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                    written += 1
+                }
+            }
+            put(d, width: 2)
+            i -= 1; buffer[i] = UInt8(ascii: "-")
+            put(m, width: 2)
+            i -= 1; buffer[i] = UInt8(ascii: "-")
+            put(abs(y), width: 4)
+            if y < 0 { i -= 1; buffer[i] = UInt8(ascii: "-") }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: buffer[i...]), as: UTF8.self)
+        }
     }
 
     public static func < (lhs: LogicalDay, rhs: LogicalDay) -> Bool { lhs.dayNumber < rhs.dayNumber }
@@ -73,12 +100,13 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
     // MARK: Codable, as "YYYY-MM-DD"
 
     public init(from decoder: any Decoder) throws {
+        // Text first: it is what `encode(to:)` writes, so the usual case throws nothing away. (The
+        // CBOR decoder does not come here: it reads a day straight from the bytes.)
         let container = try decoder.singleValueContainer()
-        if let number = try? container.decode(Int32.self) {
-            dayNumber = number
+        guard let text = try? container.decode(String.self) else {
+            dayNumber = try container.decode(Int32.self)
             return
         }
-        let text = try container.decode(String.self)
         guard let day = LogicalDay(text) else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a YYYY-MM-DD day: \(text)")
         }

@@ -41,9 +41,7 @@ public struct CBORCodec<Value: Codable>: ValueCodec {
     /// or nested deeper than ``CBORLimits/maxDepth``) are refused here, so that nothing is stored that
     /// cannot be read back.
     public func encode(_ value: Value) throws -> [UInt8] {
-        let bytes = try CBOREncoder().encode(value)
-        try CBORReader.check(bytes, limits: limits)
-        return bytes
+        try CBOREncoder().encode(value, within: limits)
     }
 
     public func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value {
