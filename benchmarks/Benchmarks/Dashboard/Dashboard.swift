@@ -58,13 +58,17 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Defaults
 
+    // The keys are made before measuring: building a String per get would be timed too.
+    let keys = (0..<100).map { "key-\($0)" }
     Benchmark("Defaults get · KVStore") { benchmark in
         let defaults = Fixture.shared.defaults
-        for i in benchmark.scaledIterations { blackHole(try defaults.string(forKey: "key-\(i % 100)")) }
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations { blackHole(try defaults.string(forKey: keys[i % 100])) }
     }
     Benchmark("Defaults get · UserDefaults") { benchmark in
         let defaults = Fixture.shared.userDefaults
-        for i in benchmark.scaledIterations { blackHole(defaults.string(forKey: "key-\(i % 100)")) }
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations { blackHole(defaults.string(forKey: keys[i % 100])) }
     }
     Benchmark("Defaults set · KVStore") { benchmark in
         let defaults = Fixture.shared.defaults
@@ -77,11 +81,12 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Saving one record
 
-    /// Saves today's record again and again (one score changing) through the `save` that `prepare`
-    /// returns, which is set up before measuring starts.
-    func saveBenchmark(_ name: String, prepare: @escaping @Sendable () throws -> (DailyRecord) throws -> Void) {
+    /// Saves today's record again and again (one score changing) through `saver`, which is built once
+    /// per process, already holding the whole year: steady-state saves, not the first save into a new
+    /// store (which writes past the end of the file), and no environment left open per sample.
+    func saveBenchmark(_ name: String, _ saver: @escaping @Sendable () throws -> (DailyRecord) throws -> Void) {
         Benchmark(name, configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxDuration: .seconds(2), maxIterations: 500)) { benchmark in
-            let save = try prepare()
+            let save = try saver()
             var record = Fixture.records[Fixture.records.count - 1]
             benchmark.startMeasurement()
             for i in benchmark.scaledIterations {
@@ -92,19 +97,15 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     for (mode, durability, synchronous) in [("durable", Durability.durable, "FULL"), ("no meta sync", .noMetaSync, "NORMAL")] {
-        saveBenchmark("Save one DailyRecord, \(mode) · KVStore") {
-            let saver = try KVStoreSaver(durability: durability)
-            return saver.save
-        }
+        saveBenchmark("Save one DailyRecord, \(mode) · KVStore") { try Savers.kvstore(durability).save }
         saveBenchmark("Save one DailyRecord, \(mode) · raw LMDB") {
             // The same bytes KVStore commits for the record and its summary, in one transaction with
-            // the same sync flags (history aside).
-            let raw = try RawLMDB(directory: Fixture.temporaryDirectory("raw-save"), records: Fixture.records,
-                                  flags: durability == .durable ? 0 : UInt32(MDB_NOMETASYNC))
+            // the same sync flags (history aside), into a table seeded with the same year.
+            let raw = try Savers.raw(durability)
             return { record in try raw.save(try CBOREncoder().encode(record), DailySummary(record), day: record.day) }
         }
         saveBenchmark("Save one DailyRecord, \(mode) · GRDB") {
-            let saver = try SQLiteChecklist(synchronous: synchronous)
+            let saver = try Savers.sqlite(synchronous)
             return { record in try saver.save(record) }
         }
     }
@@ -129,16 +130,52 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    // MARK: Decoding one record
+    // MARK: Decoding and encoding one record (each apart; the input is made before measuring)
 
     Benchmark("Decode one DailyRecord · KVStore CBOR") { benchmark in
-        let bytes = try CBOREncoder().encode(Fixture.records[0])
-        for _ in benchmark.scaledIterations { blackHole(try CBORDecoder().decode(DailyRecord.self, from: bytes)) }
+        let bytes = Fixture.recordCBOR
+        let decoder = CBORDecoder()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try decoder.decode(DailyRecord.self, from: bytes)) }
     }
     Benchmark("Decode one DailyRecord · JSONDecoder") { benchmark in
-        let data = try JSONEncoder().encode(Fixture.records[0])
+        let data = Fixture.recordJSON
         let decoder = JSONDecoder()
+        benchmark.startMeasurement()
         for _ in benchmark.scaledIterations { blackHole(try decoder.decode(DailyRecord.self, from: data)) }
+    }
+    Benchmark("Encode one DailyRecord · KVStore CBOR") { benchmark in
+        let record = Fixture.records[Fixture.records.count - 1]
+        let encoder = CBOREncoder()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try encoder.encode(record)) }
+    }
+    Benchmark("Encode one DailyRecord · JSONEncoder") { benchmark in
+        let record = Fixture.records[Fixture.records.count - 1]
+        let encoder = JSONEncoder()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try encoder.encode(record)) }
+    }
+}
+
+/// The savers of the save benchmarks, each made once per process (lazily, so that other benchmarks do
+/// not pay for them) and kept open.
+enum Savers {
+    nonisolated(unsafe) private static let kvstoreDurable = Result { try KVStoreSaver(durability: .durable) }
+    nonisolated(unsafe) private static let kvstoreNoMetaSync = Result { try KVStoreSaver(durability: .noMetaSync) }
+    nonisolated(unsafe) private static let rawDurable = Result { try RawLMDB.seededForSaving(flags: 0) }
+    nonisolated(unsafe) private static let rawNoMetaSync = Result { try RawLMDB.seededForSaving(flags: UInt32(MDB_NOMETASYNC)) }
+    nonisolated(unsafe) private static let sqliteFull = Result { try SQLiteChecklist(synchronous: "FULL") }
+    nonisolated(unsafe) private static let sqliteNormal = Result { try SQLiteChecklist(synchronous: "NORMAL") }
+
+    static func kvstore(_ durability: Durability) throws -> KVStoreSaver {
+        try (durability == .durable ? kvstoreDurable : kvstoreNoMetaSync).get()
+    }
+    static func raw(_ durability: Durability) throws -> RawLMDB {
+        try (durability == .durable ? rawDurable : rawNoMetaSync).get()
+    }
+    static func sqlite(_ synchronous: String) throws -> SQLiteChecklist {
+        try (synchronous == "FULL" ? sqliteFull : sqliteNormal).get()
     }
 }
 
@@ -148,6 +185,9 @@ let benchmarks: @Sendable () -> Void = {
 final class Fixture: @unchecked Sendable {
     static let records = ChecklistDataset.records()
     static let shared = try! Fixture()
+    /// The last record (the fullest day) as KVStore and JSONEncoder store it.
+    static let recordCBOR = try! CBOREncoder().encode(records[records.count - 1])
+    static let recordJSON = try! JSONEncoder().encode(records[records.count - 1])
 
     let directory: String
     let store: Store
@@ -353,6 +393,13 @@ final class RawLMDB: @unchecked Sendable {
     }
 
     static func check(_ rc: Int32) throws { if rc != MDB_SUCCESS { throw LMDBError(rawValue: rc) } }
+
+    /// A new environment holding the year as KVStore holds it: every record's CBOR and its summary.
+    static func seededForSaving(flags: UInt32) throws -> RawLMDB {
+        let raw = try RawLMDB(directory: Fixture.temporaryDirectory("raw-save"), records: Fixture.records, flags: flags)
+        for record in Fixture.records { try raw.save(try CBOREncoder().encode(record), DailySummary(record), day: record.day) }
+        return raw
+    }
 
     /// Puts a record's bytes and its summary under the day's key in one committed transaction.
     func save(_ bytes: [UInt8], _ summary: DailySummary, day: LogicalDay) throws {
