@@ -14,6 +14,9 @@
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
 #             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices)
+# make instructions counts the instructions per operation of each benchmarks/ workload under valgrind's
+#             callgrind (installed by install-deps.sh --perf), with the ratios to KVStore and to the floor;
+#             FILTER="Decode" keeps the workloads whose name contains it
 # make fuzz   runs each libFuzzer target (cbor, keys, paths, dump, catalog, feed, manifest, history) for
 #             FUZZ_SECONDS (default 60); see fuzz/README.md
 # make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer
@@ -22,7 +25,7 @@ SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test stress perf bench bench-sync fuzz sanitize clean
+.PHONY: deps test-deps build demo test stress perf bench bench-sync instructions fuzz sanitize clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -59,6 +62,10 @@ bench: deps
 
 bench-sync: build
 	$(KVTOOL) bench sync
+
+instructions: deps
+	@./scripts/install-deps.sh --perf
+	python3 scripts/instructions.py "$(FILTER)"
 
 fuzz: deps
 	./scripts/fuzz.sh all $(FUZZ_SECONDS)

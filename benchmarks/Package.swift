@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
 // The benchmarks: KVStore side by side with GRDB.swift (SQLite, WAL), Foundation's UserDefaults and raw
-// C LMDB, on the same data in one run. `make bench` runs them (see the README's performance section).
+// C LMDB, on the same data in one run, plus hand-written floors. `make bench` times them (see the README's
+// performance section); `make instructions` counts their instructions.
 import PackageDescription
 import struct Foundation.URL
 
@@ -17,18 +18,32 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
-        .executableTarget(
-            name: "Dashboard",
+        // The fixtures and every workload, as a registry that both runners below read.
+        .target(
+            name: "BenchmarkWorkloads",
             dependencies: [
-                .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "CLMDB", package: root),
                 .product(name: "KVStore", package: root),
                 .product(name: "SyncKit", package: root),
                 .product(name: "Workloads", package: root),
+            ]
+        ),
+        // package-benchmark's runner: one benchmark per registered workload (wall clock, mallocs).
+        .executableTarget(
+            name: "Dashboard",
+            dependencies: [
+                "BenchmarkWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/Dashboard",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // One workload a process, for counting its instructions under callgrind
+        // (scripts/instructions.py, `make instructions`).
+        .executableTarget(
+            name: "Instructions",
+            dependencies: ["BenchmarkWorkloads"]
         ),
     ]
 )

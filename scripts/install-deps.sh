@@ -2,7 +2,8 @@
 # Installs what a fresh Debian machine with Swift lacks for building and testing KVStore:
 # LMDB's library and headers (liblmdb-dev), LMDB's own tools (lmdb-utils: mdb_stat, mdb_dump,
 # mdb_load, used by the tests), pkg-config, PostgreSQL (the replication tests and demo start their
-# own throwaway clusters), and Python's cbor2 (the interoperability tests).
+# own throwaway clusters), Python's cbor2 (the interoperability tests; with --test) and valgrind (`make
+# instructions` counts instructions under callgrind; with --perf).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -15,6 +16,9 @@ command -v mdb_stat >/dev/null 2>&1 || missing+=(lmdb-utils)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # PostgreSQL's server programs: the replication tests and the demo start throwaway clusters.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+if [ "${1:-}" = "--perf" ]; then
+    command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo_if_needed apt-get update -qq

@@ -1,0 +1,30 @@
+import KVStore
+import Workloads
+
+/// Saving in KVStore as the app does: record + derived summary + history, one transaction, into a store
+/// already holding the year. One per durability, made once per process and kept open.
+struct KVStoreSaver: Sendable {
+    private static let durable = Result { try KVStoreSaver(durability: .durable) }
+    private static let noMetaSync = Result { try KVStoreSaver(durability: .noMetaSync) }
+    static func shared(_ durability: Durability) throws -> KVStoreSaver {
+        try (durability == .durable ? durable : noMetaSync).get()
+    }
+
+    let store: Store
+    let checklist: ChecklistStore
+
+    private init(durability: Durability) throws {
+        var options = SharedContainer.Options()
+        options.store.durability = durability
+        let container = try SharedContainer(groupIdentifier: "group.com.example.save", root: try Dataset.temporaryDirectory("save"), options: options)
+        let app = try ChecklistWidgetFlow.App(container: container)
+        store = container.store
+        checklist = app.checklist
+        let checklist = self.checklist
+        try store.write { tx in for r in Dataset.records { try checklist.records.put(r, forKey: r.day, in: tx) } }
+    }
+
+    func save(_ record: DailyRecord) throws {
+        try store.write(author: "app") { tx in try checklist.records.put(record, forKey: record.day, in: tx) }
+    }
+}

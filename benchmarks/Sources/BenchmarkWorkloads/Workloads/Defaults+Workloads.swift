@@ -1,0 +1,56 @@
+import Foundation
+import KVStore
+
+extension BenchmarkWorkload {
+    /// Getting and setting one of 100 string settings. The keys and values are made in setup: building
+    /// a String per operation would be measured too.
+    static let defaults: [BenchmarkWorkload] = {
+        let keys = (0..<100).map { "key-\($0)" }
+        // Set cycles through 1,000 values, so that a key never gets the value it already holds.
+        let values = (0..<1_000).map { "value-\($0)" }
+        return [
+            BenchmarkWorkload("Defaults get", "KVStore") {
+                let defaults = try KVStoreDefaultsFixture.shared().defaults
+                var i = 0
+                return {
+                    sink(try defaults.string(forKey: keys[i]))
+                    i = i == 99 ? 0 : i + 1
+                }
+            },
+            BenchmarkWorkload("Defaults get", "UserDefaults") {
+                let defaults = UserDefaultsFixture.shared()
+                var i = 0
+                return {
+                    sink(defaults.string(forKey: keys[i]))
+                    i = i == 99 ? 0 : i + 1
+                }
+            },
+            // The floor: the same CBOR text under the same key bytes in plain LMDB, read with
+            // mdb_txn_renew + mdb_get, then the text checked as UTF-8 into a String.
+            BenchmarkWorkload("Defaults get", "raw LMDB") {
+                let raw = try RawLMDB.sharedDefaults()
+                var i = 0
+                return {
+                    sink(try raw.string(forKey: keys[i]))
+                    i = i == 99 ? 0 : i + 1
+                }
+            },
+            BenchmarkWorkload("Defaults set", "KVStore", instructionIterations: 50) {
+                let defaults = try KVStoreDefaultsFixture.shared().defaults
+                var i = 0
+                return {
+                    try defaults.set(values[i], forKey: keys[i % 100])
+                    i = i == 999 ? 0 : i + 1
+                }
+            },
+            BenchmarkWorkload("Defaults set", "UserDefaults") {
+                let defaults = UserDefaultsFixture.shared()
+                var i = 0
+                return {
+                    defaults.set(values[i], forKey: keys[i % 100])
+                    i = i == 999 ? 0 : i + 1
+                }
+            },
+        ]
+    }()
+}
