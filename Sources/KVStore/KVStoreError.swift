@@ -36,7 +36,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// read (it could wait for itself when the map has to change size). A read inside a read is
     /// allowed. Thrown before LMDB is touched. See the DocC article "Transactions".
     case nestedTransaction(outer: TransactionKind, inner: TransactionKind)
-    /// ``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)`` was called inside a
+    /// ``Store/collection(_:key:value:schemaVersion:indexes:derived:aggregates:migrate:)`` was called inside a
     /// transaction of the same store on the same thread. Opening a collection may read and write the
     /// catalog in transactions of its own. Fix: open collections before `read { }` or `write { }`, and
     /// keep the handles (they are small values, valid in every transaction of their store).
@@ -51,7 +51,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// and ``Store/write(author:_:)`` recover by themselves when the database exists (they open it and
     /// run the closure again), so you see this only for a collection that does not exist yet or inside
     /// nested transactions. Fix: open collections
-    /// (``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``) and suites
+    /// (``Store/collection(_:key:value:schemaVersion:indexes:derived:aggregates:migrate:)``) and suites
     /// (``SharedContainer/defaults(suite:)``) before `read { }` or `write { }`.
     case databaseOpenedInsideTransaction(String)
     /// A write touched a collection or suite that requires a write observer of `kind` (see

@@ -41,6 +41,23 @@ do {
             try collection.put([UInt8](repeating: UInt8(truncatingIfNeeded: i), count: size), forKey: i)
         }
         print("ok \(try container.store.environmentInfo().mapSize)")
+    case "checklist-write":
+        // checklist-write ROOT GROUP FIRST STEP COUNT SEED: puts COUNT checklist records on the days
+        // FIRST, FIRST+STEP, … (day numbers), one transaction each, scores from SEED; the records'
+        // summaries and month aggregates follow in each transaction. Prints "ok COUNT".
+        let checklist = try ChecklistStore(store: open(mapSize: 64 << 20).store)
+        let first = Int(rest[0])!, step = Int(rest[1])!, count = Int(rest[2])!, seed = Int(rest[3])!
+        for i in 0..<count {
+            let day = LogicalDay(dayNumber: Int32(first + i * step))
+            var scores: [String: Int] = [:]
+            for (c, category) in ChecklistCategory.allCases.enumerated() where (i + c + seed) % 4 != 0 {
+                scores["\(category.rawValue).1"] = 1 + (i * 7 + c * 3 + seed) % 5
+                scores["\(category.rawValue).2"] = 1 + (i * 5 + c + seed) % 5
+            }
+            let record = DailyRecord(day: day, scores: scores, memos: [:])
+            try checklist.records.store.write { tx in try checklist.records.put(record, forKey: day, in: tx) }
+        }
+        print("ok \(count)")
     case "count":
         // count ROOT GROUP COLLECTION
         let container = open(readOnly: true)

@@ -43,12 +43,12 @@ import Glibc
         let copy = try Store(copyFile: dir.path + "/copy.mdb")
         #expect(copy.isReadOnly && copy.isCopyFile)
         // Same catalog, same counts, database by database (catalog, observer requirements, people, its
-        // index, records, summaries, the defaults suite).
+        // index, records, summaries, their months, the defaults suite).
         let original = try store.catalogWithCounts()
         let copied = try copy.catalogWithCounts()
         #expect(copied.map(\.entry) == original.map(\.entry))
         #expect(copied.map(\.count) == original.map(\.count))
-        #expect(result.databases == 7)
+        #expect(result.databases == 8)
         #expect(result.entries == original.count + original.map(\.count).reduce(0, +) + 50)  // catalog + data + index
 
         // Typed reads work, including through the index and the derived collection.

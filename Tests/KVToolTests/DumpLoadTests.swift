@@ -76,7 +76,8 @@ import Workloads
 
     /// The fixture's dump in JSON Lines, with `_` for the sourceTransactionID.
     static let expectedJSONLines = #"""
-{"catalog":[{"database":"c/_history","derived":[],"indexes":[],"keyEncoding":"uint64","kind":"collection","name":"_history","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/_history.consumers","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"_history.consumers","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/_history.state","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"_history.state","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/dailyRecords","derived":["dailySummaries"],"indexes":[],"keyEncoding":"day","kind":"collection","name":"dailyRecords","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/dailySummaries","derived":[],"derivedFrom":"dailyRecords","indexes":[],"keyEncoding":"day","kind":"collection","name":"dailySummaries","schemaVersion":1,"valueEncoding":"fixed(56)"},{"database":"c/days","derived":[],"indexes":[],"keyEncoding":"day","kind":"collection","name":"days","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/events","derived":[],"indexes":[{"database":"i/events/byTag","keyEncoding":"string","name":"byTag"}],"keyEncoding":"int64","kind":"collection","name":"events","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/scores","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"scores","schemaVersion":1,"valueEncoding":"cbor"},{"database":"d/group.com.example.dump","derived":[],"indexes":[],"keyEncoding":"string","kind":"defaults","name":"group.com.example.dump","schemaVersion":1,"valueEncoding":"cbor"}],"databases":[{"entries":0,"name":"_requirements"},{"entries":0,"name":"c/_history"},{"entries":0,"name":"c/_history.consumers"},{"entries":0,"name":"c/_history.state"},{"entries":1,"name":"c/dailyRecords"},{"entries":1,"name":"c/dailySummaries"},{"entries":2,"name":"c/days"},{"entries":2,"name":"c/events"},{"entries":2,"name":"c/scores"},{"entries":1,"name":"d/group.com.example.dump"},{"entries":2,"name":"i/events/byTag"}],"format":"kvtool-dump","group":"group.com.example.dump","sourceTransactionID":_,"version":1}
+{"catalog":[{"database":"c/_history","derived":[],"indexes":[],"keyEncoding":"uint64","kind":"collection","name":"_history","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/_history.consumers","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"_history.consumers","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/_history.state","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"_history.state","schemaVersion":1,"valueEncoding":"cbor"},{"bucketed":true,"database":"c/checklistMonths","derived":[],"derivedFrom":"dailySummaries","indexes":[],"keyEncoding":"day","kind":"collection","name":"checklistMonths","schemaVersion":1,"valueEncoding":"fixed(128)"},{"database":"c/dailyRecords","derived":["dailySummaries"],"indexes":[],"keyEncoding":"day","kind":"collection","name":"dailyRecords","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/dailySummaries","derived":["checklistMonths"],"derivedFrom":"dailyRecords","indexes":[],"keyEncoding":"day","kind":"collection","name":"dailySummaries","schemaVersion":1,"valueEncoding":"fixed(56)"},{"database":"c/days","derived":[],"indexes":[],"keyEncoding":"day","kind":"collection","name":"days","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/events","derived":[],"indexes":[{"database":"i/events/byTag","keyEncoding":"string","name":"byTag"}],"keyEncoding":"int64","kind":"collection","name":"events","schemaVersion":1,"valueEncoding":"cbor"},{"database":"c/scores","derived":[],"indexes":[],"keyEncoding":"string","kind":"collection","name":"scores","schemaVersion":1,"valueEncoding":"cbor"},{"database":"d/group.com.example.dump","derived":[],"indexes":[],"keyEncoding":"string","kind":"defaults","name":"group.com.example.dump","schemaVersion":1,"valueEncoding":"cbor"}],"databases":[{"entries":0,"name":"_requirements"},{"entries":0,"name":"c/_history"},{"entries":0,"name":"c/_history.consumers"},{"entries":0,"name":"c/_history.state"},{"entries":1,"name":"c/checklistMonths"},{"entries":1,"name":"c/dailyRecords"},{"entries":1,"name":"c/dailySummaries"},{"entries":2,"name":"c/days"},{"entries":2,"name":"c/events"},{"entries":2,"name":"c/scores"},{"entries":1,"name":"d/group.com.example.dump"},{"entries":2,"name":"i/events/byTag"}],"format":"kvtool-dump","group":"group.com.example.dump","sourceTransactionID":_,"version":1}
+{"db":"c/checklistMonths","key":"2026-11-01","value":"0x010000002a5100002a5100000100000001000000010000000100000001000000000000000000000000000000000000000000000000003000000000000000000000000000000050000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000","k":"80005116","v":"AQAAACpRAAAqUQAAAQAAAAEAAAABAAAAAQAAAAEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAMAAAAAAAAAAAAAAAAAAAAFAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}
 {"db":"c/dailyRecords","key":"2026-11-21","value":{"day":"2026-11-21","scores":{"think.2":5,"perceive.1":3},"memos":{},"cachedCategoryAverages":{"think":5.0,"perceive":3.0},"cachedTotalAverage":4.0,"cachedInputCount":2},"k":"8000512a","v":"pmNkYXlqMjAyNi0xMS0yMWZzY29yZXOiZ3RoaW5rLjIFanBlcmNlaXZlLjEDZW1lbW9zoHZjYWNoZWRDYXRlZ29yeUF2ZXJhZ2VzomV0aGlua/tAFAAAAAAAAGhwZXJjZWl2ZftACAAAAAAAAHJjYWNoZWRUb3RhbEF2ZXJhZ2X7QBAAAAAAAABwY2FjaGVkSW5wdXRDb3VudAI="}
 {"db":"c/dailySummaries","key":"2026-11-21","value":"0x2a51000002000000000000000000104000000000000008400000000000001440000000000000f87f000000000000f87f000000000000f87f","k":"8000512a","v":"KlEAAAIAAAAAAAAAAAAQQAAAAAAAAAhAAAAAAAAAFEAAAAAAAAD4fwAAAAAAAPh/AAAAAAAA+H8="}
 {"db":"c/days","key":"2026-11-20","value":{"n":1},"k":"80005129","v":"oWFuAQ=="}
@@ -154,10 +155,10 @@ import Workloads
         let lines = r.stdout.split(separator: "\n").map(String.init)
         let header = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
         let databases = (header["databases"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
-        #expect(databases == ["c/dailyRecords", "c/dailySummaries", "c/events", "d/\(group)", "i/events/byTag"])
+        #expect(databases == ["c/checklistMonths", "c/dailyRecords", "c/dailySummaries", "c/events", "d/\(group)", "i/events/byTag"])
         let catalog = (header["catalog"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
-        #expect(catalog == ["dailyRecords", "dailySummaries", "events", group])
-        #expect(lines.count == 1 + 1 + 1 + 2 + 1 + 2)
+        #expect(catalog == ["checklistMonths", "dailyRecords", "dailySummaries", "events", group])
+        #expect(lines.count == 1 + 1 + 1 + 1 + 2 + 1 + 2)
         // In mdb format a selection comes with a _catalog section holding only its entries.
         r = try tool("dump", "--format", "mdb", "--collection", "scores")
         #expect(r.stdout.components(separatedBy: "VERSION=3\n").count == 3)
@@ -226,7 +227,7 @@ import Workloads
         #expect(print.status == 0 && print.stdout.contains("format=print\n"))
         let copy = dir.path + "/from-print"
         let r = try tool("load", root: copy, stdin: print.stdout)
-        #expect(r.status == 0 && r.stdout == "loaded 11 entries into 8 databases\n", "\(r.stderr)")
+        #expect(r.status == 0 && r.stdout == "loaded 12 entries into 9 databases\n", "\(r.stderr)")
         #expect(try mdbDump(storePath(copy)) == ours.stdout)
         try expectMdbStatReads(storePath(copy))
     }
@@ -240,7 +241,7 @@ import Workloads
             let root = dir.path + "/copy-" + format
             let loaded = try tool("load", root: root, stdin: first.stdout)
             #expect(loaded.status == 0 && loaded.stderr.isEmpty, "\(format): \(loaded.stderr)")
-            #expect(loaded.stdout == "loaded 11 entries into 8 databases\n", "\(format)")
+            #expect(loaded.stdout == "loaded 12 entries into 9 databases\n", "\(format)")
             let second = try tool("dump", "--format", format, root: root)
             // Only the header's sourceTransactionID differs: the copy was written by other transactions.
             #expect(Self.withoutTransactionID(second.stdout) == Self.withoutTransactionID(first.stdout), "\(format)")
@@ -261,7 +262,7 @@ import Workloads
         let copy = dir.path + "/copy"
         var r = try tool("load", "--replace", root: copy, stdin: first.stdout)
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
-        #expect(r.stdout == "loaded 16 entries into 11 databases\n")   // _history.state: lastToken and the clock
+        #expect(r.stdout == "loaded 17 entries into 12 databases\n")   // _history.state: lastToken and the clock
         #expect(Self.withoutTransactionID(try tool("dump", root: copy).stdout) == Self.withoutTransactionID(first.stdout))
         #expect(try tool("history", root: copy).stdout == (try tool("history").stdout))
 
@@ -270,7 +271,7 @@ import Workloads
         r = try tool("load", "--author", "restore", root: merged, stdin: first.stdout)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr == "kvtool: note: skipped 4 entries of the history databases (c/_history, c/_history.state): a merge does not load history; --replace restores it\n")
-        #expect(r.stdout == "loaded 12 entries into 8 databases\n")
+        #expect(r.stdout == "loaded 13 entries into 9 databases\n")
         let history = try tool("history", root: merged).stdout.split(separator: "\n").map { $0.split(separator: "  ").map(String.init) }
         #expect(history.map { [$0[0], $0[3], $0[4], $0[5], $0[6]] } == [
             ["1", "restore", "put", "scores", "alice"],
@@ -338,10 +339,10 @@ import Workloads
         }
         let r = try tool("dump")
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stderr == "kvtool: note: line 9: the value at key bob in 'c/scores' is not valid CBOR (truncated input at byte 0: text string needs 2 bytes, 1 remain); dumped raw only\n")
+        #expect(r.stderr == "kvtool: note: line 10: the value at key bob in 'c/scores' is not valid CBOR (truncated input at byte 0: text string needs 2 bytes, 1 remain); dumped raw only\n")
         let lines = r.stdout.split(separator: "\n").map(String.init)
-        #expect(lines[8] == #"{"db":"c/scores","key":"bob","value":null,"k":"626f62","v":"YmE="}"#)
-        #expect(lines[10] == #"{"db":"foreign","key":null,"value":null,"k":"01","v":"Ag=="}"#)
+        #expect(lines[9] == #"{"db":"c/scores","key":"bob","value":null,"k":"626f62","v":"YmE="}"#)
+        #expect(lines[11] == #"{"db":"foreign","key":null,"value":null,"k":"01","v":"Ag=="}"#)
         // mdb_dump agrees on the bytes.
         #expect(try tool("dump", "--format", "mdb").stdout == (try mdbDump(storePath())))
 
@@ -417,6 +418,8 @@ import Workloads
     static let badDumps: [(file: String, options: [String], message: String)] = [
         ("binary-garbage.bin", [], "line 1: not a kvtool dump: binary data, not text"),
         ("catalog-as-database.jsonl", [], "line 1: '_catalog' cannot be loaded as a database: the catalog goes in the header"),
+        ("catalog-bucketed-not-bool.jsonl", [], #"line 1: "bucketed" of catalog entry 5 must be true or false, not a string"#),
+        ("catalog-bucketed-without-source.jsonl", [], #"line 1: bad catalog entry for collection 'days': "bucketed" is only ever true, on a collection derived from another"#),
         ("catalog-mismatch.jsonl", [], "line 1: catalog mismatch for collection 'scores': keys are int64 in the dump, string in the target; use --replace to load over it"),
         ("catalog-unknown-key-encoding.jsonl", [], #"line 1: bad catalog entry for collection 'days': unknown key encoding "weekday""#),
         ("contradicting-catalog.jsonl", [], "line 1: contradicting catalog entries for collection 'scores'"),
@@ -540,10 +543,10 @@ import Workloads
         let command = "'\(kvtool)' dump --root '\(dir.path)' --group \(group) --output '\(dir.path)/tty.jsonl'"
         let shown = try run("/usr/bin/script", ["-qec", command, "/dev/null"])
         #expect(shown.status == 0, "\(shown.stderr)")
-        #expect(shown.stdout.hasPrefix("\rdumping [") && shown.stdout.contains("] 100% 11/11"), "\(shown.stdout.debugDescription)")
+        #expect(shown.stdout.hasPrefix("\rdumping [") && shown.stdout.contains("] 100% 12/12"), "\(shown.stdout.debugDescription)")
         let load = "'\(kvtool)' load '\(dir.path)/tty.jsonl' --replace --root '\(dir.path)' --group \(group)"
         let loading = try run("/usr/bin/script", ["-qec", load, "/dev/null"])
-        #expect(loading.stdout.contains("validating [") && loading.stdout.contains("] 100% 11/11") && loading.stdout.contains("loading [") && loading.stdout.contains("loaded 11 entries into 11 databases"), "\(loading.stdout.debugDescription)")
+        #expect(loading.stdout.contains("validating [") && loading.stdout.contains("] 100% 12/12") && loading.stdout.contains("loading [") && loading.stdout.contains("loaded 12 entries into 12 databases"), "\(loading.stdout.debugDescription)")
         try expectMdbStatReads(storePath())
     }
 }

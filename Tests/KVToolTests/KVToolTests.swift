@@ -73,7 +73,9 @@ import Workloads
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first?.hasPrefix("KIND") == true)
         #expect(lines.contains { $0.hasPrefix("collection  scores") && $0.contains("  3  ") && $0.contains("string") && $0.contains("cbor") })
-        #expect(lines.contains { $0.contains("dailySummaries") && $0.contains("fixed(56)") && $0.contains("derived from dailyRecords") })
+        #expect(lines.contains { $0.contains("dailySummaries") && $0.contains("fixed(56)") && $0.contains("derived from dailyRecords")
+                    && $0.contains("derives checklistMonths") })
+        #expect(lines.contains { $0.contains("checklistMonths") && $0.contains("fixed(128)") && $0.contains("aggregates dailySummaries by bucket") })
         #expect(lines.contains { $0.hasPrefix("defaults") && $0.contains(group) })
 
         r = try tool("collections", "--json")

@@ -1,8 +1,8 @@
 /// A typed collection: keys of an ``OrderedKey`` type, values through a ``ValueCodec``, in one LMDB
-/// named database, with secondary indexes and derived collections kept in step in the same
-/// transaction. (It is not called `Collection`, so that it never shadows Swift's protocol.)
+/// named database, with secondary indexes, derived collections and per-bucket aggregates kept in step
+/// in the same transaction. (It is not called `Collection`, so that it never shadows Swift's protocol.)
 ///
-/// Get one from ``Store/collection(_:key:value:schemaVersion:indexes:derived:migrate:)``. A collection
+/// Get one from ``Store/collection(_:key:value:schemaVersion:indexes:derived:aggregates:migrate:)``. A collection
 /// handle is a small value: keep it, share it between threads, and use it with any transaction of its
 /// store.
 ///
@@ -28,6 +28,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     let codec: any ValueCodec<Value>
     let indexes: [(definition: any IndexDefinition<Value>, database: DatabaseHandle)]
     let derivations: [Derivation<Key, Value>]
+    let aggregations: [Aggregation<Key, Value>]
 
     /// LMDB's limit on key size, which also bounds index keys (index key + primary key): ``Store/maxKeySize``.
     public static var maxKeySize: Int { Store.maxKeySize }
@@ -148,14 +149,11 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
             try updateIndexes(primaryKey: keyBytes, newValue: value, database: database, in: transaction)
         }
         for derivation in derivations {
-            guard let target = derivation.targetDatabase else { continue }
-            if let derived = try derivation.encode(value) {
-                try transaction.put(target, keyBytes, derived)
-            } else {
-                try transaction.delete(target, keyBytes)
-            }
+            try derivation.write(keyBytes, value, transaction)
+            try derivation.refreshTargetAggregations(key, transaction)
         }
         try transaction.put(database, keyBytes, valueBytes)
+        for aggregation in aggregations { try aggregation.refresh(key, self, transaction) }
         transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .put))
     }
 
@@ -168,10 +166,14 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
             try updateIndexes(primaryKey: keyBytes, newValue: nil, database: database, in: transaction)
         }
         for derivation in derivations {
-            if let target = derivation.targetDatabase { try transaction.delete(target, keyBytes) }
+            try derivation.write(keyBytes, nil, transaction)
+            try derivation.refreshTargetAggregations(key, transaction)
         }
         let existed = try transaction.delete(database, keyBytes)
-        if existed { transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .delete)) }
+        if existed {
+            for aggregation in aggregations { try aggregation.refresh(key, self, transaction) }
+            transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .delete))
+        }
         return existed
     }
 
@@ -184,6 +186,10 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         for index in indexes { try transaction.drop(index.database, delete: false) }
         for derivation in derivations {
             if let target = derivation.targetDatabase { try transaction.drop(target, delete: false) }
+            try derivation.rebuildTargetAggregations(transaction)
+        }
+        for aggregation in aggregations {
+            if let target = aggregation.targetDatabase { try transaction.drop(target, delete: false) }
         }
         try transaction.drop(database, delete: false)
     }

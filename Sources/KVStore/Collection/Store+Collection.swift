@@ -13,6 +13,8 @@ extension Store {
     ///   - indexes: secondary indexes, maintained on every put and delete. New ones are built now;
     ///     ones no longer listed are dropped.
     ///   - derived: collections kept in step with this one.
+    ///   - aggregates: per-bucket aggregates of this collection, kept in step with it (see
+    ///     ``Aggregation``). New ones are computed now from the whole collection.
     /// - Throws: ``KVStoreError/catalogMismatch(collection:detail:)`` if the collection exists with a
     ///   different key or value encoding; ``KVStoreError/invalidName(_:reason:)`` for a bad name;
     ///   ``KVStoreError/collectionOpenedInsideTransaction(_:)`` inside a transaction of this store.
@@ -21,10 +23,11 @@ extension Store {
         schemaVersion: Int = 1,
         indexes: [any IndexDefinition<Value>] = [],
         derived: [Derivation<Key, Value>] = [],
+        aggregates: [Aggregation<Key, Value>] = [],
         migrate: ((CollectionMigration<Key, Value>) throws -> Void)? = nil
     ) throws -> KVCollection<Key, Value> {
         try collection(name, key: key, codec: CBORCodec<Value>(), schemaVersion: schemaVersion,
-                       indexes: indexes, derived: derived, migrate: migrate)
+                       indexes: indexes, derived: derived, aggregates: aggregates, migrate: migrate)
     }
 
     /// Opens a collection whose values go through `codec`, such as ``FixedLayoutCodec``.
@@ -33,6 +36,7 @@ extension Store {
         schemaVersion: Int = 1,
         indexes: [any IndexDefinition<Value>] = [],
         derived: [Derivation<Key, Value>] = [],
+        aggregates: [Aggregation<Key, Value>] = [],
         migrate: ((CollectionMigration<Key, Value>) throws -> Void)? = nil
     ) throws -> KVCollection<Key, Value> {
         if TransactionScope.innermostKind(of: environment) != nil { throw KVStoreError.collectionOpenedInsideTransaction(name) }
@@ -40,6 +44,10 @@ extension Store {
         for index in indexes { try Catalog.validateName(index.name, what: "index") }
         guard Set(indexes.map(\.name)).count == indexes.count else {
             throw KVStoreError.invalidName(name, reason: "two indexes of collection '\(name)' share a name")
+        }
+        let targets = derived.map(\.targetName) + aggregates.map(\.targetName)
+        guard Set(targets).count == targets.count, !targets.contains(name) else {
+            throw KVStoreError.invalidName(name, reason: "collection '\(name)' lists a derived or aggregate collection twice, or itself")
         }
         guard schemaVersion >= 1 else {
             throw KVStoreError.invalidName(name, reason: "schema version must be at least 1, got \(schemaVersion)")
@@ -52,7 +60,7 @@ extension Store {
                 .init(name: $0.name, keyEncoding: $0.keyEncoding.description,
                       database: Catalog.indexDatabase(name, $0.name))
             },
-            derived: derived.map(\.targetName), derivedFrom: nil, database: databaseName)
+            derived: targets, derivedFrom: nil, database: databaseName)
 
         let stored = try read { try Catalog.entry(named: name, kind: .collection, in: $0) }
         if let stored {
@@ -68,6 +76,7 @@ extension Store {
                 throw KVStoreError.schemaTooNew(collection: name, stored: stored.schemaVersion, supported: schemaVersion)
             }
             desired.derivedFrom = stored.derivedFrom
+            desired.bucketed = stored.bucketed
         }
 
         let database = try self.database(named: databaseName, create: true)
@@ -79,7 +88,7 @@ extension Store {
         }
         let collection = KVCollection<Key, Value>(
             name: name, store: self, database: database, codec: codec,
-            indexes: indexHandles, derivations: derived)
+            indexes: indexHandles, derivations: derived, aggregations: aggregates)
 
         if isReadOnly {
             if let stored, stored.schemaVersion < schemaVersion {
@@ -97,8 +106,6 @@ extension Store {
         for entry in dropped {
             if let handle = try self.database(named: entry.database, create: false) { droppedHandles.append((entry.database, handle)) }
         }
-        var derivedTargets: [(String, DatabaseHandle?)] = []
-        for derivation in derived { derivedTargets.append((derivation.targetName, derivation.targetDatabase)) }
 
         try write { transaction in
             let current = try Catalog.entry(named: name, kind: .collection, in: transaction)
@@ -115,10 +122,16 @@ extension Store {
             for derivation in derived where !existingDerived.contains(derivation.targetName) {
                 try rebuild(derivation: derivation, of: collection, in: transaction)
             }
-            for (target, _) in derivedTargets {
-                if var targetEntry = try Catalog.entry(named: target, kind: .collection, in: transaction),
-                   targetEntry.derivedFrom != name {
+            for aggregation in aggregates where !existingDerived.contains(aggregation.targetName) || current == nil {
+                try aggregation.rebuild(collection, transaction)
+            }
+            let bucketed = Set(aggregates.map(\.targetName))
+            for target in targets {
+                if var targetEntry = try Catalog.entry(named: target, kind: .collection, in: transaction) {
+                    let marked = bucketed.contains(target) ? true : nil
+                    guard targetEntry.derivedFrom != name || targetEntry.bucketed != marked else { continue }
                     targetEntry.derivedFrom = name
+                    targetEntry.bucketed = marked
                     try Catalog.put(targetEntry, in: transaction)
                 }
             }
@@ -143,12 +156,12 @@ extension Store {
 
     private func rebuild<Key, Value>(derivation: Derivation<Key, Value>, of collection: KVCollection<Key, Value>,
                                      in transaction: WriteTransaction) throws {
-        guard let target = derivation.targetDatabase, let database = try collection.resolvedDatabase(in: transaction) else { return }
+        guard let target = derivation.targetDatabase, try collection.resolvedDatabase(in: transaction) != nil else { return }
         try transaction.drop(target, delete: false)
-        try transaction.scan(database, .all, reverse: false) { key, value in
-            let decoded = try collection.decode(value, key: Array(key))
-            if let derived = try derivation.encode(decoded) { try transaction.put(target, Array(key), derived) }
+        try collection.forEach(in: transaction) { key, value in
+            try derivation.write(key.encodedKey, value, transaction)
             return true
         }
+        try derivation.rebuildTargetAggregations(transaction)
     }
 }

@@ -10,7 +10,7 @@ extension Store {
         guard let entry = try catalogEntry(forCollection: name) else { throw KVStoreError.collectionNotFound(name) }
         let database = try self.database(named: entry.database, create: false)
         let collection = KVCollection<ByteKey, [UInt8]>(
-            name: name, store: self, database: database, codec: RawBytesCodec(), indexes: [], derivations: [])
+            name: name, store: self, database: database, codec: RawBytesCodec(), indexes: [], derivations: [], aggregations: [])
         return (entry, collection)
     }
 }

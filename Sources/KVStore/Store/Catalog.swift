@@ -32,6 +32,9 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     public var derived: [String]
     /// The collection this one is derived from, if any. Do not write to it directly.
     public var derivedFrom: String?
+    /// `true` when this collection holds per-bucket aggregates of ``derivedFrom`` (an ``Aggregation``):
+    /// its keys are buckets, not the source's keys. Absent (`nil`) otherwise.
+    public var bucketed: Bool?
     /// The LMDB database holding the entries (what `mdb_dump -s` takes).
     public var database: String
 
@@ -39,7 +42,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     public var hasMaintainedData: Bool { !indexes.isEmpty || !derived.isEmpty || derivedFrom != nil }
 
     public init(name: String, kind: Kind, keyEncoding: String, valueEncoding: String, schemaVersion: Int,
-                indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String) {
+                indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String, bucketed: Bool? = nil) {
         self.name = name
         self.kind = kind
         self.keyEncoding = keyEncoding
@@ -49,6 +52,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         self.derived = derived
         self.derivedFrom = derivedFrom
         self.database = database
+        self.bucketed = bucketed
     }
 
     /// `N` when values are ``FixedLayoutCodec`` layouts of `N` bytes (`fixed(N)`); otherwise `nil`.
@@ -135,6 +139,9 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         }
         if let derivedFrom, !Self.isValidName(derivedFrom) || derivedFrom == name {
             return "derived from \(q(derivedFrom)), which is not a valid name"
+        }
+        if bucketed != nil && (bucketed != true || derivedFrom == nil) {
+            return "\"bucketed\" is only ever true, on a collection derived from another"
         }
         return nil
     }

@@ -105,9 +105,10 @@ extension Store {
 }
 
 extension KVCollection {
-    /// Recomputes, from every record and with the Swift types, its index entries and derived values,
-    /// and compares them with what is stored: a record whose index entry is missing, or whose derived
-    /// entry is missing or stale, is a problem. (Index and derived entries without a record are found
+    /// Recomputes, from every record and with the Swift types, its index entries, derived values and
+    /// per-bucket aggregates, and compares them with what is stored: a record whose index entry is
+    /// missing, a derived entry that is missing or stale, or an aggregate that is missing, stale or left
+    /// over, is a problem. (Index and derived entries without a record are found
     /// by ``Store/checkIntegrity(maxProblems:progress:)``.)
     public func checkMaintainedData(in transaction: ReadTransaction, maxProblems: Int = 1_000) throws -> [IntegrityProblem] {
         guard let database = try resolvedDatabase(in: transaction) else { return [] }
@@ -141,6 +142,26 @@ extension KVCollection {
                 }
             }
             return true
+        }
+        for aggregation in aggregations {
+            guard let target = aggregation.targetDatabase else { continue }
+            let expected = try aggregation.expected(self, transaction)
+            var stored: [(key: [UInt8], value: [UInt8])] = []
+            try transaction.scan(target, .all, reverse: false) { key, value in
+                stored.append((Array(key), Array(value)))
+                return true
+            }
+            let expectedByKey = Dictionary(expected.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+            let storedByKey = Dictionary(stored.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+            for (key, value) in expected where storedByKey[key] != value {
+                let detail = storedByKey[key] == nil ? "the aggregate in \(aggregation.targetName) is missing"
+                    : "the aggregate in \(aggregation.targetName) differs from what the records give"
+                add(IntegrityProblem(kind: .derivedEntryMismatch, location: aggregation.targetName, key: aggregation.renderKey(key), detail: detail))
+            }
+            for (key, _) in stored where expectedByKey[key] == nil {
+                add(IntegrityProblem(kind: .derivedEntryMismatch, location: aggregation.targetName, key: aggregation.renderKey(key),
+                                     detail: "an aggregate of a bucket in which no record falls"))
+            }
         }
         return problems
     }
@@ -207,7 +228,10 @@ private struct IntegrityChecker {
                             maxValueSize: entry.kind == .defaults ? SharedDefaults.maxValueSize : CBORLimits.default.maxInputSize,
                             in: transaction)
             if let source = entry.derivedFrom {
-                if let sourceEntry = collections[source], let sourceDatabase = byName[sourceEntry.database] {
+                // An aggregation's keys are buckets, not the source's keys: only the source's presence is checked.
+                if entry.bucketed == true {
+                    if collections[source] == nil { add(.catalog, location, "it aggregates '\(source)', which is not in the catalog") }
+                } else if let sourceEntry = collections[source], let sourceDatabase = byName[sourceEntry.database] {
                     try checkDerived(database, location: location, keyEncoding: keyEncoding,
                                      source: sourceDatabase, sourceName: source, in: transaction)
                 } else {

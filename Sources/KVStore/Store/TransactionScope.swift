@@ -4,7 +4,7 @@ import Glibc
 
 /// The transactions of each environment that the current thread is inside: what lets
 /// ``Store/read(_:)``, ``Store/write(author:_:)`` and
-/// ``Store/collection(_:key:codec:schemaVersion:indexes:derived:migrate:)`` refuse what must not
+/// ``Store/collection(_:key:codec:schemaVersion:indexes:derived:aggregates:migrate:)`` refuse what must not
 /// nest on one store, with a typed error and before LMDB is touched (see the DocC article
 /// "Transactions").
 ///

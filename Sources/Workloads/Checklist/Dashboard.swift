@@ -72,18 +72,13 @@ extension Trend {
     }
 }
 
-/// Sums of one category over a run of records.
-struct CategorySums {
-    var sum = 0.0
-    var count = 0
-    mutating func add(_ value: Double?) { if let value { sum += value; count += 1 } }
-    var mean: Double? { count == 0 ? nil : sum / Double(count) }
-}
-
 extension ChecklistStore {
-    /// The dashboard for `periods`, ending `today`, read in `transaction`: one cursor scan of the
-    /// compact `dailySummaries` over the longest period (each summary read from the memory map without a
-    /// copy; no `DailyRecord` is decoded), and one scan of their day keys for the streak.
+    /// The dashboard for `periods`, ending `today`, read in `transaction` from the month aggregates
+    /// (`checklistMonths`): each period combines the months wholly inside it, and scans the day
+    /// summaries only of the months cut by its ends or split by its halves; the streak comes from the
+    /// months alone. The result is the same, to the bit, as ``dashboardDayByDay(_:today:in:)``'s (sums
+    /// are exact). A store whose months have not been computed yet (a read-only process before any
+    /// writer opened it with this version) is read day by day.
     ///
     /// ```swift
     /// let dashboard = try store.read { tx in try checklist.dashboard(today: today, in: tx) }
@@ -91,29 +86,148 @@ extension ChecklistStore {
     /// ```
     ///
     /// Valid only inside the transaction's closure.
-    /// - Throws: `KVStoreError.corruptValue` for a summary of the wrong size; LMDB errors.
+    /// - Throws: `KVStoreError.corruptValue` for a summary or month of the wrong size; LMDB errors.
     public func dashboard(_ periods: [DashboardPeriod] = DashboardPeriod.allCases, today: LogicalDay,
                           in transaction: ReadTransaction) throws -> Dashboard {
-        let longest = periods.map(\.days).max() ?? 0
-        var rows: [DailySummary] = []
-        rows.reserveCapacity(longest)
-        if longest > 0 {
-            let codec = FixedLayoutCodec<DailySummary>()
-            try summaries.forEachBytes((today - (longest - 1))...today, in: transaction) { key, value in
-                do {
-                    rows.append(try codec.decode(value))
-                } catch {
-                    throw KVStoreError.corruptValue(collection: summaries.name, key: "\(try LogicalDay.decodeKey(key))", reason: "\(error)", underlying: .init(error))
-                }
-                return true
+        var all: [ChecklistMonth] = []
+        all.reserveCapacity(16)
+        let codec = FixedLayoutCodec<ChecklistMonth>()
+        try months.forEachBytes(LogicalDay(dayNumber: .min)..., in: transaction) { key, value in
+            let month = try decodeFixed(codec, value, key: key, in: months)
+            // Written by another process, perhaps a buggy one: a month that no write could give is refused
+            // before it sizes a scan or a range.
+            guard month.records > 0, month.firstDay <= month.lastDay, Int(month.lastDay) - Int(month.firstDay) < 31,
+                  Int(month.records) <= Int(month.lastDay) - Int(month.firstDay) + 1 else {
+                throw KVStoreError.corruptValue(collection: months.name, key: Self.render(key),
+                                                reason: "the month's days (\(month.records) from \(month.firstDay) to \(month.lastDay)) are not a month's")
+            }
+            all.append(month)
+            return true
+        }
+        if all.isEmpty, try summaries.count(in: transaction) > 0 {
+            return try dashboardDayByDay(periods, today: today, in: transaction)
+        }
+        var runs = RunsAccumulator()
+        for month in all { runs.add(month) }
+        let results = try periods.map { period in
+            try DashboardPeriodResult(period, today: today, months: all) { range in
+                try summaryRows(range, in: transaction)
             }
         }
+        return Dashboard(periods: results, streak: runs.streak)
+    }
+
+    /// The dashboard for `periods`, ending `today`, read in `transaction` day by day: one cursor scan
+    /// of the compact `dailySummaries` over the longest period (each summary read from the memory map
+    /// without a copy; no `DailyRecord` is decoded), and one scan of their day keys for the streak.
+    /// ``dashboard(_:today:in:)`` gives the same result from the month aggregates.
+    ///
+    /// Valid only inside the transaction's closure.
+    /// - Throws: `KVStoreError.corruptValue` for a summary of the wrong size; LMDB errors.
+    public func dashboardDayByDay(_ periods: [DashboardPeriod] = DashboardPeriod.allCases, today: LogicalDay,
+                                  in transaction: ReadTransaction) throws -> Dashboard {
+        let longest = periods.map(\.days).max() ?? 0
+        let rows = longest > 0 ? try summaryRows((today - (longest - 1))...today, in: transaction) : []
         let results = periods.map { period in
             let first = today.dayNumber - Int32(period.days - 1)
             let start = rows.firstIndex { $0.dayNumber >= first } ?? rows.count
             return DashboardPeriodResult(period, summaries: rows[start...])
         }
         return Dashboard(periods: results, streak: try streak(in: transaction))
+    }
+
+    /// The summaries of the days in `range`, in day order.
+    func summaryRows(_ range: ClosedRange<LogicalDay>, in transaction: ReadTransaction) throws -> [DailySummary] {
+        var rows: [DailySummary] = []
+        rows.reserveCapacity(min(range.count, 366))
+        let codec = FixedLayoutCodec<DailySummary>()
+        try summaries.forEachBytes(range, in: transaction) { key, value in
+            rows.append(try decodeFixed(codec, value, key: key, in: summaries))
+            return true
+        }
+        return rows
+    }
+
+    private func decodeFixed<V>(_ codec: FixedLayoutCodec<V>, _ value: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer,
+                                in collection: KVCollection<LogicalDay, V>) throws -> V {
+        do {
+            return try codec.decode(value)
+        } catch {
+            throw KVStoreError.corruptValue(collection: collection.name, key: Self.render(key), reason: "\(error)", underlying: .init(error))
+        }
+    }
+
+    /// A stored key as a day, or as hex if it is not one.
+    private static func render(_ key: UnsafeRawBufferPointer) -> String {
+        if let day = try? LogicalDay.decodeKey(key) { return "\(day)" }
+        return "0x" + Hex.encode(key)
+    }
+}
+
+extension DashboardPeriodResult {
+    /// The period ending `today` computed from the month aggregates: months wholly inside the period
+    /// are added whole, and `rows` reads the day summaries of a month cut by the period's first day or
+    /// by `today`, or split by the period's halves.
+    init(_ period: DashboardPeriod, today: LogicalDay, months: [ChecklistMonth],
+         rows: (ClosedRange<LogicalDay>) throws -> [DailySummary]) throws {
+        let first = Int(today.dayNumber) - (period.days - 1)
+        let last = Int(today.dayNumber)
+        enum Piece { case whole(ChecklistMonth), days([DailySummary]) }
+        var pieces: [Piece] = []
+        var total = 0
+        for month in months where Int(month.lastDay) >= first && Int(month.firstDay) <= last {
+            if Int(month.firstDay) >= first && Int(month.lastDay) <= last {
+                pieces.append(.whole(month))
+                total += Int(month.records)
+            } else {
+                let cut = try rows(LogicalDay(dayNumber: Int32(max(first, Int(month.firstDay))))...LogicalDay(dayNumber: Int32(min(last, Int(month.lastDay)))))
+                pieces.append(.days(cut))
+                total += cut.count
+            }
+        }
+        let half = total / 2
+        var early = [CategorySums](repeating: CategorySums(), count: ChecklistCategory.allCases.count)
+        var late = early
+        var index = 0
+        func addDays(_ days: [DailySummary]) {
+            for day in days {
+                for (c, category) in ChecklistCategory.allCases.enumerated() {
+                    if index < half { early[c].add(day.average(category)) } else { late[c].add(day.average(category)) }
+                }
+                index += 1
+            }
+        }
+        for piece in pieces {
+            switch piece {
+            case .whole(let month):
+                let count = Int(month.records)
+                if index + count <= half || index >= half {
+                    for (c, category) in ChecklistCategory.allCases.enumerated() {
+                        if index < half { early[c].add(month[category]) } else { late[c].add(month[category]) }
+                    }
+                    index += count
+                } else {
+                    addDays(try rows(LogicalDay(dayNumber: month.firstDay)...LogicalDay(dayNumber: month.lastDay)))
+                }
+            case .days(let days):
+                addDays(days)
+            }
+        }
+        self.init(period, records: total, early: early, late: late)
+    }
+
+    /// The result from the sums of the period's earlier and later halves, per category in
+    /// ``ChecklistCategory`` order: what both ways of computing a period end with.
+    init(_ period: DashboardPeriod, records: Int, early: [CategorySums], late: [CategorySums]) {
+        var averages: [ChecklistCategory: Double] = [:]
+        var trends: [ChecklistCategory: Trend] = [:]
+        for (c, category) in ChecklistCategory.allCases.enumerated() {
+            var all = early[c]
+            all.add(late[c])
+            if let mean = all.mean { averages[category] = mean }
+            trends[category] = Trend(difference: late[c].mean.flatMap { l in early[c].mean.map { l - $0 } })
+        }
+        self.init(period: period, records: records, categoryAverages: averages, trends: trends)
     }
 }
 
@@ -123,20 +237,14 @@ extension DashboardPeriodResult {
     /// only in how they fetch the summaries.
     public init(_ period: DashboardPeriod, summaries rows: ArraySlice<DailySummary>) {
         let half = rows.startIndex + rows.count / 2
-        var averages: [ChecklistCategory: Double] = [:]
-        var trends: [ChecklistCategory: Trend] = [:]
-        for category in ChecklistCategory.allCases {
-            var early = CategorySums(), late = CategorySums()
+        var early = [CategorySums](repeating: CategorySums(), count: ChecklistCategory.allCases.count)
+        var late = early
+        for (c, category) in ChecklistCategory.allCases.enumerated() {
             for index in rows.indices {
                 let value = rows[index].average(category)
-                if index < half { early.add(value) } else { late.add(value) }
+                if index < half { early[c].add(value) } else { late[c].add(value) }
             }
-            var all = early
-            all.sum += late.sum
-            all.count += late.count
-            if let mean = all.mean { averages[category] = mean }
-            trends[category] = Trend(difference: late.mean.flatMap { l in early.mean.map { l - $0 } })
         }
-        self.init(period: period, records: rows.count, categoryAverages: averages, trends: trends)
+        self.init(period, records: rows.count, early: early, late: late)
     }
 }

@@ -27,6 +27,7 @@ struct Collections: ParsableCommand {
             "derived": entry.derived,
         ]
         if let from = entry.derivedFrom { object["derivedFrom"] = from }
+        if entry.bucketed == true { object["bucketed"] = true }
         return object
     }
 
@@ -34,7 +35,7 @@ struct Collections: ParsableCommand {
         let rows = zip(catalog, counts).map { entry, count -> [String] in
             var notes: [String] = entry.indexes.map { "index \($0.name)(\($0.keyEncoding))" }
             notes += entry.derived.map { "derives \($0)" }
-            if let from = entry.derivedFrom { notes.append("derived from \(from)") }
+            if let from = entry.derivedFrom { notes.append(entry.bucketed == true ? "aggregates \(from) by bucket" : "derived from \(from)") }
             return [entry.kind.rawValue, entry.name, String(count), entry.keyEncoding, entry.valueEncoding,
                     "v\(entry.schemaVersion)", notes.joined(separator: ", ")]
         }

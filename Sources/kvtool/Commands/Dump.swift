@@ -13,7 +13,7 @@ struct Dump: ParsableCommand {
             Everything is read in one read transaction. Without --collection or --suite, the dump holds \
             every named database (the catalog in the header; each collection, index and defaults suite, \
             _requirements and the history). A --collection brings its index databases and derived \
-            collections along.
+            collections along, and what is derived from those (the month aggregates of its summaries).
 
             Formats (--format):
               jsonl  the default: a header line with the catalog, then one JSON line per
@@ -103,17 +103,21 @@ struct Dump: ParsableCommand {
             return (catalog, format == .mdb ? names : names.filter { $0 != DumpDatabaseRole.catalogDatabase })
         }
         var chosen: [CatalogEntry] = []
+        // A collection brings what is derived from it, and what is derived from that (a record's
+        // summaries, then the summaries' month aggregates).
         func add(_ entry: CatalogEntry) {
-            if !chosen.contains(entry) { chosen.append(entry) }
+            guard !chosen.contains(entry) else { return }
+            chosen.append(entry)
+            guard entry.kind == .collection else { return }
+            for derived in entry.derived {
+                if let target = catalog.first(where: { $0.kind == .collection && $0.name == derived }) { add(target) }
+            }
         }
         for name in collections {
             guard let entry = catalog.first(where: { $0.kind == .collection && $0.name == name }) else {
                 throw CLIError(.notFound, "no collection named '\(name)'")
             }
             add(entry)
-            for derived in entry.derived {
-                if let target = catalog.first(where: { $0.kind == .collection && $0.name == derived }) { add(target) }
-            }
         }
         for name in suites {
             guard let entry = catalog.first(where: { $0.kind == .defaults && $0.name == name }) else {
@@ -193,7 +197,9 @@ struct Dump: ParsableCommand {
                 try sink.write(DumpMDB.sectionEnd)
             }
         case .csv:
-            guard let entry = chosen.first, let handle = handles[entry.database] else { return }
+            // The collection asked for, not what it brought along (its derived collections).
+            guard let entry = chosen.first(where: { $0.kind == .collection && $0.name == collections.first }),
+                  let handle = handles[entry.database] else { return }
             guard entry.valueEncoding == "cbor" else {
                 throw CLIError(.badInput, "--format csv needs cbor values; collection '\(entry.name)' stores \(entry.valueEncoding)")
             }

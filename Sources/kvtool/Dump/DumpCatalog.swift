@@ -68,6 +68,9 @@ enum DumpCatalog {
         for name in entry.derived + (entry.derivedFrom.map { [$0] } ?? []) where !isValidName(name) {
             throw fail("derived collection name \(JSONText.quoted(name)) is not valid")
         }
+        if entry.bucketed != nil && (entry.bucketed != true || entry.derivedFrom == nil) {
+            throw fail("\"bucketed\" is only ever true, on a collection derived from another")
+        }
     }
 
     /// Throws if two entries describe the same collection or suite.

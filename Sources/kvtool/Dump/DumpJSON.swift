@@ -200,7 +200,7 @@ enum DumpJSON {
         var fields: [String: JSONNode] = [:]
         for (key, value) in try members(node, what) { fields[key] = value }
         let required = ["name", "kind", "keyEncoding", "valueEncoding", "schemaVersion", "indexes", "derived", "database"]
-        for key in fields.keys where !required.contains(key) && key != "derivedFrom" {
+        for key in fields.keys where !required.contains(key) && key != "derivedFrom" && key != "bucketed" {
             throw DumpError.at(node.line, "unknown member \(JSONText.quoted(key)) in \(what)")
         }
         for key in required where fields[key] == nil {
@@ -218,6 +218,11 @@ enum DumpJSON {
             for item in try array(derived, "\"derived\" of \(what)") { _ = try string(item, "a derived collection of \(what)") }
         }
         if let from = fields["derivedFrom"], !from.kind.isNull { _ = try string(from, "\"derivedFrom\" of \(what)") }
+        if let bucketed = fields["bucketed"] {
+            guard case .bool = bucketed.kind else {
+                throw DumpError.at(bucketed.line, "\"bucketed\" of \(what) must be true or false, not \(bucketed.typeName)")
+            }
+        }
         if let indexes = fields["indexes"] {
             for item in try array(indexes, "\"indexes\" of \(what)") {
                 var names = Set<String>()
@@ -294,6 +299,7 @@ enum DumpJSON {
             ("derived", JSONText.array(entry.derived.map(JSONText.quoted))),
         ]
         if let from = entry.derivedFrom { fields.append(("derivedFrom", JSONText.quoted(from))) }
+        if entry.bucketed == true { fields.insert(("bucketed", "true"), at: 0) }
         fields += [
             ("indexes", JSONText.array(entry.indexes.map {
                 JSONText.object([("database", JSONText.quoted($0.database)), ("keyEncoding", JSONText.quoted($0.keyEncoding)),

@@ -64,6 +64,26 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
     /// (year, month, day) in the proleptic Gregorian calendar.
     public var components: (year: Int, month: Int, day: Int) { Self.civilFromDays(Int(dayNumber)) }
 
+    /// The first day of this day's month: the bucket of a month in an ``Aggregation``.
+    ///
+    /// ```swift
+    /// LogicalDay("2026-11-24")!.firstOfMonth   // 2026-11-01
+    /// ```
+    ///
+    /// At the ends of the `Int32` range the month is cut to the days that fit.
+    public var firstOfMonth: LogicalDay {
+        LogicalDay(dayNumber: Int32(clamping: Int(dayNumber) - (components.day - 1)))
+    }
+
+    /// The days of this day's month, from its first to its last (cut at the ends of the `Int32` range):
+    /// the keys a month's bucket covers in an ``Aggregation``.
+    public var daysOfMonth: ClosedRange<LogicalDay> {
+        let (year, month, day) = components
+        let next = month == 12 ? Self.daysFromCivil(year: year + 1, month: 1, day: 1) : Self.daysFromCivil(year: year, month: month + 1, day: 1)
+        let first = Int(dayNumber) - (day - 1)
+        return LogicalDay(dayNumber: Int32(clamping: first))...LogicalDay(dayNumber: Int32(clamping: next - 1))
+    }
+
     /// `"YYYY-MM-DD"`.
     public var description: String {
         let (y, m, d) = components

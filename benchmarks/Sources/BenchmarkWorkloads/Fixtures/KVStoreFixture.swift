@@ -19,7 +19,11 @@ final class KVStoreFixture: @unchecked Sendable {
         checklist = app.checklist
         try app.save(Dataset.records)
         let checklist = self.checklist
-        Dataset.check(try store.read { tx in try checklist.dashboard(today: Dataset.today, in: tx) }, "KVStore")
+        let (fromMonths, dayByDay) = try store.read { tx in
+            (try checklist.dashboard(today: Dataset.today, in: tx), try checklist.dashboardDayByDay(today: Dataset.today, in: tx))
+        }
+        Dataset.check(fromMonths, "KVStore")
+        precondition(fromMonths == dayByDay, "KVStore's dashboard from its months differs from its day-by-day one")
         try DiskSizes.record("kvstore", bytes: try store.copy(toNewFile: directory + "/compacted.mdb").size)
     }
 }

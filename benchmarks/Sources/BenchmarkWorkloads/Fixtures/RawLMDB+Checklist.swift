@@ -3,7 +3,8 @@ import KVStore
 import Workloads
 
 /// The year in raw LMDB: each day's `DailySummary` (its 56 bytes) under the day's key in `summaries`
-/// and, for the savers, each record's CBOR (KVStore's bytes) in `records`.
+/// and, for the savers, each record's CBOR (KVStore's bytes) in `records` and each month's
+/// `ChecklistMonth` in `months`, which a save computes again from the month's summaries, as KVStore does.
 extension RawLMDB {
     private static let reading = Result { () throws -> RawLMDB in
         let raw = try RawLMDB.checklist("raw", flags: 0, withRecords: false)
@@ -22,7 +23,7 @@ extension RawLMDB {
     }
 
     private static func checklist(_ name: String, flags: UInt32, withRecords: Bool) throws -> RawLMDB {
-        let raw = try RawLMDB(name, databases: ["summaries", "records"], flags: flags)
+        let raw = try RawLMDB(name, databases: ["summaries", "records", "months"], flags: flags)
         let encoder = CBOREncoder()
         try raw.write { txn in
             for record in Dataset.records {
@@ -51,6 +52,33 @@ extension RawLMDB {
         try key.withUnsafeBytes { k in
             try bytes.withUnsafeBytes { v in try Self.put(txn, database("records"), k, v) }
             try withUnsafeBytes(of: &summary) { v in try Self.put(txn, database("summaries"), k, v) }
+        }
+        try refreshMonth(of: day, in: txn)
+    }
+
+    /// Computes the month of `day` again from its summaries (one cursor scan) and puts it.
+    private func refreshMonth(of day: LogicalDay, in txn: OpaquePointer) throws {
+        let days = day.daysOfMonth
+        var cursor: OpaquePointer?
+        try Self.check(mdb_cursor_open(txn, database("summaries"), &cursor))
+        defer { mdb_cursor_close(cursor) }
+        var month = ChecklistMonth()
+        var key = MDB_val(), value = MDB_val()
+        let start = days.lowerBound.encodedKey
+        var rc = start.withUnsafeBytes { s -> Int32 in
+            key = MDB_val(mv_size: s.count, mv_data: UnsafeMutableRawPointer(mutating: s.baseAddress))
+            return mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE)
+        }
+        while rc == MDB_SUCCESS {
+            let summary = try Self.summary(value)
+            if summary.dayNumber > days.upperBound.dayNumber { break }
+            month.add(summary, on: LogicalDay(dayNumber: summary.dayNumber))
+            rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+        }
+        guard rc == MDB_SUCCESS || rc == MDB_NOTFOUND else { throw LMDBError(rawValue: rc) }
+        let monthKey = days.lowerBound.encodedKey
+        try monthKey.withUnsafeBytes { k in
+            try withUnsafeBytes(of: &month) { v in try Self.put(txn, database("months"), k, v) }
         }
     }
 

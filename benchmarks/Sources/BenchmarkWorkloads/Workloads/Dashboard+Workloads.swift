@@ -3,9 +3,11 @@ import KVStore
 import Workloads
 
 extension BenchmarkWorkload {
-    /// The dashboard of each period, and of all five at once, read from the year's summaries: KVStore,
-    /// GRDB (a range query over the cache columns) and raw LMDB (the floor). Each computes the
-    /// periods with the same code (`DashboardPeriodResult(_:summaries:)`).
+    /// The dashboard of each period, and of all five at once: KVStore from its month aggregates (the
+    /// default path), KVStore day by day from the year's summaries, GRDB (a range query over the cache
+    /// columns) and raw LMDB (the floor of the day-by-day path). The day-by-day ones compute the periods
+    /// with the same code (`DashboardPeriodResult(_:summaries:)`); setup checks every one against the
+    /// same result.
     static let dashboard: [BenchmarkWorkload] = {
         let today = Dataset.today
         let cases = DashboardPeriod.allCases.map { ($0.rawValue, [$0]) } + [("all five periods", DashboardPeriod.allCases)]
@@ -14,6 +16,11 @@ extension BenchmarkWorkload {
                 let fixture = try KVStoreFixture.shared()
                 let (store, checklist) = (fixture.store, fixture.checklist)
                 return { sink(try store.read { tx in try checklist.dashboard(periods, today: today, in: tx) }) }
+            },
+            BenchmarkWorkload("Dashboard \(label)", "KVStore day by day") {
+                let fixture = try KVStoreFixture.shared()
+                let (store, checklist) = (fixture.store, fixture.checklist)
+                return { sink(try store.read { tx in try checklist.dashboardDayByDay(periods, today: today, in: tx) }) }
             },
             BenchmarkWorkload("Dashboard \(label)", "GRDB") {
                 let sqlite = try SQLiteChecklist.shared()
