@@ -34,6 +34,18 @@ struct ByteRange: Sendable {
         return lowerInclusive ? c >= 0 : c > 0
     }
 
+    /// A bound of 1, 2, 4 or 8 bytes as a big-endian integer: for a key of the same length, the
+    /// integers compare as the bytes do.
+    struct WordBound {
+        let word: UInt64
+        let count: Int
+        init?(_ bytes: [UInt8]) {
+            guard let word = bytes.withUnsafeBytes({ loadBigEndian($0, width: bytes.count) }) else { return nil }
+            self.word = word
+            count = bytes.count
+        }
+    }
+
     func belowUpper(_ key: UnsafeRawBufferPointer) -> Bool {
         guard let upper else { return true }
         let c = compareBytes(key, upper)
@@ -52,7 +64,15 @@ struct ByteRange: Sendable {
         if !reverse {
             var entry = try lower.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             if let current = entry, !aboveLower(current.key) { entry = try cursor.next() }
-            while let current = entry, belowUpper(current.key) {
+            // A bound of up to 8 bytes (an integer or a day) is compared as one big-endian integer with
+            // keys of its length, instead of a memcmp per entry.
+            let upperBound = upper.flatMap(WordBound.init)
+            while let current = entry {
+                if let upperBound, let word = loadBigEndian(current.key, width: upperBound.count) {
+                    guard upperInclusive ? word <= upperBound.word : word < upperBound.word else { return }
+                } else if !belowUpper(current.key) {
+                    return
+                }
                 guard try body(current.key, current.value) else { return }
                 entry = try cursor.next()
             }

@@ -21,6 +21,18 @@ struct Cursor: ~Copyable {
         try Self.step(pointer, op, seek: seek)
     }
 
+    /// Runs a cursor operation that takes no key (`MDB_NEXT`, `MDB_PREV`…): what a scan does once per
+    /// entry, without the seek key's optional array.
+    @inline(__always)
+    static func step(_ pointer: OpaquePointer, _ op: MDB_cursor_op) throws -> Entry? {
+        var key = MDB_val()
+        var value = MDB_val()
+        let rc = mdb_cursor_get(pointer, &key, &value, op)
+        if rc == MDB_SUCCESS { return (key.buffer, value.buffer) }
+        if rc == MDB_NOTFOUND { return nil }
+        throw LMDBError(rawValue: rc)
+    }
+
     /// Runs the cursor operation `op` on the LMDB cursor at `pointer` (for ``Cursor`` and
     /// ``RangeCursor``). Returns `nil` at either end (`MDB_NOTFOUND`).
     static func step(_ pointer: OpaquePointer, _ op: MDB_cursor_op, seek: [UInt8]? = nil) throws -> Entry? {
@@ -42,8 +54,10 @@ struct Cursor: ~Copyable {
 
     func first() throws -> Entry? { try get(MDB_FIRST) }
     func last() throws -> Entry? { try get(MDB_LAST) }
-    func next() throws -> Entry? { try get(MDB_NEXT) }
-    func previous() throws -> Entry? { try get(MDB_PREV) }
+    @inline(__always)
+    func next() throws -> Entry? { try Self.step(pointer, MDB_NEXT) }
+    @inline(__always)
+    func previous() throws -> Entry? { try Self.step(pointer, MDB_PREV) }
     /// Positions at the first key greater than or equal to `key`.
     func seek(atOrAfter key: [UInt8]) throws -> Entry? {
         if key.isEmpty { return try first() }

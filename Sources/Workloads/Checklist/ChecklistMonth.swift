@@ -3,7 +3,7 @@ import KVStore
 /// A sum of `Double`s kept exactly, in fixed point (units of 2⁻⁵², in an `Int128`), so that any grouping
 /// of the same values gives the same bits: a year summed day by day equals the same year summed month
 /// by month and then across months. Exact for every value that is a multiple of 2⁻⁵² (every `Double`
-/// from 1 up, such as a category average of 1-to-5 scores); smaller fractions are rounded to 2⁻⁵².
+/// from 1 up, such as a category average of 1-to-5 scores); smaller fractions are truncated to 2⁻⁵².
 /// Values beyond ±2⁷⁰ are clamped, and the sum wraps rather than traps, so a corrupt summary written
 /// by another process cannot crash a reader.
 public struct ExactSum: BitwiseCopyable, Hashable, Sendable {
@@ -14,16 +14,33 @@ public struct ExactSum: BitwiseCopyable, Hashable, Sendable {
 
     @inline(__always)
     public mutating func add(_ value: Double) {
-        let scaled = (value * 0x1p52).rounded()
-        let clamped = scaled.isNaN ? 0 : max(-0x1p122, min(0x1p122, scaled))
-        units &+= Int128(clamped)
+        // Truncated toward zero (exact for every multiple of 2⁻⁵²). Below 2⁶², one conversion
+        // instruction to Int64; the rest (and NaN, for which the comparison is false) take the slow path.
+        let scaled = value * 0x1p52
+        if abs(scaled) < 0x1p62 {
+            units &+= Int128(Int64(scaled))
+        } else {
+            addLarge(scaled)
+        }
+    }
+
+    @inline(never)
+    private mutating func addLarge(_ scaled: Double) {
+        guard !scaled.isNaN else { return }
+        units &+= Int128(max(-0x1p122, min(0x1p122, scaled)))
     }
 
     @inline(__always)
     public mutating func add(_ other: ExactSum) { units &+= other.units }
 
-    /// The sum, rounded once to a `Double`.
-    public var value: Double { Double(units) * 0x1p-52 }
+    /// The sum as a `Double`: rounded once while it fits in 63 bits (a year of values up to 5), else
+    /// from its two halves. Either way the same units give the same bits.
+    public var value: Double {
+        // Double(Int128) is a generic conversion in the standard library (about 900 instructions).
+        if let small = Int64(exactly: units) { return Double(small) * 0x1p-52 }
+        let high = Int64(truncatingIfNeeded: units >> 64), low = UInt64(truncatingIfNeeded: units)
+        return (Double(high) * 0x1p64 + Double(low)) * 0x1p-52
+    }
 }
 
 /// What the dashboard needs of one month of ``DailySummary``s: record count, the sums and counts of each
@@ -128,6 +145,12 @@ public struct CategorySums: Hashable, Sendable {
         if let value { sum.add(value); count += 1 }
     }
 
+    /// Adds `value` unless it is NaN (a summary's absent average).
+    @inline(__always)
+    public mutating func add(unlessNaN value: Double) {
+        if !value.isNaN { sum.add(value); count += 1 }
+    }
+
     @inline(__always)
     public mutating func add(_ other: CategorySums) {
         sum.add(other.sum)
@@ -136,6 +159,45 @@ public struct CategorySums: Hashable, Sendable {
 
     /// The mean, or `nil` without values.
     public var mean: Double? { count == 0 ? nil : sum.value / Double(count) }
+}
+
+/// The sums of every category, in one pass over the summaries.
+struct CategoryTotals {
+    var perceive = CategorySums(), think = CategorySums(), execute = CategorySums(), engage = CategorySums(), sustain = CategorySums()
+
+    @inline(__always)
+    mutating func add(_ summary: DailySummary) {
+        perceive.add(unlessNaN: summary.perceive)
+        think.add(unlessNaN: summary.think)
+        execute.add(unlessNaN: summary.execute)
+        engage.add(unlessNaN: summary.engage)
+        sustain.add(unlessNaN: summary.sustain)
+    }
+
+    mutating func add(_ month: ChecklistMonth) {
+        for category in ChecklistCategory.allCases { self[category].add(month[category]) }
+    }
+
+    subscript(_ category: ChecklistCategory) -> CategorySums {
+        get {
+            switch category {
+            case .perceive: perceive
+            case .think: think
+            case .execute: execute
+            case .engage: engage
+            case .sustain: sustain
+            }
+        }
+        set {
+            switch category {
+            case .perceive: perceive = newValue
+            case .think: think = newValue
+            case .execute: execute = newValue
+            case .engage: engage = newValue
+            case .sustain: sustain = newValue
+            }
+        }
+    }
 }
 
 /// Runs of consecutive days merged month by month, in day order: the streak from the months alone.

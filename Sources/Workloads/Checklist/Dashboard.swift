@@ -186,14 +186,11 @@ extension DashboardPeriodResult {
             }
         }
         let half = total / 2
-        var early = [CategorySums](repeating: CategorySums(), count: ChecklistCategory.allCases.count)
-        var late = early
+        var early = CategoryTotals(), late = CategoryTotals()
         var index = 0
         func addDays(_ days: [DailySummary]) {
             for day in days {
-                for (c, category) in ChecklistCategory.allCases.enumerated() {
-                    if index < half { early[c].add(day.average(category)) } else { late[c].add(day.average(category)) }
-                }
+                if index < half { early.add(day) } else { late.add(day) }
                 index += 1
             }
         }
@@ -202,9 +199,7 @@ extension DashboardPeriodResult {
             case .whole(let month):
                 let count = Int(month.records)
                 if index + count <= half || index >= half {
-                    for (c, category) in ChecklistCategory.allCases.enumerated() {
-                        if index < half { early[c].add(month[category]) } else { late[c].add(month[category]) }
-                    }
+                    if index < half { early.add(month) } else { late.add(month) }
                     index += count
                 } else {
                     addDays(try rows(LogicalDay(dayNumber: month.firstDay)...LogicalDay(dayNumber: month.lastDay)))
@@ -216,16 +211,16 @@ extension DashboardPeriodResult {
         self.init(period, records: total, early: early, late: late)
     }
 
-    /// The result from the sums of the period's earlier and later halves, per category in
-    /// ``ChecklistCategory`` order: what both ways of computing a period end with.
-    init(_ period: DashboardPeriod, records: Int, early: [CategorySums], late: [CategorySums]) {
+    /// The result from the sums of the period's earlier and later halves: what both ways of computing
+    /// a period end with.
+    init(_ period: DashboardPeriod, records: Int, early: CategoryTotals, late: CategoryTotals) {
         var averages: [ChecklistCategory: Double] = [:]
         var trends: [ChecklistCategory: Trend] = [:]
-        for (c, category) in ChecklistCategory.allCases.enumerated() {
-            var all = early[c]
-            all.add(late[c])
+        for category in ChecklistCategory.allCases {
+            var all = early[category]
+            all.add(late[category])
             if let mean = all.mean { averages[category] = mean }
-            trends[category] = Trend(difference: late[c].mean.flatMap { l in early[c].mean.map { l - $0 } })
+            trends[category] = Trend(difference: late[category].mean.flatMap { l in early[category].mean.map { l - $0 } })
         }
         self.init(period: period, records: records, categoryAverages: averages, trends: trends)
     }
@@ -237,13 +232,9 @@ extension DashboardPeriodResult {
     /// only in how they fetch the summaries.
     public init(_ period: DashboardPeriod, summaries rows: ArraySlice<DailySummary>) {
         let half = rows.startIndex + rows.count / 2
-        var early = [CategorySums](repeating: CategorySums(), count: ChecklistCategory.allCases.count)
-        var late = early
-        for (c, category) in ChecklistCategory.allCases.enumerated() {
-            for index in rows.indices {
-                let value = rows[index].average(category)
-                if index < half { early[c].add(value) } else { late[c].add(value) }
-            }
+        var early = CategoryTotals(), late = CategoryTotals()
+        for index in rows.indices {
+            if index < half { early.add(rows[index]) } else { late.add(rows[index]) }
         }
         self.init(period, records: rows.count, early: early, late: late)
     }

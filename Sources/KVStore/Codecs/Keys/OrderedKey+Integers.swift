@@ -15,6 +15,26 @@ extension SignedOrderedKey {
         let raw = try reader.readBigEndian(width) ^ (1 << UInt64(bitWidth - 1))
         return Self(truncatingIfNeeded: raw)
     }
+
+    /// A whole key of exactly the width, loaded in one step (a scan decodes one per entry).
+    @inline(__always)
+    public static func decodeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> Self {
+        guard let raw = loadBigEndian(bytes, width: bitWidth / 8) else { return try decodeWholeKey(bytes) }
+        return Self(truncatingIfNeeded: raw ^ (1 << UInt64(bitWidth - 1)))
+    }
+}
+
+/// The big-endian integer that is all of `bytes`, if they are `width` bytes (1, 2, 4 or 8).
+@inline(__always)
+func loadBigEndian(_ bytes: UnsafeRawBufferPointer, width: Int) -> UInt64? {
+    guard bytes.count == width else { return nil }
+    switch width {
+    case 8: return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
+    case 4: return UInt64(UInt32(bigEndian: bytes.loadUnaligned(as: UInt32.self)))
+    case 2: return UInt64(UInt16(bigEndian: bytes.loadUnaligned(as: UInt16.self)))
+    case 1: return UInt64(bytes[0])
+    default: return nil
+    }
 }
 
 extension UnsignedOrderedKey {
@@ -24,6 +44,13 @@ extension UnsignedOrderedKey {
 
     public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> Self {
         Self(truncatingIfNeeded: try reader.readBigEndian(bitWidth / 8))
+    }
+
+    /// A whole key of exactly the width, loaded in one step.
+    @inline(__always)
+    public static func decodeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> Self {
+        guard let raw = loadBigEndian(bytes, width: bitWidth / 8) else { return try decodeWholeKey(bytes) }
+        return Self(truncatingIfNeeded: raw)
     }
 }
 

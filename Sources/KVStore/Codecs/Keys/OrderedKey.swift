@@ -25,6 +25,9 @@ public protocol OrderedKey: Comparable, Sendable {
     func encodeKey(into bytes: inout [UInt8], terminal: Bool)
     /// Reads a key written by ``encodeKey(into:terminal:)``. Throws ``KeyDecodingError`` on bad bytes.
     static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> Self
+    /// Decodes a whole stored key. Throws if bytes are left over or missing. The default reads it
+    /// with a ``KeyReader``; fixed-width keys (integers, ``LogicalDay``) load it in one step.
+    static func decodeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> Self
 }
 
 extension OrderedKey {
@@ -38,6 +41,12 @@ extension OrderedKey {
 
     /// Decodes a whole stored key. Throws if bytes are left over or missing.
     public static func decodeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> Self {
+        try decodeWholeKey(bytes)
+    }
+
+    /// Decodes a whole stored key with a ``KeyReader``: what ``decodeKey(_:)-(UnsafeRawBufferPointer)``
+    /// does by default, and what the fixed-width fast paths fall back to for its errors.
+    public static func decodeWholeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> Self {
         var reader = KeyReader(bytes)
         let key = try decodeKey(from: &reader, terminal: true)
         guard reader.isAtEnd else { throw KeyDecodingError("\(reader.remaining) unexpected trailing bytes") }

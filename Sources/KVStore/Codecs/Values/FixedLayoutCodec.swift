@@ -13,16 +13,20 @@
 /// bytes are the machine's own layout and byte order (little-endian on every platform Swift runs on
 /// Linux); the catalog records the size, and a stored value whose size differs is reported as corrupt.
 /// Change the layout only together with the collection's schema version and a migration.
+@frozen
 public struct FixedLayoutCodec<Value: BitwiseCopyable>: ValueCodec {
+    @inlinable
     public init() {}
 
     public var encodingName: String { "fixed(\(MemoryLayout<Value>.size))" }
 
+    @inlinable
     public func encode(_ value: Value) throws -> [UInt8] {
         withUnsafeBytes(of: value) { Array($0) }
     }
 
-    @inline(__always)
+    // Inlinable, so that a scan in another module (a dashboard) reads each value without a call.
+    @inlinable @inline(__always)
     public func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value {
         guard bytes.count == MemoryLayout<Value>.size else {
             throw FixedLayoutError(expected: MemoryLayout<Value>.size, actual: bytes.count)
@@ -35,5 +39,12 @@ public struct FixedLayoutCodec<Value: BitwiseCopyable>: ValueCodec {
 public struct FixedLayoutError: Error, Hashable, Sendable, CustomStringConvertible {
     public let expected: Int
     public let actual: Int
+
+    @inlinable
+    public init(expected: Int, actual: Int) {
+        self.expected = expected
+        self.actual = actual
+    }
+
     public var description: String { "fixed-layout value is \(actual) bytes, expected \(expected)" }
 }
