@@ -65,6 +65,48 @@ import TestSupport
         #expect(try other.string(forKey: "s") == nil)
     }
 
+    /// `string(forKey:)` reads a stored text string straight from the map; whatever that fast path
+    /// does not take (other types, odd heads, bad bytes another process stored) goes through the
+    /// general decoder, with the same answer or the same error as before.
+    @Test func stringReadsAgreeWithTheGeneralDecoderOnStoredBytes() throws {
+        let container = try dir.container()
+        let d = try container.defaults()
+        try d.set("seed", forKey: "seed")
+        let raw = try #require(try container.store.rawDatabase(named: "d/" + d.suiteName))
+        let cases: [(key: String, bytes: [UInt8], expected: String??)] = [
+            ("ascii", [0x63] + Array("abc".utf8), "abc"),
+            ("accented", [0x65] + Array("café".utf8), "café"),
+            ("empty", [0x60], ""),
+            ("long head", [0x78, 0x03] + Array("abc".utf8), "abc"),    // well-formed, not the shortest head
+            ("number", [0x18, 0x2A], "42"),
+            ("bool", [0xF5], "1"),
+            ("chunked", [0x7F, 0x61, 0x61, 0x61, 0x62, 0xFF], "ab"),
+            ("array", [0x81, 0x01], .some(nil)),
+            ("bad utf8", [0x62, 0xC3, 0x28], nil),                    // an error, not a String
+            ("trailing", [0x61, 0x61, 0x00], nil),
+            ("truncated", [0x63, 0x61], nil),
+            ("huge head", [0x7B, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], nil),
+        ]
+        try container.store.write { tx in
+            for c in cases { try tx.rawPut(raw, Array(c.key.utf8), c.bytes) }
+            try tx.rawPut(raw, Array("oversized".utf8), [0x7A, 0x00, 0x10, 0x00, 0x01] + [UInt8](repeating: 0x61, count: SharedDefaults.maxValueSize + 1))
+        }
+        for c in cases {
+            if let expected = c.expected {
+                #expect(try d.string(forKey: c.key) == expected, "\(c.key)")
+            } else {
+                #expect(throws: KVStoreError.self, "\(c.key)") { try d.string(forKey: c.key) }
+                #expect(throws: KVStoreError.self, "\(c.key)") { try d.object(forKey: c.key) }
+            }
+        }
+        #expect(throws: KVStoreError.self) { try d.string(forKey: "oversized") }
+        // Keys that are not ASCII take the normalising path: both forms of "é" name one key.
+        try d.set("v", forKey: "caf\u{E9}")
+        #expect(try d.string(forKey: "cafe\u{301}") == "v")
+        #expect(throws: KVStoreError.self) { try d.string(forKey: "") }
+        #expect(throws: KVStoreError.self) { try d.string(forKey: String(repeating: "k", count: Store.maxKeySize + 1)) }
+    }
+
     @Test func codableValuesAndLimits() throws {
         struct Settings: Codable, Equatable { var theme: String; var fontSize: Double; var tags: [String] }
         let d = try dir.container().defaults()

@@ -62,6 +62,19 @@ public final class SharedDefaults: @unchecked Sendable {
         return try store.environment.database(named: Catalog.defaultsDatabase(suiteName), in: transaction.pointer)
     }
 
+    /// Calls `body` with the key's stored bytes: an ASCII key's own UTF-8, without building an array
+    /// (ASCII is its own normal form); any other key through ``keyBytes(_:)``, which normalises and checks it.
+    private func withKey<R>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        var key = key
+        let direct = try key.withUTF8 { utf8 -> R? in
+            let buffer = UnsafeRawBufferPointer(utf8)
+            guard !buffer.isEmpty, buffer.count <= Store.maxKeySize, CBORReader.isASCII(buffer) else { return nil }
+            return .some(try body(buffer))
+        }
+        if let direct { return direct }
+        return try keyBytes(key).withUnsafeBytes { try body($0) }
+    }
+
     private func keyBytes(_ key: String) throws -> [UInt8] {
         let bytes = key.encodedKey
         guard !bytes.isEmpty else {
@@ -161,7 +174,30 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// A string, or a number's or bool's text; `nil` otherwise.
     public func string(forKey key: String, in transaction: ReadTransaction) throws -> String? {
-        switch try rawValue(forKey: key, in: transaction) {
+        let stored = try withKey(key) { k -> String?? in
+            guard let database = try resolvedDatabase(in: transaction),
+                  let bytes = try transaction.get(database, key: k) else { return nil }
+            // The usual case, a stored text string, is read straight from the map without a CBORValue.
+            if let text = Self.wholeText(bytes) { return .some(text) }
+            return .some(Self.string(from: try decodeValue(bytes, key: key)))
+        }
+        if let stored { return stored }
+        return Self.string(from: registered.withLock { $0[key] })
+    }
+
+    /// `bytes` as a String when they are exactly one definite-length CBOR text string of valid UTF-8
+    /// within the size limit; `nil` for anything else (which the general path decodes, or refuses).
+    private static func wholeText(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard bytes.count <= maxValueSize, let base = bytes.baseAddress, bytes.count > 0 else { return nil }
+        let reader = CBORReader(base: base, end: bytes.count)
+        guard let head = try? reader.head(at: 0), head.major == 3, !head.isIndefinite,
+              head.argument == UInt64(bytes.count - head.next) else { return nil }
+        return CBORReader.string(UnsafeRawBufferPointer(rebasing: bytes[head.next...]))
+    }
+
+    /// What ``string(forKey:in:)`` gives for a decoded value.
+    private static func string(from value: CBORValue?) -> String? {
+        switch value {
         case .text(let s)?: s
         case .unsigned(let n)?: String(n)
         case .negative(let n)?: n == .max ? "-18446744073709551616" : "-\(n + 1)"

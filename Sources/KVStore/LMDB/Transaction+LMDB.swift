@@ -10,15 +10,18 @@ extension ReadTransaction {
 
     /// The stored bytes at `key`, or `nil`. Valid only inside the transaction.
     func get(_ database: DatabaseHandle, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+        try key.withUnsafeBytes { try get(database, key: $0) }
+    }
+
+    /// The stored bytes at the key in `key`'s bytes, or `nil`. Valid only inside the transaction.
+    func get(_ database: DatabaseHandle, key buffer: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
         try checkActive()
-        return try key.withUnsafeBytes { buffer in
-            var k = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
-            var v = MDB_val()
-            let rc = mdb_get(pointer, database.dbi, &k, &v)
-            if rc == MDB_NOTFOUND { return nil }
-            try LMDBError.check(rc)
-            return v.buffer
-        }
+        var k = MDB_val(mv_size: buffer.count, mv_data: UnsafeMutableRawPointer(mutating: buffer.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_get(pointer, database.dbi, &k, &v)
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBError.check(rc)
+        return v.buffer
     }
 
     /// The number of entries in a named database (`mdb_stat`).

@@ -20,7 +20,8 @@ import Glibc
 /// returns. Not reentrant: calling `withLock` on the same instance inside `body` deadlocks.
 package final class Locked<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Only ever touched with the mutex held, so the runtime's exclusivity check adds nothing.
+    @exclusivity(unchecked) private var value: Value
 
     package init(_ value: Value) {
         self.value = value

@@ -39,7 +39,8 @@ struct TransactionScope {
     }
 
     private final class Stack {
-        var entries: [(environment: ObjectIdentifier, kind: KVStoreError.TransactionKind)] = []
+        // One per thread (a pthread key), never shared: no exclusivity check needed.
+        @exclusivity(unchecked) var entries: [(environment: ObjectIdentifier, kind: KVStoreError.TransactionKind)] = []
 
         func innermostKind(of environment: ObjectIdentifier) -> KVStoreError.TransactionKind? {
             entries.last { $0.environment == environment }?.kind
