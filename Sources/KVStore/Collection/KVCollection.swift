@@ -227,16 +227,22 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer, key: [UInt8]) throws -> Value {
+        try key.withUnsafeBytes { try decode(bytes, keyBytes: $0) }
+    }
+
+    /// `bytes` decoded; the key (valid during the call) is only read to name it in an error, so a scan
+    /// copies nothing per entry.
+    func decode(_ bytes: UnsafeRawBufferPointer, keyBytes key: UnsafeRawBufferPointer) throws -> Value {
         // Before anything copies or parses the bytes: a value another process stored raw may be
         // hundreds of megabytes, and touching the map costs nothing, copying it does.
         if let limit = codec.maxEncodedSize, bytes.count > limit {
-            throw KVStoreError.corruptValue(collection: name, key: renderKey(key),
+            throw KVStoreError.corruptValue(collection: name, key: renderKey(Array(key)),
                                             reason: "the stored value is \(bytes.count) bytes, over the \(limit)-byte limit of a value")
         }
         do {
             return try codec.decode(bytes)
         } catch {
-            throw KVStoreError.corruptValue(collection: name, key: renderKey(key), reason: "\(error)", underlying: .init(error))
+            throw KVStoreError.corruptValue(collection: name, key: renderKey(Array(key)), reason: "\(error)", underlying: .init(error))
         }
     }
 
@@ -258,7 +264,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         guard let database = try resolvedDatabase(in: transaction) else { return }
         try transaction.scan(database, range, reverse: reverse) { key, value in
             let decodedKey = try decodeKey(key)
-            return try body(decodedKey, try decode(value, key: Array(key)))
+            return try body(decodedKey, try decode(value, keyBytes: key))
         }
     }
 

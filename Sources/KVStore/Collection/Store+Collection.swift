@@ -146,7 +146,7 @@ extension Store {
         try transaction.drop(index.database, delete: false)
         guard let database = try collection.resolvedDatabase(in: transaction) else { return }
         try transaction.scan(database, .all, reverse: false) { key, value in
-            let decoded = try collection.decode(value, key: Array(key))
+            let decoded = try collection.decode(value, keyBytes: key)
             if let prefix = index.definition.indexPrefix(for: decoded) {
                 try transaction.put(index.database, prefix + Array(key), [])
             }
