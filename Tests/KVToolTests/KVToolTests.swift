@@ -177,6 +177,9 @@ import Workloads
         #expect(widget.last?.contains("feed generation 2") == true && widget.last?.contains("today 2026-11-21") == true)
         #expect(widget.last?.contains("streak 2 (longest 16)") == true)
         #expect(lines.contains("   history: token 343, put dailyRecords 2026-11-21 by app"))
+        // The year dashboard from the month aggregates, checked against the day-by-day scan.
+        #expect(lines.contains { $0.hasPrefix("   year dashboard from 13 month aggregates") && $0.contains("342 records") })
+        #expect(lines.contains("   the same, to the bit, as the day-by-day scan of 342 summaries"))
 
         let senders = lines.filter { $0.contains("extension (pid") && !$0.contains("push extension") }
         try #require(senders.count == 5)  // so that a failed demo fails the test instead of trapping below

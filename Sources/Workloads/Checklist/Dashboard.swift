@@ -89,21 +89,7 @@ extension ChecklistStore {
     /// - Throws: `KVStoreError.corruptValue` for a summary or month of the wrong size; LMDB errors.
     public func dashboard(_ periods: [DashboardPeriod] = DashboardPeriod.allCases, today: LogicalDay,
                           in transaction: ReadTransaction) throws -> Dashboard {
-        var all: [ChecklistMonth] = []
-        all.reserveCapacity(16)
-        let codec = FixedLayoutCodec<ChecklistMonth>()
-        try months.forEachBytes(LogicalDay(dayNumber: .min)..., in: transaction) { key, value in
-            let month = try decodeFixed(codec, value, key: key, in: months)
-            // Written by another process, perhaps a buggy one: a month that no write could give is refused
-            // before it sizes a scan or a range.
-            guard month.records > 0, month.firstDay <= month.lastDay, Int(month.lastDay) - Int(month.firstDay) < 31,
-                  Int(month.records) <= Int(month.lastDay) - Int(month.firstDay) + 1 else {
-                throw KVStoreError.corruptValue(collection: months.name, key: Self.render(key),
-                                                reason: "the month's days (\(month.records) from \(month.firstDay) to \(month.lastDay)) are not a month's")
-            }
-            all.append(month)
-            return true
-        }
+        let all = try monthAggregates(in: transaction)
         if all.isEmpty, try summaries.count(in: transaction) > 0 {
             return try dashboardDayByDay(periods, today: today, in: transaction)
         }
@@ -133,7 +119,26 @@ extension ChecklistStore {
             let start = rows.firstIndex { $0.dayNumber >= first } ?? rows.count
             return DashboardPeriodResult(period, summaries: rows[start...])
         }
-        return Dashboard(periods: results, streak: try streak(in: transaction))
+        return Dashboard(periods: results, streak: try streakDayByDay(in: transaction))
+    }
+
+    /// Every stored month, in order, each checked to be one that a write could give (another process,
+    /// perhaps a buggy one, may have written them raw): a bad one throws rather than sizing a scan.
+    func monthAggregates(in transaction: ReadTransaction) throws -> [ChecklistMonth] {
+        var all: [ChecklistMonth] = []
+        all.reserveCapacity(16)
+        let codec = FixedLayoutCodec<ChecklistMonth>()
+        try months.forEachBytes(LogicalDay(dayNumber: .min)..., in: transaction) { key, value in
+            let month = try decodeFixed(codec, value, key: key, in: months)
+            guard month.records > 0, month.firstDay <= month.lastDay, Int(month.lastDay) - Int(month.firstDay) < 31,
+                  Int(month.records) <= Int(month.lastDay) - Int(month.firstDay) + 1 else {
+                throw KVStoreError.corruptValue(collection: months.name, key: Self.render(key),
+                                                reason: "the month's days (\(month.records) from \(month.firstDay) to \(month.lastDay)) are not a month's")
+            }
+            all.append(month)
+            return true
+        }
+        return all
     }
 
     /// The summaries of the days in `range`, in day order.

@@ -66,6 +66,18 @@ struct Demo: ParsableCommand {
         let year = ChecklistDataset.records()
         let generation = try app.save(Array(year.dropLast()))
         print("1. main app (pid \(pid)) saves \(year.count - 1) daily records with history, publishes the widget feed (generation \(generation))")
+        let (months, fromMonths, dayByDay) = try container.store.read { tx in
+            (try app.checklist.months.count(in: tx),
+             try app.checklist.dashboard([.year], today: ChecklistDataset.today, in: tx),
+             try app.checklist.dashboardDayByDay([.year], today: ChecklistDataset.today, in: tx))
+        }
+        if let yearResult = fromMonths[.year] {
+            let averages = ChecklistCategory.allCases.compactMap { category in
+                yearResult.categoryAverages[category].map { "\(category.rawValue) \(String(format: "%.2f", $0)) \(yearResult.trends[category]?.rawValue ?? "flat")" }
+            }.joined(separator: ", ")
+            print("   year dashboard from \(months) month aggregates (checklistMonths, kept in each write): \(yearResult.records) records; \(averages)")
+            print("   \(fromMonths == dayByDay ? "the same, to the bit, as" : "DIFFERENT from") the day-by-day scan of \(yearResult.records) summaries")
+        }
         let widget = try ChildProcess(arguments: ["demo", "widget", "--group", group, "--after", String(generation)] + rootArguments)
         widget.relay(untilLineContaining: "waiting")
         print("")
