@@ -10,7 +10,7 @@
 /// let months = try store.collection("summaryMonths", key: LogicalDay.self, codec: FixedLayoutCodec<MonthTotals>())
 /// let summaries = try store.collection(
 ///     "dailySummaries", key: LogicalDay.self, codec: FixedLayoutCodec<DailySummary>(),
-///     aggregates: [Aggregation(months, bucket: \.firstOfMonth, keys: \.daysOfMonth, empty: MonthTotals()) { totals, day, summary in
+///     aggregates: [Aggregation(months, bucket: { $0.firstOfMonth }, keys: { $0.daysOfMonth }, empty: MonthTotals()) { totals, day, summary in
 ///         totals.add(summary, on: day)
 ///     }])
 /// ```

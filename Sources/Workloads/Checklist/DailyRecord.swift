@@ -4,6 +4,19 @@ import KVStore
 /// The checklist's five categories (seed `004_…`), in their fixed order.
 public enum ChecklistCategory: String, Codable, CaseIterable, Sendable {
     case perceive, think, execute, engage, sustain
+
+    /// Hashes the case, not its raw String (the default for a raw-value enum), so that a dashboard's
+    /// five-entry dictionaries do not hash text.
+    public func hash(into hasher: inout Hasher) {
+        let ordinal: UInt8 = switch self {
+        case .perceive: 0
+        case .think: 1
+        case .execute: 2
+        case .engage: 3
+        case .sustain: 4
+        }
+        hasher.combine(ordinal)
+    }
 }
 
 /// One day of the checklist: scores for up to 30 items (`"<category>.<k>"`, 1…5), memos per category,

@@ -177,19 +177,30 @@ extension DashboardPeriodResult {
          rows: (ClosedRange<LogicalDay>) throws -> [DailySummary]) throws {
         let first = Int(today.dayNumber) - (period.days - 1)
         let last = Int(today.dayNumber)
-        enum Piece { case whole(ChecklistMonth), days([DailySummary]) }
-        var pieces: [Piece] = []
-        var total = 0
-        for month in months where Int(month.lastDay) >= first && Int(month.firstDay) <= last {
-            if Int(month.firstDay) >= first && Int(month.lastDay) <= last {
-                pieces.append(.whole(month))
-                total += Int(month.records)
-            } else {
-                let cut = try rows(LogicalDay(dayNumber: Int32(max(first, Int(month.firstDay))))...LogicalDay(dayNumber: Int32(min(last, Int(month.lastDay)))))
-                pieces.append(.days(cut))
-                total += cut.count
-            }
+        // The months that overlap the period are [lo, hi). Only the first and the last of them can be
+        // cut by its ends (the months are disjoint and in order): their days in the period are read
+        // from the summaries; the ones between are taken whole.
+        var lo = months.startIndex
+        while lo < months.endIndex && Int(months[lo].lastDay) < first { lo += 1 }
+        var hi = lo
+        while hi < months.endIndex && Int(months[hi].firstDay) <= last { hi += 1 }
+        func isWhole(_ month: ChecklistMonth) -> Bool { Int(month.firstDay) >= first && Int(month.lastDay) <= last }
+        func daysInPeriod(_ month: ChecklistMonth) throws -> [DailySummary] {
+            try rows(LogicalDay(dayNumber: Int32(max(first, Int(month.firstDay))))...LogicalDay(dayNumber: Int32(min(last, Int(month.lastDay)))))
         }
+        var head: [DailySummary] = [], tail: [DailySummary] = []
+        var wholeStart = lo, wholeEnd = hi
+        if lo < hi && !isWhole(months[lo]) {
+            head = try daysInPeriod(months[lo])
+            wholeStart = lo + 1
+        }
+        if wholeStart < hi && !isWhole(months[hi - 1]) {
+            tail = try daysInPeriod(months[hi - 1])
+            wholeEnd = hi - 1
+        }
+        var total = head.count + tail.count
+        for month in months[wholeStart..<wholeEnd] { total += Int(month.records) }
+
         let half = total / 2
         var early = CategoryTotals(), late = CategoryTotals()
         var index = 0
@@ -199,20 +210,18 @@ extension DashboardPeriodResult {
                 index += 1
             }
         }
-        for piece in pieces {
-            switch piece {
-            case .whole(let month):
-                let count = Int(month.records)
-                if index + count <= half || index >= half {
-                    if index < half { early.add(month) } else { late.add(month) }
-                    index += count
-                } else {
-                    addDays(try rows(LogicalDay(dayNumber: month.firstDay)...LogicalDay(dayNumber: month.lastDay)))
-                }
-            case .days(let days):
-                addDays(days)
+        addDays(head)
+        for month in months[wholeStart..<wholeEnd] {
+            let count = Int(month.records)
+            if index + count <= half || index >= half {
+                if index < half { early.add(month) } else { late.add(month) }
+                index += count
+            } else {
+                // The month the halves split: its days, one by one.
+                addDays(try rows(LogicalDay(dayNumber: month.firstDay)...LogicalDay(dayNumber: month.lastDay)))
             }
         }
+        addDays(tail)
         self.init(period, records: total, early: early, late: late)
     }
 
@@ -221,6 +230,8 @@ extension DashboardPeriodResult {
     init(_ period: DashboardPeriod, records: Int, early: CategoryTotals, late: CategoryTotals) {
         var averages: [ChecklistCategory: Double] = [:]
         var trends: [ChecklistCategory: Trend] = [:]
+        averages.reserveCapacity(ChecklistCategory.allCases.count)
+        trends.reserveCapacity(ChecklistCategory.allCases.count)
         for category in ChecklistCategory.allCases {
             var all = early[category]
             all.add(late[category])
