@@ -96,6 +96,32 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         try transaction.scan(database, range.keyRange.bytes, reverse: reverse, body)
     }
 
+    /// `forEachBytes` for a closed range, `a...b`.
+    /// (Overloads for the common ranges skip the generic ``KeyRange``, whose type another module's
+    /// call would look up at run time on every scan.)
+    public func forEachBytes(_ range: ClosedRange<Key>, reverse: Bool = false, in transaction: ReadTransaction,
+                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard let database = try resolvedDatabase(in: transaction) else { return }
+        try transaction.scan(database, Self.bytes(range), reverse: reverse, body)
+    }
+
+    /// `forEachBytes` for a range from a key on, `a...`.
+    public func forEachBytes(_ range: PartialRangeFrom<Key>, reverse: Bool = false, in transaction: ReadTransaction,
+                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard let database = try resolvedDatabase(in: transaction) else { return }
+        try transaction.scan(database, ByteRange(lower: range.lowerBound.encodedKey, lowerInclusive: true), reverse: reverse, body)
+    }
+
+    /// `forEach` for a closed range, `a...b`, without the generic ``KeyRange``.
+    public func forEach(_ range: ClosedRange<Key>, reverse: Bool = false,
+                        in transaction: ReadTransaction, _ body: (Key, Value) throws -> Bool) throws {
+        try scan(Self.bytes(range), reverse: reverse, in: transaction, body)
+    }
+
+    static func bytes(_ range: ClosedRange<Key>) -> ByteRange {
+        ByteRange(lower: range.lowerBound.encodedKey, lowerInclusive: true, upper: range.upperBound.encodedKey, upperInclusive: true)
+    }
+
     /// The entries in `range`, in key order or reverse order, at most `limit` of them.
     public func entries(_ range: some KeyRangeExpression<Key>, reverse: Bool = false,
                         limit: Int? = nil, in transaction: ReadTransaction) throws -> [(key: Key, value: Value)] {
