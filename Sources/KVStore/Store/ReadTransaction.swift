@@ -7,11 +7,10 @@
 public class ReadTransaction {
     let pointer: OpaquePointer
     /// The store this transaction belongs to.
-    public unowned(unsafe) let store: Store
-    // A transaction is used on one thread, inside its closure, while the store that made it is alive
-    // (the closure runs inside a method of that store): so neither the store reference nor these
-    // fields need the runtime's checks (an unowned reference count, dynamic exclusivity), which cost
-    // a few hundred instructions a read.
+    public unowned let store: Store
+    // A transaction is used on one thread, inside its closure: these fields need no dynamic
+    // exclusivity checks, which cost a few hundred instructions a read. (The store reference stays a
+    // checked `unowned`: a transaction kept past its closure must trap, not read freed memory.)
     @exclusivity(unchecked) private(set) var isActive = true
     /// Collects what this transaction reads, while ``trackingReads(_:)`` runs.
     @exclusivity(unchecked) var readTracker: ReadTracker?
