@@ -51,28 +51,35 @@ public struct Aggregation<Key: OrderedKey, Value>: Sendable {
         targetDatabase = target.database
         renderKey = { target.renderKey($0) }
         let targetName = target.name
-        /// Stores the aggregate of `bucket`, or deletes it when no entry fell in it.
-        @Sendable func store(_ aggregate: Aggregate?, bucket: Bucket, in transaction: WriteTransaction) throws {
-            guard let database = target.database else { throw KVStoreError.readOnly(path: target.store.directory) }
-            let bucketKey = try target.checkedKey(bucket)
-            if let aggregate {
-                let bytes: [UInt8]
-                do {
-                    bytes = try target.codec.encode(aggregate)
-                } catch {
-                    throw KVStoreError.encodingFailed(collection: targetName, reason: "\(error)")
-                }
-                try transaction.put(database, bucketKey, bytes)
-            } else {
-                try transaction.delete(database, bucketKey)
-            }
-        }
-        refresh = { key, source, transaction in
+        /// The bucket of `key` and the keys it covers; throws if the declaration breaks its own rule.
+        @Sendable func bucketAndRange(of key: Key) throws -> (Bucket, ClosedRange<Key>) {
             let b = bucket(key)
             let range = keys(b)
             guard range.contains(key) else {
                 throw KVStoreError.invalidKey(collection: targetName, reason: "the bucket \(b) of key \(key) does not cover it (\(range))")
             }
+            return (b, range)
+        }
+        /// An aggregate as the target stores it.
+        @Sendable func encoded(_ aggregate: Aggregate) throws -> [UInt8] {
+            do {
+                return try target.codec.encode(aggregate)
+            } catch {
+                throw KVStoreError.encodingFailed(collection: targetName, reason: "\(error)")
+            }
+        }
+        /// Stores the aggregate of `bucket`, or deletes it when no entry fell in it.
+        @Sendable func store(_ aggregate: Aggregate?, bucket: Bucket, in transaction: WriteTransaction) throws {
+            guard let database = target.database else { throw KVStoreError.readOnly(path: target.store.directory) }
+            let bucketKey = try target.checkedKey(bucket)
+            if let aggregate {
+                try transaction.put(database, bucketKey, try encoded(aggregate))
+            } else {
+                try transaction.delete(database, bucketKey)
+            }
+        }
+        refresh = { key, source, transaction in
+            let (b, range) = try bucketAndRange(of: key)
             var aggregate: Aggregate?
             try source.forEach(range, in: transaction) { key, value in
                 add(&aggregate[default: empty], key, value)
@@ -87,13 +94,7 @@ public struct Aggregation<Key: OrderedKey, Value>: Sendable {
             var previous: Bucket?
             func flush() throws {
                 guard let open = current else { return }
-                let bytes: [UInt8]
-                do {
-                    bytes = try target.codec.encode(open.aggregate)
-                } catch {
-                    throw KVStoreError.encodingFailed(collection: targetName, reason: "\(error)")
-                }
-                try emit(try target.checkedKey(open.bucket), bytes)
+                try emit(try target.checkedKey(open.bucket), try encoded(open.aggregate))
             }
             try source.forEach(in: transaction) { key, value in
                 if let open = current, !open.range.contains(key) {
@@ -101,11 +102,7 @@ public struct Aggregation<Key: OrderedKey, Value>: Sendable {
                     current = nil
                 }
                 if current == nil {
-                    let b = bucket(key)
-                    let range = keys(b)
-                    guard range.contains(key) else {
-                        throw KVStoreError.invalidKey(collection: targetName, reason: "the bucket \(b) of key \(key) does not cover it (\(range))")
-                    }
+                    let (b, range) = try bucketAndRange(of: key)
                     if let previous, !(previous < b) {
                         throw KVStoreError.invalidKey(collection: targetName, reason: "the bucket \(b) of key \(key) does not follow the bucket \(previous) of an earlier key")
                     }

@@ -93,9 +93,9 @@ public struct ChecklistMonth: BitwiseCopyable, Hashable, Sendable {
         lastDay = d
         longestRun = max(longestRun, trailingRun)
         records &+= 1
-        for category in ChecklistCategory.allCases {
-            if let value = summary.average(category) { self[category].add(value) }
-        }
+        var day = CategoryTotals()
+        day.add(summary)
+        for category in ChecklistCategory.allCases { self[category].add(day[category]) }
     }
 
     /// The sums of one category.
@@ -138,11 +138,6 @@ public struct CategorySums: Hashable, Sendable {
     public init(sum: ExactSum = ExactSum(), count: Int = 0) {
         self.sum = sum
         self.count = count
-    }
-
-    @inline(__always)
-    public mutating func add(_ value: Double?) {
-        if let value { sum.add(value); count += 1 }
     }
 
     /// Adds `value` unless it is NaN (a summary's absent average).
