@@ -175,11 +175,21 @@ final class CBORDecodingOptions {
         if ObjectIdentifier(T.self) == CBORKnownTypes.stringBoolMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readBool(at: q) }) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if let mapType = T.self as? any CBORDecodableStringMap.Type, let r = try decodeMap(mapType, as: T.self, reader, at: p, path: path()) {
-            return r
+        if let mapType = T.self as? any CBORDecodableStringMap.Type {
+            return try decodeMap(mapType, as: T.self, reader, at: p, path: path(), needsEnd: needsEnd)
         }
+        return try decodeWithDecoder(T.self, reader, at: p, path: path(), needsEnd: needsEnd)
+    }
 
-        let decoder = CBORDecoderImpl(reader: reader, offset: p, path: path(), options: self)
+    /// Decodes a `T` with `T.init(from:)`.
+    ///
+    /// Kept apart from ``decode(_:_:at:path:needsEnd:)`` on purpose: a local whose type depends on `T`
+    /// (an optional `(value: T, next: Int)`, say) makes every call of that unspecialised function look
+    /// up the tuple's and the optional's metadata at entry, about 1,300 instructions a call, whichever
+    /// path it then takes.
+    private func decodeWithDecoder<T: Decodable>(_ type: T.Type, _ reader: CBORReader, at p: Int, path: CBORCodingPath,
+                                                 needsEnd: Bool) throws -> (value: T, next: Int) {
+        let decoder = CBORDecoderImpl(reader: reader, offset: p, path: path, options: self)
         let value = try T(from: decoder)
         guard needsEnd else { return (value, p) }
         if let end = decoder.knownEnd { return (value, end) }
@@ -192,11 +202,12 @@ final class CBORDecodingOptions {
 }
 
 extension CBORDecodingOptions {
-    /// `M.decodeCBORMap`, its result as `T` (which is `M`).
-    private func decodeMap<M: CBORDecodableStringMap, T>(_ mapType: M.Type, as type: T.Type, _ reader: CBORReader, at p: Int,
-                                                          path: CBORCodingPath) throws -> (value: T, next: Int)? {
-        guard let r = try M.decodeCBORMap(self, reader, at: p, path: path) else { return nil }
-        return (unsafeBitCast(r.value, to: T.self), r.next)
+    /// `M.decodeCBORMap`, its result as `T` (which is `M`); `T.init(from:)` where that declines.
+    private func decodeMap<M: CBORDecodableStringMap, T: Decodable>(_ mapType: M.Type, as type: T.Type, _ reader: CBORReader,
+                                                                     at p: Int, path: CBORCodingPath,
+                                                                     needsEnd: Bool) throws -> (value: T, next: Int) {
+        if let r = try M.decodeCBORMap(self, reader, at: p, path: path) { return (unsafeBitCast(r.value, to: T.self), r.next) }
+        return try decodeWithDecoder(T.self, reader, at: p, path: path, needsEnd: needsEnd)
     }
 }
 
