@@ -58,9 +58,13 @@ final class Environment: @unchecked Sendable {
     private let dbiCache = Locked<[String: DatabaseHandle]>([:])
     /// Serialises `mdb_dbi_open`, which must not run in two transactions of one process at once.
     private let dbiOpenLock = Locked<Void>(())
-    /// Reset read transactions kept for reuse: `mdb_txn_renew` is much cheaper than `mdb_txn_begin`.
-    private let readPool = Locked<[PooledTransaction]>([])
-    private static let readPoolLimit = 4
+    /// Reset read transactions kept for reuse (`mdb_txn_renew` is much cheaper than `mdb_txn_begin`):
+    /// each slot holds one transaction's address, or 0. Taken and given back with one atomic
+    /// exchange each, not a mutex, since every read passes here twice.
+    private let readPool: InlineArray<4, Atomic<UInt>> = InlineArray { _ in Atomic<UInt>(0) }
+    /// Whether ``closeEnvironment()`` ran: the environment is closed once, when its last ``EnvironmentLease``
+    /// ends, under the registry's lock.
+    private var isClosed = false
     /// Set by `put`/`delete` when LMDB reports `MDB_MAP_FULL`, even if the caller swallowed the error.
     /// Only the one active write transaction of this process touches it.
     var writeHitMapFull = false
@@ -85,16 +89,48 @@ final class Environment: @unchecked Sendable {
     }
 
     deinit {
-        for txn in readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
-        mdb_env_close(handle)
-        if lockFD >= 0 { close(lockFD) }
+        closeEnvironment()
         pthread_rwlock_destroy(mapLock)
         mapLock.deallocate()
     }
 
+    /// Aborts the pooled read transactions and closes LMDB's environment and `lock.mdb`. Runs once:
+    /// when the last lease ends (with the registry locked, so that no other open of the same files can
+    /// slip in between; closing any descriptor of `lock.mdb` drops this process's locks on it), or in
+    /// `deinit` for an environment that never got a lease.
+    private func closeEnvironment() {
+        if isClosed { return }
+        isClosed = true
+        for txn in takePooledTransactions() { mdb_txn_abort(txn) }
+        mdb_env_close(handle)
+        if lockFD >= 0 { close(lockFD) }
+    }
+
     // MARK: - Registry
 
-    private static let registry = Locked<[String: WeakEnvironment]>([:])
+    /// Open environments, by their files' identity, with how many leases (stores) use each. Held
+    /// strongly and counted rather than through weak references: an object ever referenced weakly
+    /// takes the runtime's slow path on every retain and release, a few hundred instructions a read.
+    private static let registry = Locked<[String: RegisteredEnvironment]>([:])
+
+    private struct RegisteredEnvironment {
+        let environment: Environment
+        var leases: Int
+    }
+
+    /// Ends one lease on the environment registered under `key`: the last one unregisters and closes it.
+    fileprivate static func endLease(_ environment: Environment, key: String) {
+        registry.withLock { registry in
+            guard var entry = registry[key], entry.environment === environment else { return }
+            entry.leases -= 1
+            if entry.leases > 0 {
+                registry[key] = entry
+            } else {
+                registry[key] = nil
+                environment.closeEnvironment()
+            }
+        }
+    }
 
     /// Environments are process-wide and live until exit, which runs no deinit: without this, every
     /// process that read would leave its pooled read transactions' slots in the reader table, for
@@ -108,13 +144,9 @@ final class Environment: @unchecked Sendable {
     /// Never waits: a lock another thread holds at exit is skipped (its slots are left for
     /// `mdb_reader_check`, as before), so exiting cannot deadlock.
     private static func releasePooledReaders() {
-        let environments = registry.withLockIfAvailable { $0.values.compactMap(\.environment) } ?? []
+        let environments = registry.withLockIfAvailable { $0.values.map(\.environment) } ?? []
         for environment in environments {
-            let pooled: [PooledTransaction] = environment.readPool.withLockIfAvailable { pool in
-                defer { pool = [] }
-                return pool
-            } ?? []
-            for txn in pooled { mdb_txn_abort(txn.pointer) }
+            for txn in environment.takePooledTransactions() { mdb_txn_abort(txn) }
         }
     }
 
@@ -124,7 +156,7 @@ final class Environment: @unchecked Sendable {
     /// `lock.mdb` are opened as ``EnvironmentFiles`` describes: never through a link, checked with
     /// ``FilePolicy``. For an immutable file, `descriptor` may give the file already open (and checked
     /// by the caller, a published snapshot's checksum say): LMDB then maps exactly that file. It is borrowed.
-    static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> Environment {
+    static func open(directory: String, descriptor: Int32? = nil, configuration: Configuration) throws -> EnvironmentLease {
         // The directory (or the immutable file) itself, never through a link: its device and inode
         // are the registry's key.
         let fd: Int32
@@ -148,7 +180,8 @@ final class Environment: @unchecked Sendable {
             ?? realpath(directory, nil).map { real in defer { free(real) }; return String(cString: real) } ?? directory
         let key = EnvironmentFiles.key(identity)
         return try registry.withLock { registry in
-            if let existing = registry[key]?.environment {
+            if var entry = registry[key] {
+                let existing = entry.environment
                 close(fd)
                 if existing.configuration.readOnly && !configuration.readOnly {
                     throw KVStoreError.readOnly(path: existing.directory)
@@ -158,7 +191,9 @@ final class Environment: @unchecked Sendable {
                 }
                 // The files are not opened again: closing a second descriptor of `lock.mdb` would drop
                 // the locks LMDB holds on it in this process.
-                return existing
+                entry.leases += 1
+                registry[key] = entry
+                return EnvironmentLease(existing, key: key)
             }
             var files: EnvironmentFiles
             do {
@@ -176,9 +211,9 @@ final class Environment: @unchecked Sendable {
             do {
                 let env = try openNew(files, directoryFD: configuration.immutableFile ? nil : fd,
                                       directory: display, configuration: configuration)
-                registry[key] = WeakEnvironment(environment: env)
+                registry[key] = RegisteredEnvironment(environment: env, leases: 1)
                 _ = Self.exitHandlerInstalled
-                return env
+                return EnvironmentLease(env, key: key)
             } catch {
                 files.closeAll()
                 throw error
@@ -275,14 +310,26 @@ final class Environment: @unchecked Sendable {
 
     /// Runs `body` inside a read-only transaction. The pointer is valid only inside `body`.
     func withReadTransaction<R>(_ body: (OpaquePointer) throws -> R) throws -> R {
-        let txn = try beginExactReadTransaction()
-        ThreadState.readDepth += 1
-        defer {
-            ThreadState.readDepth -= 1
-            releaseReadTransaction(txn)
-            pthread_rwlock_unlock(mapLock)
-        }
+        let txn = try beginRead()
+        defer { endRead(txn) }
         return try body(txn)
+    }
+
+    /// Begins a read-only transaction that the caller must end with ``endRead(_:)`` on this thread,
+    /// on every path: ``withReadTransaction(_:)`` in two calls, for ``Store/read(_:)``'s one loop.
+    @inline(__always)
+    func beginRead() throws -> OpaquePointer {
+        let txn = try beginExactReadTransaction()
+        ThreadState.adjustReadDepth(by: 1)
+        return txn
+    }
+
+    /// Ends a transaction ``beginRead()`` began.
+    @inline(__always)
+    func endRead(_ txn: OpaquePointer) {
+        ThreadState.adjustReadDepth(by: -1)
+        releaseReadTransaction(txn)
+        pthread_rwlock_unlock(mapLock)
     }
 
     /// Begins a transaction with `begin` while holding `mapLock` shared, and returns it with the lock
@@ -305,8 +352,8 @@ final class Environment: @unchecked Sendable {
                 // later call tries again the same way: the process recovers once slots are free.
                 pthread_rwlock_unlock(mapLock)
                 retriedFullReaderTable = true
-                let released = readPool.withLock { pool in defer { pool = [] }; return pool }
-                for pooled in released { mdb_txn_abort(pooled.pointer) }
+                let released = takePooledTransactions()
+                for pooled in released { mdb_txn_abort(pooled) }
                 if try clearStaleReaders() > 0 || !released.isEmpty { continue }
                 throw LMDBError.readersFull
             }
@@ -335,7 +382,7 @@ final class Environment: @unchecked Sendable {
     }
 
     private func acquireReadTransaction(_ txn: inout OpaquePointer?) -> Int32 {
-        if let pooled = readPool.withLock({ $0.popLast() })?.pointer {
+        if let pooled = takePooledTransaction() {
             let rc = mdb_txn_renew(pooled)
             if rc == MDB_SUCCESS { txn = pooled; return rc }
             mdb_txn_abort(pooled)
@@ -346,12 +393,32 @@ final class Environment: @unchecked Sendable {
 
     private func releaseReadTransaction(_ txn: OpaquePointer) {
         mdb_txn_reset(txn)
-        let kept = readPool.withLock { pool -> Bool in
-            guard pool.count < Self.readPoolLimit else { return false }
-            pool.append(PooledTransaction(pointer: txn))
-            return true
+        if !pool(txn) { mdb_txn_abort(txn) }
+    }
+
+    /// A pooled transaction, if one is waiting.
+    private func takePooledTransaction() -> OpaquePointer? {
+        for i in readPool.indices where readPool[i].load(ordering: .relaxed) != 0 {
+            let bits = readPool[i].exchange(0, ordering: .acquiring)
+            if bits != 0 { return OpaquePointer(bitPattern: bits) }
         }
-        if !kept { mdb_txn_abort(txn) }
+        return nil
+    }
+
+    /// Every pooled transaction, taken out of the pool.
+    private func takePooledTransactions() -> [OpaquePointer] {
+        var taken: [OpaquePointer] = []
+        while let txn = takePooledTransaction() { taken.append(txn) }
+        return taken
+    }
+
+    /// Puts a reset transaction in a free slot; false when the pool is full.
+    private func pool(_ txn: OpaquePointer) -> Bool {
+        let bits = UInt(bitPattern: txn)
+        for i in readPool.indices where readPool[i].load(ordering: .relaxed) == 0 {
+            if readPool[i].compareExchange(expected: 0, desired: bits, ordering: .releasing).exchanged { return true }
+        }
+        return false
     }
 
     // MARK: - Write transactions
@@ -453,7 +520,7 @@ final class Environment: @unchecked Sendable {
     private func withExclusiveMap(_ body: () throws -> Void) throws {
         pthread_rwlock_wrlock(mapLock)
         defer { pthread_rwlock_unlock(mapLock) }
-        for txn in readPool.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(txn.pointer) }
+        for txn in takePooledTransactions() { mdb_txn_abort(txn) }
         try body()
     }
 
@@ -630,14 +697,19 @@ func monotonicNanoseconds() -> UInt64 {
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
 }
 
-/// A reset read transaction waiting in the pool. LMDB allows handing it to another thread because the
-/// environment uses `MDB_NOTLS`.
-private struct PooledTransaction: @unchecked Sendable {
-    let pointer: OpaquePointer
-}
+/// One ``Store``'s hold on its environment: the environment stays registered (so that opening the
+/// same files again in this process shares it) and open while any lease on it exists, and the last
+/// lease to end closes it.
+final class EnvironmentLease: @unchecked Sendable {
+    let environment: Environment
+    private let key: String
 
-private struct WeakEnvironment {
-    weak var environment: Environment?
+    fileprivate init(_ environment: Environment, key: String) {
+        self.environment = environment
+        self.key = key
+    }
+
+    deinit { Environment.endLease(environment, key: key) }
 }
 
 /// How many read and write transactions the current thread holds, across all environments. Used to
@@ -662,6 +734,11 @@ enum ThreadState {
     static var readDepth: Int {
         get { counters.pointee.0 }
         set { counters.pointee.0 = newValue }
+    }
+
+    /// `readDepth += delta` with one thread-local look-up, not two.
+    static func adjustReadDepth(by delta: Int) {
+        counters.pointee.0 += delta
     }
 
     /// Whether the current thread is inside a read or write transaction of any environment.

@@ -5,7 +5,7 @@
 /// not keep it, and do not use it from another thread. Bytes handed to you by `withValueBytes`
 /// methods are valid only until the closure that received them returns.
 public class ReadTransaction {
-    let pointer: OpaquePointer
+    @exclusivity(unchecked) private(set) var pointer: OpaquePointer
     /// The store this transaction belongs to.
     public unowned let store: Store
     // A transaction is used on one thread, inside its closure: these fields need no dynamic
@@ -25,6 +25,14 @@ public class ReadTransaction {
     func end() {
         isActive = false
         closeCursors()
+        readTracker = nil
+    }
+
+    /// Makes an ended transaction that nobody kept the view of a new LMDB transaction: what lets
+    /// ``Store/read(_:)`` reuse the object rather than allocate one per read.
+    func begin(pointer: OpaquePointer) {
+        self.pointer = pointer
+        isActive = true
     }
 
     @inline(__always)
