@@ -644,6 +644,37 @@ struct CBORDecodingRuleTests {
         #expect(try CBORDecoder().decode(A.self, from: bytes("d9d9f7a1616101")) == A(a: 1))
     }
 
+    /// A keyed container passes over the values of keys it does not know, whatever they hold: nested
+    /// definite and indefinite containers, tags, strings in chunks, floats. The field after them is
+    /// found where it is.
+    @Test func unknownFieldsOfEveryShapeAreSkipped() throws {
+        struct Z: Decodable, Equatable { var z: Int }
+        // {"a": [1, {"b": [_ 2, 3], "c": 1(4)}, h'0102', 1.5], "d": (_ "x", "y"), "e": [_ {_ "f": []}], "z": 9}
+        let input = bytes("a4" + "6161" + "8401" + "a2" + "6162" + "9f0203ff" + "6163" + "c104" + "420102" + "f93e00"
+                          + "6164" + "7f61786179ff"
+                          + "6165" + "9fbf616680ffff"
+                          + "617a" + "09")
+        #expect(try CBORDecoder().decode(Z.self, from: input) == Z(z: 9))
+        // The same map with its last key's value cut short is truncated input, not a trap.
+        #expect(throws: CBORError.self) { _ = try CBORDecoder().decode(Z.self, from: Array(input.dropLast())) }
+    }
+
+    /// Text is checked once, then copied: valid non-ASCII text round-trips, invalid text is refused
+    /// naming the byte, in values and in map keys.
+    @Test func textIsCheckedWhereItIsRead() throws {
+        let memo = String(repeating: "今日は集中できた。", count: 40) + "✓ ok"
+        #expect(try CBORDecoder().decode(String.self, from: CBOREncoder().encode(memo)) == memo)
+        #expect(try CBORDecoder().decode([String: String].self, from: CBOREncoder().encode(["日本": memo])) == ["日本": memo])
+        for bad in ["62e381", "63616280", "62c0af"] {   // a cut sequence, a lone continuation byte, an overlong form
+            #expect { _ = try CBORDecoder().decode(String.self, from: bytes(bad)) } throws: { error in
+                (error as? CBORError)?.kind == .invalidUTF8
+            }
+            #expect { _ = try CBORDecoder().decode([String: Int].self, from: bytes("a1" + bad + "01")) } throws: { error in
+                (error as? CBORError)?.kind == .invalidUTF8
+            }
+        }
+    }
+
     @Test func wrongTypesGiveOneLineErrors() throws {
         struct Item: Decodable { var count: Int }
         struct Order: Decodable { var items: [Item] }

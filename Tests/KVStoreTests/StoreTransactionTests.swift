@@ -279,6 +279,105 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(again.environment === store.environment)
         #expect(try again.collection("c", key: Int.self, value: Int.self).get(1) == 1)
     }
+
+    /// `read` reuses the transaction object of the last read that nobody kept; one that was kept
+    /// stays ended, whatever reads come after it.
+    @Test func keptTransactionStaysEndedWhileLaterReadsReuseTheirs() throws {
+        let store = try dir.store()
+        let values = try store.collection("values", key: Int.self, value: Int.self)
+        try values.put(0, forKey: 1)
+        // Two reads in a row that keep nothing get the same object.
+        let first = try store.read { ObjectIdentifier($0) }
+        let second = try store.read { ObjectIdentifier($0) }
+        #expect(first == second)
+
+        var kept: ReadTransaction?
+        try store.read { kept = $0 }
+        for i in 1...5 {
+            try values.put(i, forKey: 1)
+            let (seen, isKept) = try store.read { tx in (try values.get(1, in: tx), tx === kept) }
+            #expect(seen == i)
+            #expect(!isKept)
+            #expect(throws: KVStoreError.transactionEnded) { _ = try values.get(1, in: kept!) }
+        }
+        // Reads that throw give their object back too, and the next one works.
+        struct Stop: Error {}
+        #expect(throws: Stop.self) { try store.read { _ in throw Stop() } }
+        #expect(try store.read { try values.get(1, in: $0) } == 5)
+    }
+
+    /// Threads reading one store at once each get a transaction of their own (reuse never hands one
+    /// object to two reads), each seeing a committed value.
+    @Test func concurrentReadsNeverShareATransaction() throws {
+        let store = try dir.store()
+        let values = try store.collection("values", key: Int.self, value: Int.self)
+        try values.put(0, forKey: 1)
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for i in 0..<500 {
+                do {
+                    if worker == 0 && i % 10 == 0 { try values.put(i, forKey: 1) }
+                    try store.read { tx in
+                        let before = try values.get(1, in: tx)
+                        // Another thread's read must not end or move this one.
+                        for _ in 0..<3 where try values.get(1, in: tx) != before {
+                            failures.withLock { $0.append("worker \(worker): the value changed inside one read") }
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+    }
+
+    /// An environment is shared by every store open on its files, stays open while one of them is,
+    /// and is closed with the last: then the files can be opened again with options that conflicted.
+    @Test func environmentClosesWithItsLastStore() throws {
+        let path = dir.path + "/leases"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var a: Store? = try Store(directory: path)
+        var b: Store? = try Store(directory: path)
+        #expect(a!.environment === b!.environment)
+        try a!.collection("c", key: Int.self, value: Int.self).put(7, forKey: 1)
+        a = nil
+        #expect(try b!.collection("c", key: Int.self, value: Int.self).get(1) == 7)
+        var other = Store.Options()
+        other.maxReaders = 7
+        #expect {
+            _ = try Store(directory: path, options: other)
+        } throws: { error in
+            guard case KVStoreError.conflictingOptions = error else { return false }
+            return true
+        }
+        b = nil
+        let reopened = try Store(directory: path, options: other)
+        #expect(reopened.environment.configuration.maxReaders == 7)
+        #expect(try reopened.collection("c", key: Int.self, value: Int.self).get(1) == 7)
+    }
+
+    /// Threads opening and dropping stores on one path at once: each open shares the environment
+    /// while another store holds it, and every one of them reads what was written.
+    @Test func storesOpenedAndDroppedAtOnceShareOneEnvironment() throws {
+        let path = dir.path + "/churn"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Store(directory: path).collection("c", key: Int.self, value: Int.self).put(42, forKey: 1)
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for _ in 0..<100 {
+                do {
+                    let store = try Store(directory: path)
+                    if try store.collection("c", key: Int.self, value: Int.self).get(1) != 42 {
+                        failures.withLock { $0.append("worker \(worker) read another value") }
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+    }
 }
 
 final class LockedResults: @unchecked Sendable {
