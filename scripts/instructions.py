@@ -145,7 +145,7 @@ def main():
     for workload in sorted(order):
         implementations = sorted(order[workload], key=lambda i: (not i.startswith("KVStore"), is_floor(i), i))
         per_op = {i: counts[(workload, i, iterations[(workload, i)])] for i in implementations}
-        ours = next((per_op[i] for i in implementations if i.startswith("KVStore")), None)
+        ours = per_op["KVStore"] if "KVStore" in per_op else next((per_op[i] for i in implementations if i.startswith("KVStore")), None)
         floor = next((per_op[i] for i in implementations if is_floor(i)), None)
         for implementation in implementations:
             n = per_op[implementation]

@@ -34,7 +34,9 @@ public struct Streak: Codable, Hashable, Sendable {
 
     /// Builds a streak from days fed in strictly increasing order, as a cursor scan yields them.
     public struct Accumulator: Sendable {
-        private var last: LogicalDay?
+        /// The last day added, as a day number in an `Int64` (no day number overflows it by one);
+        /// `Int64.min` before the first.
+        private var last = Int64.min
         private var run = 0
         private var longest = 0
 
@@ -42,9 +44,10 @@ public struct Streak: Codable, Hashable, Sendable {
 
         /// Adds the next day; it must be later than every day added before.
         public mutating func add(_ day: LogicalDay) {
-            if let last, day.dayNumber == last.dayNumber + 1 { run += 1 } else { run = 1 }
+            let number = Int64(day.dayNumber)
+            run = number == last &+ 1 ? run + 1 : 1
             longest = max(longest, run)
-            last = day
+            last = number
         }
 
         /// The streak of the days added so far.

@@ -4,22 +4,28 @@ import Workloads
 /// Saving in KVStore as the app does: record + derived summary + history, one transaction, into a store
 /// already holding the year. One per durability, made once per process and kept open.
 struct KVStoreSaver: Sendable {
-    private static let durable = Result { try KVStoreSaver(durability: .durable) }
-    private static let noMetaSync = Result { try KVStoreSaver(durability: .noMetaSync) }
+    private static let durable = Result { try KVStoreSaver(durability: .durable, history: true) }
+    private static let noMetaSync = Result { try KVStoreSaver(durability: .noMetaSync, history: true) }
+    private static let durableWithoutHistory = Result { try KVStoreSaver(durability: .durable, history: false) }
+    private static let noMetaSyncWithoutHistory = Result { try KVStoreSaver(durability: .noMetaSync, history: false) }
     static func shared(_ durability: Durability) throws -> KVStoreSaver {
         try (durability == .durable ? durable : noMetaSync).get()
+    }
+    /// The same saver with no history attached: record, summary and month only, the work the raw peer
+    /// does, so that what history costs a save shows apart.
+    static func withoutHistory(_ durability: Durability) throws -> KVStoreSaver {
+        try (durability == .durable ? durableWithoutHistory : noMetaSyncWithoutHistory).get()
     }
 
     let store: Store
     let checklist: ChecklistStore
 
-    private init(durability: Durability) throws {
+    private init(durability: Durability, history: Bool) throws {
         var options = SharedContainer.Options()
         options.store.durability = durability
         let container = try SharedContainer(groupIdentifier: "group.com.example.save", root: try Dataset.temporaryDirectory("save"), options: options)
-        let app = try ChecklistWidgetFlow.App(container: container)
         store = container.store
-        checklist = app.checklist
+        checklist = history ? try ChecklistWidgetFlow.App(container: container).checklist : try ChecklistStore(store: container.store)
         let checklist = self.checklist
         try store.write { tx in for r in Dataset.records { try checklist.records.put(r, forKey: r.day, in: tx) } }
     }

@@ -11,6 +11,9 @@ extension BenchmarkWorkload {
             BenchmarkWorkload("Save one DailyRecord, \(mode)", "KVStore", instructionIterations: 20, maxIterations: 500) {
                 saving(try KVStoreSaver.shared(durability).save)
             },
+            BenchmarkWorkload("Save one DailyRecord, \(mode)", "KVStore without history", instructionIterations: 20, maxIterations: 500) {
+                saving(try KVStoreSaver.withoutHistory(durability).save)
+            },
             BenchmarkWorkload("Save one DailyRecord, \(mode)", "GRDB", instructionIterations: 20, maxIterations: 500) {
                 saving(try SQLiteChecklist.saver(synchronous: synchronous).save)
             },
