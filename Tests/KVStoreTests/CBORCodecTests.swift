@@ -1031,6 +1031,32 @@ struct CBORDeterministicDictionaryTests {
         #expect(try CBOREncoder().encode(Fields()) == [0xA2, 0x64] + Array("zeta".utf8) + [0x01, 0x65] + Array("alpha".utf8) + [0x02])
     }
 
+    @Test("keys sharing long prefixes sort as their bytes do, at every length around 8 and 16 bytes")
+    func keysSortLikeTheirBytes() throws {
+        var generator = SplitMix64(seed: 7)
+        for _ in 0 ..< 50 {
+            var dictionary: [String: Int] = [:]
+            for i in 0 ..< 40 {
+                // Lengths 0...40 over a two-letter alphabet share long prefixes; some keys are not ASCII.
+                let length = Int(generator.next() % 41)
+                var key = String((0 ..< length).map { _ in generator.next() % 2 == 0 ? "a" : "b" })
+                if generator.next() % 5 == 0 { key += "é" }
+                dictionary[key] = i
+            }
+            guard case .map(let entries) = try CBORValue.decode(CBOREncoder().encode(dictionary)) else {
+                Issue.record("not a map"); return
+            }
+            let written = entries.map { entry -> [UInt8] in
+                guard case .text(let key) = entry.key else { return [] }
+                return Array(key.utf8)
+            }
+            let expected = dictionary.keys.map { Array($0.utf8) }.sorted { a, b in
+                a.count != b.count ? a.count < b.count : a.lexicographicallyPrecedes(b)
+            }
+            #expect(written == expected)
+        }
+    }
+
     @Test("dictionaries with other keys are written as pairs sorted by encoded key")
     func otherKeysAreSortedByEncodedKey() throws {
         let a = UUID(uuidString: "00000000-0000-0000-0000-000000000001")!

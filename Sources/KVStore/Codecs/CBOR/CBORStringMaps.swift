@@ -119,19 +119,28 @@ struct CBORKeyOrder {
         var index: Int
     }
 
-    /// The positions of `keys` in sorted order.
-    static func order(_ keys: [String]) -> [Int] {
+    /// `keys` and `values` (paired by position) in the keys' sorted order.
+    static func sorted(_ keys: [String], _ values: [CBOREncodingNode]) -> (keys: [String], values: [CBOREncodingNode]) {
+        let order = sortKeys(keys)
+        var sortedKeys: [String] = []
+        var sortedValues: [CBOREncodingNode] = []
+        sortedKeys.reserveCapacity(order.count)
+        sortedValues.reserveCapacity(order.count)
+        for entry in order {
+            sortedKeys.append(keys[entry.index])
+            sortedValues.append(values[entry.index])
+        }
+        return (sortedKeys, sortedValues)
+    }
+
+    private static func sortKeys(_ keys: [String]) -> [SortKey] {
         var sortKeys: [SortKey] = []
         sortKeys.reserveCapacity(keys.count)
         for i in keys.indices {
             var key = keys[i]
             key.withUTF8 { utf8 in
-                var high: UInt64 = 0, low: UInt64 = 0
-                for j in 0 ..< min(utf8.count, 16) {
-                    let byte = UInt64(utf8[j])
-                    if j < 8 { high |= byte << (56 - 8 * j) } else { low |= byte << (56 - 8 * (j - 8)) }
-                }
-                sortKeys.append(SortKey(count: utf8.count, high: high, low: low, index: i))
+                let raw = UnsafeRawBufferPointer(utf8)
+                sortKeys.append(SortKey(count: utf8.count, high: bigEndianPrefix(raw, from: 0), low: bigEndianPrefix(raw, from: 8), index: i))
             }
         }
         sortKeys.sort { a, b in
@@ -140,7 +149,18 @@ struct CBORKeyOrder {
             if a.low != b.low { return a.low < b.low }
             return a.count > 16 && keys[a.index].utf8.dropFirst(16).lexicographicallyPrecedes(keys[b.index].utf8.dropFirst(16))
         }
-        return sortKeys.map(\.index)
+        return sortKeys
+    }
+
+    /// Up to 8 bytes of `bytes` from `start` as a big-endian integer, zero-padded on the right: such
+    /// integers compare as the bytes do. Eight bytes are loaded at once.
+    @inline(__always)
+    private static func bigEndianPrefix(_ bytes: UnsafeRawBufferPointer, from start: Int) -> UInt64 {
+        let n = min(max(bytes.count - start, 0), 8)
+        if n == 8 { return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self)) }
+        var word: UInt64 = 0
+        for j in 0 ..< n { word |= UInt64(bytes[start + j]) << (56 - 8 * j) }
+        return word
     }
 }
 
