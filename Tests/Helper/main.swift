@@ -81,6 +81,11 @@ do {
     case "cbor-dictionary":
         // cbor-dictionary ROOT GROUP: the CBOR of a fixed 100-entry dictionary, in hex (no container).
         print(try CBOREncoder().encode(sampleDictionary()).map { String(format: "%02x", $0) }.joined())
+    case "count-defaults":
+        // count-defaults ROOT GROUP KEY N: sets KEY to 1, 2 … N (integers), one commit each
+        let defaults = try open().defaults()
+        for i in 1...Int(rest[1])! { try defaults.set(i, forKey: rest[0]) }
+        print("ok")
     case "write-suite":
         // write-suite ROOT GROUP SUITE KEY VALUE: a string in the defaults suite SUITE
         let container = open()

@@ -147,4 +147,117 @@ import TestSupport
             #expect(try helper(["read-defaults", dir.path, group, "counter"]).stdout == "v\(i)\n")
         }
     }
+
+    // MARK: - Reads served from memory
+
+    /// A getter without a transaction keeps what it read, and serves it again while nothing has
+    /// committed: any commit of the store (of any suite, collection or process) makes the next get
+    /// read the map again.
+    @Test func readsAreServedFromMemoryUntilTheNextCommit() throws {
+        let container = try dir.container()
+        let d = try container.defaults()
+        try d.set("one", forKey: "k")
+        #expect(try d.string(forKey: "k") == "one")
+        #expect(try d.string(forKey: "missing") == nil)
+        #expect(d.committedValueCount == 2)
+        // Served again, whichever getter asks.
+        #expect(try d.string(forKey: "k") == "one")
+        #expect(try d.object(forKey: "k") as? String == "one")
+        #expect(d.committedValueCount == 2)
+        // A commit anywhere in the store: the next get reads again and sees it.
+        try d.set("two", forKey: "k")
+        #expect(try d.string(forKey: "k") == "two")
+        #expect(d.committedValueCount == 1)
+        let other = try container.store.collection("other", key: Int.self, value: Int.self)
+        try other.put(1, forKey: 1)
+        #expect(try d.string(forKey: "k") == "two")
+        #expect(d.committedValueCount == 1)
+        try d.removeObject(forKey: "k")
+        #expect(try d.string(forKey: "k") == nil)
+        // A registered default answers for a key with nothing stored, and a stored value replaces it.
+        try d.register(defaults: ["k": "fallback"])
+        #expect(try d.string(forKey: "k") == "fallback")
+        try d.set("stored", forKey: "k")
+        #expect(try d.string(forKey: "k") == "stored")
+    }
+
+    /// Inside a write transaction of the store on this thread, a getter without a transaction still
+    /// refuses to nest, cached or not; inside a read transaction it answers.
+    @Test func cachedReadsStillRefuseToNestInAWrite() throws {
+        let container = try dir.container()
+        let d = try container.defaults()
+        try d.set("v", forKey: "k")
+        #expect(try d.string(forKey: "k") == "v")
+        #expect(throws: KVStoreError.nestedTransaction(outer: .write, inner: .read)) {
+            try container.store.write { _ in _ = try d.string(forKey: "k") }
+        }
+        #expect(try container.store.read { _ in try d.string(forKey: "k") } == "v")
+    }
+
+    /// What is kept is bounded: large values are read every time, and past the entry limit the cache
+    /// starts again.
+    @Test func theCacheIsBounded() throws {
+        let container = try dir.container()
+        let d = try container.defaults()
+        let large = String(repeating: "x", count: CommittedValueCache.maxValueBytes + 1)
+        try container.store.write { tx in
+            try d.set(large, forKey: "large", in: tx)
+            for i in 0 ..< CommittedValueCache.maxEntries + 10 { try d.set(i, forKey: "k\(i)", in: tx) }
+        }
+        #expect(try d.string(forKey: "large") == large)
+        #expect(d.committedValueCount == 0)
+        for i in 0 ..< CommittedValueCache.maxEntries + 10 { #expect(try d.integer(forKey: "k\(i)") == i) }
+        #expect(d.committedValueCount <= CommittedValueCache.maxEntries)
+        #expect(d.committedValueCount > 0)
+    }
+
+    /// Another process's commit is seen by the next get of a key this process has in memory.
+    @Test func anotherProcessCommitIsSeenByTheNextCachedGet() throws {
+        let group = "group.com.example.cached"
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        let d = try container.defaults()
+        try d.set("parent", forKey: "k")
+        for i in 0 ..< 5 {
+            #expect(try d.string(forKey: "k") != "child-\(i)")   // read, and kept in memory
+            let w = try helper(["write-defaults", dir.path, group, "k", "child-\(i)"], timeout: 60)
+            #expect(w.status == 0, "\(w.stderr)")
+            #expect(try d.string(forKey: "k") == "child-\(i)")
+        }
+        // A commit to another key, by another process, also means reading again.
+        #expect(try d.string(forKey: "k") == "child-4")
+        #expect(try helper(["write-defaults", dir.path, group, "other", "x"], timeout: 60).status == 0)
+        #expect(try d.string(forKey: "other") == "x")
+    }
+
+    /// While another process commits a counter 1…N, gets on two threads of this one never go back in
+    /// time, and see N once it is done.
+    @Test func cachedGetsNeverGoBackWhileAnotherProcessWrites() throws {
+        let group = "group.com.example.counter"
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        let d = try container.defaults()
+        let n = 300
+        let writer = try BackgroundProcess.helper(["count-defaults", dir.path, group, "n", "\(n)"])
+        let failures = Locked<[String]>([])
+        let done = Locked(false)
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            var last = 0
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline {
+                do {
+                    let value = try d.integer(forKey: "n")
+                    if value < last { failures.withLock { $0.append("thread \(thread): \(value) after \(last)") } }
+                    last = value
+                    if value == n || done.withLock({ $0 }) { break }
+                } catch {
+                    failures.withLock { $0.append("thread \(thread): \(error)") }
+                    break
+                }
+            }
+        }
+        done.withLock { $0 = true }
+        let finished = writer.wait(timeout: 60)
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(failures.withLock { $0 } == [])
+        #expect(try d.integer(forKey: "n") == n)
+    }
 }

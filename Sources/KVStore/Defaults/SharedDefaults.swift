@@ -30,6 +30,9 @@ public final class SharedDefaults: @unchecked Sendable {
     public let store: Store
     private let database: DatabaseHandle?
     private let registered = Locked<[String: CBORValue]>([:])
+    /// What the getters without a transaction read last, while no transaction has committed since
+    /// (see ``committedValue(forKey:)``).
+    private let committed = Locked(CommittedValueCache())
 
     /// Opens (creating, unless the store is read-only) the suite `suiteName` in `store`.
     ///
@@ -196,7 +199,7 @@ public final class SharedDefaults: @unchecked Sendable {
     }
 
     /// What ``string(forKey:in:)`` gives for a decoded value.
-    private static func string(from value: CBORValue?) -> String? {
+    static func string(from value: CBORValue?) -> String? {
         switch value {
         case .text(let s)?: s
         case .unsigned(let n)?: String(n)
@@ -209,7 +212,12 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// An integer (numbers are truncated, `true` is 1, numeric strings are parsed), or 0.
     public func integer(forKey key: String, in transaction: ReadTransaction) throws -> Int {
-        switch try rawValue(forKey: key, in: transaction) {
+        Self.integer(from: try rawValue(forKey: key, in: transaction))
+    }
+
+    /// What ``integer(forKey:in:)`` gives for a decoded value.
+    static func integer(from value: CBORValue?) -> Int {
+        switch value {
         case .unsigned(let n)?: Int(clamping: n)
         case .negative(let n)?: n < UInt64(Int.max) ? -1 - Int(n) : Int.min
         case .float(let d)?: d.isFinite ? Int(clamping: Int64(exactly: d.rounded(.towardZero)) ?? 0) : 0
@@ -221,7 +229,12 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// A floating-point number (integers converted, numeric strings parsed), or 0.
     public func double(forKey key: String, in transaction: ReadTransaction) throws -> Double {
-        switch try rawValue(forKey: key, in: transaction) {
+        Self.double(from: try rawValue(forKey: key, in: transaction))
+    }
+
+    /// What ``double(forKey:in:)`` gives for a decoded value.
+    static func double(from value: CBORValue?) -> Double {
+        switch value {
         case .unsigned(let n)?: Double(n)
         case .negative(let n)?: -1 - Double(n)
         case .float(let d)?: d
@@ -233,7 +246,12 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// A bool (non-zero numbers; strings "YES", "true", "1"), or `false`.
     public func bool(forKey key: String, in transaction: ReadTransaction) throws -> Bool {
-        switch try rawValue(forKey: key, in: transaction) {
+        Self.bool(from: try rawValue(forKey: key, in: transaction))
+    }
+
+    /// What ``bool(forKey:in:)`` gives for a decoded value.
+    static func bool(from value: CBORValue?) -> Bool {
+        switch value {
         case .bool(let b)?: b
         case .unsigned(let n)?: n != 0
         case .negative?: true
@@ -245,7 +263,12 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// Bytes, or `nil`.
     public func data(forKey key: String, in transaction: ReadTransaction) throws -> Data? {
-        if case .bytes(let b)? = try rawValue(forKey: key, in: transaction) { return Data(b) }
+        Self.data(from: try rawValue(forKey: key, in: transaction))
+    }
+
+    /// What ``data(forKey:in:)`` gives for a decoded value.
+    static func data(from value: CBORValue?) -> Data? {
+        if case .bytes(let b)? = value { return Data(b) }
         return nil
     }
 
@@ -348,8 +371,39 @@ public final class SharedDefaults: @unchecked Sendable {
 
     // MARK: - Internals
 
-    private func rawValue(forKey key: String) throws -> CBORValue? {
-        try store.read { try rawValue(forKey: key, in: $0) }
+    /// The stored value, or the registered default, as of the last commit (for the getters without a
+    /// transaction).
+    func rawValue(forKey key: String) throws -> CBORValue? {
+        if let stored = try committedValue(forKey: key) { return stored }
+        return registered.withLock { $0[key] }
+    }
+
+    /// The value stored under `key` as of the last commit of any process, without registered defaults.
+    ///
+    /// Served from memory while no transaction has committed since it was read, as `UserDefaults` and
+    /// MMKV serve their reads: the ID of the last committed transaction is two loads from LMDB's meta
+    /// pages, mapped apart (``MetaPages``), which every commit updates before any reader can see it.
+    /// So a value from memory is never older than what a read transaction begun now would see. Inside a
+    /// write transaction of this store on this thread, the read transaction is begun anyway, and refuses
+    /// to nest as it always did. Values over ``CommittedValueCache/maxValueBytes`` are not kept.
+    /// How many keys the getters without a transaction keep in memory now (for tests).
+    var committedValueCount: Int { committed.withLock { $0.count } }
+
+    func committedValue(forKey key: String) throws -> CBORValue? {
+        let environment = store.environment
+        let last = environment.lastCommittedTransactionID
+        if let last, TransactionScope.innermostKind(of: environment) != .write,
+           let hit = committed.withLock({ $0.value(forKey: key, at: last) }) {
+            return hit
+        }
+        let (value, size, id) = try store.read { transaction -> (CBORValue?, Int, UInt64) in
+            let k = try keyBytes(key)
+            let id = UInt64(transaction.transactionID)
+            guard let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) else { return (nil, 0, id) }
+            return (try decodeValue(bytes, key: key), bytes.count, id)
+        }
+        if last != nil { committed.withLock { $0.remember(value, size: size, forKey: key, at: id) } }
+        return value
     }
 
     private func rawValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {

@@ -524,6 +524,14 @@ final class Environment: @unchecked Sendable {
         try body()
     }
 
+    /// The ID of the last transaction committed to the meta pages, by any process: two loads from
+    /// memory. A commit updates it before any reader can begin on it. `nil` for a single-file copy
+    /// (``MetaPages`` are not mapped there).
+    var lastCommittedTransactionID: UInt64? {
+        guard let metaPages else { return nil }
+        return max(metaPages.transactionID(inPage: 0), metaPages.transactionID(inPage: 1))
+    }
+
     /// The current map size in bytes, as this process sees it.
     var mapSize: Int { info().me_mapsize }
 
