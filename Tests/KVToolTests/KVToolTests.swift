@@ -188,6 +188,7 @@ import Workloads
         #expect(senders[2].contains("sender 推乃 愛") && senders[2].contains("fell back"))
         #expect(senders[3].contains("sender 推乃 愛") && senders[3].contains("App Group is not available"))
         #expect(senders[4].contains("image loaded"))
+        #expect(lines.contains { $0.hasPrefix("   the app reads the selected trainer 10,000 times more: 10000 the same, ") })
         // The widget and the extensions ran in other processes.
         let pids = Set((widget + senders).compactMap { $0.split(separator: "pid ").last?.split(whereSeparator: { $0 == "," || $0 == ")" }).first })
         #expect(pids.count == 6)
