@@ -649,10 +649,12 @@ struct CBORDecodingRuleTests {
     /// found where it is.
     @Test func unknownFieldsOfEveryShapeAreSkipped() throws {
         struct Z: Decodable, Equatable { var z: Int }
-        // {"a": [1, {"b": [_ 2, 3], "c": 1(4)}, h'0102', 1.5], "d": (_ "x", "y"), "e": [_ {_ "f": []}], "z": 9}
-        let input = bytes("a4" + "6161" + "8401" + "a2" + "6162" + "9f0203ff" + "6163" + "c104" + "420102" + "f93e00"
+        // {"a": [1, {"b": [_ 2, 3], "c": 1(4)}, h'0102', 1.5], "d": (_ "x", "y"), "e": [_ {_ "f": []}],
+        //  "g": (_ h'01', h'0203'), "z": 9}
+        let input = bytes("a5" + "6161" + "8401" + "a2" + "6162" + "9f0203ff" + "6163" + "c104" + "420102" + "f93e00"
                           + "6164" + "7f61786179ff"
                           + "6165" + "9fbf616680ffff"
+                          + "6167" + "5f41014202" + "03ff"
                           + "617a" + "09")
         #expect(try CBORDecoder().decode(Z.self, from: input) == Z(z: 9))
         // The same map with its last key's value cut short is truncated input, not a trap.
