@@ -386,9 +386,6 @@ public final class SharedDefaults: @unchecked Sendable {
     /// So a value from memory is never older than what a read transaction begun now would see. Inside a
     /// write transaction of this store on this thread, the read transaction is begun anyway, and refuses
     /// to nest as it always did. Values over ``CommittedValueCache/maxValueBytes`` are not kept.
-    /// How many keys the getters without a transaction keep in memory now (for tests).
-    var committedValueCount: Int { committed.withLock { $0.count } }
-
     func committedValue(forKey key: String) throws -> CBORValue? {
         let environment = store.environment
         let last = environment.lastCommittedTransactionID
@@ -397,14 +394,21 @@ public final class SharedDefaults: @unchecked Sendable {
             return hit
         }
         let (value, size, id) = try store.read { transaction -> (CBORValue?, Int, UInt64) in
-            let k = try keyBytes(key)
             let id = UInt64(transaction.transactionID)
-            guard let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) else { return (nil, 0, id) }
-            return (try decodeValue(bytes, key: key), bytes.count, id)
+            return try withKey(key) { k in
+                guard let database = try resolvedDatabase(in: transaction),
+                      let bytes = try transaction.get(database, key: k) else { return (nil, 0, id) }
+                // A text string, the usual value, without the general decoder (as `string(forKey:in:)`).
+                if let text = Self.wholeText(bytes) { return (.text(text), bytes.count, id) }
+                return (try decodeValue(bytes, key: key), bytes.count, id)
+            }
         }
         if last != nil { committed.withLock { $0.remember(value, size: size, forKey: key, at: id) } }
         return value
     }
+
+    /// How many keys the getters without a transaction keep in memory now (for tests).
+    var committedValueCount: Int { committed.withLock { $0.count } }
 
     private func rawValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
         let k = try keyBytes(key)
