@@ -20,8 +20,8 @@ extension BenchmarkWorkload {
                     i = i == 99 ? 0 : i + 1
                 }
             },
-            // The same read in a read transaction of its own, what a get costs after any commit: the
-            // path to compare with raw LMDB.
+            // The same read through the `in:` form in a read transaction of its own: the path to compare
+            // with raw LMDB. (A cached getter's first read after a commit also decodes into the cache.)
             BenchmarkWorkload("Defaults get", "KVStore in a transaction") {
                 let defaults = try KVStoreDefaultsFixture.shared().defaults
                 let store = defaults.store
