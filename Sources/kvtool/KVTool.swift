@@ -11,6 +11,7 @@ struct KVTool: ParsableCommand {
 
             Exit codes: 0 success, 1 not found, 64 usage, 65 bad input data, 74 store or I/O failure.
             """,
+        version: "0.1.0",
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self,
             Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,

@@ -7,6 +7,7 @@ import Workloads
 /// `kvtool bench`: workloads timed on this machine.
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "bench",
         abstract: "Time the workloads of DESIGN.md on this machine.",
         subcommands: [Dashboard.self, ColdOpen.self] + syncSubcommands)
 
@@ -39,6 +40,7 @@ struct Bench: ParsableCommand {
     /// `kvtool bench dashboard`.
     struct Dashboard: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "dashboard",
             abstract: "Seed the one-year checklist dataset and time the dashboard, a cold open, saves and the size on disk.",
             discussion: """
                 Seeds DESIGN.md's dataset into a temporary container (or into --group), then times the \
@@ -198,7 +200,7 @@ struct Bench: ParsableCommand {
     /// The cold-open process: opens the container read-only, reads the widget feed and computes the
     /// year dashboard; prints the microseconds since `--started` (the parent's clock at spawn).
     struct ColdOpen: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The cold-open process of kvtool bench dashboard.", shouldDisplay: false)
+        static let configuration = CommandConfiguration(commandName: "cold-open", abstract: "The cold-open process of kvtool bench dashboard.", shouldDisplay: false)
         @OptionGroup var global: GlobalOptions
         @Option var started: UInt64
 

@@ -7,6 +7,7 @@ import Workloads
 /// `kvtool check`: the integrity walk.
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "check",
         abstract: "Walk the whole container and verify it; exits 74 if anything is wrong.",
         discussion: """
             In order: clears stale reader slots; walks every LMDB database in one read transaction, \

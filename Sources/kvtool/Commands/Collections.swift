@@ -3,7 +3,7 @@ import KVStore
 
 /// `kvtool collections`: the catalog.
 struct Collections: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the collections and defaults suites in the catalog.")
+    static let configuration = CommandConfiguration(commandName: "collections", abstract: "List the collections and defaults suites in the catalog.")
 
     @OptionGroup var global: GlobalOptions
 

@@ -5,6 +5,7 @@ import KVStore
 /// `kvtool compact <destination>`: a compacted copy of the store, published atomically.
 struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "compact",
         abstract: "Write a compacted copy of the store to a new file, published atomically.",
         discussion: """
             The copy is one LMDB file (open it with mdb_stat -n, mdb_dump -n, or Store(copyFile:)) \

@@ -5,6 +5,7 @@ import KVStore
 /// `kvtool defaults read|write|delete|domains`, like macOS `defaults`.
 struct Defaults: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "defaults",
         abstract: "Read and write shared defaults suites, like macOS defaults.",
         subcommands: [Read.self, Write.self, DeleteKey.self, Domains.self])
 
@@ -14,7 +15,7 @@ struct Defaults: ParsableCommand {
     }
 
     struct Read: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print one key's value, or the whole suite. Exits 1 if the key has no value.")
+        static let configuration = CommandConfiguration(commandName: "read", abstract: "Print one key's value, or the whole suite. Exits 1 if the key has no value.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var suite: SuiteOption
         @Argument(help: "The key; omit it to print every key.") var key: String?
@@ -46,7 +47,7 @@ struct Defaults: ParsableCommand {
     }
 
     struct Write: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Store a value: a string by default, or --type int|float|bool|json.")
+        static let configuration = CommandConfiguration(commandName: "write", abstract: "Store a value: a string by default, or --type int|float|bool|json.")
         enum ValueType: String, ExpressibleByArgument, CaseIterable { case string, int, float, bool, json }
 
         @OptionGroup var global: GlobalOptions
@@ -101,7 +102,7 @@ struct Defaults: ParsableCommand {
     }
 
     struct Domains: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the defaults suites.")
+        static let configuration = CommandConfiguration(commandName: "domains", abstract: "List the defaults suites.")
         @OptionGroup var global: GlobalOptions
 
         func run() throws {

@@ -3,7 +3,7 @@ import KVStore
 
 /// `kvtool delete <collection> <key>`.
 struct Delete: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Delete the value at a key. Exits 1 if there was none.")
+    static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete the value at a key. Exits 1 if there was none.")
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The collection.") var collection: String

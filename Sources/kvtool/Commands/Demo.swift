@@ -7,6 +7,7 @@ import Workloads
 /// `kvtool demo`: the seed apps sharing one container across processes.
 struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "demo",
         abstract: "Run the demo: an app, a widget and a notification extension sharing one container.",
         discussion: """
             This process plays the main app. It saves a year of checklist records with history, publishes \
@@ -240,6 +241,7 @@ struct Demo: ParsableCommand {
     /// The extension process: reads the shared container and prints the sender it would show.
     struct Extension: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "extension",
             abstract: "The demo's notification-extension process (started by kvtool demo).",
             shouldDisplay: false)
 
@@ -262,6 +264,7 @@ struct Demo: ParsableCommand {
     /// store) and prints what it would show.
     struct Widget: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "widget",
             abstract: "The demo's widget process (started by kvtool demo).",
             shouldDisplay: false)
 

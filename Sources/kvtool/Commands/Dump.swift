@@ -8,6 +8,7 @@ import Glibc
 /// `kvtool dump`: a consistent dump of the container, or of some collections and suites.
 struct Dump: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "dump",
         abstract: "Write a consistent dump of the container, or of some collections and suites.",
         discussion: """
             Everything is read in one read transaction. Without --collection or --suite, the dump holds \

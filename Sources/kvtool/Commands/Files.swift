@@ -5,6 +5,7 @@ import KVStore
 /// `kvtool files ls|cat|put|rm`: the container's shared `Files/` area, with the library's path safety.
 struct Files: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "files",
         abstract: "List, print, write and remove files in the container's shared Files/ area.",
         discussion: """
             Paths are relative to Files/ and checked as SharedFiles checks them: no absolute path, no \
@@ -46,7 +47,7 @@ struct Files: ParsableCommand {
     }
 
     struct Cat: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Write a file's bytes to standard output.")
+        static let configuration = CommandConfiguration(commandName: "cat", abstract: "Write a file's bytes to standard output.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "A file relative to Files/.") var path: String
 
@@ -58,6 +59,7 @@ struct Files: ParsableCommand {
 
     struct Put: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "put",
             abstract: "Atomically write a file from a local file, or from standard input with -.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The destination, relative to Files/.") var path: String

@@ -4,6 +4,7 @@ import KVStore
 /// `kvtool get <collection> <key>`.
 struct Get: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "get",
         abstract: "Print the value at a key.",
         discussion: "The key is typed as the collection's key encoding: 42, 2026-11-21, a UUID, or a JSON array for tuple keys. Exits 1 if the key has no value.")
 

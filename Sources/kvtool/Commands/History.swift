@@ -14,6 +14,7 @@ struct HistoryCommand: ParsableCommand {
     /// `kvtool history [show]`.
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Print history entries after a token, one line each.",
             discussion: """
                 With --consumer, reads from that consumer's stored token and acknowledges what it printed \
@@ -61,6 +62,7 @@ struct HistoryCommand: ParsableCommand {
     /// `kvtool history purge`.
     struct Purge: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "purge",
             abstract: "Remove the history every live consumer has acknowledged.",
             discussion: "Consumers silent for longer than --max-age or more than --max-lag entries behind count as gone and no longer hold history back.")
 
@@ -102,7 +104,7 @@ struct HistoryCommand: ParsableCommand {
 
     /// `kvtool history enable`.
     struct Enable: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Record history for a collection or suite, in every process.")
+        static let configuration = CommandConfiguration(commandName: "enable", abstract: "Record history for a collection or suite, in every process.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var target: Target
 
@@ -119,7 +121,7 @@ struct HistoryCommand: ParsableCommand {
 
     /// `kvtool history disable`.
     struct Disable: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Stop recording history for a collection or suite.")
+        static let configuration = CommandConfiguration(commandName: "disable", abstract: "Stop recording history for a collection or suite.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var target: Target
 
@@ -131,7 +133,7 @@ struct HistoryCommand: ParsableCommand {
 
     /// `kvtool history consumers`.
     struct Consumers: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the registered consumers and how far behind they are.")
+        static let configuration = CommandConfiguration(commandName: "consumers", abstract: "List the registered consumers and how far behind they are.")
         @OptionGroup var global: GlobalOptions
 
         func run() throws {

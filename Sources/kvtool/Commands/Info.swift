@@ -6,6 +6,7 @@ import SyncKit
 /// `kvtool info`: the container, its environment, collections, suites, history and snapshots.
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "info",
         abstract: "Show the container: LMDB environment, collections, defaults suites, history, consumers and snapshots.",
         discussion: "Everything about the store comes from one read transaction per section; nothing is written.")
 

@@ -6,6 +6,7 @@ import SyncKit
 /// `kvtool load`: restores a dump into a container, all or nothing.
 struct Load: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "load",
         abstract: "Restore a kvtool dump (JSON Lines, JSON or mdb format) into the container, all or nothing.",
         discussion: """
             The whole input is read and validated before anything is written: the header and its \

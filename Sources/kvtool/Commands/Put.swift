@@ -4,6 +4,7 @@ import KVStore
 /// `kvtool put <collection> <key> <json>`.
 struct Put: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "put",
         abstract: "Store a JSON value (as CBOR) at a key.",
         discussion: "Pass - as the value to read it from standard input. Collections with indexes or derived collections are written only by the app, which maintains them.")
 

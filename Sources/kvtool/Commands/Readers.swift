@@ -5,6 +5,7 @@ import KVStore
 /// `kvtool readers [--check]`: LMDB's reader table.
 struct Readers: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "readers",
         abstract: "List the reader slots of the store's lock file; --check clears those of dead processes.",
         discussion: """
             Every process reading the store holds a slot while its read transaction is open (TXN is \

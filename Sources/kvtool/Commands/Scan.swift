@@ -4,6 +4,7 @@ import KVStore
 /// `kvtool scan <collection>`.
 struct Scan: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "scan",
         abstract: "Print entries in key order: all of them, a range, or a prefix.",
         discussion: "Keys are typed as for get. --prefix takes the first component of a tuple key, or the start of a string key.")
 

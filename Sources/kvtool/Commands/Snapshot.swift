@@ -6,6 +6,7 @@ import SyncKit
 /// `kvtool snapshot export|list|verify|prune`: published snapshots of the store in `Snapshots/`.
 struct Snapshot: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "snapshot",
         abstract: "Export, list, verify and prune the container's published snapshots.",
         discussion: """
             A snapshot is a consistent, compacted copy of the store taken in one read transaction and \
@@ -16,6 +17,7 @@ struct Snapshot: ParsableCommand {
 
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract: "Publish a snapshot of the store as the next generation.")
         @OptionGroup var global: GlobalOptions
 
@@ -36,7 +38,7 @@ struct Snapshot: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the published snapshots, oldest first.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the published snapshots, oldest first.")
         @OptionGroup var global: GlobalOptions
 
         func run() throws {
@@ -56,6 +58,7 @@ struct Snapshot: ParsableCommand {
 
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Recompute every snapshot's size and SHA-256 and compare them with the manifest.",
             discussion: "Prints one line per problem and exits 74 if there is any.")
         @OptionGroup var global: GlobalOptions
@@ -89,6 +92,7 @@ struct Snapshot: ParsableCommand {
 
     struct Prune: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "prune",
             abstract: "Keep the N newest snapshots and remove the others, with their manifest entries.")
         @OptionGroup var global: GlobalOptions
         @Option(parsing: .unconditional, help: "How many of the newest snapshots to keep (0 or more).") var keep: Int

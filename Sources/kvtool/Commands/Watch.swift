@@ -6,6 +6,7 @@ import SyncKit
 /// `kvtool watch`: one line per change committed from now on, by any process.
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Print a line per change committed by any process, as it happens.",
         discussion: "Shows changes to history-enabled collections and suites (see kvtool history enable). Wakes on the container's change notification.")
 

@@ -1,0 +1,30 @@
+import ArgumentParser
+import Testing
+import TestSupport
+@testable import kvtool
+
+/// Every command names itself: otherwise swift-argument-parser derives the name from the type with
+/// `String(describing:)`, which scans the process's protocol conformances, about a million
+/// instructions a command at each start of `kvtool` (issue 16).
+@Suite struct CommandNameTests {
+    @Test func everyCommandSetsItsName() {
+        var seen = 0
+        func walk(_ command: any ParsableCommand.Type, path: String) {
+            seen += 1
+            let name = command.configuration.commandName
+            #expect(name != nil, "\(path) \(String(reflecting: command)) has no commandName")
+            let children = command.configuration.subcommands
+            let names = children.compactMap { $0.configuration.commandName }
+            #expect(Set(names).count == names.count, "\(path) has two subcommands with one name: \(names)")
+            for child in children { walk(child, path: path + " " + (child.configuration.commandName ?? "?")) }
+        }
+        walk(KVTool.self, path: "kvtool")
+        #expect(seen >= 40)
+    }
+
+    @Test func versionPrintsWithoutTouchingAContainer() throws {
+        let r = try run(productsDirectory() + "/kvtool", ["--version"], timeout: 60)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == KVTool.configuration.version + "\n")
+    }
+}
