@@ -353,9 +353,7 @@ public final class SharedDefaults: @unchecked Sendable {
 
     /// The stored value at `key`, without registered defaults, or `nil` (for replication).
     package func storedValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
-        let k = try keyBytes(key)
-        guard let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) else { return nil }
-        return try decodeValue(bytes, key: key)
+        try stored(forKey: key, in: transaction)?.value
     }
 
     /// The keys with a stored value inside `transaction`, in key order.
@@ -393,29 +391,31 @@ public final class SharedDefaults: @unchecked Sendable {
            let hit = committed.withLock({ $0.value(forKey: key, at: last) }) {
             return hit
         }
-        let (value, size, id) = try store.read { transaction -> (CBORValue?, Int, UInt64) in
-            let id = UInt64(transaction.transactionID)
-            return try withKey(key) { k in
-                guard let database = try resolvedDatabase(in: transaction),
-                      let bytes = try transaction.get(database, key: k) else { return (nil, 0, id) }
-                // A text string, the usual value, without the general decoder (as `string(forKey:in:)`).
-                if let text = Self.wholeText(bytes) { return (.text(text), bytes.count, id) }
-                return (try decodeValue(bytes, key: key), bytes.count, id)
-            }
+        let (found, id) = try store.read { transaction in
+            (try stored(forKey: key, in: transaction), UInt64(transaction.transactionID))
         }
-        if last != nil { committed.withLock { $0.remember(value, size: size, forKey: key, at: id) } }
-        return value
+        if last != nil { committed.withLock { $0.remember(found?.value, size: found?.size ?? 0, forKey: key, at: id) } }
+        return found?.value
     }
 
     /// How many keys the getters without a transaction keep in memory now (for tests).
     var committedValueCount: Int { committed.withLock { $0.count } }
 
     private func rawValue(forKey key: String, in transaction: ReadTransaction) throws -> CBORValue? {
-        let k = try keyBytes(key)
-        if let database = try resolvedDatabase(in: transaction), let bytes = try transaction.get(database, k) {
-            return try decodeValue(bytes, key: key)
-        }
+        if let found = try stored(forKey: key, in: transaction) { return found.value }
         return registered.withLock { $0[key] }
+    }
+
+    /// The value stored under `key` inside `transaction`, and its size in bytes; `nil` if none is
+    /// stored (registered defaults aside). A text string, the usual value, is read without the
+    /// general decoder, as in ``string(forKey:in:)``.
+    private func stored(forKey key: String, in transaction: ReadTransaction) throws -> (value: CBORValue, size: Int)? {
+        try withKey(key) { k in
+            guard let database = try resolvedDatabase(in: transaction),
+                  let bytes = try transaction.get(database, key: k) else { return nil }
+            if let text = Self.wholeText(bytes) { return (.text(text), bytes.count) }
+            return (try decodeValue(bytes, key: key), bytes.count)
+        }
     }
 
     /// Refuses a stored value over ``maxValueSize`` (only another process writing raw can store

@@ -146,14 +146,8 @@ extension ChecklistStore {
         var rows: [DailySummary] = []
         rows.reserveCapacity(min(range.count, 366))
         let codec = FixedLayoutCodec<DailySummary>()
-        // The collection is named only when a value is bad: passing it along for every row would copy
-        // it (and retain what it holds) 365 times a year.
         try summaries.forEachBytes(range, in: transaction) { key, value in
-            do {
-                rows.append(try codec.decode(value))
-            } catch {
-                throw Self.corrupt(error, key: key, in: summaries.name)
-            }
+            rows.append(try decodeFixed(codec, value, key: key, in: summaries))
             return true
         }
         return rows
@@ -164,12 +158,8 @@ extension ChecklistStore {
         do {
             return try codec.decode(value)
         } catch {
-            throw Self.corrupt(error, key: key, in: collection.name)
+            throw KVStoreError.corruptValue(collection: collection.name, key: Self.render(key), reason: "\(error)", underlying: .init(error))
         }
-    }
-
-    private static func corrupt(_ error: any Error, key: UnsafeRawBufferPointer, in collection: String) -> KVStoreError {
-        KVStoreError.corruptValue(collection: collection, key: render(key), reason: "\(error)", underlying: .init(error))
     }
 
     /// A stored key as a day, or as hex if it is not one.
