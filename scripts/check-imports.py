@@ -6,8 +6,12 @@ The layers, each allowed to import only those below it:
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- kvtool
 
-and only SyncKitPostgres imports NIO or postgres-nio (an app that shares state between processes builds
-none of it); only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
+and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
+SyncKit and Workloads. Only SyncKitPostgres imports NIO or postgres-nio (an app that shares state between
+processes builds none of it). The lean targets (KVStore, SyncKit, Workloads, LeanProcess and the lean
+executables) never import the whole Foundation, nor FoundationNetworking, FoundationXML,
+FoundationInternationalization or ArgumentParser: they use FoundationEssentials, and `import Foundation`
+may appear only in the `#else` branch of `#if canImport(FoundationEssentials)` (for platforms without it); only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
 import it `internal`ly, so that no public API shows LMDB's C types). Modules that are not the
 project's own (Foundation, Glibc, ArgumentParser, Logging…) are not this check's business.
 
@@ -29,8 +33,15 @@ ALLOWED = {
     "Workloads": {"KVStore", "SyncKit"},
     "SyncKitPostgres": {"KVStore", "SyncKit"},
     "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres"},
+    "LeanProcess": set(),
+    "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
+    "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
 }
-PROJECT = set(LAYERS) | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
+LEAN_EXECUTABLES = {"LeanProcess", "TrainerExtension", "ChecklistWidget"}
+PROJECT = set(LAYERS) | LEAN_EXECUTABLES | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
+# What the processes with a memory budget (an extension, a widget) must not link.
+LEAN = {"KVStore", "SyncKit", "Workloads"} | LEAN_EXECUTABLES
+HEAVY = {"Foundation", "FoundationNetworking", "FoundationXML", "FoundationInternationalization", "ArgumentParser"}
 IMPORT = re.compile(
     r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(public|package|internal|fileprivate|private)\s+)?import\s+"
     r"(?:(?:typealias|struct|class|enum|protocol|let|var|func)\s+)?([A-Za-z_][A-Za-z0-9_]*)")
@@ -50,12 +61,24 @@ def violations(root):
                     continue
                 path = os.path.join(folder, name)
                 with open(path, encoding="utf-8") as handle:
+                    # Where we are in `#if canImport(FoundationEssentials) … #else … #endif`.
+                    essentials = None
                     for number, line in enumerate(handle, 1):
+                        directive = line.strip()
+                        if directive.startswith("#if canImport(FoundationEssentials)"):
+                            essentials = "if"
+                        elif directive.startswith("#else") and essentials == "if":
+                            essentials = "else"
+                        elif directive.startswith("#endif") and essentials is not None:
+                            essentials = None
                         match = IMPORT.match(line)
                         if not match:
                             continue
                         access, module = match.group(1), match.group(2)
                         where = f"{os.path.relpath(path, root)}:{number}"
+                        if target in LEAN and module in HEAVY and not (module == "Foundation" and essentials == "else"):
+                            found.append(f"{where}: {target} imports {module}; the lean targets use FoundationEssentials "
+                                         "(import Foundation only in the #else of #if canImport(FoundationEssentials))")
                         if allowed is None:
                             if module in PROJECT:
                                 found.append(f"{where}: {target} is not a known layer ({' <- '.join(LAYERS)}); it imports {module}")
@@ -79,7 +102,10 @@ def self_test():
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
-        write("Sources/KVStore/LMDB/A.swift", "internal import CLMDB\nimport Foundation\n")
+        write("Sources/KVStore/LMDB/A.swift", "internal import CLMDB\n#if canImport(FoundationEssentials)\n"
+              "import FoundationEssentials\n#else\nimport Foundation\n#endif\n")
+        write("Sources/kvtool/K.swift", "import Foundation\nimport ArgumentParser\nimport Workloads\n")
+        write("Sources/TrainerExtension/main.swift", "import LeanProcess\nimport Workloads\n")
         write("Sources/SyncKit/B.swift", "import KVStore\n")
         assert violations(root) == [], violations(root)
         write("Sources/SyncKit/C.swift", "import CLMDB\n")
@@ -89,15 +115,20 @@ def self_test():
         write("Sources/Workloads/F.swift", "public import kvtool\n")
         write("Sources/SyncKit/H.swift", "import NIOCore\n")
         write("Sources/SyncKitPostgres/I.swift", "import PostgresNIO\nimport SyncKit\n")
+        write("Sources/Workloads/J.swift", "import Foundation\n")
+        write("Sources/ChecklistWidget/main.swift", "import ArgumentParser\nimport kvtool\n")
         found = violations(root)
-        assert len(found) == 6, found
+        assert len(found) == 9, found
+        assert any("Workloads imports Foundation; the lean targets" in line for line in found), found
+        assert any("ChecklistWidget imports ArgumentParser" in line for line in found), found
+        assert any("ChecklistWidget imports kvtool" in line for line in found), found
         assert any("SyncKit imports NIOCore" in line for line in found), found
         assert any("only KVStore's LMDB/ folder" in line for line in found), found
         assert any("SyncKit imports CLMDB" in line for line in found), found
         assert any("KVStore imports SyncKit" in line for line in found), found
         assert any("internal import CLMDB" in line for line in found), found
         assert any("Workloads imports kvtool" in line for line in found), found
-    print("check-imports self-test: ok (a clean tree passes; 6 planted crossings are all reported)")
+    print("check-imports self-test: ok (a clean tree passes; 9 planted crossings are all reported)")
 
 
 if __name__ == "__main__":
@@ -110,4 +141,5 @@ if __name__ == "__main__":
         print(f"check-imports: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- kvtool")
+    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- kvtool, "
+          "and the lean targets link FoundationEssentials, not Foundation")

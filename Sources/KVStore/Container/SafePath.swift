@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -80,7 +84,7 @@ enum SafePath {
                 return "component '\(name)' contains U+\(hex(scalar)), a look-alike of '\(ascii)'"
             }
         }
-        let normalized = name.precomposedStringWithCompatibilityMapping
+        let normalized = CompatibilityFold.fold(name)
         if normalized.utf8.elementsEqual(".".utf8) || normalized.utf8.elementsEqual("..".utf8) {
             return "component '\(name)' normalises (NFKC) to '\(normalized)'"
         }
@@ -113,8 +117,8 @@ enum SafePath {
     static func lookAlike(of scalar: Unicode.Scalar) -> Character? {
         if let ascii = tableLookAlike(of: scalar) { return ascii }
         guard !scalar.isASCII else { return nil }
-        let normalized = String(Character(scalar)).precomposedStringWithCompatibilityMapping
-        guard normalized.unicodeScalars.count == 1, let only = normalized.unicodeScalars.first,
+        guard let normalized = CompatibilityFold.form(of: scalar),
+              normalized.unicodeScalars.count == 1, let only = normalized.unicodeScalars.first,
               only.isASCII, only.value >= 0x21, only.value < 0x7F
         else { return nil }
         return Character(only)

@@ -1,9 +1,15 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Converts between the property-list values `UserDefaults` accepts and ``CBORValue``.
 enum PropertyListValue {
     static func cbor(from value: Any, key: String) throws -> CBORValue {
         switch value {
+        // An `NSNumber` (from Foundation, which KVStore does not link) bridges to the first of these
+        // casts that holds its value exactly: booleans and integers to `Int`, fractions to `Double`.
         case let v as String: return .text(v)
         case let v as Bool where type(of: value) == Bool.self: return .bool(v)
         case let v as Int: return integer(Int64(v))
@@ -22,9 +28,6 @@ enum PropertyListValue {
         case let v as [UInt8]: return .bytes(v)
         case let v as Date: return try CBORValue.decode(CBOREncoder().encode(v))
         case let v as URL: return .tagged(CBORTag.uri, .text(v.absoluteString))
-        case let v as NSNumber:
-            if v.doubleValue.rounded() == v.doubleValue, let i = Int64(exactly: v.doubleValue) { return integer(i) }
-            return .float(v.doubleValue)
         case let v as [Any]:
             return .array(try v.map { try cbor(from: $0, key: key) })
         case let v as [String: Any]:
@@ -41,7 +44,9 @@ enum PropertyListValue {
     }
 
     /// A Foundation value for a stored CBOR value: `Int`, `Double`, `String`, `Bool`, `Data`, `Date`,
-    /// `URL`, `UUID`, `Decimal`, `[Any]`, `[String: Any]`; CBOR null becomes `NSNull()`.
+    /// `URL`, `UUID`, `Decimal`, `[Any]`, `[String: Any]`. CBOR null (which no property list holds, but a
+    /// Codable value can store) becomes `Optional<Any>.none`: KVStore links FoundationEssentials, which
+    /// has no `NSNull`.
     static func object(from value: CBORValue) throws -> Any {
         switch value {
         case .unsigned(let n): return n <= UInt64(Int.max) ? Int(n) : n
@@ -50,7 +55,7 @@ enum PropertyListValue {
         case .text(let s): return s
         case .bytes(let b): return Data(b)
         case .bool(let b): return b
-        case .null, .undefined: return NSNull()
+        case .null, .undefined: return Optional<Any>.none as Any
         case .simple(let s): return Int(s)
         case .array(let items): return try items.map { try object(from: $0) }
         case .map(let entries):

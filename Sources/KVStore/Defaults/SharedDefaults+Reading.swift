@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 // The typed getters without a transaction: each gives the value as of the last commit of any process,
 // read in a read transaction of its own, or from memory when no transaction has committed since this

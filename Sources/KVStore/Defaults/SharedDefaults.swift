@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A UserDefaults-style suite of small settings, shared by every process that opens the container.
 ///
@@ -222,7 +226,7 @@ public final class SharedDefaults: @unchecked Sendable {
         case .negative(let n)?: n < UInt64(Int.max) ? -1 - Int(n) : Int.min
         case .float(let d)?: d.isFinite ? Int(clamping: Int64(exactly: d.rounded(.towardZero)) ?? 0) : 0
         case .bool(let b)?: b ? 1 : 0
-        case .text(let s)?: Int(s.trimmingCharacters(in: .whitespaces)) ?? Double(s).flatMap { Int(exactly: $0.rounded(.towardZero)) } ?? 0
+        case .text(let s)?: Int(s.trimmingBlanks) ?? Double(s).flatMap { Int(exactly: $0.rounded(.towardZero)) } ?? 0
         default: 0
         }
     }
@@ -239,7 +243,7 @@ public final class SharedDefaults: @unchecked Sendable {
         case .negative(let n)?: -1 - Double(n)
         case .float(let d)?: d
         case .bool(let b)?: b ? 1 : 0
-        case .text(let s)?: Double(s.trimmingCharacters(in: .whitespaces)) ?? 0
+        case .text(let s)?: Double(s.trimmingBlanks) ?? 0
         default: 0
         }
     }
@@ -434,5 +438,19 @@ public final class SharedDefaults: @unchecked Sendable {
         } catch {
             throw KVStoreError.corruptValue(collection: "defaults \(suiteName)", key: "'\(key)'", reason: "\(error)", underlying: .init(error))
         }
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces and tabs (Unicode's space separators and
+    /// U+0009), as Foundation's `trimmingCharacters(in: .whitespaces)` trims them.
+    var trimmingBlanks: Substring {
+        func isBlank(_ scalar: Unicode.Scalar) -> Bool {
+            scalar == "\t" || scalar.properties.generalCategory == .spaceSeparator
+        }
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !isBlank($0) }),
+              let last = scalars.lastIndex(where: { !isBlank($0) }) else { return "" }
+        return self[first...last]
     }
 }

@@ -89,7 +89,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
             entry = try CBORDecoder().decode(CatalogEntry.self, from: Array(value))
         } catch {
             throw KVStoreError.corruptValue(collection: Catalog.databaseName, key: keyText,
-                                            reason: "the entry does not decode: \(error)".replacingOccurrences(of: "\n", with: " "),
+                                            reason: "the entry does not decode: \(error)".split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " "),
                                             underlying: .init(error))
         }
         if let problem = entry.problem {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Writes rows as CSV (RFC 4180): a header line, then one line per row, columns in a fixed order.
 ///

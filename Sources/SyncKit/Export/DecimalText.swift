@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Exact decimal text for money in exports: plain digits, a `.` only when there is a fraction, never
 /// an exponent, so that `1200` stays `1200` and `12.50` becomes `12.5`.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A file-name pattern for exports: a prefix, a `YYYYMMDD_hhmmss` stamp and an extension, as in
 /// `subscriptions_export_20260206_123456.json`.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// How exports write days, timestamps and file-name stamps, in one time zone.
@@ -53,7 +57,9 @@ public struct ExportTimeFormat: Sendable, Hashable {
     public func fileNameTimestamp(_ date: Date) throws(ExportError) -> String {
         let parts = try local(date)
         let (y, m, d) = parts.day.components
-        return String(format: "%04d%02d%02d_%02d%02d%02d", y, m, d, parts.hour, parts.minute, parts.second)
+        let year = String(y)
+        return String(repeating: "0", count: max(0, 4 - year.count)) + year + Self.two(m) + Self.two(d)
+            + "_" + Self.two(parts.hour) + Self.two(parts.minute) + Self.two(parts.second)
     }
 
     /// The calendar day on which `date` falls in ``timeZone``.

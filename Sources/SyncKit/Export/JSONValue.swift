@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON value whose objects keep their keys in the order they were given, for exports whose key
 /// order is part of the format (`JSONEncoder` can only keep its own order or sort the keys).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// Writes a ``JSONValue`` as JSON text (RFC 8259), keeping the key order of its objects.

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import KVStore
 
 /// A small typed payload that the app publishes for widgets and extensions, so that they never open
@@ -162,7 +169,7 @@ public enum WidgetFeedCheck {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch CocoaError.fileReadNoSuchFile {
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
             return ([], [])
         }
         var checked: [String] = []

@@ -34,7 +34,7 @@ public enum WidgetFeedError: Error, Hashable, Sendable, CustomStringConvertible 
         case .unsupportedVersion(let path, let version, let supported):
             "feed \(path) has format version \(version); this program reads up to \(supported)"
         case .payloadMismatch(let path, let type, let reason):
-            "feed \(path) does not decode as \(type): \(reason.replacingOccurrences(of: "\n", with: " "))"
+            "feed \(path) does not decode as \(type): \(reason.singleLine)"
         case .payloadTooLarge(let name, let size, let limit):
             "payload of feed '\(name)' is \(size) bytes, over the \(limit)-byte limit"
         case .fileTooLarge(let path, let size, let limit):

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The on-disk format of a widget feed: a 64-byte header, then the payload (CBOR).
 ///

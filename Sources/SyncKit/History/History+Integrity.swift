@@ -121,7 +121,7 @@ extension HistoryEntry {
 
 /// An error as one line.
 private func oneLine(_ error: any Error) -> String {
-    "\(error)".replacingOccurrences(of: "\n", with: " ")
+    "\(error)".singleLine
 }
 
 /// Bytes as `0x…` hex, at most 64 bytes of them.

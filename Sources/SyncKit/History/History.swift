@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// The change history of a store, in the spirit of Core Data's persistent history: every committed

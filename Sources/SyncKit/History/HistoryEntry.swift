@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// One recorded mutation: a put or delete of one key in one collection or defaults suite.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A hybrid logical clock timestamp (Kulkarni et al., 2014): 48 bits of milliseconds since 1970 and
 /// 16 bits of counter, in one `UInt64` that orders as the pair does.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 #if canImport(Glibc)
 import Glibc
@@ -88,13 +92,17 @@ public struct ChangeNotifier: Sendable {
         _ = try path(for: name)
         let watch = try InotifyWatch(directory: directory)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let thread = Thread {
-            watch.run(name: name) { continuation.yield(()) }
-            continuation.finish()
-        }
-        thread.name = "ChangeNotifier \(name)"
         continuation.onTermination = { _ in watch.stop() }
-        thread.start()
+        do {
+            try SystemCall.startThread {
+                nameThisThread("KVNotify")
+                watch.run(name: name) { continuation.yield(()) }
+                continuation.finish()
+            }
+        } catch {
+            watch.stop()
+            throw error
+        }
         return stream
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 #if canImport(Glibc)
 import Glibc
@@ -47,11 +51,15 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
                       continuation: AsyncThrowingStream<Value, any Error>.Continuation) {
         let driver = ObservationDriver(observation, store: store, notifier: notifier, continuation: continuation)
         continuation.onTermination = { _ in driver.stop() }
-        let thread = Thread {
-            nameThisThread("KVObservation")
-            driver.run()
+        do {
+            try SystemCall.startThread {
+                nameThisThread("KVObservation")
+                driver.run()
+            }
+        } catch {
+            driver.stop()
+            continuation.finish(throwing: error)
         }
-        thread.start()
     }
 
     func stop() {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// `Snapshots/manifest.json`: every published snapshot, oldest first, and the last generation ever
@@ -115,7 +119,7 @@ public struct SnapshotManifest: Codable, Hashable, Sendable {
         switch error {
         case DecodingError.dataCorrupted(let context):
             if let underlying = context.underlyingError {
-                text = "not valid JSON (\((underlying as NSError).localizedDescription))"
+                text = "not valid JSON (\(String(describing: underlying).singleLine))"
             } else {
                 text = context.debugDescription + path(context)
             }
@@ -126,6 +130,6 @@ public struct SnapshotManifest: Codable, Hashable, Sendable {
         default:
             text = "\(error)"
         }
-        return text.replacingOccurrences(of: "\n", with: " ")
+        return text.singleLine
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON value, as the `customData` of a notification carries it (seed 003 §4: "JSON
 /// serializable"), kept typed so it can be stored, compared and printed back exactly.
@@ -44,12 +48,21 @@ public indirect enum CustomDataValue: Codable, Hashable, Sendable {
         }
     }
 
+    /// Foundation's `NSNull`, when the process has loaded Foundation (Workloads links only
+    /// FoundationEssentials, so the type is looked up by its mangled name, once).
+    private static let nsNullType: Any.Type? = _typeByName("10Foundation6NSNullC")
+
+    private static func isNSNull(_ value: Any) -> Bool {
+        guard let nsNullType else { return false }
+        return type(of: value) == nsNullType
+    }
+
     /// Converts a value of an iOS `userInfo` dictionary (strings, numbers, booleans, arrays and
     /// dictionaries with string keys); `nil` for anything else, which is not JSON.
     public init?(any value: Any, depth: Int = 0) {
         guard depth <= Self.maxDepth else { return nil }
         switch value {
-        case is NSNull: self = .null
+        case _ where Self.isNSNull(value): self = .null
         case let v as Bool: self = .bool(v)
         case let v as Int: self = .integer(Int64(v))
         case let v as Int64: self = .integer(v)

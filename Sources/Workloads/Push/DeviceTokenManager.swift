@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// Registers the device token with the backend and keeps it, with the last registration response, in

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `POST /api/v1/tokens`: the request (seed 003 §2).
 public struct DeviceTokenRegistrationRequest: Codable, Hashable, Sendable {

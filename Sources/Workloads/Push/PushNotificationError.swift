@@ -1,15 +1,20 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Every error of the push SDK (seed 003 §6), with its Japanese message and recovery suggestion.
 ///
-/// On Linux there is no URLSession round trip in this workload, so ``networkError(_:)`` carries a
-/// `URLError` only when a caller supplies one; validation failures use ``invalidToken``,
+/// On Linux there is no URLSession round trip in this workload, so ``networkError(_:)`` carries an
+/// error (a `URLError`, say) only when a caller supplies one. It takes any error, not `URLError`, so
+/// that the workload links FoundationEssentials alone: `URLError` lives in FoundationNetworking. validation failures use ``invalidToken``,
 /// ``invalidConfiguration(_:)`` and ``decodingError(_:)`` exactly as the seed's models do.
 public enum PushNotificationError: Error, LocalizedError, Sendable {
     case permissionDenied
     case invalidToken
     case invalidConfiguration(String)
-    case networkError(URLError)
+    case networkError(any Error)
     case serverError(statusCode: Int, message: String)
     case decodingError(DecodingError)
 
@@ -22,7 +27,7 @@ public enum PushNotificationError: Error, LocalizedError, Sendable {
         case .invalidConfiguration(let detail):
             "SDK設定が無効です: \(detail)"
         case .networkError(let error):
-            "ネットワークエラー: \(error.localizedDescription)"
+            "ネットワークエラー: \((error as? LocalizedError)?.errorDescription ?? String(describing: error))"
         case .serverError(let statusCode, let message):
             "サーバーエラー (\(statusCode)): \(message)"
         case .decodingError(let error):

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What the app gives the push SDK when it starts (seed 003 §1), shared with its notification
 /// service extension through the App Group (``PushSDKStore``).

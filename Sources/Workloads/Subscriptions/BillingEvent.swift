@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// One billing of a subscription, projected or confirmed (seed `002_…` §3.3).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 extension Subscription {
@@ -22,7 +26,7 @@ extension Subscription {
     /// `cancellationDate`; the billing cycle's interval is positive (see ``BillingCycle/validate()``).
     public func validationErrors() -> [SubscriptionValidationError] {
         var errors: [SubscriptionValidationError] = []
-        if name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+        if name.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
             errors.append(.emptyName)
         } else if name.count > Self.maximumNameLength {
             errors.append(.nameTooLong(length: name.count))

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// The subscription tracker's data in a ``Store``: subscriptions by ID, and billing events by ID with

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A trainer the user can pick in the trainer app (seeds `000_…`/`001_…`). The main app stores the
 /// list in the App Group's shared defaults under ``TrainerDefaultsKey/trainerTemplates``, the chosen

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KVStore
 
 /// What the notification service extension shows as the sender of a trainer's message: on iOS an
@@ -26,6 +30,9 @@ public struct NotificationSender: Codable, Hashable, Sendable {
 
 /// The two sides of the seed notification flow, on top of a ``SharedContainer``.
 public enum TrainerNotificationFlow {
+    /// The App Group the demo's processes share when no group is given.
+    public static let defaultGroup = "group.com.yourcompany.VirtualTrainer"
+
     /// The largest image the extension loads: it has a 24 MB memory budget on iOS.
     public static let maxImageSize = 8 << 20
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 // Reading Swift values (integers, floats, strings, `Data`, `Date`, `Decimal`, `UUID`, `URL`) for
 // ``CBORDecoder``.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The encoding of a collection's keys, as recorded in the catalog.
 ///
@@ -115,8 +119,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     package func parse(_ text: String) throws(KeyDecodingError) -> [UInt8] {
         var bytes: [UInt8] = []
         if case .tuple(let parts) = self {
-            guard let data = text.data(using: .utf8),
-                  let array = try? JSONSerialization.jsonObject(with: data) as? [Any] else {
+            guard case .array(let array)? = try? JSONDecoder().decode(TupleKeyText.self, from: Data(text.utf8)) else {
                 throw KeyDecodingError("a \(self) key is a JSON array of \(parts.count) values")
             }
             try Self.appendTuple(parts, array, to: &bytes, terminal: true)
@@ -128,7 +131,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
 
     /// Appends the components of a tuple given as a JSON array; a nested tuple is a nested array, as
     /// ``render(_:)`` writes it.
-    private static func appendTuple(_ parts: [KeyEncoding], _ array: [Any], to bytes: inout [UInt8],
+    private static func appendTuple(_ parts: [KeyEncoding], _ array: [TupleKeyText], to bytes: inout [UInt8],
                                     terminal: Bool) throws(KeyDecodingError) {
         guard array.count == parts.count else {
             throw KeyDecodingError("a \(KeyEncoding.tuple(parts)) key has \(parts.count) components, got \(array.count)")
@@ -136,16 +139,15 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         for (i, (part, element)) in zip(parts, array).enumerated() {
             let last = terminal && i == parts.count - 1
             if case .tuple(let inner) = part {
-                guard let nested = element as? [Any] else {
+                guard case .array(let nested) = element else {
                     throw KeyDecodingError("component \(i + 1) of the key must be a JSON array of \(inner.count) values")
                 }
                 try appendTuple(inner, nested, to: &bytes, terminal: last)
                 continue
             }
-            let string: String
-            if let s = element as? String { string = s }
-            else if let n = element as? NSNumber { string = n.stringValue }
-            else { throw KeyDecodingError("component \(i + 1) of the key must be a string or a number") }
+            guard case .scalar(let string) = element else {
+                throw KeyDecodingError("component \(i + 1) of the key must be a string or a number")
+            }
             try part.append(string, to: &bytes, terminal: last)
         }
     }
@@ -268,8 +270,25 @@ enum EncodingQuote {
     static func quote(_ s: String) -> String { KVStoreError.quote(s) }
 
     static func json(_ s: String) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes]),
-              let text = String(data: data, encoding: .utf8) else { return quote(s) }
-        return String(text.dropFirst().dropLast())
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        guard let data = try? encoder.encode(s), let text = String(validating: data, as: UTF8.self) else { return quote(s) }
+        return text
+    }
+}
+
+/// A component of a tuple key typed as JSON: a string or a number (kept as the text it was written
+/// as, as far as JSON allows), or a nested array for a nested tuple.
+private enum TupleKeyText: Decodable {
+    case scalar(String)
+    case array([TupleKeyText])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let s = try? container.decode(String.self) { self = .scalar(s) }
+        else if let n = try? container.decode(Int64.self) { self = .scalar(String(n)) }
+        else if let n = try? container.decode(UInt64.self) { self = .scalar(String(n)) }
+        else if let d = try? container.decode(Double.self) { self = .scalar(d.description) }
+        else { self = .array(try container.decode([TupleKeyText].self)) }
     }
 }

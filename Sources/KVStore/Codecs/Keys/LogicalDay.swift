@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A calendar day with no time or time zone: the day number counted from 1970-01-01 (day 0).
 ///

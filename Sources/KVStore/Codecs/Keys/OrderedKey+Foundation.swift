@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension String: OrderedKey {
     public static var keyEncoding: KeyEncoding { .string }
