@@ -1,4 +1,5 @@
-# make demo   builds kvtool and runs the demo (app, widget and extension processes) against the default root
+# make demo   builds kvtool, trainer-extension and checklist-widget, and runs the demo (app, widget and
+#             extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end, replication through throwaway
 #             PostgreSQL clusters the tests start and stop), with the reliability suite's short
 #             versions (Tests/ReliabilityTests: 50 writer kills + 20 in each other durability mode,
@@ -14,6 +15,8 @@
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
 #             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices)
+# make lean  times the lean executables (trainer-extension, checklist-widget) from process start to their
+#             answer beside an empty Swift program (hyperfine), with their peak RSS, instructions and sizes
 # make instructions counts the instructions per operation of each benchmarks/ workload under valgrind's
 #             callgrind (installed by install-deps.sh --perf), with the ratios to KVStore and to the floor;
 #             FILTER="Decode" keeps the workloads whose name contains it
@@ -25,7 +28,7 @@ SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test stress perf bench bench-sync instructions fuzz sanitize clean
+.PHONY: deps test-deps build demo test stress perf bench bench-sync lean instructions fuzz sanitize clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -35,6 +38,8 @@ test-deps:
 
 build: deps
 	$(SWIFT) build -c release --product kvtool
+	$(SWIFT) build -c release --product trainer-extension
+	$(SWIFT) build -c release --product checklist-widget
 
 demo: build
 	$(KVTOOL) demo
@@ -51,6 +56,10 @@ perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests
 	$(CC) -O2 -o .build/raw-lmdb-point scripts/raw-lmdb-point.c $$(pkg-config --cflags --libs lmdb)
 	.build/raw-lmdb-point
+
+lean: build
+	@./scripts/install-deps.sh --perf
+	python3 scripts/lean-processes.py
 
 bench: deps
 	mkdir -p benchmarks/.build

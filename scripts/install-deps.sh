@@ -3,7 +3,8 @@
 # LMDB's library and headers (liblmdb-dev), LMDB's own tools (lmdb-utils: mdb_stat, mdb_dump,
 # mdb_load, used by the tests), pkg-config, PostgreSQL (the replication tests and demo start their
 # own throwaway clusters), Python's cbor2 (the interoperability tests; with --test) and valgrind (`make
-# instructions` counts instructions under callgrind; with --perf).
+# instructions` counts instructions under callgrind, and `make lean` times processes with hyperfine and
+# /usr/bin/time; with --perf).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -18,6 +19,9 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+    command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine)
+    command -v strip >/dev/null 2>&1 || missing+=(binutils)
+    [ -x /usr/bin/time ] || missing+=(time)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"

@@ -178,7 +178,9 @@ import Workloads
         #expect(widget.last?.contains("streak 2 (longest 16)") == true)
         #expect(lines.contains("   history: token 343, put dailyRecords 2026-11-21 by app"))
         // The year dashboard from the month aggregates, checked against the day-by-day scan.
-        #expect(lines.contains { $0.hasPrefix("   year dashboard from 13 month aggregates") && $0.contains("342 records") })
+        #expect(lines.contains { $0.hasPrefix("   year dashboard: 342 records, ") && $0.hasSuffix(", from 13 month aggregates (checklistMonths, kept in each write)") })
+        // The widget executable also showed the year, with today's record, from the store read-only.
+        #expect(lines.contains { $0.hasPrefix("     year dashboard: 343 records, perceive ") }, "\(out)")
         #expect(lines.contains("   the same, to the bit, as the day-by-day scan of 342 summaries"))
 
         let senders = lines.filter { $0.contains("extension (pid") && !$0.contains("push extension") }

@@ -9,7 +9,7 @@ struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Time the workloads of DESIGN.md on this machine.",
-        subcommands: [Dashboard.self, ColdOpen.self] + syncSubcommands)
+        subcommands: [Dashboard.self] + syncSubcommands)
 
     #if PostgreSQL
     static let syncSubcommands: [any ParsableCommand.Type] = [Sync.self]
@@ -44,7 +44,7 @@ struct Bench: ParsableCommand {
             abstract: "Seed the one-year checklist dataset and time the dashboard, a cold open, saves and the size on disk.",
             discussion: """
                 Seeds DESIGN.md's dataset into a temporary container (or into --group), then times the \
-                dashboard for each period (and all five), a cold open (a new process opens the container, \
+                dashboard for each period (and all five), a cold open (the checklist-widget process opens the container, \
                 reads the widget feed and computes the year), saving one DailyRecord (record, summary and \
                 history) at each durability mode, and measures the store's size after compaction.
                 """)
@@ -102,7 +102,7 @@ struct Bench: ParsableCommand {
 
             progress.advance()
             let cold = try coldOpen(root: root, group: group)
-            table.append(["cold open: new process, feed + year dashboard", Self.microseconds(cold.p50), Self.microseconds(cold.p90)])
+            table.append(["cold open: the widget process, feed + year dashboard", Self.microseconds(cold.p50), Self.microseconds(cold.p90)])
 
             var saves: [String: Any] = [:]
             for durability in Durability.allCases {
@@ -152,21 +152,24 @@ struct Bench: ParsableCommand {
             value >= 10_000 ? String(format: "%.1f ms", value / 1000) : String(format: "%.1f µs", value)
         }
 
-        /// Five runs of `kvtool bench cold-open`: from spawning the process to its answer.
+        /// Five runs of the `checklist-widget` executable (which opens the container read-only, reads
+        /// the feed and computes the year dashboard): from spawning the process to its exit.
         private func coldOpen(root: String?, group: String) throws -> (p50: Double, p90: Double) {
+            let widget = try Demo.programPath("checklist-widget")
             var samples: [Double] = []
             for _ in 0..<5 {
                 let process = Process()
-                process.executableURL = URL(fileURLWithPath: try Demo.executablePath())
-                let started = Bench.now()
-                process.arguments = ["bench", "cold-open", "--group", group, "--started", String(started)] + (root.map { ["--root", $0] } ?? [])
+                process.executableURL = URL(fileURLWithPath: widget)
+                process.arguments = ["--group", group] + (root.map { ["--root", $0] } ?? [])
                 let pipe = Pipe()
                 process.standardOutput = pipe
+                let started = Bench.now()
                 try process.run()
                 let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 process.waitUntilExit()
-                guard process.terminationStatus == 0, let elapsed = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                    throw CLIError(.failure, "the cold-open process failed (status \(process.terminationStatus)): \(output)")
+                let elapsed = Double(Bench.now() - started) / 1000
+                guard process.terminationStatus == 0, output.contains("year dashboard: "), !output.contains("year dashboard: 0 records") else {
+                    throw CLIError(.failure, "the widget process failed (status \(process.terminationStatus)): \(output)")
                 }
                 samples.append(elapsed)
             }
@@ -194,26 +197,6 @@ struct Bench: ParsableCommand {
                 record = DailyRecord(day: today, scores: record.scores.merging(["think.1": score]) { $1 }, memos: record.memos)
                 try container.store.write(author: "app") { tx in try app.checklist.records.put(record, forKey: today, in: tx) }
             }
-        }
-    }
-
-    /// The cold-open process: opens the container read-only, reads the widget feed and computes the
-    /// year dashboard; prints the microseconds since `--started` (the parent's clock at spawn).
-    struct ColdOpen: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "cold-open", abstract: "The cold-open process of kvtool bench dashboard.", shouldDisplay: false)
-        @OptionGroup var global: GlobalOptions
-        @Option var started: UInt64
-
-        func run() throws {
-            var options = SharedContainer.Options()
-            options.readOnly = true
-            let container = try SharedContainer(groupIdentifier: try global.groupIdentifier(), root: global.root, options: options)
-            let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, container: container)
-            let published = try feed.read()
-            let checklist = try ChecklistStore(store: container.store)
-            let year = try container.store.read { tx in try checklist.dashboard([.year], today: published.payload.day, in: tx) }
-            guard year[.year]?.records ?? 0 > 0 else { throw CLIError(.failure, "the year dashboard is empty") }
-            print(String(format: "%.1f", Double(Bench.now() - started) / 1000))
         }
     }
 }

@@ -20,7 +20,7 @@ struct Demo: ParsableCommand {
             widget, concurrent edits are merged or settled by last writer, and a live replicator wakes its \
             widget within milliseconds of this machine's push; the cluster is stopped at the end.
             """,
-        subcommands: [Extension.self, Widget.self, PushExtension.self] + machineSubcommands)
+        subcommands: [PushExtension.self] + machineSubcommands)
 
     #if PostgreSQL
     static let machineSubcommands: [any ParsableCommand.Type] = [Machine.self]
@@ -28,7 +28,7 @@ struct Demo: ParsableCommand {
     static let machineSubcommands: [any ParsableCommand.Type] = []
     #endif
 
-    static let defaultGroup = "group.com.yourcompany.VirtualTrainer"
+    static let defaultGroup = TrainerNotificationFlow.defaultGroup
 
     @OptionGroup var global: GlobalOptions
 
@@ -73,17 +73,15 @@ struct Demo: ParsableCommand {
              try app.checklist.dashboardDayByDay([.year], today: ChecklistDataset.today, in: tx))
         }
         if let yearResult = fromMonths[.year] {
-            let averages = ChecklistCategory.allCases.compactMap { category in
-                yearResult.categoryAverages[category].map { "\(category.rawValue) \(String(format: "%.2f", $0)) \(yearResult.trends[category]?.rawValue ?? "flat")" }
-            }.joined(separator: ", ")
-            print("   year dashboard from \(months) month aggregates (checklistMonths, kept in each write): \(yearResult.records) records; \(averages)")
+            print("   \(ChecklistWidgetFlow.yearLine(yearResult)), from \(months) month aggregates (checklistMonths, kept in each write)")
             print("   \(fromMonths == dayByDay ? "the same, to the bit, as" : "DIFFERENT from") the day-by-day scan of \(yearResult.records) summaries")
         }
-        let widget = try ChildProcess(arguments: ["demo", "widget", "--group", group, "--after", String(generation)] + rootArguments)
+        let widget = try ChildProcess(program: "checklist-widget", arguments: ["--group", group, "--after", String(generation)] + rootArguments)
         widget.relay(untilLineContaining: "waiting")
         print("")
 
-        print("2. main app saves today's record; the commit wakes the widget, which reads the feed, not the store")
+        print("2. main app saves today's record; the commit wakes the widget (its own lean executable), which reads the feed and "
+              + "the year dashboard from the month aggregates, opening the store read-only")
         try app.save([year[year.count - 1]])
         try widget.finish()
         if case .changes(let transactions, _) = try app.history.changes(since: try app.history.currentToken().advanced(by: -1)),
@@ -165,9 +163,9 @@ struct Demo: ParsableCommand {
 
     var rootArguments: [String] { global.root.map { ["--root", $0] } ?? [] }
 
-    /// Starts `kvtool demo extension` as a separate process and relays what it prints.
+    /// Starts the `trainer-extension` executable as a separate process and relays what it prints.
     private func runExtension(group: String) throws {
-        let child = try ChildProcess(arguments: ["demo", "extension", "--group", group] + rootArguments)
+        let child = try ChildProcess(program: "trainer-extension", arguments: ["--group", group] + rootArguments)
         try child.finish()
         print("")
     }
@@ -179,15 +177,27 @@ struct Demo: ParsableCommand {
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// This executable run again with `arguments`; its output is relayed indented. A child still
-    /// running after `timeout` seconds is killed (and `finish()` then fails).
+    /// `program` built next to this executable (`swift build` puts every product of the package in
+    /// one directory), or this executable itself when `program` is `nil`.
+    static func programPath(_ program: String?) throws -> String {
+        let own = try executablePath()
+        guard let program else { return own }
+        let path = URL(fileURLWithPath: own).deletingLastPathComponent().appendingPathComponent(program).path
+        guard access(path, X_OK) == 0 else {
+            throw CLIError(.failure, "the demo needs the \(program) executable next to kvtool (\(path)); build it with: swift build --product \(program)")
+        }
+        return path
+    }
+
+    /// `program` (default: this executable) run with `arguments`; its output is relayed indented. A
+    /// child still running after `timeout` seconds is killed (and `finish()` then fails).
     final class ChildProcess {
         let process = Process()
         let output = Pipe()
         private var pending = Data()
 
-        init(arguments: [String], timeout: Double = 300) throws {
-            process.executableURL = URL(fileURLWithPath: try Demo.executablePath())
+        init(program: String? = nil, arguments: [String], timeout: Double = 300) throws {
+            process.executableURL = URL(fileURLWithPath: try Demo.programPath(program))
             process.arguments = arguments
             process.standardOutput = output
             try process.run()
@@ -222,76 +232,8 @@ struct Demo: ParsableCommand {
             pending = Data()
             if let signal, process.terminationReason == .uncaughtSignal, process.terminationStatus == signal { return }
             guard process.terminationStatus == 0 else {
-                throw CLIError(.failure, "the \(process.arguments?[1] ?? "child") process exited with status \(process.terminationStatus)")
+                throw CLIError(.failure, "the \(process.executableURL?.lastPathComponent ?? "child") process (\(process.arguments?.first ?? "")) exited with status \(process.terminationStatus)")
             }
-        }
-    }
-
-    /// This process's peak resident set in MiB: `VmHWM` from `/proc/self/status`. (`getrusage`'s
-    /// `ru_maxrss` would not do: Linux carries it over from the parent through fork and exec.)
-    static func maxRSS() -> String {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kib = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
-            return "?"
-        }
-        return String(format: "%.1f", kib / 1024)
-    }
-
-    /// The extension process: reads the shared container and prints the sender it would show.
-    struct Extension: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "extension",
-            abstract: "The demo's notification-extension process (started by kvtool demo).",
-            shouldDisplay: false)
-
-        @OptionGroup var global: GlobalOptions
-
-        func run() throws {
-            let group = (try? global.groupIdentifier()) ?? Demo.defaultGroup
-            let sender = TrainerNotificationFlow.resolveSender(groupIdentifier: group, root: global.root)
-            let pid = ProcessInfo.processInfo.processIdentifier
-            if global.json {
-                let data = try JSONEncoder().encode(sender)
-                print(String(decoding: data, as: UTF8.self))
-            } else {
-                print("extension (pid \(pid), max RSS \(Demo.maxRSS()) MiB): \(sender.summary)")
-            }
-        }
-    }
-
-    /// The widget process: waits for a change notification, then reads the checklist feed (never the
-    /// store) and prints what it would show.
-    struct Widget: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "widget",
-            abstract: "The demo's widget process (started by kvtool demo).",
-            shouldDisplay: false)
-
-        @OptionGroup var global: GlobalOptions
-        @Option(help: "The feed generation already shown: wait for a newer one (default: the one published now).") var after: UInt64?
-        @Option(help: "Seconds to wait before giving up.") var timeout: Double = 20
-
-        func run() throws {
-            let group = try GroupIdentifier((try? global.groupIdentifier()) ?? Demo.defaultGroup)
-            let layout = try ContainerLayout(groupIdentifier: group, root: global.root)
-            let feed = try WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, groupIdentifier: group.rawValue, root: global.root)
-            let changes = try ChangeNotifier(directory: layout.notify).subscribe()
-            let after = try self.after ?? feed.readIfPublished()?.generation ?? 0
-            let pid = ProcessInfo.processInfo.processIdentifier
-            print("widget (pid \(pid)): showing feed generation \(after); waiting for a change")
-            Output.flush()
-            let deadline = Date().addingTimeInterval(timeout)
-            var wakes = 0
-            while Date() < deadline {
-                guard changes.wait(timeout: .seconds(deadline.timeIntervalSinceNow)) else { break }
-                wakes += 1
-                if let published = try feed.readIfPublished(), published.generation > after {
-                    print("widget (pid \(pid), max RSS \(Demo.maxRSS()) MiB): woken \(wakes == 1 ? "once" : "\(wakes) times"); \(ChecklistWidgetFlow.summary(published))")
-                    return
-                }
-            }
-            throw CLIError(.failure, "the widget saw no new feed within \(Int(timeout)) s")
         }
     }
 }

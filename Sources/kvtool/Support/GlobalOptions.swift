@@ -58,8 +58,8 @@ struct GlobalOptions: ParsableArguments {
                                                 "history": ["show", "purge", "enable", "disable", "consumers"],
                                                 "snapshot": ["export", "list", "verify", "prune"],
                                                 "files": ["ls", "cat", "put", "rm"],
-                                                "bench": ["dashboard", "cold-open"],
-                                                "demo": ["extension", "widget", "push-extension"],
+                                                "bench": ["dashboard"],
+                                                "demo": ["push-extension"],
                                                 "sync": ["enable", "run", "status", "prune"]]
 
     /// Moves global options that precede the subcommand name to just after it (and its

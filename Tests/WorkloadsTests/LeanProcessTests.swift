@@ -1,0 +1,113 @@
+import Foundation
+import KVStore
+import SyncKit
+import TestSupport
+import Testing
+import Workloads
+
+/// The seeds' notification extension and widget as the lean executables `trainer-extension` and
+/// `checklist-widget`, started as real processes against a real container.
+@Suite("Lean processes: the extension and the widget executables")
+struct LeanProcessTests {
+    let dir = TemporaryDirectory()
+    let group = "group.com.example.lean"
+
+    func program(_ name: String) -> String { productsDirectory() + "/" + name }
+
+    /// The peak RSS in MiB from a line "… max RSS 11.0 MiB …".
+    func peakRSS(in line: String) -> Double? {
+        guard let range = line.range(of: "max RSS ") else { return nil }
+        return Double(line[range.upperBound...].prefix { $0 == "." || $0.isNumber })
+    }
+
+    @Test func theExtensionShowsTheSelectedTrainerUnderTheSeedsMemoryLimit() throws {
+        let container = try dir.container(group)
+        let trainer = TrainerNotificationFlow.sampleTrainers[0]
+        try TrainerNotificationFlow.publish(trainers: TrainerNotificationFlow.sampleTrainers, selected: trainer.id,
+                                            images: [trainer.id: TrainerNotificationFlow.samplePNG], in: container)
+        let result = try run(program("trainer-extension"), ["--group", group, "--root", dir.path], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("sender \(trainer.displayName) (handle \(trainer.id.uuidString)), image loaded (70 bytes)"))
+        // The seed's notification service extension is killed above 24 MB (VmHWM, the peak).
+        let rss = try #require(peakRSS(in: result.stdout), "no peak RSS in \(result.stdout)")
+        print("trainer-extension: peak RSS \(rss) MiB")
+        #expect(rss > 1 && rss < 24)
+
+        let json = try run(program("trainer-extension"), ["--group", group, "--root", dir.path, "--json"], timeout: 60)
+        let sender = try JSONDecoder().decode(NotificationSender.self, from: Data(json.stdout.utf8))
+        #expect(sender.displayName == trainer.displayName && sender.imageBytes == 70 && sender.fallbackReason == nil)
+    }
+
+    @Test func theExtensionFallsBackForAMissingGroupAndCreatesNothing() throws {
+        let result = try run(program("trainer-extension"), ["--group", group, "--root", dir.path], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("fell back to the default trainer: the App Group is not available"))
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/" + group))
+    }
+
+    @Test func badArgumentsGetOneLineAndStatusOne() throws {
+        for (name, arguments, message) in [
+            ("trainer-extension", ["--root", dir.path, "--bogus"], "trainer-extension: unknown argument '--bogus'"),
+            ("trainer-extension", ["--root", dir.path, "--group"], "trainer-extension: --group needs a value"),
+            ("checklist-widget", ["--root", dir.path, "--after", "x"], "checklist-widget: --after 'x' is not a valid number"),
+            ("checklist-widget", ["--root", dir.path, "--timeout", "-1", "--after", "1"], "checklist-widget: --timeout must be in (0, 3600] seconds"),
+            ("checklist-widget", ["--group", "../etc", "--root", dir.path], "checklist-widget: invalid group identifier \"../etc\": contains '/'"),
+        ] {
+            let result = try run(program(name), arguments, timeout: 60)
+            #expect(result.status == 1, "\(name) \(arguments)")
+            #expect(result.stderr.hasPrefix(message), "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        }
+    }
+
+    /// The widget shows the feed, and the year dashboard exactly as the app computes it in-process.
+    @Test func theWidgetShowsTheFeedAndTheYearDashboard() throws {
+        let container = try dir.container(group)
+        let app = try ChecklistWidgetFlow.App(container: container)
+        let generation = try app.save(ChecklistDataset.records())
+        let expected = try container.store.read { tx in
+            try app.checklist.dashboard([.year], today: ChecklistDataset.today, in: tx)
+        }
+        let year = try #require(expected[.year])
+        let before = try container.store.read { $0.transactionID }
+
+        let result = try run(program("checklist-widget"), ["--group", group, "--root", dir.path], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2, "\(result.stdout)")
+        #expect(lines.first?.contains("feed generation \(generation) ") == true, "\(result.stdout)")
+        #expect(lines.last == "  " + ChecklistWidgetFlow.yearLine(year))
+        #expect(year.records == ChecklistDataset.records().count && year.categoryAverages.count == 5)
+        let rss = try #require(peakRSS(in: lines[0]))
+        print("checklist-widget: peak RSS \(rss) MiB")
+        #expect(rss > 1 && rss < 24)
+        // It opened the store read-only: no transaction was committed.
+        #expect(try container.store.read { $0.transactionID } == before)
+    }
+
+    /// Woken by the app's change notification in another process, the widget shows the next feed.
+    @Test func theWidgetWaitsForTheNextFeed() throws {
+        let container = try dir.container(group)
+        let app = try ChecklistWidgetFlow.App(container: container)
+        let records = ChecklistDataset.records(days: 30)
+        let generation = try app.save(Array(records.dropLast()))
+        let widget = try BackgroundProcess(program("checklist-widget"),
+                                           ["--group", group, "--root", dir.path, "--after", String(generation), "--timeout", "30"])
+        #expect(widget.waitForLine(timeout: 30) { $0.contains("waiting for a change") } != nil)
+        let next = try app.save([records[records.count - 1]])
+        let (status, lines, stderr) = widget.wait(timeout: 30)
+        #expect(status == 0, "\(stderr)")
+        #expect(lines.contains { $0.contains("woken") && $0.contains("feed generation \(next) ") }, "\(lines)")
+        #expect(lines.last?.hasPrefix("  year dashboard: \(records.count) records") == true, "\(lines)")
+    }
+
+    @Test func theWidgetGivesUpWithOneLineWhenNoFeedComes() throws {
+        let container = try dir.container(group)
+        let app = try ChecklistWidgetFlow.App(container: container)
+        let generation = try app.save(ChecklistDataset.records(days: 3))
+        let result = try run(program("checklist-widget"),
+                             ["--group", group, "--root", dir.path, "--after", String(generation), "--timeout", "0.3"], timeout: 60)
+        #expect(result.status == 1)
+        #expect(result.stderr == "checklist-widget: the widget saw no feed newer than generation \(generation) within 0.3 seconds\n")
+    }
+}
