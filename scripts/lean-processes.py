@@ -39,11 +39,15 @@ def peak_rss_mib(command):
 
 
 def instructions(command):
+    """Instructions of one run under callgrind, of a stripped copy (valgrind cannot read the debug
+    information of some Swift binaries, kvtool's among them)."""
     if not shutil.which("valgrind"):
         return None
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "callgrind.out")
-        result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + command,
+        stripped = os.path.join(scratch, os.path.basename(command[0]))
+        subprocess.run(["strip", "-o", stripped, command[0]], check=True)
+        result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, stripped] + command[1:],
                                 capture_output=True, text=True, timeout=300)
         match = re.search(r"Collected : (\d+)", result.stderr)
         return int(match.group(1)) if match else None
