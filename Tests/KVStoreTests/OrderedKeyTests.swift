@@ -105,6 +105,22 @@ import Workloads
         #expect(try KeyEncoding.tuple([.uuid, .day]).render(parsed) == .array([.text(id.uuidString), .text("2026-01-31")]))
         #expect(throws: KeyDecodingError.self) { try KeyEncoding.int64.parse("12x") }
         #expect(throws: KeyDecodingError.self) { try KeyEncoding.day.parse("2026-13-01") }
+        // Tuple components typed as JSON: numbers as written, strings; anything else is named.
+        let numbered = KeyEncoding.tuple([.int64, .uint64, .day])
+        let typed = "[-5, 18446744073709551615, \"2026-01-31\"]"
+        #expect(try numbered.render(numbered.parse(typed)).description == typed)
+        for (text, reason) in [("[true, 1, \"2026-01-31\"]", "component 1 of the key must be a string or a number"),
+                               ("[1, null, \"2026-01-31\"]", "component 2 of the key must be a string or a number"),
+                               ("[1, 2, {}]", "component 3 of the key must be a string or a number"),
+                               ("[1, 2]", "has 3 components, got 2"),
+                               ("{\"a\": 1}", "key is a JSON array of 3 values"),
+                               ("[1.5, 2, \"2026-01-31\"]", "1.5")] {
+            #expect {
+                try numbered.parse(text)
+            } throws: { error in
+                (error as? KeyDecodingError)?.reason.contains(reason) == true
+            }
+        }
     }
 
     @Test func malformedKeyBytesThrow() {

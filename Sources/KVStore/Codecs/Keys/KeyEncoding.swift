@@ -278,17 +278,21 @@ enum EncodingQuote {
 }
 
 /// A component of a tuple key typed as JSON: a string or a number (kept as the text it was written
-/// as, as far as JSON allows), or a nested array for a nested tuple.
+/// as, as far as JSON allows), a nested array for a nested tuple, or anything else (`true`, `null`,
+/// an object), which no component accepts.
 private enum TupleKeyText: Decodable {
     case scalar(String)
     case array([TupleKeyText])
+    case other
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if let s = try? container.decode(String.self) { self = .scalar(s) }
+        if container.decodeNil() || (try? container.decode(Bool.self)) != nil { self = .other }
+        else if let s = try? container.decode(String.self) { self = .scalar(s) }
         else if let n = try? container.decode(Int64.self) { self = .scalar(String(n)) }
         else if let n = try? container.decode(UInt64.self) { self = .scalar(String(n)) }
         else if let d = try? container.decode(Double.self) { self = .scalar(d.description) }
-        else { self = .array(try container.decode([TupleKeyText].self)) }
+        else if let array = try? container.decode([TupleKeyText].self) { self = .array(array) }
+        else { self = .other }
     }
 }
