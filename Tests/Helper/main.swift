@@ -75,9 +75,11 @@ do {
             while true { sleep(60) }
         }
     case "stale-readers":
-        // stale-readers ROOT GROUP: opens the store (which clears stale reader slots) and prints how
-        // many stale slots an explicit check finds afterwards.
-        print(try open(readOnly: true).store.clearStaleReaders())
+        // stale-readers ROOT GROUP read-write|read-only: opens the store (a read-write open clears
+        // stale reader slots, a read-only one leaves them) and prints how many slots the open cleared,
+        // then how many stale slots an explicit check finds afterwards.
+        let store = open(readOnly: rest.first == "read-only").store
+        print(store.staleReadersClearedAtOpen, try store.clearStaleReaders())
     case "cbor-dictionary":
         // cbor-dictionary ROOT GROUP: the CBOR of a fixed 100-entry dictionary, in hex (no container).
         print(try CBOREncoder().encode(sampleDictionary()).map { String(format: "%02x", $0) }.joined())

@@ -146,11 +146,17 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         try killReaderHoldingATransaction(root: dir.path, group: group)
         #expect(try container.store.clearStaleReaders() == 1)
         #expect(try container.store.clearStaleReaders() == 0)
-        // Opening the store in a new process clears it before anything else runs: afterwards neither
-        // that process nor this one finds a stale slot.
+        // Opening the store read-write in a new process clears it before anything else runs:
+        // afterwards neither that process nor this one finds a stale slot.
         try killReaderHoldingATransaction(root: dir.path, group: group)
-        let fresh = try helper(["stale-readers", dir.path, group])
-        #expect(fresh.stdout == "0\n", "\(fresh.stderr)")
+        let fresh = try helper(["stale-readers", dir.path, group, "read-write"])
+        #expect(fresh.stdout == "1 0\n", "\(fresh.stderr)")
+        #expect(try container.store.clearStaleReaders() == 0)
+        // A read-only open (a widget's, an extension's) scans nothing: the slot is still there for its
+        // own explicit check, or for the next writer.
+        try killReaderHoldingATransaction(root: dir.path, group: group)
+        let widget = try helper(["stale-readers", dir.path, group, "read-only"])
+        #expect(widget.stdout == "0 1\n", "\(widget.stderr)")
         #expect(try container.store.clearStaleReaders() == 0)
     }
 

@@ -16,7 +16,7 @@ import Glibc
 /// It heals itself:
 /// - `MDB_MAP_FULL` grows the map (doubling) and runs the write again from the start.
 /// - `MDB_MAP_RESIZED` (another process grew the map) adopts the new size and retries.
-/// - Stale reader slots left by crashed processes are cleared on open (`mdb_reader_check`).
+/// - Stale reader slots left by crashed processes are cleared on a read-write open (`mdb_reader_check`).
 /// - The map is never shrunk: before growing, the size recorded by any other process is adopted first.
 final class Environment: @unchecked Sendable {
     struct Configuration: Sendable {
@@ -252,7 +252,9 @@ final class Environment: @unchecked Sendable {
         }
         let env = Environment(handle: handle, directory: directory, configuration: configuration, lockFD: files.lockFD)
         if !configuration.immutableFile { env.metaPages = metaPages }
-        if configuration.clearStaleReadersOnOpen && !configuration.immutableFile {
+        // A read-only open leaves stale slots to the writers, which clear them before writing (and
+        // clears them itself only when the reader table is full): a widget's start-up does no scan.
+        if configuration.clearStaleReadersOnOpen && !configuration.immutableFile && !configuration.readOnly {
             env.staleReadersClearedAtOpen = try env.clearStaleReaders()
             env.lastStaleReaderCheck.store(monotonicNanoseconds(), ordering: .relaxed)
             if env.staleReadersClearedAtOpen > 0 {

@@ -53,7 +53,10 @@ public final class Store: @unchecked Sendable {
         public var maxDatabases: UInt32 = 512
         /// Whether opening clears the reader slots of dead processes (`mdb_reader_check`). Default
         /// `true`; tools that want to *show* stale slots (`kvtool readers`) turn it off. It applies
-        /// only to the first open of a path in a process.
+        /// only to the first open of a path in a process, and never to a ``readOnly`` open: a widget
+        /// or an extension does no scan at start-up, and leaves stale slots to the writers, which
+        /// clear them before writing (``staleReaderCheckInterval``). A reader that finds the table
+        /// full clears it then, and tries once more.
         public var clearStaleReadersOnOpen = true
         /// How often, at most, a write transaction first clears the reader slots of processes that died
         /// (`mdb_reader_check`); `nil` clears them only on open and when the map fills up. Default 1
@@ -297,7 +300,7 @@ public final class Store: @unchecked Sendable {
     }
 
     /// How many stale reader slots were cleared when this process opened the environment (the first
-    /// open of its path in this process).
+    /// open of its path in this process); always 0 for a read-only open, which clears none.
     public var staleReadersClearedAtOpen: Int { environment.staleReadersClearedAtOpen }
 
     // MARK: - Named databases
