@@ -58,6 +58,11 @@ struct Demo: ParsableCommand {
         print("            \(tool) snapshot list\(options)")
         print("            \(tool) defaults read\(options)")
         print("            \(tool) scan \(PushSDKStore.collectionName) --json\(options)")
+        if let widget = try? Self.programPath("checklist-widget"), let trainer = try? Self.programPath("trainer-extension") {
+            print("The widget and the extension again, as their own processes:")
+            print("            \(widget)\(options)")
+            print("            \(trainer)\(options)")
+        }
     }
 
     // MARK: - The checklist app and its widget
