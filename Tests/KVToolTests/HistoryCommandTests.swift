@@ -89,4 +89,31 @@ import TestSupport
         let changes = watch.output.dropFirst().map { $0.split(separator: "  ").map(String.init) }
         #expect(changes.map { [$0[3], $0[4], $0[6]] } == [["app", "put", "x"], ["widget", "put", "y"]])
     }
+
+    /// Commits that record no history still get a line each (transaction ID, time seen), and the first
+    /// says once how to record what changed; commits with history print their entries as before.
+    @Test func watchPrintsEveryCommitEvenWithoutHistory() throws {
+        let container = try fixture()
+        let plain = try container.store.collection("plain", key: Int.self, value: Int.self)
+        let start = try container.store.read { $0.transactionID }
+        let watch = try BackgroundProcess(productsDirectory() + "/kvtool",
+                                          ["watch", "--count", "4", "--root", dir.path, "--group", group])
+        #expect(watch.waitForLine { $0.hasPrefix("watching") } == "watching \(group) from token 0, transaction \(start)")
+        // In another process (kvtool), and in this one, which posts no change notification.
+        #expect(try tool("put", "plain", "1", "10").status == 0)
+        try plain.put(20, forKey: 2)
+        #expect(try tool("put", "scores", "z", "3", "--author", "app").status == 0)
+        try plain.put(30, forKey: 3)
+        let (status, lines, stderr) = watch.wait()
+        #expect(status == 0, "\(stderr)")
+        let fields = lines.dropFirst().map { $0.split(separator: "  ").map(String.init) }
+        #expect(fields.count == 5, "\(lines)")
+        guard fields.count == 5 else { return }
+        #expect(fields[0][0] == "-" && fields[0][2] == "txn \(start + 1)" && fields[0][4] == "commit")
+        #expect(lines[2] == "   (no history recorded for txn \(start + 1): kvtool history enable COLLECTION, or --suite NAME, records what each commit changes)")
+        #expect(fields[2][2] == "txn \(start + 2)" && fields[2][4] == "commit")
+        #expect(fields[3][2] == "txn \(start + 3)" && [fields[3][3], fields[3][4], fields[3][6]] == ["app", "put", "z"])
+        #expect(fields[4][2] == "txn \(start + 4)" && fields[4][4] == "commit")
+        #expect(!lines.dropFirst(3).contains { $0.contains("no history recorded") })
+    }
 }

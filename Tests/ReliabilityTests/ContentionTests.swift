@@ -70,7 +70,7 @@ extension ReliabilityTests {
             let consumer = try reaper.helper(["contention-consumer", dir.path, group, "widget-sync", stopOthers])
             let readers = try (0..<3).map { _ in try reaper.helper(["contention-reader", dir.path, group, stopOthers]) }
             let widget = try reaper.helper(["feed-watch", dir.path, group, "live", stopOthers])
-            #expect(watch.waitForLine { $0.hasPrefix("watching ") } == "watching \(group) from token 0")
+            #expect(watch.waitForLine { $0.hasPrefix("watching ") }?.hasPrefix("watching \(group) from token 0, transaction ") == true)
             for process in [consumer, widget] + readers { #expect(process.waitForLine { $0.hasPrefix("ready") } != nil) }
 
             let writer = try reaper.helper(["contention-writer", dir.path, group, stopWriter, selfStop, "20"])

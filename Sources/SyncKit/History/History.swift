@@ -110,7 +110,8 @@ public final class History: WriteObserver, @unchecked Sendable {
         try store.read { ChangeToken(rawValue: try state.get(Self.purgedThroughKey, in: $0) ?? 0) }
     }
 
-    func currentToken(in transaction: ReadTransaction) throws -> ChangeToken {
+    /// ``currentToken()`` inside a transaction you hold (with, say, its ``KVStore/ReadTransaction/transactionID``).
+    public func currentToken(in transaction: ReadTransaction) throws -> ChangeToken {
         ChangeToken(rawValue: try state.get(Self.lastTokenKey, in: transaction) ?? 0)
     }
 

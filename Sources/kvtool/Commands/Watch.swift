@@ -3,15 +3,23 @@ import Foundation
 import KVStore
 import SyncKit
 
-/// `kvtool watch`: one line per change committed from now on, by any process.
+/// `kvtool watch`: one line per commit from now on, by any process: the history's entries for the
+/// commits that recorded some, and the transaction ID (with the time it was seen) for those that did
+/// not.
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "watch",
-        abstract: "Print a line per change committed by any process, as it happens.",
-        discussion: "Shows changes to history-enabled collections and suites (see kvtool history enable). Wakes on the container's change notification.")
+        abstract: "Print a line per commit of any process, as it happens.",
+        discussion: """
+            A commit to a collection or suite with history (kvtool history enable) prints one line per \
+            change: token, time, transaction, author, operation, target and key. Any other commit prints \
+            its transaction ID and the time it was seen, and the first such line says how to record \
+            what changed. Wakes on the container's change notification, and looks for commits of \
+            processes that post none every 50 ms.
+            """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: "Exit after printing this many changes.") var count: Int?
+    @Option(help: "Exit after printing this many lines (changes or commits).") var count: Int?
 
     func validate() throws {
         if let count, count <= 0 { throw ValidationError("--count must be positive") }
@@ -19,28 +27,59 @@ struct Watch: ParsableCommand {
 
     func run() throws {
         let container = try global.openContainer(readOnly: true)
-        let history = try History.attach(to: container.store)
-        let text = try HistoryText(store: container.store)
+        let store = container.store
+        let history = try History.attach(to: store)
+        let text = try HistoryText(store: store)
         let changes = try ChangeNotifier(container: container).subscribe()
-        var token = try history.currentToken()
+        var (token, transaction) = try store.read { tx in (try history.currentToken(in: tx), tx.transactionID) }
         var printed = 0
-        if !global.json { print("watching \(container.groupIdentifier.rawValue) from token \(token)") }
+        var explained = false
+        var more: Bool { count.map { printed < $0 } ?? true }
+        if !global.json { print("watching \(container.groupIdentifier.rawValue) from token \(token), transaction \(transaction)") }
         Output.flush()
-        while count.map({ printed < $0 }) ?? true {
-            _ = changes.wait(timeout: .seconds(1))
-            switch try history.changes(since: token) {
+        while more {
+            _ = changes.wait(timeout: .milliseconds(50))
+            // The last commit and the history after `token`, from one snapshot: no commit is counted
+            // twice or missed between the two.
+            let (latest, recorded) = try store.read { tx in (tx.transactionID, try history.changes(since: token, in: tx)) }
+            guard latest > transaction else { continue }
+            let seen = Date()
+            var entries: [Int: [HistoryEntry]] = [:]
+            switch recorded {
             case .expired(let purged):
                 // Purged while we slept: say so and carry on from the end.
                 if !global.json { print("history was purged through \(purged); continuing from the current token") }
                 token = try history.currentToken()
             case .changes(let transactions, let next):
-                for entry in transactions.flatMap(\.entries) where count.map({ printed < $0 }) ?? true {
-                    text.print(entry, json: global.json)
-                    printed += 1
-                }
+                for committed in transactions { entries[committed.transactionID, default: []] += committed.entries }
                 token = next
             }
+            for id in (transaction + 1)...latest where more {
+                if let recordedEntries = entries[id] {
+                    for entry in recordedEntries where more {
+                        text.print(entry, json: global.json)
+                        printed += 1
+                    }
+                } else {
+                    print(global.json ? Self.commitJSON(id, seen: seen) : Self.commitLine(id, seen: seen))
+                    printed += 1
+                    if !explained && !global.json {
+                        print("   (no history recorded for txn \(id): kvtool history enable COLLECTION, or --suite NAME, records what each commit changes)")
+                        explained = true
+                    }
+                }
+            }
+            transaction = latest
             Output.flush()
         }
+    }
+
+    /// A commit that recorded no history, in the columns of a history line.
+    static func commitLine(_ id: Int, seen: Date) -> String {
+        ["-", HistoryText.timestamp(seen), "txn \(id)", "-", "commit", "-", "-"].joined(separator: "  ")
+    }
+
+    static func commitJSON(_ id: Int, seen: Date) -> String {
+        "{\"transaction\": \(id), \"seen\": \(JSONText.quoted(HistoryText.timestamp(seen))), \"history\": false}"
     }
 }
