@@ -118,6 +118,38 @@ import Workloads
         #expect(r.stdout == "com.example.widgets\n\(group)\n")
     }
 
+    /// The macOS habit: the suite as the first word, as `defaults` takes its domain.
+    @Test func defaultsTakeTheSuiteAsMacOSTakesTheDomain() throws {
+        _ = try fixture()
+        let widgets = "com.example.widgets"
+        var r = try tool("defaults", "write", widgets, "theme", "dark")
+        #expect(r.status == 0, "\(r.stderr)")
+        r = try tool("defaults", "write", widgets, "size", "3", "--type", "int")
+        #expect(r.status == 0, "\(r.stderr)")
+        let container = try SharedContainer(groupIdentifier: group, root: dir.path)
+        #expect(try container.defaults(suite: widgets).string(forKey: "theme") == "dark")
+        #expect(try container.defaults(suite: widgets).integer(forKey: "size") == 3)
+        #expect(try container.defaults().string(forKey: "theme") == nil)
+        #expect(try tool("defaults", "read", widgets, "theme").stdout == "dark\n")
+        #expect(try tool("defaults", "read", "--suite", widgets, "theme").stdout == "dark\n")
+        // `read DOMAIN`: the whole suite, when the word names a suite and no key of the group's suite.
+        #expect(try tool("defaults", "read", widgets, "--json").stdout == "{\"size\":3,\"theme\":\"dark\"}\n")
+        // A key of the group's suite is still a key.
+        #expect(try tool("defaults", "read", "selectedTrainerId").stdout == "ABC\n")
+        r = try tool("defaults", "delete", widgets, "theme")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try container.defaults(suite: widgets).string(forKey: "theme") == nil)
+        // Ambiguous or doubled forms are refused with one line, and change nothing.
+        try container.defaults().set("x", forKey: widgets)
+        r = try tool("defaults", "read", widgets)
+        #expect(r.status == 64 && r.stderr.contains("'\(widgets)' is both a suite and a key"), "\(r.stderr)")
+        r = try tool("defaults", "write", widgets, "theme", "light", "--suite", widgets)
+        #expect(r.status == 64 && r.stderr.contains("give the suite once"), "\(r.stderr)")
+        r = try tool("defaults", "write", "a", "b", "c", "d")
+        #expect(r.status == 64 && r.stderr.contains("expected [DOMAIN] KEY VALUE"), "\(r.stderr)")
+        #expect(try container.defaults(suite: widgets).string(forKey: "theme") == nil)
+    }
+
     @Test func globalOptionsBeforeOrAfterAndFromTheEnvironment() throws {
         _ = try fixture()
         let before = try kvtool(["--root", dir.path, "--group", group, "get", "scores", "bob"])

@@ -3,10 +3,20 @@ import Foundation
 import KVStore
 
 /// `kvtool defaults read|write|delete|domains`, like macOS `defaults`.
+///
+/// The suite is `--suite NAME` (default: the App Group's own suite), or, as macOS `defaults` takes
+/// its domain, the first word: `read DOMAIN KEY`, `write DOMAIN KEY VALUE`, `delete DOMAIN KEY`, and
+/// `read DOMAIN` when DOMAIN is a suite and not a key of the App Group's suite.
 struct Defaults: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "defaults",
         abstract: "Read and write shared defaults suites, like macOS defaults.",
+        discussion: """
+            The suite is --suite NAME (default: the App Group's own suite), or, as macOS defaults takes \
+            its domain, the first word: "read DOMAIN KEY", "write DOMAIN KEY VALUE", "delete DOMAIN KEY", \
+            and "read DOMAIN" when DOMAIN is a suite and not a key of the App Group's suite (a word that \
+            is both is refused: say --suite). macOS's -int, -float and -bool are --type int|float|bool.
+            """,
         subcommands: [Read.self, Write.self, DeleteKey.self, Domains.self])
 
     /// The suite option shared by the subcommands: the App Group's own suite by default.
@@ -14,15 +24,47 @@ struct Defaults: ParsableCommand {
         @Option(help: "The defaults suite (default: the group identifier).") var suite: String?
     }
 
+    /// The suite and the remaining words of a command that takes `plain` words after an optional
+    /// macOS-style DOMAIN: with `plain + 1` words, the first is the suite (and `--suite` must not be
+    /// given too).
+    static func domain(_ words: [String], plain: Int, suite: String?, usage: String) throws -> (suite: String?, rest: [String]) {
+        switch words.count {
+        case plain: return (suite, words)
+        case plain + 1:
+            guard suite == nil else { throw ValidationError("give the suite once: as --suite or as the first word (\(usage))") }
+            return (words[0], Array(words.dropFirst()))
+        default: throw ValidationError("expected \(usage)")
+        }
+    }
+
     struct Read: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "read", abstract: "Print one key's value, or the whole suite. Exits 1 if the key has no value.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var suite: SuiteOption
-        @Argument(help: "The key; omit it to print every key.") var key: String?
+        @Argument(help: "[DOMAIN] [KEY]: the key (omit it to print every key), after the suite as macOS names its domain.") var words: [String] = []
+
+        func validate() throws {
+            if words.count > 2 { throw ValidationError("expected [DOMAIN] [KEY]") }
+            if words.count == 2 && suite.suite != nil { throw ValidationError("give the suite once: as --suite or as the first word (read DOMAIN KEY)") }
+        }
 
         func run() throws {
             let container = try global.openContainer(readOnly: true)
-            let defaults = try container.defaults(suite: suite.suite)
+            var suiteName = suite.suite
+            var key = words.last
+            if words.count == 2 {
+                suiteName = words[0]
+            } else if let word = words.first, suiteName == nil,
+                      try container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == word }) {
+                // `read DOMAIN`, as on macOS, unless the word is also a key of the App Group's suite.
+                if try container.defaults().cborValue(forKey: word) != nil {
+                    throw CLIError(.usage, "'\(word)' is both a suite and a key of the suite '\(container.groupIdentifier.rawValue)': "
+                                   + "say --suite \(word) for the suite, or --suite \(container.groupIdentifier.rawValue) \(word) for the key")
+                }
+                suiteName = word
+                key = nil
+            }
+            let defaults = try container.defaults(suite: suiteName)
             guard let key else {
                 let keys = try defaults.keys()
                 let values = try keys.map { try render(defaults, $0) }
@@ -53,13 +95,18 @@ struct Defaults: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var suite: SuiteOption
         @Option(help: "How to read the value: string, int, float, bool or json.") var type: ValueType = .string
-        @Argument(help: "The key.") var key: String
-        @Argument(help: "The value, or - for standard input.") var value: String
+        @Argument(help: "[DOMAIN] KEY VALUE: the key and the value (- for standard input), after the suite as macOS names its domain.") var words: [String] = []
+
+        func validate() throws {
+            _ = try Defaults.domain(words, plain: 2, suite: suite.suite, usage: "[DOMAIN] KEY VALUE")
+        }
 
         func run() throws {
+            let (suiteName, rest) = try Defaults.domain(words, plain: 2, suite: suite.suite, usage: "[DOMAIN] KEY VALUE")
+            let (key, value) = (rest[0], rest[1])
             let text = try Output.readArgument(value, limit: SharedDefaults.maxValueSize * 4)
             let container = try global.openContainer(readOnly: false)
-            let defaults = try container.defaults(suite: suite.suite)
+            let defaults = try container.defaults(suite: suiteName)
             try container.store.write(author: global.author) { tx in
                 switch type {
                 case .string:
@@ -87,11 +134,17 @@ struct Defaults: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "delete", abstract: "Remove a key. Exits 1 if it had no value.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var suite: SuiteOption
-        @Argument(help: "The key.") var key: String
+        @Argument(help: "[DOMAIN] KEY: the key, after the suite as macOS names its domain.") var words: [String] = []
+
+        func validate() throws {
+            _ = try Defaults.domain(words, plain: 1, suite: suite.suite, usage: "[DOMAIN] KEY")
+        }
 
         func run() throws {
+            let (suiteName, rest) = try Defaults.domain(words, plain: 1, suite: suite.suite, usage: "[DOMAIN] KEY")
+            let key = rest[0]
             let container = try global.openContainer(readOnly: false)
-            let defaults = try container.defaults(suite: suite.suite)
+            let defaults = try container.defaults(suite: suiteName)
             let existed = try container.store.write(author: global.author) { tx -> Bool in
                 guard try defaults.object(forKey: key, in: tx) != nil else { return false }
                 try defaults.removeObject(forKey: key, in: tx)
