@@ -37,3 +37,11 @@ package enum Escaping {
         return out
     }
 }
+
+package extension StringProtocol {
+    /// The text with each line feed replaced by a space, for one-line error messages that keep the
+    /// rest of a message (``Escaping`` escapes instead).
+    var singleLine: String {
+        String(decoding: utf8.map { $0 == 0x0A ? 0x20 : $0 }, as: UTF8.self)
+    }
+}

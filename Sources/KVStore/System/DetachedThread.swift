@@ -26,10 +26,3 @@ package extension SystemCall {
         pthread_detach(thread)
     }
 }
-
-package extension StringProtocol {
-    /// The text with each line feed replaced by a space, for one-line error messages.
-    var singleLine: String {
-        String(decoding: utf8.map { $0 == 0x0A ? 0x20 : $0 }, as: UTF8.self)
-    }
-}

@@ -39,10 +39,12 @@ struct Watch: ParsableCommand {
         Output.flush()
         while more {
             _ = changes.wait(timeout: .milliseconds(50))
-            // The last commit and the history after `token`, from one snapshot: no commit is counted
-            // twice or missed between the two.
-            let (latest, recorded) = try store.read { tx in (tx.transactionID, try history.changes(since: token, in: tx)) }
-            guard latest > transaction else { continue }
+            // The last commit and, only when there is a new one, the history after `token`, from one
+            // snapshot: no commit is counted twice or missed between the two.
+            let (latest, fetched) = try store.read { tx -> (Int, HistoryChanges?) in
+                tx.transactionID > transaction ? (tx.transactionID, try history.changes(since: token, in: tx)) : (tx.transactionID, nil)
+            }
+            guard let recorded = fetched else { continue }
             let seen = Date()
             var entries: [Int: [HistoryEntry]] = [:]
             switch recorded {

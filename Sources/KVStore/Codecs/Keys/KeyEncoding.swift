@@ -153,7 +153,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     }
 
     private func append(_ text: String, to bytes: inout [UInt8], terminal: Bool) throws(KeyDecodingError) {
-        func fail(_ what: String) -> KeyDecodingError { KeyDecodingError("\(EncodingQuote.quote(text)) is not \(what)") }
+        func fail(_ what: String) -> KeyDecodingError { KeyDecodingError("\(KVStoreError.quote(text)) is not \(what)") }
         switch self {
         case .int64:
             guard let v = Int64(text) else { throw fail("a 64-bit integer") }
@@ -259,21 +259,10 @@ public indirect enum KeyValue: Hashable, Sendable, CustomStringConvertible {
         case .text(let v): v
         case .array(let parts):
             "[" + parts.map { part in
-                if case .text(let s) = part { return EncodingQuote.json(s) }
+                if case .text(let s) = part { return JSONText.quoted(s) }
                 return part.description
             }.joined(separator: ", ") + "]"
         }
-    }
-}
-
-enum EncodingQuote {
-    static func quote(_ s: String) -> String { KVStoreError.quote(s) }
-
-    static func json(_ s: String) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        guard let data = try? encoder.encode(s), let text = String(validating: data, as: UTF8.self) else { return quote(s) }
-        return text
     }
 }
 
