@@ -32,6 +32,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // `kvtool serve`'s HTTP server (NIOHTTP1 on NIOPosix), whatever the traits: postgres-nio builds
+        // on the same SwiftNIO.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -54,6 +57,16 @@ let package = Package(
             dependencies: [
                 "KVStore", "SyncKit", "Workloads", "SyncKitPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            // `kvtool serve`'s page: plain HTML, CSS and JavaScript, compiled into the binary as bytes
+            // (no bundle to find at run time, no build step).
+            resources: [
+                .embedInCode("Serve/Assets/index.html"),
+                .embedInCode("Serve/Assets/app.css"),
+                .embedInCode("Serve/Assets/app.js"),
             ]
         ),
         .target(name: "LeanProcess"),

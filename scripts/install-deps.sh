@@ -4,7 +4,8 @@
 # mdb_load, used by the tests), pkg-config, PostgreSQL (the replication tests and demo start their
 # own throwaway clusters), Python's cbor2 (the interoperability tests; with --test) and valgrind (`make
 # instructions` counts instructions under callgrind, and `make lean` times processes with hyperfine and
-# /usr/bin/time; with --perf).
+# /usr/bin/time; with --perf), and Debian's chromium and chromium-driver with Selenium from PyPI (the
+# browser tests of `kvtool serve`; with --test).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -17,6 +18,10 @@ command -v mdb_stat >/dev/null 2>&1 || missing+=(lmdb-utils)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # PostgreSQL's server programs: the replication tests and the demo start throwaway clusters.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+if [ "${1:-}" = "--test" ]; then
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+fi
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
     command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine)
@@ -47,5 +52,11 @@ if [ "${1:-}" = "--test" ]; then
         python3 -m pip install --quiet --disable-pip-version-check cbor2 2>/dev/null \
             || python3 -m pip install --quiet --disable-pip-version-check --user cbor2 \
             || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages cbor2
+    fi
+    if ! python3 -c 'import selenium' >/dev/null 2>&1; then
+        echo "installing selenium for python3"
+        python3 -m pip install --quiet --disable-pip-version-check selenium 2>/dev/null \
+            || python3 -m pip install --quiet --disable-pip-version-check --user selenium \
+            || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages selenium
     fi
 fi

@@ -2,6 +2,7 @@
 // thing against a real container and prints a result line; any error exits 1 with a message.
 import Foundation
 import KVStore
+import SyncKit
 import Workloads
 
 func fail(_ message: String) -> Never {
@@ -92,6 +93,29 @@ do {
         // write-suite ROOT GROUP SUITE KEY VALUE: a string in the defaults suite SUITE
         let container = open()
         try container.defaults(suite: rest[0]).set(rest[2], forKey: rest[1])
+        print("ok")
+    case "serve-fixture":
+        // serve-fixture ROOT GROUP: what the tests of `kvtool serve` browse: the checklist's year (history
+        // on, widget feed published), `notes` (String → JSON, history on, empty), `blobs` (a 2 MiB value
+        // and a 100 kB string), a defaults suite, a PNG in Files/TrainerImages, and one snapshot.
+        let container = open(mapSize: 256 << 20)
+        let app = try ChecklistWidgetFlow.App(container: container)
+        try app.save(ChecklistDataset.records())
+        _ = try container.store.collection("notes", key: String.self, value: [String: String].self)
+        try app.history.enable(.collection("notes"))
+        let blobs = try container.store.collection("blobs", key: String.self, value: String.self)
+        try container.store.write(author: "fixture") { tx in
+            try blobs.put(String(repeating: "x", count: 2 << 20), forKey: "huge", in: tx)
+            try blobs.put(String(repeating: "long text ", count: 10_000), forKey: "long", in: tx)
+            try blobs.put("short", forKey: "short", in: tx)
+        }
+        let settings = try container.defaults(suite: "settings")
+        try settings.set("dark", forKey: "theme")
+        try settings.set(3, forKey: "reminderHour")
+        try settings.set(true, forKey: "onboarded")
+        try container.files.write(TrainerNotificationFlow.samplePNG, to: "TrainerImages/sample.png")
+        try container.files.write(Data("plain text\n".utf8), to: "notes.txt")
+        _ = try Snapshots(container: container).export(from: container.store)
         print("ok")
     default:
         if try runSnapshotCommand(command, root: root, group: group, rest) { break }

@@ -222,7 +222,7 @@ import Workloads
 
     @Test func helpListsEverySubcommandOfTheContractAndCompletionScriptsExist() throws {
         let contract = ["info", "collections", "get", "put", "delete", "scan", "dump", "load", "defaults", "files",
-                        "history", "watch", "snapshot", "readers", "check", "compact", "bench", "demo"]
+                        "history", "watch", "snapshot", "readers", "check", "compact", "serve", "bench", "demo"]
         let help = try run(productsDirectory() + "/kvtool", ["--help"])
         #expect(help.status == 0)
         let listed = help.stdout.split(separator: "\n").compactMap { line -> String? in

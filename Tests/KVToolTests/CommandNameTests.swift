@@ -22,9 +22,9 @@ import TestSupport
         // The whole tree was walked: kvtool and every command under it, with `sync` and `demo machine`
         // only under the PostgreSQL trait.
         #if PostgreSQL
-        #expect(seen == 45)
+        #expect(seen == 46)
         #else
-        #expect(seen == 38)
+        #expect(seen == 39)
         #endif
     }
 

@@ -27,51 +27,40 @@ struct Watch: ParsableCommand {
 
     func run() throws {
         let container = try global.openContainer(readOnly: true)
-        let store = container.store
-        let history = try History.attach(to: store)
-        let text = try HistoryText(store: store)
+        let text = try HistoryText(store: container.store)
         let changes = try ChangeNotifier(container: container).subscribe()
-        var (token, transaction) = try store.read { tx in (try history.currentToken(in: tx), tx.transactionID) }
+        var follower = try CommitFollower(store: container.store)
         var printed = 0
         var explained = false
         var more: Bool { count.map { printed < $0 } ?? true }
-        if !global.json { print("watching \(container.groupIdentifier.rawValue) from token \(token), transaction \(transaction)") }
+        if !global.json {
+            print("watching \(container.groupIdentifier.rawValue) from token \(follower.token), transaction \(follower.transaction)")
+        }
         Output.flush()
         while more {
             _ = changes.wait(timeout: .milliseconds(50))
-            // The last commit and, only when there is a new one, the history after `token`, from one
-            // snapshot: no commit is counted twice or missed between the two.
-            let (latest, fetched) = try store.read { tx -> (Int, HistoryChanges?) in
-                tx.transactionID > transaction ? (tx.transactionID, try history.changes(since: token, in: tx)) : (tx.transactionID, nil)
-            }
-            guard let recorded = fetched else { continue }
-            let seen = Date()
-            var entries: [Int: [HistoryEntry]] = [:]
-            switch recorded {
-            case .expired(let purged):
+            let commits: [CommitFollower.Commit]
+            switch try follower.poll() {
+            case .commits(let found):
+                commits = found
+            case .purged(let through, let found):
                 // Purged while we slept: say so and carry on from the end.
-                if !global.json { print("history was purged through \(purged); continuing from the current token") }
-                token = try history.currentToken()
-            case .changes(let transactions, let next):
-                for committed in transactions { entries[committed.transactionID, default: []] += committed.entries }
-                token = next
+                if !global.json { print("history was purged through \(through); continuing from the current token") }
+                commits = found
             }
-            for id in (transaction + 1)...latest where more {
-                if let recordedEntries = entries[id] {
-                    for entry in recordedEntries where more {
-                        text.print(entry, json: global.json)
-                        printed += 1
-                    }
-                } else {
-                    print(global.json ? Self.commitJSON(id, seen: seen) : Self.commitLine(id, seen: seen))
+            for commit in commits where more {
+                for entry in commit.entries where more {
+                    text.print(entry, json: global.json)
                     printed += 1
-                    if !explained && !global.json {
-                        print("   (no history recorded for txn \(id): kvtool history enable COLLECTION, or --suite NAME, records what each commit changes)")
-                        explained = true
-                    }
+                }
+                guard commit.entries.isEmpty else { continue }
+                print(global.json ? Self.commitJSON(commit.transactionID, seen: commit.seen) : Self.commitLine(commit.transactionID, seen: commit.seen))
+                printed += 1
+                if !explained && !global.json {
+                    print("   (no history recorded for txn \(commit.transactionID): kvtool history enable COLLECTION, or --suite NAME, records what each commit changes)")
+                    explained = true
                 }
             }
-            transaction = latest
             Output.flush()
         }
     }

@@ -3,7 +3,7 @@ import KVStore
 import SyncKit
 
 /// History entries rendered for people (one aligned line each) and scripts (one JSON object each).
-struct HistoryText {
+struct HistoryText: Sendable {
     let catalog: [String: CatalogEntry]
 
     init(store: Store) throws {

@@ -1,0 +1,91 @@
+import Foundation
+import KVStore
+import SyncKit
+
+/// The live timeline behind `/api/events`: one thread follows every commit of every process
+/// (``CommitFollower``, woken by the container's change notification and looking every 50 ms for
+/// commits of processes that post none), and hands each one, as a server-sent event, to every open
+/// stream. A stream that falls behind keeps only its newest ``ServeLimits/eventBacklog`` events.
+final class CommitFeed: Sendable {
+    private struct Subscribers {
+        var next = 0
+        var continuations: [Int: AsyncStream<String>.Continuation] = [:]
+    }
+
+    private let container: SharedContainer
+    private let subscribers = Locked(Subscribers())
+    /// Seconds between keep-alive comments on idle streams.
+    static let pingInterval: Double = 15
+
+    init(container: SharedContainer) {
+        self.container = container
+    }
+
+    /// Starts following commits, on a thread of its own.
+    func start() throws {
+        let changes = try ChangeNotifier(container: container).subscribe()
+        let follower = try CommitFollower(store: container.store)
+        let text = try HistoryText(store: container.store)
+        Thread.detachNewThread { [self] in
+            var follower = follower
+            var text = text
+            var lastPing = Date()
+            while true {
+                _ = changes.wait(timeout: .milliseconds(50))
+                do {
+                    let commits: [CommitFollower.Commit]
+                    switch try follower.poll() {
+                    case .commits(let found): commits = found
+                    case .purged(_, let found): commits = found
+                    }
+                    if commits.contains(where: { $0.entries.contains { text.catalog[$0.name] == nil && $0.kind == "collection" } }) {
+                        // A collection created since: render its keys through its encoding too.
+                        text = try HistoryText(store: container.store)
+                    }
+                    for commit in commits {
+                        broadcast("event: commit\ndata: \(Self.json(commit, text: text))\n\n")
+                    }
+                } catch {
+                    broadcast("event: problem\ndata: \(JSONText.quoted("\(error)".singleLine))\n\n")
+                }
+                if Date().timeIntervalSince(lastPing) >= Self.pingInterval {
+                    broadcast(": ping\n\n")
+                    lastPing = Date()
+                }
+            }
+        }
+    }
+
+    /// A stream of events from now on, or `nil` when ``ServeLimits/eventStreams`` are open already.
+    func subscribe() -> AsyncStream<String>? {
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(ServeLimits.eventBacklog))
+        let id: Int? = subscribers.withLock { state in
+            guard state.continuations.count < ServeLimits.eventStreams else { return nil }
+            state.next += 1
+            state.continuations[state.next] = continuation
+            return state.next
+        }
+        guard let id else { return nil }
+        continuation.onTermination = { [subscribers] _ in
+            _ = subscribers.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Open streams, for the tests' bounds.
+    var streamCount: Int { subscribers.withLock { $0.continuations.count } }
+
+    private func broadcast(_ event: String) {
+        for continuation in subscribers.withLock({ Array($0.continuations.values) }) { continuation.yield(event) }
+    }
+
+    /// A commit as the page's timeline takes it (the contract of `/api/events`).
+    static func json(_ commit: CommitFollower.Commit, text: HistoryText) -> String {
+        JSONText.object([
+            ("transaction", String(commit.transactionID)),
+            ("seen", JSONText.quoted(HistoryText.timestamp(commit.seen))),
+            ("history", commit.entries.isEmpty ? "false" : "true"),
+            ("entries", JSONText.array(commit.entries.map(text.json))),
+        ])
+    }
+}

@@ -1,0 +1,422 @@
+import Foundation
+import KVStore
+import NIOHTTP1
+import SyncKit
+import Workloads
+
+/// The answers of `kvtool serve`, one function per endpoint (the contract is in
+/// `Sources/KVStore/Documentation.docc/InspectingInABrowser.md`). Every handler is synchronous and short: it runs on the server's
+/// thread pool, reads in one transaction where it reads the store, and bounds what it returns.
+struct ServeAPI: Sendable {
+    let container: SharedContainer
+    let allowWrites: Bool
+    let author: String
+
+    func respond(_ request: ServeRequest) -> ServeResponse {
+        do {
+            return try route(request)
+        } catch let error as ServeError {
+            return .error(error.status, error.message)
+        } catch let error as CLIError {
+            // kvtool's own checks (a key that does not parse, a collection it does not write), with
+            // the HTTP words for the command line's.
+            let message = error.message.replacingOccurrences(of: "--prefix needs", with: "prefix= needs")
+            return .error(Self.status(error.kind), message)
+        } catch {
+            let mapped = CLIError(mapping: error)
+            return .error(mapped.map { Self.status($0.kind) } ?? .internalServerError, mapped?.message ?? "\(error)")
+        }
+    }
+
+    static func status(_ kind: CLIError.Kind) -> HTTPResponseStatus {
+        switch kind {
+        case .notFound: .notFound
+        case .usage, .badInput: .badRequest
+        case .failure: .internalServerError
+        }
+    }
+
+    private func route(_ request: ServeRequest) throws -> ServeResponse {
+        switch (request.method, request.path) {
+        case (.GET, "/"), (.GET, "/index.html"): return Self.asset(PackageResources.index_html, "text/html; charset=utf-8")
+        case (.GET, "/app.css"): return Self.asset(PackageResources.app_css, "text/css; charset=utf-8")
+        case (.GET, "/app.js"): return Self.asset(PackageResources.app_js, "text/javascript; charset=utf-8")
+        case (.GET, "/api/overview"): return try overview()
+        case (.GET, "/api/catalog"): return try catalog()
+        case (.GET, "/api/collection"): return try collection(request.query)
+        case (.GET, "/api/defaults"): return try defaults()
+        case (.GET, "/api/files"): return try files(request.query["dir"] ?? "")
+        case (.GET, "/api/file"): return try file(try request.required("path"))
+        case (.GET, "/api/consumers"): return try consumers()
+        case (.GET, "/api/snapshots"): return try snapshots()
+        case (.GET, "/api/readers"): return try readers()
+        case (.GET, "/api/dashboard"): return try dashboard()
+        case (.GET, "/api/timeline"): return try timeline(limit: try request.integer("limit", default: 200, in: 1...ServeLimits.listing))
+        case (.POST, "/api/put"): return try put(request)
+        case (.POST, "/api/delete"): return try delete(request)
+        case (_, let path) where Self.routes.contains(path):
+            return .error(.methodNotAllowed, "\(request.method) is not allowed on \(path)")
+        default:
+            return .error(.notFound, "no such page: \(JSONText.quoted(String(request.path.prefix(200))))")
+        }
+    }
+
+    static let routes: Set<String> = ["/", "/index.html", "/app.css", "/app.js", "/api/overview", "/api/catalog",
+                                      "/api/collection", "/api/defaults", "/api/files", "/api/file", "/api/consumers",
+                                      "/api/snapshots", "/api/readers", "/api/dashboard", "/api/timeline", "/api/events",
+                                      "/api/put", "/api/delete"]
+
+    private static func asset(_ bytes: [UInt8], _ type: String) -> ServeResponse {
+        ServeResponse(status: .ok, contentType: type, body: bytes)
+    }
+
+    private var store: Store { container.store }
+
+    /// The history, where some process has created it (a read-only open cannot).
+    private var history: History? {
+        guard (try? store.catalogEntry(forCollection: History.entriesName)) ?? nil != nil else { return nil }
+        return try? History.attach(to: store)
+    }
+
+    // MARK: - The container
+
+    func overview() throws -> ServeResponse {
+        let catalog = try store.catalog()
+        let history = history
+        let recorded = try catalog.compactMap { entry -> String? in
+            guard !entry.name.hasPrefix("_"), let history else { return nil }
+            let target: Mutation.Target = entry.kind == .defaults ? .defaults(entry.name) : .collection(entry.name)
+            return try history.isEnabled(target) ? "\(entry.kind.rawValue):\(entry.name)" : nil
+        }
+        return .json([
+            "group": container.groupIdentifier.rawValue, "path": container.path,
+            "transaction": try store.read { $0.transactionID }, "writesAllowed": allowWrites,
+            "history": recorded, "serverTime": HistoryText.timestamp(Date()),
+        ] as [String: Any])
+    }
+
+    func catalog() throws -> ServeResponse {
+        .json(["entries": try store.catalogWithCounts().map { Collections.json($0.entry, count: $0.count) }])
+    }
+
+    // MARK: - A collection, a page at a time
+
+    func collection(_ query: [String: String]) throws -> ServeResponse {
+        guard let name = query["name"], !name.isEmpty else { throw ServeError(.badRequest, "name the collection: ?name=") }
+        let limit = try ServeRequest.integer(query, "limit", default: 50, in: 1...ServeLimits.pageSize)
+        let reverse = query["reverse"] == "1" || query["reverse"] == "true"
+        let (entry, raw) = try store.untypedCollection(named: name)
+        var range = try Self.range(query, entry: entry)
+        if let after = query["after"], !after.isEmpty {
+            // The cursor is the last key shown, in hex: the next page starts just past it.
+            guard let bytes = Hex.decode(after.utf8), !bytes.isEmpty, bytes.count <= Store.maxKeySize else {
+                throw ServeError(.badRequest, "after= must be the hex of a key, as next gives it")
+            }
+            if reverse { range.upper = .exclusive(ByteKey(bytes)) } else { range.lower = .exclusive(ByteKey(bytes)) }
+        }
+        var rows: [[String: Any]] = []
+        var next: String?
+        var count = 0
+        try store.read { tx in
+            count = try raw.count(in: tx)
+            try raw.forEachBytes(range, reverse: reverse, in: tx) { key, value in
+                guard rows.count < limit else {
+                    next = rows.last?["keyHex"] as? String
+                    return false
+                }
+                rows.append(try Self.row(key: Array(key), value: value, entry: entry))
+                return true
+            }
+        }
+        return .json([
+            "name": name, "keyEncoding": entry.keyEncoding, "valueEncoding": entry.valueEncoding, "count": count,
+            "entries": rows, "next": next ?? NSNull(),
+        ] as [String: Any])
+    }
+
+    /// The range a query names: a prefix, or from/through, or everything.
+    static func range(_ query: [String: String], entry: CatalogEntry) throws -> KeyRange<ByteKey> {
+        let given = { (name: String) -> String? in query[name].flatMap { $0.isEmpty ? nil : $0 } }
+        if let prefix = given("prefix") {
+            guard given("from") == nil, given("through") == nil else {
+                throw ServeError(.badRequest, "search by prefix or by from/through, not both")
+            }
+            let bytes = try ValueText.parsePrefix(prefix, entry: entry)
+            return KeyRange(lower: .inclusive(ByteKey(bytes)), upper: ByteRangeHelper.prefixUpper(bytes))
+        }
+        return KeyRange(lower: try given("from").map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded,
+                        upper: try given("through").map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded)
+    }
+
+    /// One entry for the page: its key rendered and in hex, its value pretty-printed and cut.
+    static func row(key: [UInt8], value: UnsafeRawBufferPointer, entry: CatalogEntry) throws -> [String: Any] {
+        let keyText = (try? ValueText.renderKey(key, entry: entry)) ?? "0x" + Hex.encode(key)
+        let shown: String
+        if value.count > ServeLimits.decodedValueBytes {
+            shown = "(\(value.count) bytes: not decoded for display, over \(ServeLimits.decodedValueBytes >> 20) MiB)"
+        } else if entry.valueEncoding == "cbor" {
+            shown = (try? CBORValue.decode(Array(value))).map { PrettyJSON.format(JSONBridge.json($0)) }
+                ?? "(\(value.count) bytes that do not decode as CBOR: 0x\(Hex.encode(Array(value.prefix(64))))…)"
+        } else {
+            shown = JSONText.quoted("0x" + Hex.encode(Array(value.prefix(ServeLimits.valueCharacters / 2))))
+        }
+        let (text, truncated) = Self.cut(shown)
+        return ["key": keyText, "keyHex": Hex.encode(key), "value": text, "size": value.count,
+                "truncated": truncated || value.count > ServeLimits.decodedValueBytes]
+    }
+
+    /// At most ``ServeLimits/valueCharacters`` characters, and whether it was cut.
+    static func cut(_ text: String) -> (String, Bool) {
+        guard text.utf8.count > ServeLimits.valueCharacters else { return (text, false) }
+        let end = text.index(text.startIndex, offsetBy: ServeLimits.valueCharacters, limitedBy: text.endIndex) ?? text.endIndex
+        return (String(text[..<end]), end < text.endIndex)
+    }
+
+    // MARK: - Defaults
+
+    func defaults() throws -> ServeResponse {
+        let suites = try store.catalog().filter { $0.kind == .defaults }.map(\.name).sorted()
+        let listed = try suites.map { suite -> [String: Any] in
+            let defaults = try container.defaults(suite: suite)
+            let keys = try defaults.keys()
+            let entries = try keys.prefix(ServeLimits.listing).map { key -> [String: Any] in
+                let value = try defaults.cborValue(forKey: key)
+                let (text, truncated) = Self.cut(value.map { PrettyJSON.format(JSONBridge.json($0)) } ?? "null")
+                return ["key": key, "value": text, "type": value.map(Self.typeName) ?? "null", "truncated": truncated]
+            }
+            return ["suite": suite, "entries": entries, "count": keys.count]
+        }
+        return .json(["suites": listed])
+    }
+
+    static func typeName(_ value: CBORValue) -> String {
+        switch value {
+        case .unsigned, .negative: "int"
+        case .float: "float"
+        case .text: "string"
+        case .bytes: "data"
+        case .bool: "bool"
+        case .null, .undefined, .simple: "null"
+        case .array: "array"
+        case .map: "dictionary"
+        case .tagged(let tag, _): tag == CBORTag.epochDate || tag == CBORTag.referenceDate ? "date" : tag == CBORTag.uuid ? "uuid" : "tagged"
+        }
+    }
+
+    // MARK: - Files/
+
+    func files(_ directory: String) throws -> ServeResponse {
+        let entries = try container.files.entries(in: directory)
+        return .json([
+            "dir": directory, "count": entries.count,
+            "entries": entries.prefix(ServeLimits.listing).map {
+                ["name": $0.name, "path": $0.path, "kind": Files.kindName($0.kind), "size": $0.size,
+                 "modified": Snapshot.timestamp($0.modificationDate),
+                 "image": $0.kind == .file && Self.imageType(name: $0.name) != nil] as [String: Any]
+            },
+        ] as [String: Any])
+    }
+
+    /// A file's bytes through the same checks as `kvtool files cat` (SharedFiles: no `..`, no
+    /// absolute path, no link followed). An image is served as its type only if its bytes say so.
+    func file(_ path: String) throws -> ServeResponse {
+        let data = try container.files.read(path, maxSize: ServeLimits.fileBytes)
+        let bytes = Array(data)
+        if let type = Self.imageType(name: path), Self.imageSignatures[type].map({ bytes.starts(with: $0) }) == true {
+            return ServeResponse(status: .ok, contentType: type, body: bytes)
+        }
+        let isText = String(validating: bytes, as: UTF8.self) != nil
+        return ServeResponse(status: .ok, contentType: isText ? "text/plain; charset=utf-8" : "application/octet-stream",
+                             headers: isText ? [] : [("Content-Disposition", "attachment")], body: bytes)
+    }
+
+    static func imageType(name: String) -> String? {
+        switch name.split(separator: ".").last?.lowercased() {
+        case "png": "image/png"
+        case "jpg", "jpeg": "image/jpeg"
+        case "gif": "image/gif"
+        case "webp": "image/webp"
+        default: nil
+        }
+    }
+
+    static let imageSignatures: [String: [UInt8]] = [
+        "image/png": [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "image/jpeg": [0xFF, 0xD8, 0xFF],
+        "image/gif": Array("GIF8".utf8), "image/webp": Array("RIFF".utf8),
+    ]
+
+    // MARK: - History, snapshots, readers
+
+    func consumers() throws -> ServeResponse {
+        guard let history else { return .json(["current": 0, "consumers": [] as [Any], "historyEnabled": false] as [String: Any]) }
+        let current = try history.currentToken().rawValue
+        return .json([
+            "current": current, "historyEnabled": true,
+            "consumers": try history.consumers().map {
+                ["name": $0.name, "token": $0.token.rawValue, "behind": current - min($0.token.rawValue, current),
+                 "updatedAt": HistoryText.timestamp($0.updatedAt)] as [String: Any]
+            },
+        ] as [String: Any])
+    }
+
+    func timeline(limit: Int) throws -> ServeResponse {
+        let transaction = try store.read { $0.transactionID }
+        guard let history else { return .json(["transaction": transaction, "events": [] as [Any]] as [String: Any]) }
+        let text = try HistoryText(store: store)
+        let (current, purged) = (try history.currentToken(), try history.purgedThrough())
+        let since = ChangeToken(rawValue: max(purged.rawValue, current.rawValue - min(current.rawValue, UInt64(limit))))
+        var events: [String] = []
+        if case .changes(let transactions, _) = try history.changes(since: since) {
+            events = transactions.map { committed in
+                CommitFeed.json(CommitFollower.Commit(transactionID: committed.transactionID, seen: committed.timestamp,
+                                                      entries: committed.entries), text: text)
+            }
+        }
+        // Built as text: the events are the very JSON the live stream sends.
+        let body = "{\"transaction\": \(transaction), \"events\": \(JSONText.array(events))}"
+        return ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(body.utf8))
+    }
+
+    func snapshots() throws -> ServeResponse {
+        let snapshots = try Snapshots(directory: container.layout.snapshots, create: false)
+        let entries: [SnapshotEntry]
+        let verification: SnapshotVerification
+        do {
+            entries = try snapshots.list()
+            verification = try snapshots.verify()
+        } catch let error as SnapshotError {
+            if case .noSnapshots = error { return .json(["snapshots": [] as [Any], "problems": [] as [Any]] as [String: Any]) }
+            return .json(["snapshots": [] as [Any], "problems": [error.description]] as [String: Any])
+        }
+        return .json([
+            "snapshots": entries.map { entry -> [String: Any] in
+                var object = Snapshot.json(entry)
+                let problems = verification.problems.filter { $0.generation == entry.generation || $0.file == entry.file }
+                object["status"] = problems.isEmpty ? "ok" : problems.map(\.description).joined(separator: "; ")
+                return object
+            },
+            "problems": verification.problems.map(\.description),
+        ] as [String: Any])
+    }
+
+    func readers() throws -> ServeResponse {
+        let me = getpid()
+        return .json(["readers": try store.readerSlots().map { slot -> [String: Any] in
+            ["pid": Int(slot.pid), "thread": String(slot.thread, radix: 16), "transactionID": slot.transactionID ?? NSNull(),
+             "alive": slot.processAlive, "self": slot.pid == me, "process": Readers.processName(slot.pid) ?? NSNull()]
+        }])
+    }
+
+    // MARK: - The checklist dashboard
+
+    /// The checklist dashboard, from the same code the widget runs (`ChecklistStore.dashboard`, the
+    /// month aggregates), ending on the day of the published widget feed or else the last record.
+    func dashboard() throws -> ServeResponse {
+        guard try store.catalogEntry(forCollection: ChecklistStore.recordsName) != nil else {
+            return .json(["available": false, "reason": "no checklist data in this container (no \(ChecklistStore.recordsName) collection)"] as [String: Any])
+        }
+        let checklist = try ChecklistStore(store: store)
+        let published = try? WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: container.layout.snapshots).readIfPublished()
+        let result = try store.read { tx -> (LogicalDay, Int, Dashboard)? in
+            let last = try checklist.records.last(in: tx)?.key
+            guard let today = published?.payload.day ?? last else { return nil }
+            return (today, try checklist.records.count(in: tx), try checklist.dashboard(today: today, in: tx))
+        }
+        guard let (today, records, dashboard) = result else {
+            return .json(["available": false, "reason": "the checklist has no records yet"] as [String: Any])
+        }
+        return .json([
+            "available": true, "today": today.description, "records": records,
+            "periods": dashboard.periods.map(Self.json),
+            "yearLine": dashboard[.year].map(ChecklistWidgetFlow.yearLine) ?? "",
+            "streak": ["current": dashboard.streak.current, "longest": dashboard.streak.longest],
+        ] as [String: Any])
+    }
+
+    static func json(_ period: DashboardPeriodResult) -> [String: Any] {
+        ["period": period.period.rawValue, "days": period.period.days, "records": period.records,
+         "categories": ChecklistCategory.allCases.map { category -> [String: Any] in
+             ["category": category.rawValue, "average": period.categoryAverages[category] ?? NSNull(),
+              "trend": (period.trends[category] ?? .flat).rawValue]
+         }]
+    }
+
+    // MARK: - Writes (--allow-writes)
+
+    func put(_ request: ServeRequest) throws -> ServeResponse {
+        let body = try writeBody(request)
+        guard let value = body["value"] else { throw ServeError(.badRequest, "the body needs a \"value\"") }
+        let (collection, key) = (try Self.string(body, "collection"), try Self.string(body, "key"))
+        let (entry, raw) = try store.untypedCollection(named: collection)
+        try ValueText.requireWritable(entry)
+        let keyBytes = try ValueText.parseKey(key, entry: entry)
+        let valueJSON = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])
+        let encoded = try JSONBridge.cbor(fromJSON: String(decoding: valueJSON, as: UTF8.self)).encoded()
+        let transaction = try store.write(author: author) { tx in
+            try raw.put(encoded, forKey: ByteKey(keyBytes), in: tx)
+            return tx.transactionID
+        }
+        return .json(["transaction": transaction])
+    }
+
+    func delete(_ request: ServeRequest) throws -> ServeResponse {
+        let body = try writeBody(request)
+        let (collection, key) = (try Self.string(body, "collection"), try Self.string(body, "key"))
+        let (entry, raw) = try store.untypedCollection(named: collection)
+        try ValueText.requireWritable(entry)
+        let keyBytes = try ValueText.parseKey(key, entry: entry)
+        let deleted = try store.write(author: author) { tx in try raw.delete(ByteKey(keyBytes), in: tx) }
+        return .json(["deleted": deleted])
+    }
+
+    /// The JSON object of a write, once writes are allowed and the request is one a page of another
+    /// site could not send without asking (JSON content type).
+    private func writeBody(_ request: ServeRequest) throws -> [String: Any] {
+        guard allowWrites else {
+            throw ServeError(.forbidden, "read-only: start kvtool serve with --allow-writes to change data")
+        }
+        guard request.headers["content-type"].first?.lowercased().hasPrefix("application/json") == true else {
+            throw ServeError(.unsupportedMediaType, "send the body as Content-Type: application/json")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any] else {
+            throw ServeError(.badRequest, "the body is not a JSON object")
+        }
+        return object
+    }
+
+    private static func string(_ body: [String: Any], _ name: String) throws -> String {
+        guard let value = body[name] as? String, !value.isEmpty else { throw ServeError(.badRequest, "the body needs \"\(name)\" as a string") }
+        return value
+    }
+}
+
+/// A request the API refuses, with its status.
+struct ServeError: Error {
+    let status: HTTPResponseStatus
+    let message: String
+
+    init(_ status: HTTPResponseStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+extension ServeRequest {
+    /// The query parameter `name`, which must be there.
+    func required(_ name: String) throws -> String {
+        guard let value = query[name] else { throw ServeError(.badRequest, "missing ?\(name)=") }
+        return value
+    }
+
+    func integer(_ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+        try Self.integer(query, name, default: value, in: range)
+    }
+
+    static func integer(_ query: [String: String], _ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+        guard let text = query[name], !text.isEmpty else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw ServeError(.badRequest, "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got \(JSONText.quoted(String(text.prefix(40))))")
+        }
+        return number
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// One request as the handlers see it: the method, the decoded path and query, the headers they need,
+/// and the body (bounded by ``ServeLimits/requestBody``).
+struct ServeRequest: Sendable {
+    var method: HTTPMethod
+    var path: String
+    var query: [String: String]
+    var headers: HTTPHeaders
+    var body: [UInt8]
+
+    init(head: HTTPRequestHead, body: [UInt8]) {
+        method = head.method
+        headers = head.headers
+        self.body = body
+        let (path, query) = Self.split(head.uri)
+        self.path = path
+        self.query = query
+    }
+
+    /// The path (percent-decoded) and the query's parameters (the first of each name wins).
+    static func split(_ uri: String) -> (String, [String: String]) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = percentDecoded(String(parts[0]), plusIsSpace: false) ?? ""
+        var query: [String: String] = [:]
+        if parts.count > 1 {
+            for pair in parts[1].split(separator: "&") {
+                let nameValue = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let name = percentDecoded(String(nameValue[0]), plusIsSpace: true), query[name] == nil else { continue }
+                query[name] = nameValue.count > 1 ? percentDecoded(String(nameValue[1]), plusIsSpace: true) ?? "" : ""
+            }
+        }
+        return (path, query)
+    }
+
+    /// `%XX` escapes (and `+` in a query) decoded; `nil` for a bad escape or bytes that are not UTF-8.
+    static func percentDecoded(_ text: String, plusIsSpace: Bool) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(Self.hexValue), let low = iterator.next().flatMap(Self.hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            case UInt8(ascii: "+") where plusIsSpace:
+                bytes.append(UInt8(ascii: " "))
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// The value of the cookie `name`, if the request carries it.
+    func cookie(_ name: String) -> String? {
+        for header in headers["cookie"] {
+            for pair in header.split(separator: ";") {
+                let nameValue = pair.split(separator: "=", maxSplits: 1)
+                if nameValue.count == 2, nameValue[0].trimmingCharacters(in: .whitespaces) == name {
+                    return nameValue[1].trimmingCharacters(in: .whitespaces)
+                }
+            }
+        }
+        return nil
+    }
+}
+
+/// A whole response: status, content type, extra headers and body.
+struct ServeResponse: Sendable {
+    var status: HTTPResponseStatus
+    var contentType: String
+    var headers: [(String, String)] = []
+    var body: [UInt8]
+
+    static func json(_ object: Any, status: HTTPResponseStatus = .ok) -> ServeResponse {
+        let options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: options)) ?? Data("null".utf8)
+        return ServeResponse(status: status, contentType: "application/json; charset=utf-8", body: Array(data))
+    }
+
+    /// `{"error": message}`, one line.
+    static func error(_ status: HTTPResponseStatus, _ message: String) -> ServeResponse {
+        json(["error": message.singleLine], status: status)
+    }
+}
+
+/// The bounds a client (perhaps a hostile one on the same machine) cannot push the server past.
+enum ServeLimits {
+    /// Open connections at once; more are answered 503 and closed.
+    static let connections = 256
+    /// Open event streams (`/api/events`) at once.
+    static let eventStreams = 32
+    /// Commits buffered for one slow event stream; older ones are dropped for it (it is told).
+    static let eventBacklog = 512
+    /// A request body (`POST /api/put`).
+    static let requestBody = 1 << 20
+    /// Entries per page of a collection.
+    static let pageSize = 500
+    /// Characters of a value shown before it is cut.
+    static let valueCharacters = 4_096
+    /// Stored bytes of a value decoded for display; a larger one is described, not decoded.
+    static let decodedValueBytes = 1 << 20
+    /// A file served from `Files/`.
+    static let fileBytes = 16 << 20
+    /// Entries of a directory listing, of the defaults of one suite, and history entries in the timeline.
+    static let listing = 2_000
+}

@@ -1,0 +1,500 @@
+import Foundation
+import KVStore
+import SyncKit
+import Testing
+import TestSupport
+import Workloads
+
+/// `kvtool serve` as a real process on loopback, spoken to over real sockets: every endpoint, the
+/// token, traversal attempts, huge values, writes, the live event stream fed by other processes, and
+/// 100 concurrent clients. The browser's view is `Tests/Browser/serve_browser.py`, run by the last test.
+@Suite(.serialized) struct ServeTests {
+    let dir = TemporaryDirectory()
+    let group = "group.com.example.serve"
+
+    /// The fixture (kvtest-helper serve-fixture) and a server on a free port.
+    final class Server: @unchecked Sendable {
+        let process: BackgroundProcess
+        let port: Int
+        let token: String
+        let url: String
+
+        init(root: String, group: String, extra: [String] = []) throws {
+            process = try BackgroundProcess(productsDirectory() + "/kvtool",
+                                            ["serve", "--root", root, "--group", group, "--port", "0"] + extra)
+            guard let line = process.waitForLine(timeout: BuildScale.seconds(30), where: { $0.hasPrefix("serving ") }),
+                  let start = line.range(of: "http://"), let end = line.range(of: " (", options: .backwards) else {
+                process.kill()
+                throw HTTPTestClient.Failure(description: "kvtool serve printed no URL: \(process.output)")
+            }
+            url = String(line[start.lowerBound..<end.lowerBound])
+            let afterHost = url.dropFirst("http://127.0.0.1:".count)
+            port = Int(afterHost.prefix { $0.isNumber }) ?? 0
+            token = String(url.split(separator: "token=").last ?? "")
+        }
+
+        var client: HTTPTestClient { HTTPTestClient(port: port, timeout: BuildScale.seconds(10)) }
+
+        /// GET with the token as a header.
+        func get(_ target: String) throws -> HTTPTestClient.Response {
+            try client.request("GET", target, headers: ["X-KVTool-Token": token])
+        }
+
+        deinit { process.kill(SIGTERM) }
+    }
+
+    func fixture() throws {
+        let made = try helper(["serve-fixture", dir.path, group], timeout: BuildScale.seconds(60))
+        #expect(made.stdout == "ok\n", "\(made.stderr)")
+    }
+
+    func tool(_ arguments: [String]) throws -> ProcessResult {
+        try run(productsDirectory() + "/kvtool", ["--root", dir.path, "--group", group] + arguments)
+    }
+
+    @Test func everyEndpointAnswersFromTheStore() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+
+        let overview = try server.get("/api/overview")
+        #expect(overview.status == 200 && overview.headers["content-type"] == "application/json; charset=utf-8")
+        #expect(overview.json["group"] as? String == group && overview.json["writesAllowed"] as? Bool == false)
+        #expect(overview.json["history"] as? [String] == ["collection:dailyRecords", "collection:notes"])
+
+        let catalog = try server.get("/api/catalog").json["entries"] as? [[String: Any]] ?? []
+        let counts = Dictionary(catalog.map { ($0["name"] as? String ?? "", $0["count"] as? Int ?? -1) }, uniquingKeysWith: { a, _ in a })
+        let records = ChecklistDataset.records().count
+        #expect(counts["dailyRecords"] == records && counts["blobs"] == 3 && counts["notes"] == 0)
+
+        // Key order, pages joined by their cursor, as `kvtool scan` (another process) lists them.
+        let scanned = try tool(["--json", "scan", "dailyRecords"]).stdout
+        let scannedKeys = ((try JSONSerialization.jsonObject(with: Data(scanned.utf8))) as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+        #expect(scannedKeys.count == records)
+        var keys: [String] = []
+        var after = ""
+        for _ in 0..<10 {
+            let page = try server.get("/api/collection?name=dailyRecords&limit=100&after=\(after)").json
+            keys += (page["entries"] as? [[String: Any]] ?? []).compactMap { $0["key"] as? String }
+            guard let next = page["next"] as? String else { break }
+            after = next
+        }
+        #expect(keys == scannedKeys)
+        let first = (try server.get("/api/collection?name=dailyRecords&limit=1").json["entries"] as? [[String: Any]])?.first
+        #expect(first?["key"] as? String == "2025-11-22")
+        #expect((first?["value"] as? String)?.hasPrefix("{\n  \"day\": \"2025-11-22\",\n") == true)
+        let reversed = try server.get("/api/collection?name=dailyRecords&limit=3&reverse=1").json["entries"] as? [[String: Any]]
+        #expect(reversed?.compactMap { $0["key"] as? String } == Array(scannedKeys.suffix(3).reversed()))
+        let range = try server.get("/api/collection?name=dailyRecords&from=2026-11-01&through=2026-11-21&limit=500").json
+        #expect((range["entries"] as? [[String: Any]])?.compactMap { $0["key"] as? String } == scannedKeys.filter { $0 >= "2026-11-01" })
+        #expect(range["next"] is NSNull)
+        let prefixed = try server.get("/api/collection?name=blobs&prefix=sh").json["entries"] as? [[String: Any]]
+        #expect(prefixed?.compactMap { $0["key"] as? String } == ["short"])
+
+        let suites = try server.get("/api/defaults").json["suites"] as? [[String: Any]] ?? []
+        let settings = suites.first { $0["suite"] as? String == "settings" }?["entries"] as? [[String: Any]] ?? []
+        #expect(settings.map { "\($0["key"]!)=\($0["type"]!):\($0["value"]!)" } == ["onboarded=bool:true", "reminderHour=int:3", "theme=string:\"dark\""])
+
+        let top = try server.get("/api/files").json["entries"] as? [[String: Any]] ?? []
+        #expect(top.compactMap { $0["name"] as? String } == ["TrainerImages", "notes.txt"])
+        let images = try server.get("/api/files?dir=TrainerImages").json["entries"] as? [[String: Any]] ?? []
+        #expect(images.first?["image"] as? Bool == true && images.first?["path"] as? String == "TrainerImages/sample.png")
+        let png = try server.get("/api/file?path=TrainerImages/sample.png")
+        #expect(png.status == 200 && png.headers["content-type"] == "image/png" && png.body == Array(TrainerNotificationFlow.samplePNG))
+        let text = try server.get("/api/file?path=notes.txt")
+        #expect(text.status == 200 && text.headers["content-type"] == "text/plain; charset=utf-8" && text.text == "plain text\n")
+
+        let consumers = try server.get("/api/consumers").json
+        #expect(consumers["current"] as? Int == records && (consumers["consumers"] as? [Any])?.isEmpty == true)
+        // A consumer that read the checklist's transaction, and not the note written after it.
+        #expect(try tool(["put", "notes", "later", "{}"]).status == 0)
+        #expect(try tool(["history", "--consumer", "reporter", "--limit", "1"]).status == 0)
+        let lagging = (try server.get("/api/consumers").json["consumers"] as? [[String: Any]])?.first
+        #expect(lagging?["name"] as? String == "reporter" && lagging?["token"] as? Int == records && lagging?["behind"] as? Int == 1)
+
+        let snapshots = try server.get("/api/snapshots").json
+        #expect((snapshots["snapshots"] as? [[String: Any]])?.map { $0["status"] as? String } == ["ok"])
+        // A snapshot damaged on disk shows its problem.
+        let file = dir.path + "/\(group)/Snapshots/snapshot-000001.mdb"
+        let handle = try #require(FileHandle(forUpdatingAtPath: file))
+        try handle.seek(toOffset: 8192)
+        handle.write(Data([0xFF, 0xFE, 0xFD]))
+        try handle.close()
+        let damaged = try server.get("/api/snapshots").json
+        let status = (damaged["snapshots"] as? [[String: Any]])?.first?["status"] as? String ?? ""
+        #expect(status != "ok" && (damaged["problems"] as? [String])?.count == 1, "\(damaged)")
+
+        // A reader held by another process, and one whose process is gone.
+        let holder = try BackgroundProcess.helper(["hold-read", dir.path, group])
+        #expect(holder.waitForLine(timeout: BuildScale.seconds(20)) { $0 == "reading" } != nil)
+        let readers = try server.get("/api/readers").json["readers"] as? [[String: Any]] ?? []
+        #expect(readers.contains { $0["pid"] as? Int == Int(holder.pid) && $0["alive"] as? Bool == true && $0["transactionID"] is Int })
+        holder.kill()
+        _ = holder.wait(timeout: BuildScale.seconds(10))
+        let afterKill = try server.get("/api/readers").json["readers"] as? [[String: Any]] ?? []
+        #expect(afterKill.contains { $0["pid"] as? Int == Int(holder.pid) && $0["alive"] as? Bool == false })
+
+        // The dashboard is the widget's own computation: compare with the store, read here. (Decoded
+        // with JSONDecoder: JSONSerialization on Linux rounds the last bits of some doubles.)
+        let dashboardResponse = try server.get("/api/dashboard")
+        let dashboard = dashboardResponse.json
+        let decoded = try JSONDecoder().decode(DashboardJSON.self, from: Data(dashboardResponse.body))
+        #expect(dashboard["available"] as? Bool == true && dashboard["today"] as? String == "2026-11-21")
+        let expected = try Self.expectedDashboard(root: dir.path, group: group)
+        #expect(decoded.periods.count == expected.count && expected.count == DashboardPeriod.allCases.count)
+        for (got, want) in zip(decoded.periods, expected) {
+            #expect(got.period == want["period"] as? String && got.records == want["records"] as? Int)
+            let wantCategories = want["categories"] as? [[String: Any]] ?? []
+            #expect(got.categories.count == wantCategories.count)
+            for (g, w) in zip(got.categories, wantCategories) {
+                #expect(g.category == w["category"] as? String && g.trend == w["trend"] as? String)
+                #expect(g.average == w["average"] as? Double, "\(got.period) \(g.category)")
+            }
+        }
+        let widget = try run(productsDirectory() + "/checklist-widget", ["--root", dir.path, "--group", group])
+        #expect(widget.stdout.contains(dashboard["yearLine"] as? String ?? "missing"), "\(widget.stdout)")
+
+        let timeline = try server.get("/api/timeline?limit=5").json
+        let entries = (timeline["events"] as? [[String: Any]] ?? []).flatMap { $0["entries"] as? [[String: Any]] ?? [] }
+        #expect(entries.compactMap { $0["key"] as? String }.suffix(2) == ["2026-11-21", "later"] && entries.count == 5)
+
+        for asset in ["/", "/app.css", "/app.js"] {
+            let response = try server.get(asset)
+            #expect(response.status == 200 && !response.body.isEmpty, "\(asset)")
+            #expect(response.headers["content-security-policy"]?.contains("script-src 'self'") == true)
+            #expect(response.headers["referrer-policy"] == "no-referrer")
+        }
+        #expect(try server.get("/api/nothing").status == 404)
+        #expect(try server.client.request("DELETE", "/api/catalog", headers: ["X-KVTool-Token": server.token]).status == 405)
+    }
+
+    /// The dashboard as `/api/dashboard` lists it, computed here from a read-only open of the store.
+    static func expectedDashboard(root: String, group: String) throws -> [[String: Any]] {
+        var options = SharedContainer.Options()
+        options.readOnly = true
+        let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
+        let checklist = try ChecklistStore(store: container.store)
+        let dashboard = try container.store.read { tx in try checklist.dashboard(today: ChecklistDataset.today, in: tx) }
+        return dashboard.periods.map { period in
+            ["period": period.period.rawValue, "records": period.records,
+             "categories": ChecklistCategory.allCases.map { category -> [String: Any] in
+                 ["category": category.rawValue, "average": period.categoryAverages[category] ?? NSNull(),
+                  "trend": (period.trends[category] ?? .flat).rawValue]
+             }]
+        }
+    }
+
+    @Test func everyRequestNeedsTheTokenAndThisServersHost() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let client = server.client
+        let wrong = String(server.token.reversed())
+        for path in ServeRoutes.all {
+            let missing = try client.request("GET", path)
+            #expect(missing.status == 403, "\(path)")
+            if path == "/" || path == "/index.html" {
+                // The page itself is refused as a page, and shows nothing of the container.
+                #expect(missing.headers["content-type"] == "text/html; charset=utf-8" && missing.text.contains("403: access denied")
+                        && missing.text.contains("no access token") && !missing.text.contains("app.js"), "\(missing.text)")
+            } else {
+                #expect(missing.json["error"] as? String == "no access token: open the URL kvtool serve printed, with its ?token=", "\(path)")
+            }
+            #expect(try client.request("GET", path + (path.contains("?") ? "&" : "?") + "token=\(wrong)").status == 403, "\(path)")
+            #expect(try client.request("GET", path, headers: ["X-KVTool-Token": String(server.token.dropLast())]).status == 403)
+            #expect(try client.request("GET", path, headers: ["Cookie": "kvtool_token=\(wrong)"]).status == 403)
+            #expect(try client.request("POST", path, headers: ["Content-Type": "application/json"], body: Array("{}".utf8)).status == 403)
+        }
+        // The page's URL sets the cookie the page's own requests then carry.
+        let page = try client.request("GET", "/?token=\(server.token)")
+        #expect(page.status == 200 && page.headers["content-type"] == "text/html; charset=utf-8")
+        let cookie = page.headers["set-cookie"] ?? ""
+        #expect(cookie == "kvtool_token=\(server.token); Path=/; HttpOnly; SameSite=Strict")
+        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": "theme=x; kvtool_token=\(server.token)"]).status == 200)
+        // Another site's page whose name resolves to 127.0.0.1 (DNS rebinding) sends its own Host.
+        let rebound = try client.request("GET", "/api/catalog?token=\(server.token)", headers: ["Host": "evil.example:\(server.port)"])
+        #expect(rebound.status == 403 && (rebound.json["error"] as? String)?.contains("Host header") == true)
+        #expect(try client.request("GET", "/api/catalog?token=\(server.token)", headers: ["Host": "localhost:\(server.port)"]).status == 200)
+    }
+
+    @Test func pathsAndKeysFromRequestsAreChecked() throws {
+        try fixture()
+        // A co-tenant planted a link out of Files/.
+        try FileManager.default.createSymbolicLink(atPath: dir.path + "/\(group)/Files/escape", withDestinationPath: "/etc")
+        try FileManager.default.createSymbolicLink(atPath: dir.path + "/\(group)/Files/passwd", withDestinationPath: "/etc/passwd")
+        let server = try Server(root: dir.path, group: group)
+        for path in ["../store/data.mdb", "%2E%2E/store/data.mdb", "/etc/passwd", "escape/passwd", "passwd",
+                     "TrainerImages/../../store/data.mdb", "a%00b", "TrainerImages%5C..%5C..%5Cstore", ""] {
+            let response = try server.get("/api/file?path=\(path)")
+            #expect([400, 404].contains(response.status), "\(path): \(response.status) \(response.text.prefix(200))")
+            #expect(!response.text.contains("root:") && response.json["error"] is String, "\(path)")
+        }
+        for dir in ["..", "escape", "/etc", "%2e%2e"] {
+            let response = try server.get("/api/files?dir=\(dir)")
+            #expect([400, 404].contains(response.status), "\(dir): \(response.status)")
+        }
+        // A request path is a route or nothing: no file is ever looked up from it.
+        for target in ["/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/app.js/../../store/data.mdb", "//etc/passwd"] {
+            let response = try server.get(target)
+            #expect(response.status == 404 && !response.text.contains("root:"), "\(target)")
+        }
+        let badKey = try server.get("/api/collection?name=dailyRecords&from=not-a-day")
+        #expect(badKey.status == 400 && (badKey.json["error"] as? String)?.contains("not-a-day") == true, "\(badKey.text)")
+        #expect(try server.get("/api/collection?name=nothing").status == 404)
+        #expect(try server.get("/api/collection?name=dailyRecords&after=zz").status == 400)
+        #expect(try server.get("/api/collection?name=dailyRecords&prefix=2026&from=2026-01-01").status == 400)
+        let escaped = try server.get("/api/collection?name=%3Cscript%3E")
+        #expect(escaped.status == 404 && escaped.headers["content-type"] == "application/json; charset=utf-8")
+    }
+
+    @Test func largeValuesAreCutAndPagesBounded() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let blobs = try server.get("/api/collection?name=blobs").json["entries"] as? [[String: Any]] ?? []
+        let byKey = Dictionary(blobs.map { ($0["key"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        #expect(byKey["huge"]?["truncated"] as? Bool == true && byKey["huge"]?["size"] as? Int == (2 << 20) + 5)
+        #expect((byKey["huge"]?["value"] as? String)?.hasPrefix("(2097157 bytes: not decoded") == true)
+        #expect(byKey["long"]?["truncated"] as? Bool == true && (byKey["long"]?["value"] as? String)?.count == 4_096)
+        #expect(byKey["short"]?["truncated"] as? Bool == false && byKey["short"]?["value"] as? String == "\"short\"")
+        for limit in ["0", "501", "-1", "abc", "99999999999999999999"] {
+            let response = try server.get("/api/collection?name=dailyRecords&limit=\(limit)")
+            #expect(response.status == 400 && (response.json["error"] as? String)?.hasPrefix("limit must be a whole number from 1 to 500") == true, "\(limit)")
+        }
+        #expect(((try server.get("/api/collection?name=dailyRecords&limit=500").json["entries"]) as? [Any])?.count == ChecklistDataset.records().count)
+        // A header section over NIO's limit, and a huge request line, end with an error, not a crash.
+        let hugeHeader = try? server.client.request("GET", "/api/catalog", headers: ["X-KVTool-Token": server.token, "X-Big": String(repeating: "a", count: 200_000)])
+        #expect(hugeHeader.map { $0.status >= 400 } ?? true)
+        #expect(try server.get("/api/overview").status == 200)
+    }
+
+    @Test func writesNeedAllowWritesAndJSON() throws {
+        try fixture()
+        let body = Array(#"{"collection": "notes", "key": "from-browser", "value": {"text": "hello"}}"#.utf8)
+        do {
+            let readOnly = try Server(root: dir.path, group: group)
+            let refused = try readOnly.client.request("POST", "/api/put", headers: ["X-KVTool-Token": readOnly.token, "Content-Type": "application/json"], body: body)
+            #expect(refused.status == 403 && (refused.json["error"] as? String)?.contains("--allow-writes") == true)
+        }
+        let server = try Server(root: dir.path, group: group, extra: ["--allow-writes", "--author", "web"])
+        let headers = ["X-KVTool-Token": server.token, "Content-Type": "application/json"]
+        #expect(try server.client.request("POST", "/api/put", headers: ["X-KVTool-Token": server.token, "Content-Type": "text/plain"], body: body).status == 415)
+        #expect(try server.client.request("POST", "/api/put", headers: headers, body: Array("[1".utf8)).status == 400)
+        #expect(try server.client.request("POST", "/api/put", headers: headers, body: Array(#"{"collection": "dailyRecords", "key": "2026-11-21", "value": 1}"#.utf8)).status == 400)
+        let tooLarge = try server.client.request("POST", "/api/put", headers: headers, body: [UInt8](repeating: 0x20, count: 2 << 20))
+        #expect(tooLarge.status == 413)
+        let stored = try server.client.request("POST", "/api/put", headers: headers, body: body)
+        #expect(stored.status == 200 && stored.json["transaction"] is Int, "\(stored.text)")
+        #expect(try tool(["get", "notes", "from-browser"]).stdout == "{\"text\":\"hello\"}\n")
+        let history = try tool(["history", "--collection", "notes"]).stdout
+        #expect(history.contains("  web  put  notes  from-browser"), "\(history)")
+        let deleted = try server.client.request("POST", "/api/delete", headers: headers, body: Array(#"{"collection": "notes", "key": "from-browser"}"#.utf8))
+        #expect(deleted.json["deleted"] as? Bool == true)
+        #expect(try tool(["get", "notes", "from-browser"]).status == 1)
+    }
+
+    /// The live timeline: a commit by another process reaches an open event stream, with its history;
+    /// one by a process that records none arrives as a bare commit.
+    @Test func commitsOfOtherProcessesReachTheEventStream() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let stream = try EventStreamReader(port: server.port, token: server.token)
+        let hello = try stream.next(timeout: BuildScale.seconds(10))
+        #expect(hello?.hasPrefix("event: hello\ndata: {\"transaction\": ") == true, "\(hello ?? "nil")")
+        var latencies: [Double] = []
+        for i in 0..<5 {
+            #expect(try tool(["--author", "cli", "put", "notes", "k\(i)", "{\"n\": \(i)}"]).status == 0)
+            let event = try stream.next(timeout: BuildScale.seconds(10)) ?? ""
+            #expect(event.hasPrefix("event: commit\ndata: {\"transaction\":"), "\(event)")
+            #expect(event.contains("\"history\":true") && event.contains("\"author\":\"cli\"") && event.contains("\"name\":\"notes\"")
+                    && event.contains("\"key\":\"k\(i)\"") && event.contains("\"operation\":\"put\""), "\(event)")
+            // From the commit (the time the writer recorded in its transaction) to the server seeing it.
+            let dataLine = String(event.split(separator: "\n").last ?? "")
+            let data = Data(dataLine.dropFirst("data: ".count).utf8)
+            let commit = try JSONDecoder().decode(CommitEventJSON.self, from: data)
+            if let seen = commit.seenDate, let committed = commit.entries.first?.timestampDate {
+                latencies.append(seen.timeIntervalSince(committed) * 1000)
+            }
+        }
+        #expect(try helper(["write-suite", dir.path, group, "settings", "theme", "light"]).status == 0)
+        let bare = try stream.next(timeout: BuildScale.seconds(10)) ?? ""
+        #expect(bare.contains("\"history\":false,\"entries\":[]"), "\(bare)")
+        let sorted = latencies.sorted()
+        try #require(sorted.count == 5)
+        print("[serve] event stream: commit to the server seeing it, 5 commits of another process: min \(sorted[0]) ms, median \(sorted[2]) ms, max \(sorted[4]) ms (\(BuildScale.name))")
+        #expect(sorted[4] < BuildScale.seconds(1) * 1000)
+    }
+
+    /// 100 clients on loopback for 10 s against the four heaviest pages: no error, and the server's
+    /// memory stays bounded.
+    @Test func hundredConcurrentClientsForTenSeconds() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let targets = ["/api/catalog", "/api/collection?name=dailyRecords&limit=100", "/api/dashboard", "/api/overview",
+                       "/api/collection?name=blobs", "/api/readers"]
+        for target in targets { _ = try server.get(target) }
+        let before = Self.residentMiB(server.process.pid)
+        let counts = Locked((requests: 0, errors: [String]()))
+        let duration = 10.0
+        let deadline = Date().addingTimeInterval(duration)
+        let threads = (0..<100).map { index in
+            Thread {
+                var i = index
+                while Date() < deadline {
+                    let target = targets[i % targets.count]
+                    i += 1
+                    do {
+                        let response = try server.get(target)
+                        counts.withLock { state in
+                            state.requests += 1
+                            if response.status != 200 { state.errors.append("\(target): \(response.status)") }
+                        }
+                    } catch {
+                        counts.withLock { $0.errors.append("\(target): \(error)") }
+                    }
+                }
+            }
+        }
+        threads.forEach { $0.start() }
+        while threads.contains(where: { !$0.isFinished }) { usleep(50_000) }
+        let after = Self.residentMiB(server.process.pid)
+        let (requests, errors) = counts.withLock { ($0.requests, $0.errors) }
+        print("[serve] 100 clients for \(Int(duration)) s: \(requests) requests (\(Int(Double(requests) / duration))/s), \(errors.count) errors; server RSS \(before) → \(after) MiB, peak \(Self.residentMiB(server.process.pid, field: "VmHWM")) MiB (\(BuildScale.name))")
+        #expect(errors.isEmpty, "\(errors.prefix(5))")
+        #expect(requests > 100)
+        #expect(after - before < 64 * BuildScale.factor, "RSS grew from \(before) to \(after) MiB")
+        #expect(try server.get("/api/overview").status == 200)
+    }
+
+    static func residentMiB(_ pid: Int32, field: String = "VmRSS") -> Double {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+    }
+
+    /// The page in Debian's chromium, driven by Selenium: browsing, the live timeline fed by another
+    /// process, the dashboard chart's values, and the 403 without the token. Screenshots go to
+    /// `.build/artifacts/serve`.
+    @Test func theBrowserShowsTheContainer() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let expected = try Self.expectedDashboard(root: dir.path, group: group)
+        let expectedFile = dir.path + "/expected-dashboard.json"
+        try JSONSerialization.data(withJSONObject: expected).write(to: URL(fileURLWithPath: expectedFile))
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let screenshots = repository + "/.build/artifacts/serve" + (BuildScale.sanitizer.map { "-" + $0 } ?? "")
+        let result = try run("/usr/bin/env", ["python3", repository + "/Tests/Browser/serve_browser.py",
+                                              "--url", server.url, "--kvtool", productsDirectory() + "/kvtool",
+                                              "--root", dir.path, "--group", group, "--expected-dashboard", expectedFile,
+                                              "--screenshots", screenshots, "--collection", "dailyRecords",
+                                              "--timeline-collection", "notes"],
+                             timeout: 150)
+        for line in result.stdout.split(separator: "\n") where line.hasPrefix("[serve-browser]") { print(line) }
+        #expect(result.status == 0, "\(result.stdout.suffix(3000))\n\(result.stderr.suffix(3000))")
+    }
+}
+
+/// One `event: commit` of `/api/events`.
+struct CommitEventJSON: Decodable {
+    struct Entry: Decodable {
+        var timestamp: String
+        var timestampDate: Date? { try? Date(timestamp, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+    }
+    var transaction: Int
+    var seen: String
+    var history: Bool
+    var entries: [Entry]
+    var seenDate: Date? { try? Date(seen, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+}
+
+/// `/api/dashboard`, decoded exactly.
+struct DashboardJSON: Decodable {
+    struct Period: Decodable {
+        struct Category: Decodable {
+            var category: String
+            var average: Double?
+            var trend: String
+        }
+        var period: String
+        var records: Int
+        var categories: [Category]
+    }
+    var periods: [Period]
+}
+
+/// The routes the token test walks.
+enum ServeRoutes {
+    static let all = ["/", "/index.html", "/app.js", "/app.css", "/api/overview", "/api/catalog", "/api/collection?name=dailyRecords",
+                      "/api/defaults", "/api/files", "/api/file?path=notes.txt", "/api/consumers", "/api/snapshots",
+                      "/api/readers", "/api/dashboard", "/api/timeline", "/api/events", "/api/put", "/api/nothing", "/../etc/passwd"]
+}
+
+/// Reads server-sent events, one at a time, from an open `/api/events` stream (its body comes in
+/// HTTP/1.1 chunks, which are undone here).
+final class EventStreamReader {
+    private let fd: Int32
+    private var raw: [UInt8] = []
+    private var body: [UInt8] = []
+
+    init(port: Int, token: String) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw HTTPTestClient.Failure(description: "connect: errno \(errno)") }
+        let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-KVTool-Token: \(token)\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let deadline = Date().addingTimeInterval(BuildScale.seconds(10))
+        while raw.firstRange(of: Array("\r\n\r\n".utf8)) == nil {
+            guard try receive(until: deadline) else { throw HTTPTestClient.Failure(description: "no response head") }
+        }
+        let end = raw.firstRange(of: Array("\r\n\r\n".utf8))!
+        let head = String(decoding: raw[..<end.lowerBound], as: UTF8.self).lowercased()
+        raw.removeSubrange(..<end.upperBound)
+        guard head.hasPrefix("http/1.1 200"), head.contains("content-type: text/event-stream"), head.contains("transfer-encoding: chunked") else {
+            throw HTTPTestClient.Failure(description: "not a chunked event stream: \(head)")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// The next event (comments and the retry field skipped), without its blank line; `nil` on timeout.
+    func next(timeout: TimeInterval) throws -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            dechunk()
+            if let range = body.firstRange(of: Array("\n\n".utf8)) {
+                let event = String(decoding: body[..<range.lowerBound], as: UTF8.self)
+                body.removeSubrange(..<range.upperBound)
+                let lines = event.split(separator: "\n").filter { !$0.hasPrefix(":") && !$0.hasPrefix("retry:") }
+                if !lines.isEmpty { return lines.joined(separator: "\n") }
+                continue
+            }
+            guard try receive(until: deadline) else { return nil }
+        }
+    }
+
+    /// Moves every complete chunk of `raw` into `body`.
+    private func dechunk() {
+        while let line = raw.firstRange(of: Array("\r\n".utf8)),
+              let size = Int(String(decoding: raw[..<line.lowerBound], as: UTF8.self), radix: 16),
+              raw.count >= line.upperBound + size + 2 {
+            body += raw[line.upperBound..<(line.upperBound + size)]
+            raw.removeSubrange(..<(line.upperBound + size + 2))
+        }
+    }
+
+    /// Reads what has arrived; `false` on timeout.
+    private func receive(until deadline: Date) throws -> Bool {
+        let left = deadline.timeIntervalSinceNow
+        guard left > 0 else { return false }
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(left * 1000) + 1) > 0 else { return false }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let n = recv(fd, &buffer, buffer.count, 0)
+        guard n > 0 else { throw HTTPTestClient.Failure(description: "the event stream closed") }
+        raw += buffer[0..<n]
+        return true
+    }
+}
