@@ -683,6 +683,9 @@ const views = {
 };
 
 async function start() {
+  // The token did its work (the server set the cookie): keep it out of the address bar, the history
+  // and any screenshot of the window.
+  if (new URLSearchParams(location.search).has('token')) history.replaceState(null, '', location.pathname + location.hash);
   buildTimeline();
   try {
     overview = await api('/api/overview');
