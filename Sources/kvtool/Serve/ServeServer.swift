@@ -40,6 +40,9 @@ final class ServeServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: "127.0.0.1", port: requested) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // A connection silent both ways for a minute is closed (an event stream is not: it
+                    // sends a comment every 15 s), so idle clients cannot hold the connection slots.
+                    try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(allTimeout: .seconds(60)), CloseWhenIdle()])
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
                 }
@@ -210,6 +213,19 @@ final class ServeServer: Sendable {
             // Whichever ends first (the client left, or a write failed) ends the other.
             await group.next()
             group.cancelAll()
+        }
+    }
+}
+
+/// Closes its connection on ``IdleStateHandler``'s event.
+private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
         }
     }
 }
