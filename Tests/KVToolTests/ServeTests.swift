@@ -438,15 +438,7 @@ final class EventStreamReader {
     private var body: [UInt8] = []
 
     init(port: Int, token: String) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw HTTPTestClient.Failure(description: "connect: errno \(errno)") }
+        fd = try HTTPTestClient.connectLoopback(port: port)
         let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nX-KVTool-Token: \(token)\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         let deadline = Date().addingTimeInterval(BuildScale.seconds(10))

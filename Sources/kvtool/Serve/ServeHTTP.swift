@@ -1,4 +1,5 @@
 import Foundation
+import KVStore
 import NIOCore
 import NIOHTTP1
 
@@ -43,7 +44,7 @@ struct ServeRequest: Sendable {
         while let byte = iterator.next() {
             switch byte {
             case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(Self.hexValue), let low = iterator.next().flatMap(Self.hexValue) else { return nil }
+                guard let high = iterator.next().flatMap({ Hex.value($0) }), let low = iterator.next().flatMap({ Hex.value($0) }) else { return nil }
                 bytes.append(high << 4 | low)
             case UInt8(ascii: "+") where plusIsSpace:
                 bytes.append(UInt8(ascii: " "))
@@ -52,15 +53,6 @@ struct ServeRequest: Sendable {
             }
         }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The value of the cookie `name`, if the request carries it.
