@@ -296,7 +296,7 @@ class Run:
             state = self.js("const e = document.querySelector('[data-testid=status]'); return e && e.dataset.state")
             fail("the timeline's connection", "live", state)
             return
-        after_exit, after_start = [], []
+        after_exit, after_start, in_page = [], [], []
         row_js = ("return !!document.querySelector("
                   "`[data-testid=timeline-row][data-key=\"${CSS.escape(arguments[0])}\"]`)")
         for i in range(5):
@@ -308,6 +308,8 @@ class Run:
             except WaitTimeout:
                 fail(f"the timeline row of {key}", "within 5 s", "none")
                 continue
+            # Seen by this script: an upper bound that adds WebDriver's 10 ms polls and round trips
+            # (printed only); the check is on the page's own timing below.
             seen = time.monotonic()
             after_exit.append((seen - exited) * 1000)
             after_start.append((seen - started) * 1000)
@@ -315,15 +317,24 @@ class Run:
                 f"({after_start[-1]:.0f} ms after it started)")
             row = self.js("const r = document.querySelector(`[data-testid=timeline-row][data-key=\"${CSS.escape(arguments[0])}\"]`);"
                           "return {...r.dataset}", key)
+            # The commit's own time (recorded by the writer) to the row joining the page (the page's clock):
+            # one machine, one clock, and no WebDriver round trip in between.
+            try:
+                in_page.append(float(row.get("shown")) - float(row.get("committed")))
+            except (TypeError, ValueError):
+                fail(f"the timeline row of {key}", "data-committed and data-shown", row)
             check(row.get("author") == "browser-test" and row.get("name") == self.args.timeline_collection,
                   f"the timeline row of {key}", f"author browser-test, name {self.args.timeline_collection}",
                   f"author {row.get('author')}, name {row.get('name')}")
-            check(after_exit[-1] <= TIMELINE_LATENCY_LIMIT_MS, f"timeline latency of {key}",
-                  f"<= {TIMELINE_LATENCY_LIMIT_MS} ms after the writer exited", f"{after_exit[-1]:.0f} ms")
         if after_exit:
             log(f"timeline latency after exit: min {min(after_exit):.0f} ms, median {statistics.median(after_exit):.0f} ms, "
                 f"max {max(after_exit):.0f} ms; after start: min {min(after_start):.0f} ms, "
                 f"median {statistics.median(after_start):.0f} ms, max {max(after_start):.0f} ms")
+        if in_page:
+            log(f"timeline latency from the commit to its row in the page: min {min(in_page):.0f} ms, "
+                f"median {statistics.median(in_page):.0f} ms, max {max(in_page):.0f} ms")
+            check(max(in_page) <= TIMELINE_LATENCY_LIMIT_MS, "timeline latency from the commit to its row",
+                  f"<= {TIMELINE_LATENCY_LIMIT_MS} ms", f"{max(in_page):.0f} ms")
         first = self.js("const r = document.querySelector('[data-testid=timeline-row]'); return r && r.dataset.key")
         check(first == f"browser-{self.nonce}-4", "the timeline's top row", f"browser-{self.nonce}-4 (newest first)", first)
 

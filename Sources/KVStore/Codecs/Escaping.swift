@@ -16,25 +16,38 @@ package enum Escaping {
 
     /// `text` with control characters escaped, and with `quoting`, `"` and `\` too. `shortForms`
     /// writes newline, carriage return and tab as `\n`, `\r`, `\t`.
+    ///
+    /// Works on the UTF-8 bytes: every byte it escapes is ASCII, which never occurs inside a
+    /// multi-byte sequence, and text with nothing to escape (the common case) is returned as it is.
+    /// (Measured: escaping scalar by scalar was a fifth of `kvtool serve`'s time on a page of records.)
     package static func escape(_ text: String, quoting: Bool, shortForms: Bool, style: Style) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"" where quoting: out += "\\\""
-            case "\\" where quoting: out += "\\\\"
-            case "\n" where shortForms: out += "\\n"
-            case "\r" where shortForms: out += "\\r"
-            case "\t" where shortForms: out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
+        let utf8 = text.utf8
+        guard utf8.contains(where: { needsEscape($0, quoting: quoting) }) else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count + 16)
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "\"") where quoting: out += [UInt8(ascii: "\\"), byte]
+            case UInt8(ascii: "\\") where quoting: out += [UInt8(ascii: "\\"), byte]
+            case UInt8(ascii: "\n") where shortForms: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case UInt8(ascii: "\r") where shortForms: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case UInt8(ascii: "\t") where shortForms: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case _ where byte < 0x20 || byte == 0x7F:
+                let hex = Array(String(byte, radix: 16).utf8)
                 switch style {
-                case .json: out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                case .swift: out += "\\u{" + hex + "}"
+                case .json: out += Array("\\u".utf8) + Array(repeating: UInt8(ascii: "0"), count: 4 - hex.count) + hex
+                case .swift: out += Array("\\u{".utf8) + hex + [UInt8(ascii: "}")]
                 }
-            default: out.unicodeScalars.append(scalar)
+            default:
+                out.append(byte)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func needsEscape(_ byte: UInt8, quoting: Bool) -> Bool {
+        byte < 0x20 || byte == 0x7F || (quoting && (byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")))
     }
 }
 

@@ -114,24 +114,33 @@ struct ServeAPI: Sendable {
             }
             if reverse { range.upper = .exclusive(ByteKey(bytes)) } else { range.lower = .exclusive(ByteKey(bytes)) }
         }
-        var rows: [[String: Any]] = []
+        var rows: [String] = []
+        var lastKey: [UInt8] = []
         var next: String?
         var count = 0
         try store.read { tx in
             count = try raw.count(in: tx)
             try raw.forEachBytes(range, reverse: reverse, in: tx) { key, value in
                 guard rows.count < limit else {
-                    next = rows.last?["keyHex"] as? String
+                    next = Hex.encode(lastKey)
                     return false
                 }
-                rows.append(try Self.row(key: Array(key), value: value, entry: entry))
+                lastKey = Array(key)
+                rows.append(Self.row(key: lastKey, value: value, entry: entry))
                 return true
             }
         }
-        return .json([
-            "name": name, "keyEncoding": entry.keyEncoding, "valueEncoding": entry.valueEncoding, "count": count,
-            "entries": rows, "next": next ?? NSNull(),
-        ] as [String: Any])
+        // Written as JSON text, not through JSONSerialization: measured, that took half the time of a
+        // page of 100 records.
+        return Self.jsonText(JSONText.object([
+            ("name", JSONText.quoted(name)), ("keyEncoding", JSONText.quoted(entry.keyEncoding)),
+            ("valueEncoding", JSONText.quoted(entry.valueEncoding)), ("count", String(count)),
+            ("entries", JSONText.array(rows)), ("next", next.map(JSONText.quoted) ?? "null"),
+        ]))
+    }
+
+    static func jsonText(_ text: String) -> ServeResponse {
+        ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(text.utf8))
     }
 
     /// The range a query names: a prefix, or from/through, or everything.
@@ -148,8 +157,8 @@ struct ServeAPI: Sendable {
                         upper: try given("through").map { .inclusive(ByteKey(try ValueText.parseKey($0, entry: entry))) } ?? .unbounded)
     }
 
-    /// One entry for the page: its key rendered and in hex, its value pretty-printed and cut.
-    static func row(key: [UInt8], value: UnsafeRawBufferPointer, entry: CatalogEntry) throws -> [String: Any] {
+    /// One entry for the page, as JSON text: its key rendered and in hex, its value pretty-printed and cut.
+    static func row(key: [UInt8], value: UnsafeRawBufferPointer, entry: CatalogEntry) -> String {
         let keyText = (try? ValueText.renderKey(key, entry: entry)) ?? "0x" + Hex.encode(key)
         let shown: String
         if value.count > ServeLimits.decodedValueBytes {
@@ -161,8 +170,10 @@ struct ServeAPI: Sendable {
             shown = JSONText.quoted("0x" + Hex.encode(Array(value.prefix(ServeLimits.valueCharacters / 2))))
         }
         let (text, truncated) = Self.cut(shown)
-        return ["key": keyText, "keyHex": Hex.encode(key), "value": text, "size": value.count,
-                "truncated": truncated || value.count > ServeLimits.decodedValueBytes]
+        return JSONText.object([
+            ("key", JSONText.quoted(keyText)), ("keyHex", JSONText.quoted(Hex.encode(key))), ("value", JSONText.quoted(text)),
+            ("size", String(value.count)), ("truncated", truncated || value.count > ServeLimits.decodedValueBytes ? "true" : "false"),
+        ])
     }
 
     /// At most ``ServeLimits/valueCharacters`` characters, and whether it was cut.
@@ -273,8 +284,7 @@ struct ServeAPI: Sendable {
             }
         }
         // Built as text: the events are the very JSON the live stream sends.
-        let body = "{\"transaction\": \(transaction), \"events\": \(JSONText.array(events))}"
-        return ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(body.utf8))
+        return Self.jsonText(JSONText.object([("transaction", String(transaction)), ("events", JSONText.array(events))]))
     }
 
     func snapshots() throws -> ServeResponse {

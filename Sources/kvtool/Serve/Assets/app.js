@@ -18,7 +18,8 @@
  *   defaults-table (data-suite), defaults-row (data-key)
  *   breadcrumbs, files-table, file-row (data-path, data-kind), file-image (<img>, data-path)
  *   timeline-table, timeline-row (data-transaction, data-author, data-name, data-kind, data-target,
- *   data-key, data-operation; a commit without history has data-history="false"), timeline-count,
+ *   data-key, data-operation, data-committed and data-shown in ms since 1970; a commit without history
+ *   has data-history="false"), timeline-count,
  *   status (data-state: connecting|syncing|live|reconnecting|closed), filter-target, filter-author,
  *   filter-text
  *   consumers-table, consumer-row (data-name, data-behind)
@@ -482,6 +483,8 @@ function addCommit(event) {
         testid: 'timeline-row', dataset: {
           transaction: entry.transaction ?? transaction, author: entry.author ?? '', name: entry.name, kind: entry.kind,
           target, key: entry.key ?? '', operation: entry.operation,
+          // For the timeline's latency: when the writer committed, and when the row joined the page.
+          committed: Date.parse(entry.timestamp ?? entry.time ?? ''), shown: Date.now(),
         },
       },
       cell(entry.transaction ?? transaction, 'num'),
