@@ -165,6 +165,7 @@ import Workloads
         }
         #expect(try server.get("/api/nothing").status == 404)
         #expect(try server.client.request("DELETE", "/api/catalog", headers: ["X-KVTool-Token": server.token]).status == 405)
+        #expect(try server.client.request("POST", "/api/events", headers: ["X-KVTool-Token": server.token]).status == 405)
     }
 
     /// The dashboard as `/api/dashboard` lists it, computed here from a read-only open of the store.

@@ -73,10 +73,7 @@ struct ServeAPI: Sendable {
     private var store: Store { container.store }
 
     /// The history, where some process has created it (a read-only open cannot).
-    private var history: History? {
-        guard (try? store.catalogEntry(forCollection: History.entriesName)) ?? nil != nil else { return nil }
-        return try? History.attach(to: store)
-    }
+    private var history: History? { CommitFollower.attachHistory(store) }
 
     // MARK: - The container
 

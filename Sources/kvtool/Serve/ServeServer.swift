@@ -98,7 +98,7 @@ final class ServeServer: Sendable {
                     if var refusal = authorize(request) {
                         if request.path == "/" || request.path == "/index.html" { refusal = Self.deniedPage(refusal) }
                         try await write(refusal, keepAlive: requestHead.isKeepAlive, to: outbound)
-                    } else if request.path == "/api/events" {
+                    } else if request.path == "/api/events" && request.method == .GET {
                         try await streamEvents(request, on: connection.channel, to: outbound)
                         return
                     } else {

@@ -37,7 +37,7 @@ struct CommitFollower: Sendable {
 
     /// The history, once it exists: a read-only process cannot create it, and another process may
     /// enable it later.
-    private static func attachHistory(_ store: Store) -> History? {
+    static func attachHistory(_ store: Store) -> History? {
         guard (try? store.catalogEntry(forCollection: History.entriesName)) ?? nil != nil else { return nil }
         return try? History.attach(to: store)
     }
