@@ -21,18 +21,21 @@ let package = Package(
         .executable(name: "trainer-extension", targets: ["TrainerExtension"]),
         .executable(name: "checklist-widget", targets: ["ChecklistWidget"]),
     ],
-    // `PostgreSQL` (on by default) builds SyncKitPostgres on postgres-nio and `kvtool sync`. Without it
-    // (`--disable-default-traits`) nothing of NIO is built: SyncKitPostgres is empty and kvtool has no
-    // `sync`. KVStore, SyncKit and Workloads never depend on it either way.
+    // `PostgreSQL` (on by default) builds SyncKitPostgres on postgres-nio and `kvtool sync`; `Serve` (on
+    // by default) builds `kvtool serve` on SwiftNIO's HTTP server. Without them
+    // (`--disable-default-traits`, as the sanitizer runs build) nothing of NIO is built: SyncKitPostgres
+    // is empty and kvtool has neither `sync` nor `serve`. KVStore, SyncKit and Workloads never depend
+    // on NIO either way.
     traits: [
         .trait(name: "PostgreSQL", description: "Replication across machines through PostgreSQL (SyncKitPostgres, kvtool sync)"),
-        .default(enabledTraits: ["PostgreSQL"]),
+        .trait(name: "Serve", description: "kvtool serve: a live view of a container in a browser (SwiftNIO's HTTP server)"),
+        .default(enabledTraits: ["PostgreSQL", "Serve"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        // `kvtool serve`'s HTTP server (NIOHTTP1 on NIOPosix), whatever the traits: postgres-nio builds
+        // `kvtool serve`'s HTTP server (NIOHTTP1 on NIOPosix), with the `Serve` trait: postgres-nio builds
         // on the same SwiftNIO.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
@@ -57,9 +60,9 @@ let package = Package(
             dependencies: [
                 "KVStore", "SyncKit", "Workloads", "SyncKitPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Serve"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Serve"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["Serve"])),
             ],
             // `kvtool serve`'s page: plain HTML, CSS and JavaScript, compiled into the binary as bytes
             // (no bundle to find at run time, no build step).

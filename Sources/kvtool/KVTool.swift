@@ -15,12 +15,19 @@ struct KVTool: ParsableCommand {
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self,
             Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,
-            Readers.self, Check.self, Compact.self, Serve.self, Bench.self, Demo.self,
-        ] + KVTool.replicationCommands
+            Readers.self, Check.self, Compact.self, Bench.self, Demo.self,
+        ] + KVTool.serveCommands + KVTool.replicationCommands
     )
 }
 
 extension KVTool {
+    /// `kvtool serve`, with the `Serve` trait (on by default).
+    #if Serve
+    static let serveCommands: [any ParsableCommand.Type] = [Serve.self]
+    #else
+    static let serveCommands: [any ParsableCommand.Type] = []
+    #endif
+
     /// `kvtool sync`, with the `PostgreSQL` trait (on by default).
     #if PostgreSQL
     static let replicationCommands: [any ParsableCommand.Type] = [SyncCommand.self]

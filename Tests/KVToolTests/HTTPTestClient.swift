@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -95,3 +96,4 @@ struct HTTPTestClient {
         return Response(status: status, headers: headers, body: Array(bytes[(end + 4)...]))
     }
 }
+#endif

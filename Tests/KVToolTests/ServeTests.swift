@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 import KVStore
 import SyncKit
@@ -495,3 +496,4 @@ final class EventStreamReader {
         return true
     }
 }
+#endif

@@ -63,9 +63,11 @@ struct Demo: ParsableCommand {
             print("            \(widget)\(options)")
             print("            \(trainer)\(options)")
         }
+        #if Serve
         print("Explore what it just did in a browser (catalog, collections, Files/, the live timeline of every")
         print("process's commits, consumers, snapshots, reader slots, the dashboard chart); it prints the URL:")
         print("            \(tool) serve\(options)")
+        #endif
     }
 
     // MARK: - The checklist app and its widget

@@ -1,3 +1,4 @@
+#if Serve
 import ArgumentParser
 import Foundation
 import KVStore
@@ -56,3 +57,4 @@ struct Serve: ParsableCommand {
         }
     }
 }
+#endif

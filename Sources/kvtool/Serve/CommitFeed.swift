@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 import KVStore
 import SyncKit
@@ -89,3 +90,4 @@ final class CommitFeed: Sendable {
         ])
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Serve
 /// Re-indents compact JSON text (two spaces a level), keeping every token as it was: the numbers'
 /// spelling and the members' order, which a parse and re-serialisation would not.
 enum PrettyJSON {
@@ -49,3 +50,4 @@ enum PrettyJSON {
         return String(decoding: out, as: UTF8.self)
     }
 }
+#endif

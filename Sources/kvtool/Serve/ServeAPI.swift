@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 import KVStore
 import NIOHTTP1
@@ -427,3 +428,4 @@ extension ServeRequest {
         return number
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 import KVStore
 import NIOCore
@@ -109,3 +110,4 @@ enum ServeLimits {
     /// Entries of a directory listing, of the defaults of one suite, and history entries in the timeline.
     static let listing = 2_000
 }
+#endif

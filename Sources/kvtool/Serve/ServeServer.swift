@@ -1,3 +1,4 @@
+#if Serve
 import Foundation
 import KVStore
 import NIOCore
@@ -229,3 +230,4 @@ private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
         }
     }
 }
+#endif
