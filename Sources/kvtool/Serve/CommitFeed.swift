@@ -31,6 +31,7 @@ final class CommitFeed: Sendable {
             var follower = follower
             var text = text
             var lastPing = Date()
+            var lastProblem: String?
             while true {
                 _ = changes.wait(timeout: .milliseconds(50))
                 do {
@@ -46,8 +47,12 @@ final class CommitFeed: Sendable {
                     for commit in commits {
                         broadcast("event: commit\ndata: \(Self.json(commit, text: text))\n\n")
                     }
+                    lastProblem = nil
                 } catch {
-                    broadcast("event: problem\ndata: \(JSONText.quoted("\(error)".singleLine))\n\n")
+                    // Said once, not every 50 ms while it lasts (a co-tenant may have broken the history).
+                    let problem = "\(error)".singleLine
+                    if problem != lastProblem { broadcast("event: problem\ndata: \(JSONText.quoted(problem))\n\n") }
+                    lastProblem = problem
                 }
                 if Date().timeIntervalSince(lastPing) >= Self.pingInterval {
                     broadcast(": ping\n\n")
@@ -73,20 +78,19 @@ final class CommitFeed: Sendable {
         return stream
     }
 
-    /// Open streams, for the tests' bounds.
-    var streamCount: Int { subscribers.withLock { $0.continuations.count } }
-
     private func broadcast(_ event: String) {
         for continuation in subscribers.withLock({ Array($0.continuations.values) }) { continuation.yield(event) }
     }
 
-    /// A commit as the page's timeline takes it (the contract of `/api/events`).
+    /// A commit as the page's timeline takes it (the contract of `/api/events`): at most
+    /// ``ServeLimits/listing`` of its entries, and how many more there were.
     static func json(_ commit: CommitFollower.Commit, text: HistoryText) -> String {
         JSONText.object([
             ("transaction", String(commit.transactionID)),
             ("seen", JSONText.quoted(HistoryText.timestamp(commit.seen))),
             ("history", commit.entries.isEmpty ? "false" : "true"),
-            ("entries", JSONText.array(commit.entries.map(text.json))),
+            ("entries", JSONText.array(commit.entries.prefix(ServeLimits.listing).map(text.json))),
+            ("omitted", String(max(0, commit.entries.count - ServeLimits.listing))),
         ])
     }
 }
