@@ -48,6 +48,9 @@ public struct ReplicatedTarget: Sendable {
     let write: @Sendable (_ key: [UInt8], _ value: [UInt8]?, _ transaction: WriteTransaction) throws -> Void
     /// Every stored key.
     let keys: @Sendable (_ transaction: ReadTransaction) throws -> [[UInt8]]
+    /// Decodes a key and value as `write` would, writing nothing: throws ``UnreadableChange`` for
+    /// bytes this device cannot read.
+    let check: @Sendable (_ key: [UInt8], _ value: [UInt8]?) throws -> Void
 
     /// A typed collection. Its values replicate as stored (its codec's bytes), so every device must
     /// open it with the same value type and encoding.
@@ -59,9 +62,13 @@ public struct ReplicatedTarget: Sendable {
         case .rejectAndReport: .rejectAndReport
         case .merge(let merge):
             .merge { local, remote, key in
-                let merged = try merge(try collection.decodeStoredValue(local, key: key),
-                                       try collection.decodeStoredValue(remote, key: key))
-                return try collection.encodeValueForStorage(merged)
+                // Nothing is written here: whatever fails is the remote value's problem (or the
+                // merge's), and the change is quarantined.
+                try UnreadableChange.reading {
+                    let merged = try merge(try collection.decodeStoredValue(local, key: key),
+                                           try collection.decodeStoredValue(remote, key: key))
+                    return try collection.encodeValueForStorage(merged)
+                }
             }
         }
         return ReplicatedTarget(
@@ -73,12 +80,17 @@ public struct ReplicatedTarget: Sendable {
             write: { key, value, transaction in
                 let typedKey = try Self.decodeKey(key, as: Key.self, collection.name)
                 if let value {
-                    try collection.put(try collection.decodeStoredValue(value, key: key), forKey: typedKey, in: transaction)
+                    let decoded = try UnreadableChange.reading { try collection.decodeStoredValue(value, key: key) }
+                    try collection.put(decoded, forKey: typedKey, in: transaction)
                 } else {
                     try collection.delete(typedKey, in: transaction)
                 }
             },
-            keys: { transaction in try collection.keys(in: transaction).map(\.encodedKey) })
+            keys: { transaction in try collection.keys(in: transaction).map(\.encodedKey) },
+            check: { key, value in
+                _ = try Self.decodeKey(key, as: Key.self, collection.name)
+                if let value { _ = try UnreadableChange.reading { try collection.decodeStoredValue(value, key: key) } }
+            })
     }
 
     /// A ``SharedDefaults`` suite. Values are CBOR, as the suite stores them; a suite offers
@@ -92,17 +104,23 @@ public struct ReplicatedTarget: Sendable {
             write: { key, value, transaction in
                 let name = try Self.defaultsKey(key, defaults.suiteName)
                 if let value {
-                    let decoded: CBORValue
-                    do { decoded = try CBORValue.decode(value) } catch {
-                        throw KVStoreError.corruptValue(collection: "defaults \(defaults.suiteName)", key: name,
-                                                        reason: "not CBOR: \(error)", underlying: .init(error))
-                    }
-                    try defaults.set(cborValue: decoded, forKey: name, in: transaction)
+                    try defaults.set(cborValue: try Self.defaultsValue(value, name, defaults.suiteName), forKey: name, in: transaction)
                 } else {
                     try defaults.removeObject(forKey: name, in: transaction)
                 }
             },
-            keys: { transaction in try defaults.storedKeys(in: transaction).map { Array($0.utf8) } })
+            keys: { transaction in try defaults.storedKeys(in: transaction).map { Array($0.utf8) } },
+            check: { key, value in
+                let name = try Self.defaultsKey(key, defaults.suiteName)
+                if let value { _ = try Self.defaultsValue(value, name, defaults.suiteName) }
+            })
+    }
+
+    static func defaultsValue(_ value: [UInt8], _ name: String, _ suite: String) throws -> CBORValue {
+        do { return try CBORValue.decode(value) } catch {
+            throw UnreadableChange(KVStoreError.corruptValue(collection: "defaults \(suite)", key: name,
+                                                             reason: "not CBOR: \(error)", underlying: .init(error)))
+        }
     }
 
     /// A collection known only by name, as `kvtool` sees it: values replicate as stored bytes. It must
@@ -121,20 +139,38 @@ public struct ReplicatedTarget: Sendable {
     static func decodeKey<Key: OrderedKey>(_ bytes: [UInt8], as type: Key.Type, _ collection: String) throws -> Key {
         let key: Key
         do { key = try Key.decodeKey(bytes) } catch {
-            throw KVStoreError.invalidKey(collection: collection, reason: "not a key of this collection: \(error)")
+            throw UnreadableChange(KVStoreError.invalidKey(collection: collection, reason: "not a key of this collection: \(error)"))
         }
         // Only the canonical encoding: two spellings of one key would be two rows on the server.
         guard key.encodedKey == bytes else {
-            throw KVStoreError.invalidKey(collection: collection, reason: "not the canonical encoding of its key")
+            throw UnreadableChange(KVStoreError.invalidKey(collection: collection, reason: "not the canonical encoding of its key"))
         }
         return key
     }
 
     static func defaultsKey(_ bytes: [UInt8], _ suite: String) throws -> String {
         guard let key = String(validating: bytes, as: UTF8.self) else {
-            throw KVStoreError.invalidKey(collection: "defaults \(suite)", reason: "the key is not UTF-8")
+            throw UnreadableChange(KVStoreError.invalidKey(collection: "defaults \(suite)", reason: "the key is not UTF-8"))
         }
         return key
+    }
+}
+
+/// A change's key or value that this device cannot read (a value from a newer version of the app, a
+/// key of another type): thrown before anything of the change is written, so the replicator can
+/// quarantine the change and go on in the same transaction.
+struct UnreadableChange: Error, CustomStringConvertible {
+    let reason: String
+
+    init(_ error: any Error) {
+        reason = (error as? UnreadableChange)?.reason ?? "\(error)"
+    }
+
+    var description: String { reason }
+
+    /// Runs `body`, which must write nothing, and turns what it throws into an ``UnreadableChange``.
+    static func reading<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch { throw UnreadableChange(error) }
     }
 }
 #endif

@@ -14,6 +14,7 @@ public enum Replication {
     static let stateName = "_sync.state"
     static let targetsName = "_sync.targets"
     static let dirtyName = "_sync.dirty"
+    static let quarantineName = "_sync.quarantine"
     static let stateKey = "replica"
     static func versionsName(_ target: Mutation.Target) -> String { "_sync.v." + target.declarationKey }
 
@@ -103,12 +104,20 @@ public enum Replication {
                 pending = transactions.reduce(0) { $0 + $1.entries.count }
             }
             pending += try collections.dirty.count(in: tx)
+            let quarantined = try collections.quarantine.count(in: tx)
             return ReplicationStatus(
                 device: state?.device, cursor: state?.cursor ?? 0, targets: declared.map(\.description),
                 pendingChanges: pending, pushed: state?.pushed ?? 0, pulled: state?.pulled ?? 0,
                 conflictsResolved: state?.conflicts ?? 0, resyncs: state?.resyncs ?? 0,
-                lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt)
+                lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt,
+                quarantined: quarantined)
         }
+    }
+
+    /// The changes from other devices held in quarantine (``QuarantinedChange``), in sequence order.
+    public static func quarantine(of container: SharedContainer) throws -> [QuarantinedChange] {
+        guard try !declaredTargets(in: container.store).isEmpty else { return [] }
+        return try Collections(store: container.store).quarantine.entries().map(\.value)
     }
 
     /// The replicator's own collections in a store.
@@ -117,12 +126,15 @@ public enum Replication {
         let state: KVCollection<String, ReplicaState>
         let targets: KVCollection<String, TargetDeclaration>
         let dirty: KVCollection<UInt64, DirtyKey>
+        /// Key: the change's sequence number as a `UInt64` bit pattern.
+        let quarantine: KVCollection<UInt64, QuarantinedChange>
 
         init(store: Store) throws {
             self.store = store
             state = try store.collection(stateName, key: String.self, value: ReplicaState.self)
             targets = try store.collection(targetsName, key: String.self, value: TargetDeclaration.self)
             dirty = try store.collection(dirtyName, key: UInt64.self, value: DirtyKey.self)
+            quarantine = try store.collection(quarantineName, key: UInt64.self, value: QuarantinedChange.self)
         }
 
         func versions(for target: Mutation.Target) throws -> KVCollection<ByteKey, KeyVersion> {

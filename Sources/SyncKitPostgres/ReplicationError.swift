@@ -19,6 +19,20 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     case unsupportedTarget(Mutation.Target, reason: String)
     /// The store's replication state (`_sync.*`) holds something a replicator never writes.
     case corruptState(String)
+    /// The server refused a push because this device's clock (the stamps of its changes) is further
+    /// ahead of the server's clock than ``Replicator/Options/maxClockSkew``. Nothing was applied; the
+    /// changes stay pending, and are sent once the server's clock is within the bound of their stamps.
+    case clockAhead(by: Duration, limit: Duration)
+    /// This replicator was made without a server (``Replicator/init(container:targets:options:events:)``):
+    /// it can only retry quarantined changes.
+    case noServer
+
+    /// `1.5 s`, `86400 s`.
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(Double(milliseconds) / 1000) s"
+    }
 
     public var description: String {
         switch self {
@@ -31,6 +45,9 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .notDeclared(let target): "\(target) is not replicated (kvtool sync enable)"
         case .unsupportedTarget(let target, let reason): "\(target) cannot replicate: \(reason)"
         case .corruptState(let message): "corrupt replication state: \(message)"
+        case .clockAhead(let ahead, let limit):
+            "the server refused this device's changes: their clock is \(Self.seconds(ahead)) ahead of the server's (the limit is \(Self.seconds(limit))); set this machine's clock right, and they are sent once the server's clock reaches them"
+        case .noServer: "this replicator has no server"
         }
     }
 }

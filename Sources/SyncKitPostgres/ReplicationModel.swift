@@ -30,6 +30,8 @@ struct ReplicaState: Codable, Hashable, Sendable {
     /// The next token for a change that is not a history entry (a merged value, a value re-sent after
     /// a conflict): tokens from 2^62 up never meet history's.
     var nextExtraToken: UInt64 = 1 << 62
+    /// Quarantined changes dropped to keep the quarantine within its bounds (oldest first).
+    var quarantineEvicted: Int?
 }
 
 /// Which change a sequence number held: its device and token, unique on the server.
@@ -53,6 +55,102 @@ struct DirtyKey: Codable, Hashable, Sendable {
     var key: [UInt8]
     var clock: UInt64
     var token: UInt64
+}
+
+/// A change pulled from the server that this device could not apply, kept with its raw bytes and the
+/// reason in `_sync.quarantine` (key: its sequence number) instead of stopping the pull: a value
+/// written by a newer version of the app, a row no replicator writes, or a clock further ahead than
+/// ``Replicator/Options/maxClockSkew``. The cursor moves past it and later changes apply;
+/// ``Replicator/retryQuarantined()`` (`kvtool sync quarantine retry`) applies the ones that now
+/// can be, after an app upgrade or once the clocks agree. While a key has a quarantined change, this
+/// device's own writes of it wait (`pendingChanges`) rather than go over the server's newer value.
+public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The server's sequence number of the change.
+    public var sequence: Int64
+    /// `collection` or `defaults`, as the server's row spells it (or whatever a bad row holds).
+    public var kind: String
+    public var name: String
+    public var key: [UInt8]
+    /// The value's bytes (`nil` for a delete, or when the value was over the size limit and was not
+    /// read).
+    public var value: [UInt8]?
+    /// Whether `value` was read: false when it was over ``Replicator/Options/maxValueBytes``.
+    public var valueKept: Bool
+    public var clock: UInt64
+    /// The device that sent it.
+    public var device: String
+    public var token: UInt64
+    /// Why it was not applied, in one line.
+    public var reason: String
+    public var quarantinedAt: Date
+
+    /// The collection or suite it belongs to, if its kind is one a replicator writes.
+    public var target: Mutation.Target? { Mutation.Target(kindName: kind, name: name) }
+
+    enum CodingKeys: String, CodingKey {
+        case sequence, kind, name, key, value, valueKept, clock, device, token, reason, quarantinedAt
+    }
+
+    public init(sequence: Int64, kind: String, name: String, key: [UInt8], value: [UInt8]?, valueKept: Bool, clock: UInt64,
+                device: String, token: UInt64, reason: String, quarantinedAt: Date) {
+        self.sequence = sequence
+        self.kind = kind
+        self.name = name
+        self.key = key
+        self.value = value
+        self.valueKept = valueKept
+        self.clock = clock
+        self.device = device
+        self.token = token
+        self.reason = reason
+        self.quarantinedAt = quarantinedAt
+    }
+
+    // Bytes are stored as byte strings (`Data`), not as arrays of numbers: a value of megabytes
+    // decodes with one copy.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sequence = try container.decode(Int64.self, forKey: .sequence)
+        kind = try container.decode(String.self, forKey: .kind)
+        name = try container.decode(String.self, forKey: .name)
+        key = [UInt8](try container.decode(Data.self, forKey: .key))
+        value = try container.decodeIfPresent(Data.self, forKey: .value).map { [UInt8]($0) }
+        valueKept = try container.decode(Bool.self, forKey: .valueKept)
+        clock = try container.decode(UInt64.self, forKey: .clock)
+        device = try container.decode(String.self, forKey: .device)
+        token = try container.decode(UInt64.self, forKey: .token)
+        reason = try container.decode(String.self, forKey: .reason)
+        quarantinedAt = try container.decode(Date.self, forKey: .quarantinedAt)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(sequence, forKey: .sequence)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(name, forKey: .name)
+        try container.encode(Data(key), forKey: .key)
+        try container.encodeIfPresent(value.map { Data($0) }, forKey: .value)
+        try container.encode(valueKept, forKey: .valueKept)
+        try container.encode(clock, forKey: .clock)
+        try container.encode(device, forKey: .device)
+        try container.encode(token, forKey: .token)
+        try container.encode(reason, forKey: .reason)
+        try container.encode(quarantinedAt, forKey: .quarantinedAt)
+    }
+
+    public var description: String {
+        "change \(sequence) to \(target.map(\.description) ?? "'\(kind.prefix(40))'") key \(Hex.encode(Array(key.prefix(64)))) from \(device.prefix(64)): \(reason)"
+    }
+}
+
+/// What ``Replicator/retryQuarantined()`` did.
+public struct QuarantineRetryReport: Hashable, Sendable, Codable {
+    /// Quarantined changes now applied (or settled as conflicts).
+    public var applied = 0
+    /// Quarantined changes dropped because a newer version of their key had already been applied.
+    public var superseded = 0
+    /// Changes still quarantined.
+    public var remaining = 0
 }
 
 /// A replicated collection or suite, as `_sync.targets` records it.
@@ -137,6 +235,9 @@ public enum SyncEvent: Hashable, Sendable {
     /// widget feed. (Indexes and derived collections were updated in the same transaction.) A resync
     /// ends with ``resynchronized(cursor:)`` instead, after which everything may have changed.
     case applied(targets: Set<Mutation.Target>, changes: Int)
+    /// A change from another device could not be applied and was quarantined
+    /// (``QuarantinedChange``): the pull went on past it.
+    case quarantined(QuarantinedChange)
     /// A sync round failed; it will be retried.
     case failed(String)
 }
@@ -155,6 +256,8 @@ public struct SyncReport: Hashable, Sendable, Codable {
     public var pulled = 0
     /// Conflicts resolved in this round.
     public var conflicts = 0
+    /// Other devices' changes quarantined in this round (``QuarantinedChange``).
+    public var quarantined = 0
     /// Whether the round reloaded from the server's state.
     public var resynchronized = false
     /// The cursor after the round.
@@ -176,5 +279,7 @@ public struct ReplicationStatus: Hashable, Sendable, Codable {
     public var lastSyncAt: Date?
     public var lastError: String?
     public var lastErrorAt: Date?
+    /// Changes from other devices held in quarantine (``QuarantinedChange``).
+    public var quarantined: Int = 0
 }
 #endif

@@ -46,10 +46,11 @@ extension Replicator {
     /// signals `wakeup` for every notification of this group (and after every reconnection, in case
     /// one was missed while disconnected).
     private func listen(wakeup: Wakeup) async {
+        guard let url = self.server else { return }
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
             do {
-                let server = try await ServerConnection.connect(self.server, logger: options.logger, maxValueBytes: options.maxValueBytes)
+                let server = try await ServerConnection.connect(url, logger: options.logger, maxValueBytes: options.maxValueBytes)
                 defer { Task { await server.close() } }
                 try await server.connection.listen(on: ServerSchema.channel) { notifications in
                     wakeup.signal()

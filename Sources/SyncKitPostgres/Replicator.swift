@@ -46,13 +46,28 @@ public final class Replicator: @unchecked Sendable {
         public var maximumBackoff: Duration = .seconds(5)
         /// In ``run(until:)``, a sync happens at least this often even if nothing woke it.
         public var pollInterval: Duration = .seconds(5)
+        /// How far ahead of the other side's clock a hybrid logical clock stamp may be (60 s by
+        /// default). A push stamped further ahead of the server's clock is refused
+        /// (``ReplicationError/clockAhead(by:limit:)``); a pulled change stamped further ahead of this
+        /// device's ``clock`` is quarantined and its stamp never adopted; and no remote stamp moves
+        /// this device's clock past `clock() + maxClockSkew`.
+        public var maxClockSkew: Duration = History.defaultMaxClockSkew
+        /// This device's wall clock, against which pulled stamps are checked. A seam for tests that
+        /// give a device a wrong clock; leave it to `Date()` otherwise.
+        public var clock: @Sendable () -> Date = { Date() }
+        /// The quarantine keeps at most this many changes and this many bytes of values; past either,
+        /// the oldest are dropped (counted in the replica's state), so that a hostile device cannot
+        /// make this one store without bound.
+        public var maxQuarantinedChanges = 1_000
+        public var maxQuarantineBytes = 64 << 20
         public var logger = Logger(label: "kvstore.sync", factory: { _ in SwiftLogNoOpLogHandler() })
         public init() {}
     }
 
     public let container: SharedContainer
     public let history: History
-    public let server: ServerURL
+    /// The server (`nil` for a replicator that only retries quarantined changes).
+    public let server: ServerURL?
     public let options: Options
     /// The group's id on the server: the container's group identifier.
     public let group: String
@@ -73,8 +88,20 @@ public final class Replicator: @unchecked Sendable {
     ///   - events: called for every conflict resolved, resync and failure, on the replicator's task.
     /// - Throws: ``ReplicationError/notDeclared(_:)``; ``ReplicationError/server(_:)`` if another
     ///   replicator holds the container.
-    public init(container: SharedContainer, server: ServerURL, targets: [ReplicatedTarget], options: Options = Options(),
-                events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
+    public convenience init(container: SharedContainer, server: ServerURL, targets: [ReplicatedTarget], options: Options = Options(),
+                            events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
+        try self.init(container: container, server: Optional(server), targets: targets, options: options, events: events)
+    }
+
+    /// A replicator without a server: it can ``retryQuarantined()`` (after an app upgrade, say, from
+    /// a process that has no server to hand), and its ``sync()`` throws ``ReplicationError/noServer``.
+    public convenience init(container: SharedContainer, targets: [ReplicatedTarget], options: Options = Options(),
+                            events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
+        try self.init(container: container, server: nil, targets: targets, options: options, events: events)
+    }
+
+    private init(container: SharedContainer, server: ServerURL?, targets: [ReplicatedTarget], options: Options,
+                 events: @escaping @Sendable (SyncEvent) -> Void) throws {
         self.container = container
         self.server = server
         self.options = options
@@ -159,7 +186,7 @@ public final class Replicator: @unchecked Sendable {
         try await round { server, report in report.pulled = try await pull(server, report: &report) }
     }
 
-    private func round(_ body: (ServerConnection, inout SyncReport) async throws -> Void) async throws -> SyncReport {
+    func round(_ body: (ServerConnection, inout SyncReport) async throws -> Void) async throws -> SyncReport {
         do {
             let server = try await connected()
             var report = SyncReport()
@@ -186,11 +213,12 @@ public final class Replicator: @unchecked Sendable {
         await dropConnection()
     }
 
-    private func connected() async throws -> ServerConnection {
+    func connected() async throws -> ServerConnection {
         if let existing = connection.withLock({ $0 }) {
             if !existing.isClosed { return existing }
             await dropConnection()   // the server closed it (a restart, say): connect anew
         }
+        guard let server else { throw ReplicationError.noServer }
         let fresh = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes)
         do {
             try await fresh.migrate()
@@ -203,7 +231,7 @@ public final class Replicator: @unchecked Sendable {
         return fresh
     }
 
-    private func dropConnection() async {
+    func dropConnection() async {
         if let old = connection.withLock({ current -> ServerConnection? in defer { current = nil }; return current }) {
             await old.close()
         }
@@ -212,7 +240,7 @@ public final class Replicator: @unchecked Sendable {
     // MARK: - Another server
 
     /// Records the server's id; if this device synced with another one, starts over with this one.
-    private func adopt(server id: String) throws {
+    func adopt(server id: String) throws {
         let changed: Bool = try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
             guard state.server != id else { return false }
@@ -229,7 +257,7 @@ public final class Replicator: @unchecked Sendable {
     /// Forgets what this device knew of the server (its cursor, the versions of its keys) and queues
     /// every key of every target to be sent again, with the clock of the version it last knew (so a
     /// value is no newer than it was), or now for a key it never had a version of.
-    private func rebase(_ state: inout ReplicaState, in tx: WriteTransaction) throws {
+    func rebase(_ state: inout ReplicaState, in tx: WriteTransaction) throws {
         let now = HybridTimestamp.next(after: .zero, now: Date()).rawValue
         var queued: [QueuedKey] = []
         for (target, replicated) in targets {
@@ -250,7 +278,7 @@ public final class Replicator: @unchecked Sendable {
 
     /// The server has fewer changes than this device saw (restored from an older backup, or
     /// recreated under the same id): starts over as with another server.
-    private func rebaseOnForgetfulServer() throws {
+    func rebaseOnForgetfulServer() throws {
         let id: String? = try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
             try rebase(&state, in: tx)
@@ -260,429 +288,9 @@ public final class Replicator: @unchecked Sendable {
         events(.serverChanged(server: id ?? "unknown"))
     }
 
-    // MARK: - Push
-
-    private struct PendingKey: Hashable {
-        var target: Mutation.Target
-        var key: [UInt8]
-    }
-
-    private struct PushItem {
-        var change: OutgoingChange
-        var target: Mutation.Target
-        var dirtyIDs: [UInt64]
-    }
-
-    private func push(_ server: ServerConnection, report: inout SyncReport) async throws -> Int {
-        var pushed = 0
-        // Bounded: a key that keeps losing races to another device is left for the next round.
-        for _ in 0..<10 {
-            if case .expired = try consumer.pendingChanges(matching: HistoryFilter(transactionLimit: 1)) {
-                try requeueEverything()
-            }
-            let (items, next) = try collectPending()
-            if !items.isEmpty {
-                for start in stride(from: 0, to: items.count, by: options.batchSize) {
-                    let batch = Array(items[start..<min(start + options.batchSize, items.count)])
-                    let outcomes = try await server.push(group: group, device: device, changes: batch.map(\.change))
-                    try record(outcomes, of: batch, report: &report)
-                    pushed += outcomes.count { if case .applied = $0 { true } else { false } }
-                }
-            }
-            if let next { try consumer.acknowledge(through: next) }
-            // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
-            if try items.isEmpty && !hasDirtyKeys() { break }
-        }
-        return pushed
-    }
-
-    private func hasDirtyKeys() throws -> Bool {
-        try collections.store.read { tx in try collections.dirty.first(in: tx) != nil }
-    }
-
-    /// What to send: the latest pending history entry of each replicated key (unless a later entry
-    /// is a replicator's own: another device's value that won), plus the dirty keys; with each key's
-    /// current value, read in the same transaction as the history.
-    private func collectPending() throws -> ([PushItem], ChangeToken?) {
-        let token = try consumer.token()
-        let store = container.store
-        return try store.read { tx in
-            var latest: [PendingKey: HistoryEntry] = [:]
-            var order: [PendingKey] = []
-            var next: ChangeToken?
-            let filter = HistoryFilter(targets: Set(targets.keys), transactionLimit: options.transactionsPerRound)
-            switch try history.changes(since: token, matching: filter, in: tx) {
-            case .expired:
-                next = nil   // requeueEverything() just ran; a purge in between is caught next round
-            case .changes(let transactions, let through):
-                next = through
-                for transaction in transactions {
-                    for entry in transaction.entries {
-                        let pending = PendingKey(target: entry.target, key: entry.key)
-                        if latest.updateValue(entry, forKey: pending) == nil { order.append(pending) }
-                    }
-                }
-            }
-            var items: [PushItem] = []
-            var index: [PendingKey: Int] = [:]
-            for pending in order {
-                guard let entry = latest[pending], entry.author != Replication.author,
-                      let target = targets[pending.target] else { continue }
-                let clock = entry.clock ?? HybridTimestamp(date: entry.timestamp)
-                index[pending] = items.count
-                items.append(PushItem(
-                    change: try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx),
-                    target: pending.target, dirtyIDs: []))
-            }
-            try collections.dirty.forEach(in: tx) { id, dirty in
-                guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), let replicated = targets[target] else {
-                    return true
-                }
-                let pending = PendingKey(target: target, key: dirty.key)
-                if let at = index[pending] {
-                    items[at].dirtyIDs.append(id)
-                    if dirty.clock > items[at].change.clock {
-                        items[at].change.clock = dirty.clock
-                        items[at].change.token = dirty.token
-                    }
-                } else {
-                    index[pending] = items.count
-                    items.append(PushItem(
-                        change: try outgoing(replicated, key: dirty.key, clock: dirty.clock, token: dirty.token, in: tx),
-                        target: target, dirtyIDs: [id]))
-                }
-                return true
-            }
-            return (items, next)
-        }
-    }
-
-    /// After history was purged past the replicator's token (what was pending there is gone from
-    /// history): every key of every target is queued to be sent again, and the token moves to the end.
-    /// The server keeps what it has; keys it has newer are settled as conflicts.
-    private func requeueEverything() throws {
-        try container.store.write(author: Replication.author) { tx in
-            var state = try collections.replicaState(in: tx)
-            let clock = HybridTimestamp.next(after: .zero, now: Date()).rawValue
-            var queued: [QueuedKey] = []
-            for (target, replicated) in targets {
-                for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clock)) }
-            }
-            try queueToSendAgain(queued, state: &state, in: tx)
-            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-        }
-        try consumer.resynchronized()
-    }
-
-    private struct QueuedKey {
-        var target: Mutation.Target
-        var key: [UInt8]
-        var clock: UInt64
-    }
-
-    /// Queues keys to be sent although no pending history entry says so (`_sync.dirty`), each under a
-    /// token of its own from ``ReplicaState/nextExtraToken``.
-    private func queueToSendAgain(_ keys: [QueuedKey], state: inout ReplicaState, in tx: WriteTransaction) throws {
-        var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
-        for queued in keys {
-            let dirty = DirtyKey(kind: queued.target.kindName, name: queued.target.name, key: queued.key,
-                                 clock: queued.clock, token: state.nextExtraToken)
-            try tx.unrecorded { try collections.dirty.put(dirty, forKey: id, in: tx) }
-            id += 1
-            state.nextExtraToken += 1
-        }
-    }
-
-    private func outgoing(_ target: ReplicatedTarget, key: [UInt8], clock: UInt64, token: UInt64,
-                          in tx: ReadTransaction) throws -> OutgoingChange {
-        let base = try versions[target.target]?.get(ByteKey(key), in: tx)?.version ?? 0
-        return OutgoingChange(kind: target.target.kindName, name: target.target.name, key: key,
-                              value: try target.read(key, tx), clock: clock, base: base, token: token)
-    }
-
-    /// Records the server's answers in one transaction: the versions of what it took, and the
-    /// resolution of every conflict.
-    private func record(_ outcomes: [PushOutcome], of batch: [PushItem], report: inout SyncReport) throws {
-        var events: [SyncEvent] = []
-        var changed = Set<Mutation.Target>()
-        try container.store.write(author: Replication.author) { tx in
-            var state = try collections.replicaState(in: tx)
-            for (item, outcome) in zip(batch, outcomes) {
-                guard let versions = versions[item.target], let target = targets[item.target] else { continue }
-                let key = ByteKey(item.change.key)
-                switch outcome {
-                case .applied(let version):
-                    try tx.unrecorded {
-                        try versions.put(KeyVersion(version: version, clock: item.change.clock, device: device), forKey: key, in: tx)
-                        for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
-                        state.pushed += 1
-                    }
-                case .conflict(let version, let value, let clock, let remoteDevice):
-                    // Written again since it was collected: settled next round, with that value.
-                    guard try target.read(item.change.key, tx) == item.change.value else { continue }
-                    try history.observeClock(HybridTimestamp(rawValue: clock), in: tx)
-                    let remote = ServerChange(sequence: version, device: remoteDevice, kind: item.change.kind,
-                                              name: item.change.name, key: item.change.key, value: value, clock: clock)
-                    let resolution = try resolve(local: item.change.value, localClock: item.change.clock, remote: remote,
-                                                 target: target, stage: .push, state: &state, in: tx)
-                    try tx.unrecorded {
-                        for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
-                    }
-                    if let resolution {
-                        events.append(.conflict(resolution))
-                        if resolution.resolution != .keptLocal { changed.insert(item.target) }
-                    }
-                }
-            }
-            state.conflicts += events.count
-            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-        }
-        report.conflicts += events.count
-        for event in events { self.events(event) }
-        if !changed.isEmpty { self.events(.applied(targets: changed, changes: events.count)) }
-    }
-
-    // MARK: - Conflicts
-
-    /// Settles `remote` against a local write of the same key that the server has not seen, inside
-    /// `tx`: applies the winner, records the server version as the key's base, and queues what must be
-    /// sent again. The remote change is on the server, the local one is not: reject-and-report keeps
-    /// the remote. Returns nil when both values are the same: no conflict.
-    private func resolve(local: [UInt8]?, localClock: UInt64, remote: ServerChange, target: ReplicatedTarget,
-                         stage: ConflictEvent.Stage, state: inout ReplicaState,
-                         in tx: WriteTransaction) throws -> ConflictEvent? {
-        if local == remote.value {
-            // The same value on both sides (two devices that synced the same key with a new server,
-            // say): nothing to settle; the server's version becomes the key's base.
-            try tx.unrecorded {
-                try versions[target.target]?.put(KeyVersion(version: remote.sequence, clock: remote.clock, device: remote.device),
-                                                  forKey: ByteKey(remote.key), in: tx)
-            }
-            return nil
-        }
-        let remoteWinsByClock = (remote.clock, remote.device) > (localClock, device)
-        let resolution: ConflictEvent.Resolution
-        var sendAgainClock: UInt64?   // the value sent is the key's, read when the queue is sent
-        switch target.policy {
-        case .rejectAndReport:
-            resolution = .rejectedLocal
-        case .merge(let merge):
-            if let local, let remoteValue = remote.value {
-                let merged = try merge(local, remoteValue, remote.key)
-                let clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: max(localClock, remote.clock)), now: Date())
-                try target.write(remote.key, merged, tx)
-                resolution = .merged
-                sendAgainClock = clock.rawValue
-            } else {
-                resolution = remoteWinsByClock ? .tookRemote : .keptLocal
-            }
-        case .lastWriterWins:
-            resolution = remoteWinsByClock ? .tookRemote : .keptLocal
-        }
-        switch resolution {
-        case .tookRemote, .rejectedLocal:
-            if try target.read(remote.key, tx) != remote.value { try target.write(remote.key, remote.value, tx) }
-        case .keptLocal:
-            if try target.read(remote.key, tx) != local { try target.write(remote.key, local, tx) }
-            sendAgainClock = localClock
-        case .merged:
-            break
-        }
-        try tx.unrecorded {
-            try versions[target.target]?.put(KeyVersion(version: remote.sequence, clock: remote.clock, device: remote.device),
-                                              forKey: ByteKey(remote.key), in: tx)
-        }
-        if let sendAgainClock {
-            try queueToSendAgain([QueuedKey(target: target.target, key: remote.key, clock: sendAgainClock)], state: &state, in: tx)
-        }
-        return ConflictEvent(target: target.target, key: remote.key, resolution: resolution, stage: stage,
-                             localClock: HybridTimestamp(rawValue: localClock), remoteClock: HybridTimestamp(rawValue: remote.clock),
-                             remoteDevice: remote.device, serverVersion: remote.sequence)
-    }
-
-    /// The clock of each key with a local write the server has not seen: pending history entries not
-    /// by the replicator (the latest one wins) and dirty keys.
-    private func pendingLocalClocks(in tx: ReadTransaction) throws -> [PendingKey: UInt64] {
-        var clocks: [PendingKey: UInt64] = [:]
-        let token = try consumer.token(in: tx)
-        let filter = HistoryFilter(targets: Set(targets.keys))
-        if case .changes(let transactions, _) = try history.changes(since: token, matching: filter, in: tx) {
-            for transaction in transactions {
-                for entry in transaction.entries {
-                    let pending = PendingKey(target: entry.target, key: entry.key)
-                    if entry.author == Replication.author {
-                        clocks[pending] = nil
-                    } else {
-                        clocks[pending] = (entry.clock ?? HybridTimestamp(date: entry.timestamp)).rawValue
-                    }
-                }
-            }
-        }
-        try collections.dirty.forEach(in: tx) { _, dirty in
-            if let target = Mutation.Target(kindName: dirty.kind, name: dirty.name) {
-                let pending = PendingKey(target: target, key: dirty.key)
-                clocks[pending] = max(clocks[pending] ?? 0, dirty.clock)
-            }
-            return true
-        }
-        return clocks
-    }
-
-    // MARK: - Pull
-
-    private func pull(_ server: ServerConnection, report: inout SyncReport) async throws -> Int {
-        var pulled = 0
-        while true {
-            let (cursor, mark) = try currentCursor()
-            let page = try await server.changes(group: group, after: cursor, limit: options.batchSize)
-            // The log no longer holds what this device followed: a server restored from an older
-            // backup, or its tables recreated.
-            if cursor > page.lastSequence || (cursor > page.prunedThrough && mark != nil && page.atCursor != mark) {
-                try rebaseOnForgetfulServer()
-                continue
-            }
-            if cursor < page.prunedThrough {
-                try await resynchronize(server, report: &report)
-                continue
-            }
-            let changes = page.changes
-            if changes.isEmpty { break }
-            let events = try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled)
-            report.conflicts += events.count(where: \.isConflict)
-            for event in events { self.events(event) }
-        }
-        return pulled
-    }
-
-    private func currentCursor() throws -> (Int64, CursorMark?) {
-        try collections.store.read { tx in
-            let state = try collections.state.get(Replication.stateKey, in: tx)
-            return (state?.cursor ?? 0, state?.cursorMark)
-        }
-    }
-
-    /// Checks what it can before writing anything: a row no replicator writes is refused whole.
-    private func validate(_ change: ServerChange) throws {
-        func refuse(_ reason: String) -> ReplicationError { .malformedServerRow(sequence: change.sequence, reason: reason) }
-        guard change.sequence > 0 else { throw refuse("its sequence number is not positive") }
-        guard !change.device.isEmpty, change.device.utf8.count <= 200 else { throw refuse("its device id is empty or too long") }
-        guard let target = Mutation.Target(kindName: change.kind, name: change.name) else {
-            throw refuse("its kind '\(change.kind.prefix(40))' is neither collection nor defaults")
-        }
-        guard !change.name.isEmpty, change.name.utf8.count <= 200 else { throw refuse("\(target) has an invalid name") }
-        guard !change.key.isEmpty, change.key.count <= Store.maxKeySize else {
-            throw refuse("its key is \(change.key.count) bytes (1 to \(Store.maxKeySize))")
-        }
-    }
-
-    /// Applies other devices' changes and moves the cursor, in one transaction.
-    private func apply(_ changes: [ServerChange], newCursor: Int64, stage: ConflictEvent.Stage,
-                       pulled: inout Int) throws -> [SyncEvent] {
-        for change in changes { try validate(change) }
-        var events: [SyncEvent] = []
-        var applied = 0
-        var touched = Set<Mutation.Target>()
-        do {
-            try container.store.write(author: Replication.author) { tx in
-                var state = try collections.replicaState(in: tx)
-                var pending = try pendingLocalClocks(in: tx)
-                for change in changes {
-                    if change.device == device && stage == .pull {
-                        // This device's own change: already here. Its version is the key's base, unless
-                        // a later one is known.
-                        if let targetID = Mutation.Target(kindName: change.kind, name: change.name),
-                           let versions = versions[targetID],
-                           try (versions.get(ByteKey(change.key), in: tx)?.version ?? 0) < change.sequence {
-                            try tx.unrecorded {
-                                try versions.put(KeyVersion(version: change.sequence, clock: change.clock, device: device),
-                                                 forKey: ByteKey(change.key), in: tx)
-                            }
-                        }
-                        continue
-                    }
-                    guard let targetID = Mutation.Target(kindName: change.kind, name: change.name),
-                          let target = targets[targetID] else { continue }   // not replicated here
-                    do {
-                        try history.observeClock(HybridTimestamp(rawValue: change.clock), in: tx)
-                        // Older than a version this device already has (its own change that won a
-                        // conflict after this one, say): superseded, not news.
-                        if stage == .pull,
-                           let known = try versions[targetID]?.get(ByteKey(change.key), in: tx), known.version >= change.sequence {
-                            continue
-                        }
-                        let pendingKey = PendingKey(target: targetID, key: change.key)
-                        if let localClock = pending[pendingKey] {
-                            if let event = try resolve(local: try target.read(change.key, tx), localClock: localClock, remote: change,
-                                                       target: target, stage: stage, state: &state, in: tx) {
-                                // Once the remote value is in, no local write of the key is left pending.
-                                if event.resolution == .tookRemote || event.resolution == .rejectedLocal { pending[pendingKey] = nil }
-                                events.append(.conflict(event))
-                            }
-                        } else {
-                            if try target.read(change.key, tx) != change.value { try target.write(change.key, change.value, tx) }
-                            try tx.unrecorded {
-                                try versions[targetID]?.put(KeyVersion(version: change.sequence, clock: change.clock, device: change.device),
-                                                            forKey: ByteKey(change.key), in: tx)
-                            }
-                        }
-                        applied += 1
-                        touched.insert(targetID)
-                    } catch let error as KVStoreError {
-                        throw ReplicationError.malformedServerRow(sequence: change.sequence, reason: error.description)
-                    }
-                }
-                state.cursor = newCursor
-                // After a resync the cursor is the server's last sequence, not a change seen here.
-                let last = changes.last
-                state.cursorMark = stage == .pull && last?.sequence == newCursor ? last.map { CursorMark(device: $0.device, token: $0.token) } : nil
-                state.pulled += applied
-                state.conflicts += events.count
-                try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-            }
-        }
-        pulled += applied
-        if !touched.isEmpty { events.append(.applied(targets: touched, changes: applied)) }
-        return events
-    }
-
-    /// Reloads the targets from the server's current state after the log was pruned past the cursor.
-    private func resynchronize(_ server: ServerConnection, report: inout SyncReport) async throws {
-        let (last, rows) = try await server.currentState(group: group)
-        for row in rows { try validate(row) }
-        var pulled = 0
-        let events = try apply(rows, newCursor: last, stage: .resync, pulled: &pulled)
-        // Keys the server no longer has (and no pending local write): deleted, in a second transaction
-        // (the first already moved the cursor; a crash between them leaves stale keys that the next
-        // expiry, or the next write of them, settles).
-        try deleteKeys(notIn: rows)
-        report.pulled += pulled
-        report.conflicts += events.count(where: \.isConflict)
-        report.resynchronized = true
-        for event in events { self.events(event) }
-        self.events(.resynchronized(cursor: last))
-    }
-
-    private func deleteKeys(notIn rows: [ServerChange]) throws {
-        var onServer: [Mutation.Target: Set<[UInt8]>] = [:]
-        for row in rows where row.value != nil {
-            if let target = Mutation.Target(kindName: row.kind, name: row.name) { onServer[target, default: []].insert(row.key) }
-        }
-        try container.store.write(author: Replication.author) { tx in
-            let pending = try pendingLocalClocks(in: tx)
-            for (id, target) in targets {
-                for key in try target.keys(tx) where !(onServer[id]?.contains(key) ?? false) {
-                    if pending[PendingKey(target: id, key: key)] == nil { try target.write(key, nil, tx) }
-                }
-            }
-            var state = try collections.replicaState(in: tx)
-            state.resyncs += 1
-            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-        }
-    }
-
     // MARK: - Bookkeeping
 
-    private func recordSuccess() throws -> Int64 {
+    func recordSuccess() throws -> Int64 {
         try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
             state.lastSyncAt = Date()
@@ -692,7 +300,7 @@ public final class Replicator: @unchecked Sendable {
         }
     }
 
-    private func recordFailure(_ message: String) throws {
+    func recordFailure(_ message: String) throws {
         try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
             state.lastError = message

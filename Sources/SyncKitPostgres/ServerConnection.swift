@@ -21,8 +21,9 @@ struct OutgoingChange: Sendable {
 enum PushOutcome: Sendable {
     /// Appended (or appended before: a push sent twice); `version` is its sequence number.
     case applied(version: Int64)
-    /// Its base was not the current version: the server's current row.
-    case conflict(version: Int64, value: [UInt8]?, clock: UInt64, device: String)
+    /// Its base was not the current version: the server's current row (`problem` says why that row
+    /// cannot be used as it is: a value over the size limit, say).
+    case conflict(version: Int64, value: [UInt8]?, clock: UInt64, device: String, problem: String?)
 }
 
 /// One row of the server's change log (or, in a resync, of its current state).
@@ -36,6 +37,11 @@ struct ServerChange: Sendable {
     var clock: UInt64
     /// The token its device sent it with (unique per device and group).
     var token: UInt64 = 0
+    /// Why the row cannot be applied as it came (a column missing or over its limit), found while
+    /// reading it: the row is quarantined, never applied.
+    var problem: String?
+    /// Whether `value` holds the row's value (false when it was over the limit and not read).
+    var valueKept = true
 }
 
 /// A connection to the replication server, speaking only the fixed statements of ``ServerSchema``.
@@ -79,8 +85,10 @@ final class ServerConnection: @unchecked Sendable {
     }
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
-    func push(group: String, device: String, changes: [OutgoingChange]) async throws -> [PushOutcome] {
-        try await mapErrors { [self] in
+    func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        let skew = maxClockSkew.components
+        let maxSkewMilliseconds = skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        return try await mapErrors { [self] in
             var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
             var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
             for change in changes {
@@ -98,10 +106,16 @@ final class ServerConnection: @unchecked Sendable {
                 SELECT idx, left(outcome, 20), version, octet_length(s_value),
                        CASE WHEN octet_length(s_value) <= \(maxValueBytes) THEN s_value END, s_hlc,
                        CASE WHEN octet_length(s_device) <= \(Self.maxNameBytes) THEN s_device END
-                FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases))
+                FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases),
+                                 \(maxSkewMilliseconds))
                 """, logger: logger)
             for try await (index, outcome, version, length, value, clock, serverDevice)
                     in rows.decode((Int, String, Int64, Int?, ByteBuffer?, Int64?, String?).self) {
+                if outcome == "clock_ahead" {
+                    // The whole batch was refused: `version` is how far ahead of the server's clock
+                    // its latest stamp is, in milliseconds.
+                    throw ReplicationError.clockAhead(by: .milliseconds(version), limit: maxClockSkew)
+                }
                 guard (1...changes.count).contains(index) else {
                     throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
                 }
@@ -109,16 +123,16 @@ final class ServerConnection: @unchecked Sendable {
                 case "applied", "duplicate":
                     outcomes[index - 1] = .applied(version: version)
                 case "conflict":
-                    guard let clock, clock >= 0, let serverDevice else {
-                        throw ReplicationError.malformedServerRow(sequence: version, reason:
-                            "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes")
-                    }
-                    if let length, value == nil {
-                        throw ReplicationError.malformedServerRow(sequence: version, reason:
-                            "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")
+                    // A current row this device cannot use is settled by quarantine, not refused
+                    // whole: one bad row must not stop every later push.
+                    var problem: String?
+                    if clock == nil || clock! < 0 || serverDevice == nil {
+                        problem = "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes"
+                    } else if let length, value == nil {
+                        problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
                     }
                     outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
-                                                    clock: UInt64(clock), device: serverDevice)
+                                                    clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
                 default:
                     throw ReplicationError.server("kvsync_push answered '\(outcome)'")
                 }
@@ -246,23 +260,23 @@ final class ServerConnection: @unchecked Sendable {
         var changes: [ServerChange] = []
         for try await (sequence, device, kind, name, key, length, value, clock, token)
                 in rows.decode((Int64, String?, String?, String?, ByteBuffer?, Int?, ByteBuffer?, Int64, Int64).self) {
-            guard let device, let kind, let name else {
-                throw ReplicationError.malformedServerRow(sequence: sequence, reason:
-                    "its device id, kind or name is missing or over \(Self.maxNameBytes) bytes")
+            // A row no replicator writes is kept as far as it was read, with its problem: the
+            // replicator quarantines it and goes on (a stall would let one row stop a device).
+            var problem: String?
+            if device == nil || kind == nil || name == nil {
+                problem = "its device id, kind or name is missing or over \(Self.maxNameBytes) bytes"
+            } else if key == nil {
+                problem = "its key is over \(Store.maxKeySize) bytes"
+            } else if clock < 0 {
+                problem = "its clock \(clock) is negative"
+            } else if let length, value == nil {
+                problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
             }
-            guard let key else {
-                throw ReplicationError.malformedServerRow(sequence: sequence, reason: "its key is over \(Store.maxKeySize) bytes")
-            }
-            if let length, value == nil {
-                throw ReplicationError.malformedServerRow(sequence: sequence, reason:
-                    "its value is \(length) bytes, over the \(maxValueBytes)-byte limit")
-            }
-            guard clock >= 0 else {
-                throw ReplicationError.malformedServerRow(sequence: sequence, reason: "its clock \(clock) is negative")
-            }
-            changes.append(ServerChange(sequence: sequence, device: device, kind: kind, name: name,
-                                        key: Array(key.readableBytesView), value: value.map { Array($0.readableBytesView) },
-                                        clock: UInt64(clock), token: UInt64(bitPattern: token)))
+            changes.append(ServerChange(sequence: sequence, device: device ?? "", kind: kind ?? "", name: name ?? "",
+                                        key: key.map { Array($0.readableBytesView) } ?? [],
+                                        value: value.map { Array($0.readableBytesView) },
+                                        clock: UInt64(max(0, clock)), token: UInt64(bitPattern: token), problem: problem,
+                                        valueKept: !(length != nil && value == nil)))
         }
         return changes
     }

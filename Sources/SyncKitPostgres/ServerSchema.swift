@@ -14,10 +14,12 @@ import PostgresNIO
 /// - `kvsync_schema`: the schema version and, from version 2, the server's id (random, made once): a
 ///   device that finds another id than the one it synced with knows it faces a new server.
 /// - `kvsync_push(...)`: applies one batch: for each change, `duplicate` (sent before), `conflict` (its
-///   base is not the current version: the server's row comes back) or `applied`.
+///   base is not the current version: the server's row comes back) or `applied`. From version 3, a
+///   batch with a stamp further ahead of the server's clock than the device's `maxClockSkew` is
+///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
 enum ServerSchema {
     /// The schema version this library writes and reads.
-    static let version = 2
+    static let version = 3
     /// The `LISTEN`/`NOTIFY` channel; the payload is the group id.
     static let channel = "kvsync"
     /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
@@ -121,6 +123,79 @@ enum ServerSchema {
         [
             // A volatile default: the one row gets its own random id, and so does every new server.
             "ALTER TABLE kvsync_schema ADD COLUMN server_id uuid NOT NULL DEFAULT gen_random_uuid()",
+        ],
+        [
+            // Version 3: kvsync_push refuses a batch stamped further ahead of the server's clock than
+            // the device's bound (`p_max_skew_ms`), answering one 'clock_ahead' row.
+            "DROP FUNCTION IF EXISTS kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[])",
+            """
+            CREATE OR REPLACE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[],
+                                        p_names text[], p_keys bytea[], p_values bytea[], p_deleted boolean[],
+                                        p_hlcs bigint[], p_bases bigint[], p_max_skew_ms bigint)
+            RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                n integer := coalesce(array_length(p_tokens, 1), 0);
+                cur kvsync_state%ROWTYPE;
+                found_seq bigint;
+                new_seq bigint;
+                last bigint := NULL;
+                v bytea;
+                server_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+                ahead_ms bigint;
+            BEGIN
+                -- A stamp further ahead of this server's clock than the bound refuses the whole
+                -- batch: one device's fast clock must not win every conflict, nor move the others'.
+                -- (A stamp with its top bit set travels as a negative bigint: the year 6429 and on.)
+                SELECT max(CASE WHEN h < 0 THEN 9223372036854775807 ELSE (h >> 16) - server_ms END) INTO ahead_ms
+                    FROM unnest(p_hlcs) AS h;
+                IF ahead_ms IS NOT NULL AND ahead_ms > p_max_skew_ms THEN
+                    idx := 0; outcome := 'clock_ahead'; version := ahead_ms; s_value := NULL; s_hlc := server_ms << 16;
+                    s_device := NULL;
+                    RETURN NEXT;
+                    RETURN;
+                END IF;
+                INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
+                PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                FOR k IN 1..n LOOP
+                    idx := k;
+                    SELECT c.seq INTO found_seq FROM kvsync_changes c
+                        WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
+                    IF FOUND THEN
+                        outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                        RETURN NEXT;
+                        CONTINUE;
+                    END IF;
+                    SELECT * INTO cur FROM kvsync_state s
+                        WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
+                    IF FOUND AND cur.version <> p_bases[k]
+                       AND NOT (cur.device = p_device AND cur.token <= p_tokens[k]) THEN
+                        outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
+                        s_device := cur.device;
+                        RETURN NEXT;
+                        CONTINUE;
+                    END IF;
+                    v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
+                    INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+                        VALUES (p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k])
+                        RETURNING seq INTO new_seq;
+                    INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
+                        VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
+                        ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
+                            version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
+                            token = EXCLUDED.token, updated_at = now();
+                    last := new_seq;
+                    outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                    RETURN NEXT;
+                END LOOP;
+                IF last IS NOT NULL THEN
+                    UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
+                    PERFORM pg_notify('kvsync', p_group);
+                END IF;
+                RETURN;
+            END
+            $$
+            """,
         ],
     ]
 

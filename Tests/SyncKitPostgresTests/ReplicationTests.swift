@@ -355,11 +355,21 @@ import Glibc
             try await ra.sync()
             await ra.close()
         }
-        try cluster.psql("ALTER TABLE kvsync_schema DROP COLUMN server_id; UPDATE kvsync_schema SET version = 1")
+        // Version 1's push function took no clock bound.
+        try cluster.psql("""
+            ALTER TABLE kvsync_schema DROP COLUMN server_id; UPDATE kvsync_schema SET version = 1;
+            ALTER FUNCTION kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)
+                RENAME TO kvsync_push_v3;
+            CREATE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[], p_names text[],
+                                        p_keys bytea[], p_values bytea[], p_deleted boolean[], p_hlcs bigint[], p_bases bigint[])
+                RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
+                LANGUAGE sql AS 'SELECT * FROM kvsync_push_v3(p_group, p_device, p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted, p_hlcs, p_bases, 9223372036854775807)';
+            DROP FUNCTION kvsync_push_v3;
+            """)
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "2|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "3|36")
         #expect(try b.noteLines() == ["k=written under version 1"])
         await rb.close()
     }
@@ -463,18 +473,24 @@ import Glibc
         #expect(lines.filter { $0.contains("pushing 200 changes each at once") }.count == 4)
     }
 
-    @Test func hostileServerRowsAreRefusedAndTheStoreStaysUnchanged() async throws {
+    /// Rows no replicator writes are quarantined one by one with their reason: nothing of them is
+    /// applied, the cursor moves past each, and a valid change after them still arrives.
+    @Test func hostileServerRowsAreQuarantinedAndLaterChangesStillApply() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("hostile")
         let a = try Device(group: group), b = try Device(group: group)
         var options = Replicator.Options()
         options.maxValueBytes = 4_096
-        let ra = try a.replicator(cluster.tcpURL), rb = try b.replicator(cluster.tcpURL, options: options)
+        let ra = try a.replicator(cluster.tcpURL)
         try a.put("fine", "k")
-        try await ra.sync(); try await rb.sync()
-        let before = try b.storedNotes(), cursor = try b.status().cursor
+        try await ra.sync()
+        do {
+            let rb = try b.replicator(cluster.tcpURL, options: options)
+            try await rb.sync()
+            await rb.close()
+        }
         let planted: [(String, String)] = [
-            ("'collection', 'notes', '\\x6b32'::bytea, '\\xff'::bytea, 1", "refused the server's change"),   // not a String
+            ("'collection', 'notes', '\\x6b32'::bytea, '\\xff'::bytea, 1", "k2"),   // not a String
             ("'bogus', 'notes', '\\x6b33'::bytea, NULL, 1", "neither collection nor defaults"),
             ("'collection', 'notes', ''::bytea, NULL, 1", "key is 0 bytes"),
             ("'collection', 'notes', '\\x6b34'::bytea, NULL, -5", "negative"),
@@ -483,30 +499,44 @@ import Glibc
             ("'collection', 'notes', decode(repeat('6b', 1000000), 'hex'), NULL, 1", "key is over 511 bytes"),
             ("'collection', repeat('n', 1000000), '\\x6b37'::bytea, NULL, 1", "over 200 bytes"),
         ]
-        for (values, reason) in planted {
+        for (index, (values, reason)) in planted.enumerated() {
+            let before = try b.storedNotes()
             try cluster.psql("""
                 INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
-                VALUES ('\(group)', 'mallory', 1, \(values), 0)
+                VALUES ('\(group)', 'mallory', \(index + 1), \(values), 0)
                 """)
+            // A valid change after the planted row: it must arrive.
+            try a.put("after \(index)", "after")
+            try await ra.sync()
+            var quarantined: [QuarantinedChange] = []
+            let events = Locked<[SyncEvent]>([])
+            let report: SyncReport
             do {
-                try await rb.sync()
-                Issue.record("a row with \(reason) was applied")
-            } catch let error as ReplicationError {
-                guard case .malformedServerRow = error else { Issue.record("\(error)"); continue }
-                #expect("\(error)".contains(reason), "\(error)")
+                let rb = try b.replicator(cluster.tcpURL, options: options) { event in events.withLock { $0.append(event) } }
+                report = try await rb.sync()
+                quarantined = try Replication.quarantine(of: b.container)
+                await rb.close()
             }
-            #expect(try b.storedNotes() == before)
-            #expect(try b.status().cursor == cursor)
-            try cluster.psql("DELETE FROM kvsync_changes WHERE device = 'mallory'")
+            #expect(report.quarantined == 1, "\(reason)")
+            #expect(try b.notes.get("after") == "after \(index)", "\(reason)")
+            #expect(try b.storedNotes().filter { !$0.hasPrefix(Hex.encode(Array("after".utf8))) }
+                        == before.filter { !$0.hasPrefix(Hex.encode(Array("after".utf8))) })
+            let row = try #require(quarantined.last)
+            #expect(row.device == "mallory" || reason == "over 200 bytes")
+            #expect(row.reason.contains(reason), "\(row.reason)")
+            #expect(events.withLock { $0.contains { if case .quarantined = $0 { true } else { false } } })
+            #expect(try b.status().quarantined == index + 1)
+            #expect(try b.status().cursor == cluster.count("SELECT max(seq) FROM kvsync_changes WHERE group_id = '\(group)'"))
         }
         // A foreign group's rows never reach this group.
         try cluster.psql("""
             INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
-            VALUES ('group.com.example.other', 'mallory', 2, 'collection', 'notes', '\\x6b36'::bytea, '\\x63626164'::bytea, 1, 0)
+            VALUES ('group.com.example.other', 'mallory', 99, 'collection', 'notes', '\\x6b36'::bytea, '\\x63626164'::bytea, 1, 0)
             """)
+        let rb = try b.replicator(cluster.tcpURL, options: options)
         let report = try await rb.sync()
-        #expect(report.pulled == 0)
-        #expect(try b.storedNotes() == before)
+        #expect(report.pulled == 0 && report.quarantined == 0)
+        #expect(try b.status().quarantined == planted.count)
         await ra.close(); await rb.close()
     }
 

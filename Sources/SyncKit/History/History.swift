@@ -156,13 +156,27 @@ public final class History: WriteObserver, @unchecked Sendable {
         try store.read { HybridTimestamp(rawValue: try state.get(Self.clockKey, in: $0) ?? 0) }
     }
 
+    /// How far ahead of local wall-clock time a remote stamp may be and still be adopted: 60 s.
+    public static let defaultMaxClockSkew: Duration = .seconds(60)
+
     /// Moves the clock past `remote`, a stamp from another machine, inside `transaction`: every
     /// transaction recorded from then on is stamped after it, so a write made after seeing a remote
     /// change orders after that change everywhere.
-    public func observeClock(_ remote: HybridTimestamp, in transaction: WriteTransaction) throws {
+    ///
+    /// The clock never moves past `now + maxSkew`: a stamp further ahead than that (a machine whose
+    /// clock is wrong, or a planted row) is not adopted at all, so that one fast clock cannot drag
+    /// every other machine's clock forward for good ("HLC poisoning"; Kulkarni et al. bound the
+    /// drift by ε, CockroachDB by its maximum offset).
+    ///
+    /// - Returns: whether `remote` is within the bound (adopted, or already behind the clock).
+    @discardableResult
+    public func observeClock(_ remote: HybridTimestamp, now: Date = Date(), maxSkew: Duration = History.defaultMaxClockSkew,
+                             in transaction: WriteTransaction) throws -> Bool {
+        guard !remote.isAhead(of: now, by: maxSkew) else { return false }
         let current = try state.get(Self.clockKey, in: transaction) ?? 0
-        guard remote.rawValue > current else { return }
+        guard remote.rawValue > current else { return true }
         try transaction.unrecorded { try state.put(remote.rawValue, forKey: Self.clockKey, in: transaction) }
+        return true
     }
 
     // MARK: - WriteObserver

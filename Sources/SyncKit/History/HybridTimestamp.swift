@@ -41,6 +41,20 @@ public struct HybridTimestamp: RawRepresentable, Hashable, Comparable, Codable, 
 
     public static func < (a: HybridTimestamp, b: HybridTimestamp) -> Bool { a.rawValue < b.rawValue }
 
+    /// How far this stamp's physical part is ahead of wall-clock time `now` (zero or negative when
+    /// it is not ahead).
+    public func offset(from now: Date) -> Duration {
+        let physical = HybridTimestamp(date: now).milliseconds
+        let ahead = Int64(clamping: milliseconds) - Int64(clamping: physical)
+        return .milliseconds(ahead)
+    }
+
+    /// Whether this stamp is further than `bound` ahead of wall-clock time `now`: a clock no
+    /// replicator adopts, and a change no server takes.
+    public func isAhead(of now: Date, by bound: Duration) -> Bool {
+        offset(from: now) > bound
+    }
+
     /// `milliseconds.counter`.
     public var description: String { "\(milliseconds).\(counter)" }
 

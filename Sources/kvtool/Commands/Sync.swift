@@ -16,7 +16,7 @@ struct SyncCommand: ParsableCommand {
             postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory; \
             $KVSTORE_SYNC_SERVER gives the default.
             """,
-        subcommands: [Enable.self, Run.self, Status.self, Prune.self])
+        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self])
 
     struct ServerOption: ParsableArguments {
         @Option(name: .long, help: "The server, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
@@ -50,6 +50,21 @@ struct SyncCommand: ParsableCommand {
         }
     }
 
+    /// `--max-clock-skew SECONDS`, for the commands that apply other devices' changes.
+    struct ClockOption: ParsableArguments {
+        @Option(name: .customLong("max-clock-skew"),
+                help: "How far ahead of this machine's clock (or the server's) a change's clock may be, in seconds.")
+        var maxClockSkew: Double = 60
+
+        func validate() throws {
+            guard maxClockSkew >= 0 && maxClockSkew <= 31_536_000 else {
+                throw ValidationError("--max-clock-skew must be from 0 to 31536000 seconds")
+            }
+        }
+
+        var duration: Duration { .milliseconds(Int64(maxClockSkew * 1000)) }
+    }
+
     struct Run: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "run",
@@ -59,6 +74,7 @@ struct SyncCommand: ParsableCommand {
         @Flag(help: "Push, pull and exit.") var once = false
         @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
         @Option(help: "Changes per server transaction.") var batchSize: Int = 1_000
+        @OptionGroup var clock: ClockOption
 
         func validate() throws {
             if let seconds, !(seconds > 0 && seconds <= 31_536_000) { throw ValidationError("--seconds must be positive") }
@@ -70,6 +86,7 @@ struct SyncCommand: ParsableCommand {
             let container = try global.openContainer(readOnly: false)
             var options = Replicator.Options()
             options.batchSize = batchSize
+            options.maxClockSkew = clock.duration
             let json = global.json
             let feed = try SyncCommand.checklistFeed(of: container)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
@@ -85,6 +102,7 @@ struct SyncCommand: ParsableCommand {
                     let names = targets.map(\.description).sorted().joined(separator: ", ")
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
                     if targets.contains(.collection(ChecklistStore.recordsName)) { SyncCommand.republish(feed, json: json) }
+                case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
                 case .failed(let message): SyncCommand.say(json, "error", message)
                 }
             }
@@ -93,9 +111,11 @@ struct SyncCommand: ParsableCommand {
                 if json {
                     print(JSONText.object([("device", JSONText.quoted(replicator.device)), ("pushed", "\(report.pushed)"),
                                            ("pulled", "\(report.pulled)"), ("conflicts", "\(report.conflicts)"),
+                                           ("quarantined", "\(report.quarantined)"),
                                            ("resynchronized", "\(report.resynchronized)"), ("cursor", "\(report.cursor)")]))
                 } else {
-                    print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                    let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
+                    print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
                 }
             } else {
                 if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(url)") }
@@ -130,8 +150,69 @@ struct SyncCommand: ParsableCommand {
             print("device \(status.device ?? "(none yet)")")
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
+            if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
             print("last sync \(status.lastSyncAt.map { "\($0)" } ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map { "\($0)" } ?? "?")") }
+        }
+    }
+
+    /// `kvtool sync quarantine [--json]` and `kvtool sync quarantine retry`.
+    struct Quarantine: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "quarantine",
+            abstract: "Other devices' changes this container could not apply: list them, or retry them after an upgrade.",
+            subcommands: [List.self, Retry.self], defaultSubcommand: List.self)
+
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "One line per quarantined change: sequence, target, key, device and reason (--json: one array).")
+            @OptionGroup var global: GlobalOptions
+
+            func run() throws {
+                let container = try global.openContainer(readOnly: false)
+                let rows = try Replication.quarantine(of: container)
+                if global.json {
+                    let items = rows.map { row in
+                        JSONText.object([
+                            ("sequence", "\(row.sequence)"), ("target", JSONText.quoted(row.target?.description ?? row.kind)),
+                            ("kind", JSONText.quoted(row.kind)), ("name", JSONText.quoted(row.name)),
+                            ("key", JSONText.quoted(Hex.encode(row.key))), ("device", JSONText.quoted(row.device)),
+                            ("clock", JSONText.quoted(HybridTimestamp(rawValue: row.clock).description)),
+                            ("valueBytes", row.value.map { "\($0.count)" } ?? "null"),
+                            ("reason", JSONText.quoted(row.reason)),
+                        ])
+                    }
+                    print("[" + items.joined(separator: ",") + "]")
+                    return
+                }
+                if rows.isEmpty { print("nothing is quarantined") }
+                for row in rows {
+                    print("\(row.sequence)\t\(row.target?.description ?? row.kind)\t\(Hex.encode(row.key))\t\(row.device)\t\(row.reason)")
+                }
+            }
+        }
+
+        struct Retry: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "retry",
+                abstract: "Apply the quarantined changes that can now be applied (needs no server).")
+            @OptionGroup var global: GlobalOptions
+            @OptionGroup var clock: ClockOption
+
+            func run() throws {
+                let container = try global.openContainer(readOnly: false)
+                var options = Replicator.Options()
+                options.maxClockSkew = clock.duration
+                let replicator = try Replicator(container: container, targets: try SyncCommand.targets(of: container), options: options)
+                let report = try replicator.retryQuarantined()
+                if global.json {
+                    print(JSONText.object([("applied", "\(report.applied)"), ("superseded", "\(report.superseded)"),
+                                           ("remaining", "\(report.remaining)")]))
+                } else {
+                    print("applied \(report.applied), superseded \(report.superseded); \(report.remaining) still quarantined")
+                }
+            }
         }
     }
 

@@ -34,6 +34,7 @@ struct ServeAPI: Sendable {
         case .notFound: .notFound
         case .usage, .badInput: .badRequest
         case .failure: .internalServerError
+        case .clockSkew: .serviceUnavailable
         }
     }
 

@@ -12,6 +12,8 @@ struct CLIError: Error, CustomStringConvertible {
         case usage = 64
         case badInput = 65
         case failure = 74
+        /// The replication server refused this device's changes: its clock is too far ahead.
+        case clockSkew = 75
     }
 
     let kind: Kind
@@ -45,7 +47,8 @@ struct CLIError: Error, CustomStringConvertible {
             case .invalidServerURL, .unsupportedTarget: self.init(.badInput, error.description)
             case .malformedServerRow: self.init(.badInput, error.description)
             case .notDeclared: self.init(.notFound, error.description)
-            case .server, .serverSchemaTooNew, .corruptState: self.init(.failure, error.description)
+            case .server, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
+            case .clockAhead: self.init(.clockSkew, error.description)
             }
         #endif
         case let error as LMDBError:
