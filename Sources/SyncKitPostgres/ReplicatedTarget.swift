@@ -67,7 +67,11 @@ public struct ReplicatedTarget: Sendable {
                 try UnreadableChange.reading {
                     let merged = try merge(try collection.decodeStoredValue(local, key: key),
                                            try collection.decodeStoredValue(remote, key: key))
-                    return try collection.encodeValueForStorage(merged)
+                    // What this app's type does not know survives the merge, taken first from the
+                    // side whose bytes sort last: both devices pick the same.
+                    let (first, second) = local.lexicographicallyPrecedes(remote) ? (remote, local) : (local, remote)
+                    let bytes = try collection.encodeValueForStorage(merged)
+                    return collection.keepingUnknownFields(of: second, in: collection.keepingUnknownFields(of: first, in: bytes))
                 }
             }
         }
@@ -81,7 +85,8 @@ public struct ReplicatedTarget: Sendable {
                 let typedKey = try Self.decodeKey(key, as: Key.self, collection.name)
                 if let value {
                     let decoded = try UnreadableChange.reading { try collection.decodeStoredValue(value, key: key) }
-                    try collection.put(decoded, forKey: typedKey, in: transaction)
+                    // The fields this app does not know stay, as the other device wrote them.
+                    try collection.put(decoded, forKey: typedKey, keepingUnknownFieldsOf: value, in: transaction)
                 } else {
                     try collection.delete(typedKey, in: transaction)
                 }

@@ -109,6 +109,37 @@ import Testing
         await ra.close()
     }
 
+    struct RecordV2: Codable, Equatable { var a: String; var b: Int; var c: String }
+    struct RecordV1: Codable, Equatable { var a: String; var b: Int }
+
+    /// The newer app (A) writes {a, b, c}; the older app (B) edits a and writes its record back. After
+    /// syncing, both hold the new a and the old c, and so does the server.
+    @Test func anOlderAppKeepsTheFieldsOfANewerOne() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("versions")
+        let a = try Device(group: group), b = try Device(group: group)
+        let recordsA = try a.container.store.collection("records", key: String.self, value: RecordV2.self)
+        let recordsB = try b.container.store.collection("records", key: String.self, value: RecordV1.self)
+        try Replication.enable(.collection("records"), in: a.container)
+        try Replication.enable(.collection("records"), in: b.container)
+        let ra = try Replicator(container: a.container, server: cluster.tcpURL, targets: [.collection(recordsA)])
+        let rb = try Replicator(container: b.container, server: cluster.tcpURL, targets: [.collection(recordsB)])
+        try recordsA.put(RecordV2(a: "first", b: 1, c: "only v2 knows"), forKey: "r")
+        try await ra.sync(); try await rb.sync()
+        var record = try #require(try recordsB.get("r"))
+        record.a = "edited by v1"
+        try recordsB.put(record, forKey: "r")
+        try await rb.sync(); try await ra.sync()
+        #expect(try recordsA.get("r") == RecordV2(a: "edited by v1", b: 1, c: "only v2 knows"))
+        let v2OnB = try b.container.store.collection("records", key: String.self, value: RecordV2.self)
+        #expect(try v2OnB.get("r") == RecordV2(a: "edited by v1", b: 1, c: "only v2 knows"))
+        let server = try cluster.psql("SELECT encode(value, 'hex') FROM kvsync_state WHERE group_id = '\(group)' AND name = 'records'")
+        #expect(server.trimmingCharacters(in: .whitespacesAndNewlines)
+                == Hex.encode(try CBOREncoder().encode(RecordV2(a: "edited by v1", b: 1, c: "only v2 knows"))))
+        #expect(try a.status().conflictsResolved == 0 && b.status().conflictsResolved == 0)
+        await ra.close(); await rb.close()
+    }
+
     /// A newer app writes a value over k that B cannot read, while B has its own later write of k
     /// pending. B quarantines the server's value and holds its write back: the server keeps the newer
     /// app's value, sync after sync, and nothing stalls.

@@ -162,14 +162,36 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     ///
     /// - Throws: ``KVStoreError/invalidKey(collection:reason:)`` for a key over ``maxKeySize`` (511) bytes,
     ///   ``KVStoreError/encodingFailed(collection:reason:)``, or an ``LMDBError``.
+    ///
+    /// With a codec that keeps unknown fields (``CBORCodec``, by default), the map keys of the value
+    /// replaced that `Value` does not declare are kept: an older build of the app does not erase a
+    /// newer build's fields.
     public func put(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
+        try put(value, forKey: key, keepingUnknownFieldsOf: nil, in: transaction)
+    }
+
+    /// `put`, keeping the unknown fields of `source` (a value another device wrote, applied by a
+    /// replicator) instead of those of the stored value.
+    package func put(_ value: Value, forKey key: Key, keepingUnknownFieldsOf source: [UInt8]?,
+                     in transaction: WriteTransaction) throws {
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         let keyBytes = try checkedKey(key)
-        let valueBytes: [UInt8]
+        var valueBytes: [UInt8]
         do {
             valueBytes = try codec.encode(value)
         } catch {
             throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
+        }
+        if codec.keepsUnknownFields {
+            let merged: [UInt8]?
+            if let source {
+                merged = source.withUnsafeBytes { codec.keepingUnknownFields(of: $0, in: valueBytes) }
+            } else if let stored = try transaction.get(database, keyBytes) {
+                merged = codec.keepingUnknownFields(of: stored, in: valueBytes)
+            } else {
+                merged = nil
+            }
+            if let merged { valueBytes = merged }
         }
         if !indexes.isEmpty {
             try updateIndexes(primaryKey: keyBytes, newValue: value, database: database, in: transaction)
@@ -250,6 +272,13 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// `value` as this collection stores it.
     package func encodeValueForStorage(_ value: Value) throws -> [UInt8] {
         try codec.encode(value)
+    }
+
+    /// `bytes` (a value as this collection stores it) with what `source` holds that `Value` does not
+    /// know, when the codec keeps unknown fields.
+    package func keepingUnknownFields(of source: [UInt8], in bytes: [UInt8]) -> [UInt8] {
+        guard codec.keepsUnknownFields else { return bytes }
+        return source.withUnsafeBytes { codec.keepingUnknownFields(of: $0, in: bytes) } ?? bytes
     }
 
     func decode(_ bytes: UnsafeRawBufferPointer, key: [UInt8]) throws -> Value {

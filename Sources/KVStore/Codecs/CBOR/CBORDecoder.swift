@@ -120,6 +120,11 @@ nonisolated(unsafe) private let cborNullByte: UnsafeRawPointer = {
 /// State shared by all decoders of one `decode` call.
 final class CBORDecodingOptions {
     let userInfo: [CodingUserInfoKey: Any]
+    /// When set, the keyed container of the top-level map (the item at offset 0) records which of its
+    /// keys the type asked for (``CBORMapIndex/requested``): what ``CBORUnknownFields`` keeps is the rest.
+    var recordsTopLevelKeys = false
+    /// The top-level map's index, once a recording decode has opened it as a keyed container.
+    var topLevelMap: CBORMapIndex?
 
     init(userInfo: [CodingUserInfoKey: any Sendable]) {
         self.userInfo = userInfo
@@ -245,6 +250,10 @@ final class CBORDecoderImpl: Decoder, SingleValueDecodingContainer {
         } catch {
             throw error.decodingError(KeyedDecodingContainer<Key>.self, codingPath)
         }
+        if options.recordsTopLevelKeys && offset == 0 && options.topLevelMap == nil {
+            map.startRecording()
+            options.topLevelMap = map
+        }
         knownEnd = map.end
         return KeyedDecodingContainer(CBORKeyedDecoder<Key>(reader: reader, map: map, path: path, options: options))
     }
@@ -310,6 +319,16 @@ final class CBORMapIndex {
     /// Where the next search starts: fields are usually decoded in the order they were encoded.
     private var hint = 0
     private let base: UnsafeRawPointer
+    /// Per entry, whether the decoded type asked for its key; `nil` unless recording.
+    private(set) var requested: [Bool]?
+
+    func startRecording() { requested = Array(repeating: false, count: entries.count) }
+    func requestedAll() { if requested != nil { requested = Array(repeating: true, count: entries.count) } }
+
+    /// Each entry's key, and where the entry starts (its key's head) and where its value starts.
+    var entryOffsets: [(key: String, start: Int, value: Int)] {
+        entries.map { (Self.keyString($0, base: base, synthesized: synthesized), $0.keyHead, $0.value) }
+    }
 
     init(reader: CBORReader, at p: Int) throws(CBORError) {
         let (h, q0) = try reader.untagged(at: p)
@@ -399,6 +418,7 @@ final class CBORMapIndex {
 
     /// The offset of the value for `key`, or nil.
     func find(_ key: String) -> Int? {
+        if requested != nil { return recordingFind(key) }
         if let lookup { return lookup[key].map { entries[$0].value } }
         let count = entries.count
         guard count > 0 else { return nil }
@@ -428,6 +448,16 @@ final class CBORMapIndex {
             return nil
         }
     }
+
+    /// `find`, marking the entry found as requested (off the fast path: only a recording decode, one
+    /// per write that replaces a map with keys the new value does not have, comes here).
+    private func recordingFind(_ key: String) -> Int? {
+        for i in entries.indices where Self.keyString(entries[i], base: base, synthesized: synthesized) == key {
+            requested?[i] = true
+            return entries[i].value
+        }
+        return nil
+    }
 }
 
 struct CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -437,7 +467,10 @@ struct CBORKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let options: CBORDecodingOptions
 
     var codingPath: [any CodingKey] { path.keys }
-    var allKeys: [Key] { map.keys.compactMap { Key(stringValue: $0) } }
+    var allKeys: [Key] {
+        map.requestedAll()   // a type that lists the keys reads them all: none is unknown to it
+        return map.keys.compactMap { Key(stringValue: $0) }
+    }
 
     func contains(_ key: Key) -> Bool { map.find(key.stringValue) != nil }
 

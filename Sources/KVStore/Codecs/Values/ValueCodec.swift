@@ -16,10 +16,18 @@ public protocol ValueCodec<Value>: Sendable {
     /// ``KVCollection`` refuses a larger stored value (one written by another process, say) before
     /// it copies or decodes a byte of it, with ``KVStoreError/corruptValue(collection:key:reason:underlying:)``.
     var maxEncodedSize: Int? { get }
+    /// Whether a write through this codec keeps what the value it replaces holds that `Value` does
+    /// not know (``keepingUnknownFields(of:in:)``). False unless the codec says otherwise.
+    var keepsUnknownFields: Bool { get }
+    /// `new` with what `old`, the stored value it replaces, holds that `Value` does not know; `nil` to
+    /// store `new` as it is.
+    func keepingUnknownFields(of old: UnsafeRawBufferPointer, in new: [UInt8]) -> [UInt8]?
 }
 
 extension ValueCodec {
     public var maxEncodedSize: Int? { nil }
+    public var keepsUnknownFields: Bool { false }
+    public func keepingUnknownFields(of old: UnsafeRawBufferPointer, in new: [UInt8]) -> [UInt8]? { nil }
 }
 
 /// The default codec: CBOR (RFC 8949) for any `Codable` value, readable without the Swift types by
@@ -27,10 +35,28 @@ extension ValueCodec {
 ///
 /// Decoding enforces ``CBORLimits`` (input size and nesting depth), so hostile bytes give an error,
 /// never a crash.
+///
+/// A write keeps the map keys that `Value` does not declare from the value it replaces
+/// (``keepsUnknownFields``, on by default), so an older build of the app that decodes a newer
+/// build's value, changes one field and writes it back, does not erase the fields it does not know:
+/// the rule of protocol buffers' unknown fields. Keys `Value` declares and leaves out (a `nil`
+/// optional) are removed as written. Only the top-level map is merged.
 public struct CBORCodec<Value: Codable>: ValueCodec {
     public var limits: CBORLimits
+    /// Whether a write keeps the top-level map keys of the replaced value that `Value` does not read.
+    /// On by default: it costs a lookup of the stored value per write (and, only when the stored map
+    /// has keys the new one lacks, a decode of it). Turn it off for a collection whose values must be
+    /// exactly what the app wrote.
+    public var keepsUnknownFields: Bool
 
-    public init(limits: CBORLimits = .default) { self.limits = limits }
+    public init(limits: CBORLimits = .default, keepsUnknownFields: Bool = true) {
+        self.limits = limits
+        self.keepsUnknownFields = keepsUnknownFields
+    }
+
+    public func keepingUnknownFields(of old: UnsafeRawBufferPointer, in new: [UInt8]) -> [UInt8]? {
+        CBORUnknownFields.merge(Value.self, new: new, old: old, limits: limits)
+    }
 
     public var encodingName: String { "cbor" }
 
