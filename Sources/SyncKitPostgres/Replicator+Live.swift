@@ -50,7 +50,8 @@ extension Replicator {
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
             do {
-                let server = try await ServerConnection.connect(url, logger: options.logger, maxValueBytes: options.maxValueBytes)
+                let server = try await ServerConnection.connect(url, logger: options.logger, maxValueBytes: options.maxValueBytes,
+                                                            operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
                 defer { Task { await server.close() } }
                 try await server.connection.listen(on: ServerSchema.channel) { notifications in
                     wakeup.signal()

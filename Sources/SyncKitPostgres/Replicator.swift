@@ -44,6 +44,13 @@ public final class Replicator: @unchecked Sendable {
         /// Retries after a failure wait from `minimumBackoff`, doubling up to `maximumBackoff`.
         public var minimumBackoff: Duration = .milliseconds(100)
         public var maximumBackoff: Duration = .seconds(5)
+        /// A statement (or transaction) with no answer for this long is abandoned and its connection
+        /// closed: a server that died, or a network that drops packets silently, cannot hold a round
+        /// for good. The next round connects anew, and sends again what had no answer (the server
+        /// keeps one change per device and token).
+        public var statementTimeout: Duration = .seconds(120)
+        /// How long connecting (TCP, then PostgreSQL's start-up exchange) may take.
+        public var connectTimeout: Duration = .seconds(10)
         /// In ``run(until:)``, a sync happens at least this often even if nothing woke it.
         public var pollInterval: Duration = .seconds(5)
         /// How far ahead of the other side's clock a hybrid logical clock stamp may be (60 s by
@@ -219,7 +226,8 @@ public final class Replicator: @unchecked Sendable {
             await dropConnection()   // the server closed it (a restart, say): connect anew
         }
         guard let server else { throw ReplicationError.noServer }
-        let fresh = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes)
+        let fresh = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
+                                                            operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
         do {
             try await fresh.migrate()
             try adopt(server: try await fresh.serverID())

@@ -54,13 +54,20 @@ final class ServerConnection: @unchecked Sendable {
     /// Connection ids for postgres-nio's logging.
     private static let lastID = Locked(0)
 
-    private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int) {
+    /// How long one statement or transaction may take before it is abandoned and the connection
+    /// closed (``Replicator/Options/statementTimeout``).
+    let operationTimeout: Duration
+
+    private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int, operationTimeout: Duration) {
         self.connection = connection
         self.logger = logger
         self.maxValueBytes = maxValueBytes
+        self.operationTimeout = operationTimeout
     }
 
-    static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int) async throws -> ServerConnection {
+    static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int,
+                        operationTimeout: Duration = defaultOperationTimeout,
+                        connectTimeout: Duration = defaultConnectTimeout) async throws -> ServerConnection {
         do {
             // The TCP connect has its own timeout; the start-up exchange after it does not, and a
             // server that accepts and then closes while it starts can leave it waiting for good. So
@@ -70,7 +77,8 @@ final class ServerConnection: @unchecked Sendable {
             } abandoned: { late in
                 try? await late.close()
             }
-            return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
+            return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes,
+                                    operationTimeout: operationTimeout)
         } catch {
             throw ReplicationError.server("cannot connect to \(url): \(describe(error))")
         }
@@ -282,21 +290,21 @@ final class ServerConnection: @unchecked Sendable {
     }
 
     /// How long one statement or transaction may take before it is abandoned and the connection closed.
-    static let operationTimeout: Duration = .seconds(120)
+    static let defaultOperationTimeout: Duration = .seconds(120)
 
     /// How long connecting (TCP, then PostgreSQL's start-up exchange) may take before it is abandoned.
-    static let connectTimeout: Duration = .seconds(10)
+    static let defaultConnectTimeout: Duration = .seconds(10)
 
     var isClosed: Bool { connection.isClosed }
 
     /// Runs `body`, turning PostgreSQL's errors into one-line ``ReplicationError``s. A server that died
     /// mid-statement (`pg_ctl stop -m immediate`) must not leave a replicator waiting forever on a
-    /// reply: after ``operationTimeout`` the operation is abandoned with an error and the connection
+    /// reply: after `operationTimeout` the operation is abandoned with an error and the connection
     /// closed (the replicator then connects anew).
     func mapErrors<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
         guard !connection.isClosed else { throw ReplicationError.server("the connection to the server is closed") }
         let connection = self.connection
-        return try await withDeadline(Self.operationTimeout, what: "the server", onTimeout: { try? await connection.close() },
+        return try await withDeadline(operationTimeout, what: "the server", onTimeout: { try? await connection.close() },
                                       abandonWhen: { connection.isClosed ? "the connection to the server closed mid-statement" : nil }) {
             try await Self.mapErrors(body)
         }

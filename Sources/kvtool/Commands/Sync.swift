@@ -75,8 +75,14 @@ struct SyncCommand: ParsableCommand {
         @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
         @Option(help: "Changes per server transaction.") var batchSize: Int = 1_000
         @OptionGroup var clock: ClockOption
+        @Option(name: .customLong("statement-timeout"),
+                help: "Abandon a statement with no answer after this many seconds, and connect anew.")
+        var statementTimeout: Double = 120
 
         func validate() throws {
+            guard statementTimeout >= 0.1 && statementTimeout <= 86_400 else {
+                throw ValidationError("--statement-timeout must be from 0.1 to 86400 seconds")
+            }
             if let seconds, !(seconds > 0 && seconds <= 31_536_000) { throw ValidationError("--seconds must be positive") }
             guard (1...100_000).contains(batchSize) else { throw ValidationError("--batch-size must be from 1 to 100000") }
         }
@@ -87,6 +93,7 @@ struct SyncCommand: ParsableCommand {
             var options = Replicator.Options()
             options.batchSize = batchSize
             options.maxClockSkew = clock.duration
+            options.statementTimeout = .milliseconds(Int64(statementTimeout * 1000))
             let json = global.json
             let feed = try SyncCommand.checklistFeed(of: container)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
