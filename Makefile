@@ -8,8 +8,10 @@
 #             (in debug, `kvtool check` after each of the 1,000 kills alone takes most of half an
 #             hour): 1,000 kill -9s of a writer (+ 300 per other durability mode), 6,000 power-cut
 #             states, dead readers, 60 s of contention with SIGSTOPs, map
-#             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire; each
-#             test prints its figures ([reliability] lines). SWIFT_FLAGS passes options such as
+#             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire, and the
+#             randomized replication model with faults at 1,000 operations on 8 devices (150 in make
+#             test; KVSTORE_MODEL_SEED=N replays a seed); each test prints its figures ([reliability]
+#             and [model] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
@@ -50,7 +52,7 @@ test: test-deps
 
 stress: test-deps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFT_FLAGS)
-	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter ReliabilityTests
+	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter "ReliabilityTests|ReplicationModelTests"
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests

@@ -83,7 +83,7 @@ let package = Package(
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
             name: "kvtest-helper",
-            dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport"],
+            dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "SyncKitPostgres"],
             path: "Tests/Helper"
         ),
         // Temporary containers and process runners shared by the test targets.

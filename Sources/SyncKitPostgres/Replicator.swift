@@ -169,12 +169,22 @@ public final class Replicator: @unchecked Sendable {
 
     /// Pushes what is pending, then pulls what other devices pushed (and pushes again if a merge made
     /// something new). On failure the error is recorded in the store (`kvtool sync status`) and thrown;
-    /// nothing is lost, and the next call starts over.
+    /// nothing is lost, and the next call starts over. A push refused because this device's clock is
+    /// too far ahead (``ReplicationError/clockAhead(by:limit:)``) still pulls before it throws.
     @discardableResult
     public func sync() async throws -> SyncReport {
         try await round { server, report in
-            report.pushed = try await push(server, report: &report)
+            // A device whose clock is too far ahead still receives: its own changes wait, the
+            // others' arrive (found by the randomized model: a refused push used to skip the pull).
+            var refused: ReplicationError?
+            do {
+                report.pushed = try await push(server, report: &report)
+            } catch let error as ReplicationError {
+                guard case .clockAhead = error else { throw error }
+                refused = error
+            }
             report.pulled = try await pull(server, report: &report)
+            if let refused { throw refused }
             if try hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
         }
     }

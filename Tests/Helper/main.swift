@@ -126,6 +126,7 @@ do {
         if try powerCutCommand(command, root: root, group: group, rest: rest) { break }
         if try hostileCommand(command, root: root, group: group, rest: rest) { break }
         if try hugeValueCommand(command, root: root, group: group, rest: rest) { break }
+        if try syncCommand(command, root: root, group: group, rest: rest) { break }
         fail("unknown command \(command)")
     }
 } catch {

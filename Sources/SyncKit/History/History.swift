@@ -52,6 +52,14 @@ public final class History: WriteObserver, @unchecked Sendable {
     static let clockKey = "clock"
 
     private static let attached = Locked<[ObjectIdentifier: History]>([:])
+    private let wallClock = Locked<@Sendable () -> Date>({ Date() })
+
+    /// Makes this process stamp the transactions it records from `clock` instead of the system's
+    /// wall clock: a seam for tests that give a machine a wrong clock (a replicator takes its own in
+    /// its options). Every stamp still follows the last one.
+    public func setWallClock(_ clock: @escaping @Sendable () -> Date) {
+        wallClock.withLock { $0 = clock }
+    }
 
     /// The history of `store`, registered in its write path. Attaching again returns the same object.
     ///
@@ -187,7 +195,7 @@ public final class History: WriteObserver, @unchecked Sendable {
         var tracked: [Mutation.Target: Bool] = [:]
         var last: UInt64?
         var clock: HybridTimestamp?
-        let now = Date()
+        let now = wallClock.withLock { $0 }()
         try transaction.unrecorded {
             for mutation in mutations {
                 let isTracked: Bool

@@ -1,0 +1,58 @@
+// A replication device for the randomized model test (ReplicationModelTests): one sync round of a
+// container's `notes` through a server, with a clock that may be wrong.
+import Foundation
+import KVStore
+import SyncKit
+#if PostgreSQL
+import SyncKitPostgres
+#endif
+
+/// `sync-device ROOT GROUP URL SKEW_MS TIMEOUT_MS`: runs one `sync()` of the collection `notes`
+/// (String → String) with this process's clock `SKEW_MS` off (its history's stamps and its
+/// replicator's checks), and statements abandoned after `TIMEOUT_MS`. Prints `ok pushed P pulled Q
+/// quarantined R` and exits 0; a replication error prints `error MESSAGE` and exits 2 (3 for a clock
+/// the server refused), as a partition or a server down makes expected.
+func syncCommand(_ command: String, root: String, group: String, rest: [String]) throws -> Bool {
+    guard command == "sync-device" else { return false }
+    #if PostgreSQL
+    let skew = TimeInterval(Int(rest[1])!) / 1000
+    let container = try SharedContainer(groupIdentifier: group, root: root)
+    let history = try History.attach(to: container)
+    let clock: @Sendable () -> Date = { Date().addingTimeInterval(skew) }
+    history.setWallClock(clock)
+    let notes = try container.store.collection("notes", key: String.self, value: String.self)
+    var options = Replicator.Options()
+    options.clock = clock
+    options.statementTimeout = .milliseconds(Int64(rest[2])!)
+    options.connectTimeout = .milliseconds(Int64(rest[2])!)
+    options.minimumBackoff = .milliseconds(10)
+    let replicator = try Replicator(container: container, server: try ServerURL(rest[0]), targets: [.collection(notes)],
+                                    options: options)
+    let outcome = Locked<Result<SyncReport, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do {
+            let report = try await replicator.sync()
+            outcome.withLock { $0 = .success(report) }
+        } catch {
+            outcome.withLock { $0 = .failure(error) }
+        }
+        await replicator.close()
+        done.signal()
+    }
+    done.wait()
+    switch outcome.withLock({ $0 })! {
+    case .success(let report):
+        print("ok pushed \(report.pushed) pulled \(report.pulled) quarantined \(report.quarantined)")
+        exit(0)
+    case .failure(let error as ReplicationError):
+        print("error \(error)")
+        if case .clockAhead = error { exit(3) }
+        exit(2)
+    case .failure(let error):
+        throw error
+    }
+    #else
+    fail("sync-device needs the PostgreSQL trait")
+    #endif
+}
