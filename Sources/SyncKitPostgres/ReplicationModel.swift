@@ -138,8 +138,10 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         try container.encode(quarantinedAt, forKey: .quarantinedAt)
     }
 
+    /// One printable line: what another device sent has its control characters escaped.
     public var description: String {
-        "change \(sequence) to \(target.map(\.description) ?? "'\(kind.prefix(40))'") key \(Hex.encode(Array(key.prefix(64)))) from \(device.prefix(64)): \(reason)"
+        func shown(_ text: some StringProtocol) -> String { Escaping.escape(String(text), quoting: false, shortForms: true, style: .swift) }
+        return "change \(sequence) to \(target.map(\.description).map(shown) ?? "'\(shown(kind.prefix(40)))'") key \(Hex.encode(Array(key.prefix(64)))) from \(shown(device.prefix(64))): \(shown(reason))"
     }
 }
 

@@ -25,6 +25,49 @@ enum ServerSchema {
     /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
     static let migrationLock: Int64 = 0x6B76_7379_6E63   // "kvsync"
 
+    /// The body of `kvsync_push` after its checks, the same in every version: one outcome per change,
+    /// then the group's last sequence number and a notification.
+    static let pushLoop = """
+        INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
+        PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+        FOR k IN 1..n LOOP
+            idx := k;
+            SELECT c.seq INTO found_seq FROM kvsync_changes c
+                WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
+            IF FOUND THEN
+                outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            SELECT * INTO cur FROM kvsync_state s
+                WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
+            IF FOUND AND cur.version <> p_bases[k]
+               AND NOT (cur.device = p_device AND cur.token <= p_tokens[k]) THEN
+                outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
+                s_device := cur.device;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
+            INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+                VALUES (p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k])
+                RETURNING seq INTO new_seq;
+            INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
+                VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
+                ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
+                    version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
+                    token = EXCLUDED.token, updated_at = now();
+            last := new_seq;
+            outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+            RETURN NEXT;
+        END LOOP;
+        IF last IS NOT NULL THEN
+            UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
+            PERFORM pg_notify('kvsync', p_group);
+        END IF;
+        RETURN;
+        """
+
     /// Statements that take the schema from version `index` to `index + 1`.
     static let migrations: [[String]] = [
         [
@@ -78,44 +121,7 @@ enum ServerSchema {
                 last bigint := NULL;
                 v bytea;
             BEGIN
-                INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
-                PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
-                FOR k IN 1..n LOOP
-                    idx := k;
-                    SELECT c.seq INTO found_seq FROM kvsync_changes c
-                        WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
-                    IF FOUND THEN
-                        outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    SELECT * INTO cur FROM kvsync_state s
-                        WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
-                    IF FOUND AND cur.version <> p_bases[k]
-                       AND NOT (cur.device = p_device AND cur.token <= p_tokens[k]) THEN
-                        outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
-                        s_device := cur.device;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
-                    INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
-                        VALUES (p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k])
-                        RETURNING seq INTO new_seq;
-                    INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
-                        VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
-                        ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
-                            version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
-                            token = EXCLUDED.token, updated_at = now();
-                    last := new_seq;
-                    outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
-                    RETURN NEXT;
-                END LOOP;
-                IF last IS NOT NULL THEN
-                    UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
-                    PERFORM pg_notify('kvsync', p_group);
-                END IF;
-                RETURN;
+                \(pushLoop)
             END
             $$
             """,
@@ -155,44 +161,7 @@ enum ServerSchema {
                     RETURN NEXT;
                     RETURN;
                 END IF;
-                INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
-                PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
-                FOR k IN 1..n LOOP
-                    idx := k;
-                    SELECT c.seq INTO found_seq FROM kvsync_changes c
-                        WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
-                    IF FOUND THEN
-                        outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    SELECT * INTO cur FROM kvsync_state s
-                        WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
-                    IF FOUND AND cur.version <> p_bases[k]
-                       AND NOT (cur.device = p_device AND cur.token <= p_tokens[k]) THEN
-                        outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
-                        s_device := cur.device;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
-                    INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
-                        VALUES (p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k])
-                        RETURNING seq INTO new_seq;
-                    INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
-                        VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
-                        ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
-                            version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
-                            token = EXCLUDED.token, updated_at = now();
-                    last := new_seq;
-                    outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
-                    RETURN NEXT;
-                END LOOP;
-                IF last IS NOT NULL THEN
-                    UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
-                    PERFORM pg_notify('kvsync', p_group);
-                END IF;
-                RETURN;
+                \(pushLoop)
             END
             $$
             """,

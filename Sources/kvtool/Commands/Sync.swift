@@ -194,8 +194,11 @@ struct SyncCommand: ParsableCommand {
                     return
                 }
                 if rows.isEmpty { print("nothing is quarantined") }
+                // What another device sent is shown with its control characters escaped: one
+                // printable line each, whatever it holds.
+                func shown(_ text: String) -> String { Escaping.escape(text, quoting: false, shortForms: true, style: .swift) }
                 for row in rows {
-                    print("\(row.sequence)\t\(row.target?.description ?? row.kind)\t\(Hex.encode(row.key))\t\(row.device)\t\(row.reason)")
+                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(Hex.encode(row.key))\t\(shown(row.device))\t\(shown(row.reason))")
                 }
             }
         }
