@@ -89,6 +89,24 @@ import TestSupport
         }
     }
 
+    @Test func anIndefiniteLengthMapIsMergedAndDeepNestingIsReplacedWhole() throws {
+        let store = try dir.store()
+        let v2 = try store.collection("records", key: String.self, value: RecordV2.self)
+        let v1 = try store.collection("records", key: String.self, value: RecordV1.self)
+        let raw = try #require(try store.rawDatabase(named: "c/records"))
+        // {_ "a": "x", "b": 1, "c": "kept"} with an indefinite length, as other encoders may write it.
+        let indefinite: [UInt8] = [0xBF, 0x61, 0x61, 0x61, 0x78, 0x61, 0x62, 0x01, 0x61, 0x63, 0x64, 0x6B, 0x65, 0x70, 0x74, 0xFF]
+        try store.write { tx in try tx.rawPut(raw, "k".encodedKey, indefinite) }
+        try v1.put(RecordV1(a: "y", b: 2), forKey: "k")
+        #expect(try v2.get("k") == RecordV2(a: "y", b: 2, c: "kept"))
+        // A map whose unknown value nests 100,000 indefinite arrays: refused by the limits, unread.
+        let deep: [UInt8] = [0xA3, 0x61, 0x61, 0x61, 0x78, 0x61, 0x62, 0x01, 0x61, 0x7A]
+            + [UInt8](repeating: 0x9F, count: 100_000) + [UInt8](repeating: 0xFF, count: 100_000)
+        try store.write { tx in try tx.rawPut(raw, "k".encodedKey, deep) }
+        try v1.put(RecordV1(a: "z", b: 3), forKey: "k")
+        #expect(try v2.get("k") == RecordV2(a: "z", b: 3, c: nil))
+    }
+
     @Test func mergingIsLimitedToWhatTheCodecWouldRead() throws {
         // A stored map one byte under the limit, and a new value that would take the merge over it:
         // the new value is stored as written.

@@ -325,6 +325,24 @@ final class CBORMapIndex {
     func startRecording() { requested = Array(repeating: false, count: entries.count) }
     func requestedAll() { if requested != nil { requested = Array(repeating: true, count: entries.count) } }
 
+    /// Whether this map has a key that `other` does not, compared as bytes (no string is made).
+    func hasKey(notIn other: CBORMapIndex) -> Bool {
+        for mine in entries {
+            var found = false
+            for theirs in other.entries {
+                if mine.keyCount >= 0 && theirs.keyCount >= 0 {
+                    found = mine.keyCount == theirs.keyCount && memcmp(base + mine.keyStart, other.base + theirs.keyStart, mine.keyCount) == 0
+                } else {
+                    found = Self.keyString(mine, base: base, synthesized: synthesized)
+                        == Self.keyString(theirs, base: other.base, synthesized: other.synthesized)
+                }
+                if found { break }
+            }
+            if !found { return true }
+        }
+        return false
+    }
+
     /// Each entry's key, and where the entry starts (its key's head) and where its value starts.
     var entryOffsets: [(key: String, start: Int, value: Int)] {
         entries.map { (Self.keyString($0, base: base, synthesized: synthesized), $0.keyHead, $0.value) }
