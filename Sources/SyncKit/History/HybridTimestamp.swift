@@ -10,8 +10,9 @@ import Foundation
 /// ``History`` stamps every transaction it records with one. The next stamp is the larger of the
 /// wall-clock time and the last stamp plus one, so stamps stay close to real time but never go
 /// backwards: not when the wall clock does, and not across a causal chain between machines once a
-/// replicator has passed a remote stamp to ``History/observeClock(_:in:)``. Replication orders
-/// concurrent writes of one key by (stamp, device id).
+/// replicator has passed a remote stamp to ``History/observeClock(_:now:maxSkew:in:)`` (which adopts
+/// no stamp further ahead of the wall clock than a bound). Replication orders concurrent writes of
+/// one key by (stamp, device id).
 public struct HybridTimestamp: RawRepresentable, Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
     public var rawValue: UInt64
 
