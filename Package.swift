@@ -15,6 +15,9 @@ let package = Package(
         .library(name: "Workloads", targets: ["Workloads"]),
         // Replication of containers across machines through PostgreSQL (postgres-nio, SwiftNIO).
         .library(name: "SyncKitPostgres", targets: ["SyncKitPostgres"]),
+        // The sync gateway: devices that are not trusted with the database's credentials sync through
+        // it, each with a credential of its own group (SyncKitPostgres, HTTP on SwiftNIO).
+        .library(name: "SyncGateway", targets: ["SyncGateway"]),
         .executable(name: "kvtool", targets: ["kvtool"]),
         // The seeds' notification extension and widget as lean processes of their own: no
         // swift-argument-parser, no Foundation (FoundationEssentials only), read-only opens.
@@ -38,6 +41,10 @@ let package = Package(
         // `kvtool serve`'s HTTP server (NIOHTTP1 on NIOPosix), with the `Serve` trait: postgres-nio builds
         // on the same SwiftNIO.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // SHA-256 of device tokens (postgres-nio already builds it, for SCRAM).
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
+        // TLS between devices and the sync gateway (postgres-nio already builds it).
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .systemLibrary(
@@ -53,12 +60,27 @@ let package = Package(
             dependencies: [
                 "KVStore", "SyncKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["PostgreSQL"])),
+            ]
+        ),
+        .target(
+            name: "SyncGateway",
+            dependencies: [
+                "KVStore", "SyncKitPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres",
+                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Serve"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Serve"])),
@@ -89,7 +111,7 @@ let package = Package(
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
         // Replication through a real PostgreSQL cluster the tests start and stop themselves.
-        .testTarget(name: "SyncKitPostgresTests", dependencies: ["KVStore", "SyncKit", "SyncKitPostgres", "Workloads", "TestSupport"]),
+        .testTarget(name: "SyncKitPostgresTests", dependencies: ["KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport"]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),

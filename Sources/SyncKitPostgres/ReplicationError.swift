@@ -26,6 +26,13 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// This replicator was made without a server (``Replicator/init(container:targets:options:events:)``):
     /// it can only retry quarantined changes.
     case noServer
+    /// A credential, group or device name given to issue or present a token cannot be used.
+    case invalidCredential(String)
+    /// The sync gateway refused this device's credential: missing, not a token, unknown, revoked,
+    /// expired, of another group, or read-only for a push. The token itself is never in the message.
+    case credentialRefused(String)
+    /// The gateway asks this device to wait (too many requests for its credential).
+    case rateLimited(retryAfter: Duration)
 
     /// `1.5 s`, `86400 s`.
     static func seconds(_ duration: Duration) -> String {
@@ -48,6 +55,9 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .clockAhead(let ahead, let limit):
             "the server refused this device's changes: their clock is \(Self.seconds(ahead)) ahead of the server's (the limit is \(Self.seconds(limit))); set this machine's clock right, and they are sent once the server's clock reaches them"
         case .noServer: "this replicator has no server"
+        case .invalidCredential(let reason): "invalid credential: \(reason)"
+        case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"
+        case .rateLimited(let wait): "the sync gateway is rate-limiting this credential; retry in \(Self.seconds(wait))"
         }
     }
 }

@@ -35,7 +35,7 @@ struct ReplicaState: Codable, Hashable, Sendable {
 }
 
 /// Which change a sequence number held: its device and token, unique on the server.
-struct CursorMark: Codable, Hashable, Sendable {
+package struct CursorMark: Codable, Hashable, Sendable {
     var device: String
     var token: UInt64
 }

@@ -6,7 +6,7 @@ import SyncKit
 extension Replicator {
     // MARK: - Pull
 
-    func pull(_ server: ServerConnection, report: inout SyncReport) async throws -> Int {
+    func pull(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
         var pulled = 0
         while true {
             let (cursor, mark) = try currentCursor()
@@ -164,7 +164,7 @@ extension Replicator {
     }
 
     /// Reloads the targets from the server's current state after the log was pruned past the cursor.
-    func resynchronize(_ server: ServerConnection, report: inout SyncReport) async throws {
+    func resynchronize(_ server: any ReplicationServer, report: inout SyncReport) async throws {
         let (last, rows) = try await server.currentState(group: group)
         var pulled = 0
         let events = try apply(rows, newCursor: last, stage: .resync, pulled: &pulled).events

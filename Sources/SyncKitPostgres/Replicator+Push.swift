@@ -17,7 +17,7 @@ extension Replicator {
         var dirtyIDs: [UInt64]
     }
 
-    func push(_ server: ServerConnection, report: inout SyncReport) async throws -> Int {
+    func push(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
         var pushed = 0
         // Bounded: a key that keeps losing races to another device is left for the next round.
         for _ in 0..<10 {

@@ -73,8 +73,13 @@ public final class Replicator: @unchecked Sendable {
 
     public let container: SharedContainer
     public let history: History
-    /// The server (`nil` for a replicator that only retries quarantined changes).
+    /// The server, on the direct path (`nil` through a gateway, or for a replicator that only retries
+    /// quarantined changes).
     public let server: ServerURL?
+    /// The sync gateway, for a device that syncs with a credential (`nil` on the direct path).
+    public let gateway: SyncGatewayURL?
+    /// The credential presented to ``gateway``.
+    let token: String?
     public let options: Options
     /// The group's id on the server: the container's group identifier.
     public let group: String
@@ -87,7 +92,7 @@ public final class Replicator: @unchecked Sendable {
     let consumer: HistoryConsumer
     let events: @Sendable (SyncEvent) -> Void
     private let lockDescriptor: Int32
-    private let connection = Locked<ServerConnection?>(nil)
+    private let connection = Locked<(any ReplicationServer)?>(nil)
 
     /// - Parameters:
     ///   - targets: the typed collections and suites to replicate; each must be declared
@@ -97,20 +102,37 @@ public final class Replicator: @unchecked Sendable {
     ///   replicator holds the container.
     public convenience init(container: SharedContainer, server: ServerURL, targets: [ReplicatedTarget], options: Options = Options(),
                             events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        try self.init(container: container, server: Optional(server), targets: targets, options: options, events: events)
+        try self.init(container: container, server: Optional(server), gateway: nil, token: nil, targets: targets, options: options, events: events)
+    }
+
+    /// A replicator that syncs through a sync gateway with a device credential (`kvtool sync token
+    /// issue`), for a device that is not trusted with the database: it reads and writes its group only,
+    /// and a read-only credential only pulls. Everything else is as on the direct path.
+    ///
+    /// - Throws: ``ReplicationError/invalidCredential(_:)`` if `token` is not a token's form; as the
+    ///   other initializers otherwise. The gateway's refusals come from ``sync()``:
+    ///   ``ReplicationError/credentialRefused(_:)``, ``ReplicationError/rateLimited(retryAfter:)``.
+    public convenience init(container: SharedContainer, gateway: SyncGatewayURL, token: String, targets: [ReplicatedTarget],
+                            options: Options = Options(), events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
+        guard SyncTokens.isWellFormed(token) else {
+            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters)")
+        }
+        try self.init(container: container, server: nil, gateway: gateway, token: token, targets: targets, options: options, events: events)
     }
 
     /// A replicator without a server: it can ``retryQuarantined()`` (after an app upgrade, say, from
     /// a process that has no server to hand), and its ``sync()`` throws ``ReplicationError/noServer``.
     public convenience init(container: SharedContainer, targets: [ReplicatedTarget], options: Options = Options(),
                             events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        try self.init(container: container, server: nil, targets: targets, options: options, events: events)
+        try self.init(container: container, server: nil, gateway: nil, token: nil, targets: targets, options: options, events: events)
     }
 
-    private init(container: SharedContainer, server: ServerURL?, targets: [ReplicatedTarget], options: Options,
-                 events: @escaping @Sendable (SyncEvent) -> Void) throws {
+    private init(container: SharedContainer, server: ServerURL?, gateway: SyncGatewayURL?, token: String?,
+                 targets: [ReplicatedTarget], options: Options, events: @escaping @Sendable (SyncEvent) -> Void) throws {
         self.container = container
         self.server = server
+        self.gateway = gateway
+        self.token = token
         self.options = options
         self.events = events
         group = container.groupIdentifier.rawValue
@@ -178,14 +200,15 @@ public final class Replicator: @unchecked Sendable {
             // others' arrive (found by the randomized model: a refused push used to skip the pull).
             var refused: ReplicationError?
             do {
-                report.pushed = try await push(server, report: &report)
+                // A read-only credential pulls only: local writes stay pending in the history.
+                if !server.readOnly { report.pushed = try await push(server, report: &report) }
             } catch let error as ReplicationError {
                 guard case .clockAhead = error else { throw error }
                 refused = error
             }
             report.pulled = try await pull(server, report: &report)
             if let refused { throw refused }
-            if try hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
+            if try !server.readOnly && hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
         }
     }
 
@@ -194,7 +217,10 @@ public final class Replicator: @unchecked Sendable {
     /// ``sync()``.
     @discardableResult
     public func push() async throws -> SyncReport {
-        try await round { server, report in report.pushed = try await push(server, report: &report) }
+        try await round { server, report in
+            guard !server.readOnly else { throw ReplicationError.credentialRefused("it is read-only: it pulls and never pushes") }
+            report.pushed = try await push(server, report: &report)
+        }
     }
 
     /// Only pulls and applies other devices' changes (CKSyncEngine's `fetchChanges`).
@@ -203,7 +229,7 @@ public final class Replicator: @unchecked Sendable {
         try await round { server, report in report.pulled = try await pull(server, report: &report) }
     }
 
-    func round(_ body: (ServerConnection, inout SyncReport) async throws -> Void) async throws -> SyncReport {
+    func round(_ body: (any ReplicationServer, inout SyncReport) async throws -> Void) async throws -> SyncReport {
         do {
             let server = try await connected()
             var report = SyncReport()
@@ -230,16 +256,29 @@ public final class Replicator: @unchecked Sendable {
         await dropConnection()
     }
 
-    func connected() async throws -> ServerConnection {
+    func connected() async throws -> any ReplicationServer {
         if let existing = connection.withLock({ $0 }) {
             if !existing.isClosed { return existing }
             await dropConnection()   // the server closed it (a restart, say): connect anew
         }
-        guard let server else { throw ReplicationError.noServer }
-        let fresh = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
+        let fresh: any ReplicationServer
+        if let gateway, let token {
+            fresh = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: options.maxValueBytes,
+                                          operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
+        } else if let server {
+            let direct = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
                                                             operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
+            do {
+                try await direct.migrate()
+            } catch {
+                await direct.close()
+                throw error
+            }
+            fresh = direct
+        } else {
+            throw ReplicationError.noServer
+        }
         do {
-            try await fresh.migrate()
             try adopt(server: try await fresh.serverID())
         } catch {
             await fresh.close()
@@ -250,7 +289,7 @@ public final class Replicator: @unchecked Sendable {
     }
 
     func dropConnection() async {
-        if let old = connection.withLock({ current -> ServerConnection? in defer { current = nil }; return current }) {
+        if let old = connection.withLock({ current -> (any ReplicationServer)? in defer { current = nil }; return current }) {
             await old.close()
         }
     }

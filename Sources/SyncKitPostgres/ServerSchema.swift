@@ -19,7 +19,10 @@ import PostgresNIO
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
 enum ServerSchema {
     /// The schema version this library writes and reads.
-    static let version = 3
+    static let version = 4
+    /// The role a sync gateway's transactions run as (`SET LOCAL ROLE`): it owns nothing, bypasses no
+    /// row-level security, and sees only the rows of the group its transaction is scoped to.
+    static let gatewayRole = "kvsync_gateway"
     /// The `LISTEN`/`NOTIFY` channel; the payload is the group id.
     static let channel = "kvsync"
     /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
@@ -134,6 +137,102 @@ enum ServerSchema {
             // Version 3: kvsync_push refuses a batch stamped further ahead of the server's clock than
             // the device's bound (`p_max_skew_ms`), answering one 'clock_ahead' row.
             "DROP FUNCTION IF EXISTS kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[])",
+            pushFunction(scopeChecks: ""),
+        ],
+        [
+            // Version 4: device credentials, and the sync gateway's isolation. Every kvsync table has
+            // row-level security; a policy lets a role that does not own the tables see and write only
+            // the rows of the group its transaction is scoped to (`kvsync.group`). The owner (the
+            // direct path, the administration commands) bypasses it, as owners do unless forced.
+            """
+            CREATE TABLE kvsync_tokens (
+                id bigserial PRIMARY KEY,
+                group_id text NOT NULL,
+                device text,
+                hash bytea NOT NULL UNIQUE,
+                read_only boolean NOT NULL DEFAULT false,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz,
+                revoked_at timestamptz)
+            """,
+            "CREATE INDEX kvsync_tokens_group ON kvsync_tokens (group_id, device)",
+            "ALTER TABLE kvsync_tokens ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_groups ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_changes ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_state ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_schema ENABLE ROW LEVEL SECURITY",
+            "CREATE POLICY kvsync_schema_read ON kvsync_schema FOR SELECT USING (true)",
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_groups
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
+            """,
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_changes
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
+            """,
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_state
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
+            """,
+            // The one way a gateway reads kvsync_tokens (it has no privilege on the table): the row of
+            // one SHA-256, which the gateway compares with its own in constant time.
+            """
+            CREATE FUNCTION kvsync_authenticate(p_hash bytea)
+            RETURNS TABLE (id bigint, group_id text, device text, read_only boolean, hash bytea,
+                           expired boolean, revoked boolean)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+                SELECT t.id, t.group_id, t.device, t.read_only, t.hash,
+                       t.expires_at IS NOT NULL AND t.expires_at <= now(), t.revoked_at IS NOT NULL
+                FROM kvsync_tokens t WHERE t.hash = p_hash
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION kvsync_authenticate(bytea) FROM PUBLIC",
+            pushFunction(scopeChecks: """
+                -- A transaction scoped to a group (a gateway's) pushes to that group only, and a
+                -- read-only credential's never.
+                IF coalesce(current_setting('kvsync.group', true), '') <> '' AND current_setting('kvsync.group', true) <> p_group THEN
+                    RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another group' USING ERRCODE = '42501';
+                END IF;
+                IF coalesce(current_setting('kvsync.read_only', true), '') = 'on' THEN
+                    RAISE EXCEPTION 'kvsync_push: this credential is read-only' USING ERRCODE = '42501';
+                END IF;
+            """),
+            // The gateway's role: created when the migrating user may (CREATEROLE); otherwise an
+            // administrator creates it and runs `kvtool sync token issue` (which grants) once.
+            """
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '\(gatewayRole)') THEN
+                    BEGIN
+                        CREATE ROLE \(gatewayRole) NOLOGIN;
+                    EXCEPTION WHEN insufficient_privilege THEN
+                        RAISE NOTICE 'kvsync: cannot create role \(gatewayRole); the gateway needs it';
+                    END;
+                END IF;
+            END $$
+            """,
+            grants,
+        ],
+    ]
+
+    /// Grants the gateway's role what its scoped transactions need, if the role exists: rows of the
+    /// three sync tables through the policies (never DELETE: pruning is the owner's), the schema's
+    /// version and id, the log's sequence, and the token check.
+    static let grants = """
+        DO $$ BEGIN
+            IF EXISTS (SELECT FROM pg_roles WHERE rolname = '\(gatewayRole)') THEN
+                GRANT SELECT, INSERT, UPDATE ON kvsync_groups, kvsync_changes, kvsync_state TO \(gatewayRole);
+                GRANT SELECT ON kvsync_schema TO \(gatewayRole);
+                GRANT USAGE ON SEQUENCE kvsync_changes_seq_seq TO \(gatewayRole);
+                GRANT EXECUTE ON FUNCTION kvsync_authenticate(bytea) TO \(gatewayRole);
+            END IF;
+        END $$
+        """
+
+    /// `kvsync_push` from version 3 on, with `scopeChecks` run first.
+    static func pushFunction(scopeChecks: String) -> String {
             """
             CREATE OR REPLACE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[],
                                         p_names text[], p_keys bytea[], p_values bytea[], p_deleted boolean[],
@@ -150,6 +249,7 @@ enum ServerSchema {
                 server_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
                 ahead_ms bigint;
             BEGIN
+            \(scopeChecks)
                 -- A stamp further ahead of this server's clock than the bound refuses the whole
                 -- batch: one device's fast clock must not win every conflict, nor move the others'.
                 -- (A stamp with its top bit set travels as a negative bigint: the year 6429 and on.)
@@ -164,9 +264,8 @@ enum ServerSchema {
                 \(pushLoop)
             END
             $$
-            """,
-        ],
-    ]
+            """
+    }
 
     /// Creates the tables, or brings them up to ``version``, under an advisory lock so that devices
     /// starting together do not race.

@@ -93,6 +93,19 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         return components.string ?? "(a URL with a password)"
     }
 
+    /// A pool of at most `connections` (the sync gateway's).
+    package func poolConfiguration(connections: Int) -> PostgresClient.Configuration {
+        var configuration = switch endpoint {
+        case .tcp(let host, let port):
+            PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        case .unixSocket(let path):
+            PostgresClient.Configuration(unixSocketPath: path, username: user, password: password, database: database)
+        }
+        configuration.options.maximumConnections = connections
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+
     var configuration: PostgresConnection.Configuration {
         var configuration = switch endpoint {
         case .tcp(let host, let port):

@@ -329,7 +329,10 @@ import Glibc
         if how == "restored" {
             _ = try cluster.psql("TRUNCATE kvsync_changes, kvsync_state, kvsync_groups RESTART IDENTITY")
         } else {
-            _ = try cluster.psql("DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema; DROP FUNCTION kvsync_push")
+            _ = try cluster.psql("""
+                DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens;
+                DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate
+                """)
         }
         // A writes after the loss: few changes, so its new sequence numbers stay below B's cursor.
         try a.put("after the loss", "k-new")
@@ -355,8 +358,13 @@ import Glibc
             try await ra.sync()
             await ra.close()
         }
-        // Version 1's push function took no clock bound.
+        // Version 1's push function took no clock bound, and it had no credentials nor row-level security.
         try cluster.psql("""
+            DROP TABLE kvsync_tokens; DROP FUNCTION kvsync_authenticate;
+            DROP POLICY kvsync_group_scope ON kvsync_groups; DROP POLICY kvsync_group_scope ON kvsync_changes;
+            DROP POLICY kvsync_group_scope ON kvsync_state; DROP POLICY kvsync_schema_read ON kvsync_schema;
+            ALTER TABLE kvsync_groups DISABLE ROW LEVEL SECURITY; ALTER TABLE kvsync_changes DISABLE ROW LEVEL SECURITY;
+            ALTER TABLE kvsync_state DISABLE ROW LEVEL SECURITY; ALTER TABLE kvsync_schema DISABLE ROW LEVEL SECURITY;
             ALTER TABLE kvsync_schema DROP COLUMN server_id; UPDATE kvsync_schema SET version = 1;
             ALTER FUNCTION kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)
                 RENAME TO kvsync_push_v3;
@@ -369,7 +377,12 @@ import Glibc
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "3|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "4|36")
+        // Version 4's row-level security and credentials came with it.
+        #expect(try cluster.count("""
+            SELECT count(*) FROM pg_class WHERE relrowsecurity
+            AND relname IN ('kvsync_groups', 'kvsync_changes', 'kvsync_state', 'kvsync_tokens', 'kvsync_schema')
+            """) == 5)
         #expect(try b.noteLines() == ["k=written under version 1"])
         await rb.close()
     }

@@ -13,20 +13,54 @@ struct SyncCommand: ParsableCommand {
         abstract: "Replicate collections and defaults suites with other machines through PostgreSQL.",
         discussion: """
             Declare what replicates (sync enable), then run a replicator (sync run). --server takes a libpq-style URL, \
-            postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory; \
-            $KVSTORE_SYNC_SERVER gives the default.
+            postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory \
+            (machines trusted with the database), or a sync gateway's http(s)://HOST:PORT with --token \
+            (devices with a credential of their own group: sync token issue, sync gateway); \
+            $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults.
             """,
-        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self])
+        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Token.self, Gateway.self])
+
+    /// Where `sync run` syncs: the database itself, or a gateway with a credential.
+    enum Endpoint {
+        case direct(ServerURL)
+        case gateway(SyncGatewayURL, token: String)
+    }
 
     struct ServerOption: ParsableArguments {
         @Option(name: .long, help: "The server, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
         var server: String?
 
+        @Option(name: .long, help: "A sync gateway's credential, for an http(s):// --server (default: $KVSTORE_SYNC_TOKEN).")
+        var token: String?
+        @Option(name: .customLong("ca-file"), help: "PEM certificates to trust for an https:// gateway instead of the system's.")
+        var caFile: String?
+
+        var text: String? {
+            guard let text = server ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else { return nil }
+            return text
+        }
+
+        /// The database's URL (commands that need the database itself).
         func url() throws -> ServerURL {
-            guard let text = server ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else {
-                throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER")
+            guard let text else { throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER") }
+            if SyncGatewayURL.isGateway(text) {
+                throw CLIError(.usage, "this command needs the database (postgres://…), not a gateway")
             }
             return try ServerURL(text)
+        }
+
+        /// The database, or a gateway and its credential.
+        func endpoint() throws -> Endpoint {
+            guard let text else { throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER") }
+            guard SyncGatewayURL.isGateway(text) else {
+                if token != nil { throw CLIError(.usage, "--token is for a gateway (http(s)://…); a postgres:// server takes none") }
+                if caFile != nil { throw CLIError(.usage, "--ca-file is for an https:// gateway") }
+                return .direct(try ServerURL(text))
+            }
+            guard let token = token ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_TOKEN"], !token.isEmpty else {
+                throw CLIError(.usage, "a gateway needs a credential: pass --token TOKEN or set KVSTORE_SYNC_TOKEN")
+            }
+            return .gateway(try SyncGatewayURL(text, caFile: caFile), token: token)
         }
     }
 
@@ -88,7 +122,7 @@ struct SyncCommand: ParsableCommand {
         }
 
         func run() throws {
-            let url = try server.url()
+            let endpoint = try server.endpoint()
             let container = try global.openContainer(readOnly: false)
             var options = Replicator.Options()
             options.batchSize = batchSize
@@ -96,8 +130,7 @@ struct SyncCommand: ParsableCommand {
             options.statementTimeout = .milliseconds(Int64(statementTimeout * 1000))
             let json = global.json
             let feed = try SyncCommand.checklistFeed(of: container)
-            let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
-                                            options: options) { event in
+            let events: @Sendable (SyncEvent) -> Void = { event in
                 switch event {
                 case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
                 case .resynchronized(let cursor):
@@ -113,6 +146,18 @@ struct SyncCommand: ParsableCommand {
                 case .failed(let message): SyncCommand.say(json, "error", message)
                 }
             }
+            let replicator: Replicator
+            let shown: String
+            switch endpoint {
+            case .direct(let url):
+                replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
+                                            options: options, events: events)
+                shown = url.description
+            case .gateway(let url, let token):
+                replicator = try Replicator(container: container, gateway: url, token: token, targets: try SyncCommand.targets(of: container),
+                                            options: options, events: events)
+                shown = url.description
+            }
             if once {
                 let report = try blocking { try await replicator.sync() }
                 if json {
@@ -125,7 +170,7 @@ struct SyncCommand: ParsableCommand {
                     print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
                 }
             } else {
-                if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(url)") }
+                if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(shown)") }
                 Output.flush()
                 let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
                 try blocking { try await replicator.run(until: deadline) }

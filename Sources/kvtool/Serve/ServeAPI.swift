@@ -35,6 +35,7 @@ struct ServeAPI: Sendable {
         case .usage, .badInput: .badRequest
         case .failure: .internalServerError
         case .clockSkew: .serviceUnavailable
+        case .credential: .forbidden
         }
     }
 

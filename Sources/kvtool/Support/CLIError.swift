@@ -14,6 +14,8 @@ struct CLIError: Error, CustomStringConvertible {
         case failure = 74
         /// The replication server refused this device's changes: its clock is too far ahead.
         case clockSkew = 75
+        /// The sync gateway refused this device's credential (sysexits' EX_NOPERM).
+        case credential = 77
     }
 
     let kind: Kind
@@ -44,7 +46,9 @@ struct CLIError: Error, CustomStringConvertible {
         #if PostgreSQL
         case let error as ReplicationError:
             switch error {
-            case .invalidServerURL, .unsupportedTarget: self.init(.badInput, error.description)
+            case .invalidServerURL, .unsupportedTarget, .invalidCredential: self.init(.badInput, error.description)
+            case .credentialRefused: self.init(.credential, error.description)
+            case .rateLimited: self.init(.failure, error.description)
             case .malformedServerRow: self.init(.badInput, error.description)
             case .notDeclared: self.init(.notFound, error.description)
             case .server, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)

@@ -1,0 +1,265 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// Where a sync gateway is: `http://HOST[:PORT]` (loopback or a trusted network) or
+/// `https://HOST[:PORT]`, whose certificate is verified against the system's roots or ``caFile``,
+/// with no plaintext fallback.
+public struct SyncGatewayURL: Hashable, Sendable, CustomStringConvertible {
+    public var tls: Bool
+    public var host: String
+    public var port: Int
+    /// PEM certificates to trust instead of the system's roots (a private CA).
+    public var caFile: String?
+
+    /// Parses `text`.
+    ///
+    /// - Throws: ``ReplicationError/invalidServerURL(_:reason:)`` naming what is wrong.
+    public init(_ text: String, caFile: String? = nil) throws {
+        func invalid(_ reason: String) -> ReplicationError { .invalidServerURL(ServerURL.redacted(text), reason: reason) }
+        guard text.utf8.count <= 2048 else { throw invalid("it is longer than 2048 bytes") }
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+            throw invalid("it is not a URL")
+        }
+        guard scheme == "http" || scheme == "https" else { throw invalid("a gateway's scheme is http:// or https://") }
+        guard components.user == nil, components.password == nil else {
+            throw invalid("a gateway URL carries no user or password (the token is given apart)")
+        }
+        guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {
+            throw invalid("a gateway URL is only http(s)://HOST[:PORT]")
+        }
+        guard let host = components.host, !host.isEmpty else { throw invalid("it names no host") }
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        guard (1...65_535).contains(port) else { throw invalid("the port must be from 1 to 65535") }
+        if let caFile, scheme != "https" { throw invalid("a CA file (\(caFile)) is only for https://") }
+        self.tls = scheme == "https"
+        self.host = host
+        self.port = port
+        self.caFile = caFile
+    }
+
+    public var description: String { "\(tls ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+
+    /// Whether `text` names a gateway (http:// or https://) rather than a database.
+    public static func isGateway(_ text: String) -> Bool {
+        let lower = text.prefix(8).lowercased()
+        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
+    }
+}
+
+/// A replicator's connection to a sync gateway: each operation is one HTTP/1.1 request on a
+/// connection of its own (TLS when the URL says https), bounded by the statement timeout.
+final class GatewayConnection: ReplicationServer, @unchecked Sendable {
+    let url: SyncGatewayURL
+    let token: String
+    let group: String
+    let maxValueBytes: Int
+    let operationTimeout: Duration
+    let connectTimeout: Duration
+    private let sslContext: NIOSSLContext?
+    private let closed = Locked(false)
+    private let greeting = Locked<GatewayHello?>(nil)
+
+    /// The largest answer read: a resync's whole state may be large, but not without bound.
+    static let maxResponseBytes = 1 << 30
+
+    init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration) throws {
+        guard SyncTokens.isWellFormed(token) else {
+            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters)")
+        }
+        self.url = url
+        self.token = token
+        self.group = group
+        self.maxValueBytes = maxValueBytes
+        self.operationTimeout = operationTimeout
+        self.connectTimeout = connectTimeout
+        if url.tls {
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.certificateVerification = .fullVerification
+            if let caFile = url.caFile {
+                do {
+                    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+                } catch {
+                    throw ReplicationError.invalidServerURL(url.description, reason: "cannot read the CA file \(caFile): \(error)")
+                }
+            }
+            do {
+                sslContext = try NIOSSLContext(configuration: configuration)
+            } catch {
+                throw ReplicationError.server("cannot set up TLS: \(error)")
+            }
+        } else {
+            sslContext = nil
+        }
+    }
+
+    var isClosed: Bool { closed.withLock { $0 } }
+
+    var readOnly: Bool { greeting.withLock { $0?.readOnly ?? false } }
+
+    func close() async { closed.withLock { $0 = true } }
+
+    // MARK: - Operations
+
+    func hello() async throws -> GatewayHello {
+        let answer = try await request(.GET, "/v\(GatewayWire.version)/hello")
+        return try decoding { try GatewayHello(decoding: answer) }
+    }
+
+    func serverID() async throws -> String {
+        let hello = try await hello()
+        guard hello.group == group else {
+            throw ReplicationError.credentialRefused("it is for another group than \(group)")
+        }
+        greeting.withLock { $0 = hello }
+        return hello.serverID
+    }
+
+    func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        let skew = maxClockSkew.components
+        let milliseconds = skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        // Requests stay under the gateway's body limit: a batch of large values goes in several.
+        var outcomes: [PushOutcome] = []
+        var start = 0
+        while start < changes.count {
+            var end = start
+            var bytes = 0
+            while end < changes.count && (end == start || bytes + Self.size(of: changes[end]) <= Self.maxRequestBytes / 2) {
+                bytes += Self.size(of: changes[end])
+                end += 1
+            }
+            let body = GatewayPushRequest(device: device, maxClockSkewMilliseconds: milliseconds, changes: Array(changes[start..<end])).encoded()
+            let answer = try await request(.POST, "/v\(GatewayWire.version)/push", body: body)
+            switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
+            case .clockAhead(let ahead):
+                throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: maxClockSkew)
+            case .outcomes(let some):
+                guard some.count == end - start else {
+                    throw ReplicationError.server("the sync gateway answered \(some.count) outcomes for \(end - start) changes")
+                }
+                outcomes += some
+            }
+            start = end
+        }
+        return outcomes
+    }
+
+    func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
+        let answer = try await request(.GET, "/v\(GatewayWire.version)/changes?after=\(cursor)&limit=\(limit)")
+        return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
+    }
+
+    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
+        let answer = try await request(.GET, "/v\(GatewayWire.version)/state")
+        let state = try decoding { try GatewayState(decoding: answer, maxValueBytes: maxValueBytes) }
+        return (state.lastSequence, state.rows)
+    }
+
+    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+        throw ReplicationError.server("pruning is the database owner's: run it with a postgres:// URL, not through a gateway")
+    }
+
+    /// The gateway's body limit this client keeps under (``SyncGateway/Limits``' default).
+    static let maxRequestBytes = 32 << 20
+
+    private static func size(of change: OutgoingChange) -> Int {
+        40 + change.kind.utf8.count + change.name.utf8.count + change.key.count + (change.value?.count ?? 0)
+    }
+
+    private func decoding<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch let error as GatewayWireError {
+            throw ReplicationError.server("the sync gateway's answer is malformed: \(error)")
+        }
+    }
+
+    // MARK: - HTTP
+
+    /// One request on a connection of its own; the answer's body, or the refusal as a typed error.
+    func request(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) async throws -> [UInt8] {
+        guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
+        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway") { [self] in
+            try await exchange(method, path, body: body)
+        }
+        switch status.code {
+        case 200: return answer
+        case 401, 403: throw ReplicationError.credentialRefused(Self.line(answer))
+        case 429:
+            let seconds = headers.first(name: "Retry-After").flatMap { Int($0) } ?? 1
+            throw ReplicationError.rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)))
+        default:
+            throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(answer))")
+        }
+    }
+
+    /// The first line of a refusal, at most 300 characters, control characters dropped.
+    static func line(_ bytes: [UInt8]) -> String {
+        let text = String(decoding: bytes.prefix(1200), as: UTF8.self)
+        let first = text.split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? "(no reason given)"
+        return String(String.UnicodeScalarView(first.unicodeScalars.filter { $0.properties.generalCategory != .control }).prefix(300))
+    }
+
+    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+        let (host, port, sslContext) = (url.host, url.port, self.sslContext)
+        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.milliseconds(Int64(connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)))
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true || host.contains(":") ? nil : host)
+                            try channel.pipeline.syncOperations.addHandler(handler)
+                        }
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(error)")
+        }
+        do {
+            return try await channel.executeThenClose { inbound, outbound in
+                var headers = HTTPHeaders()
+                headers.add(name: "Host", value: host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
+                headers.add(name: "Authorization", value: "Bearer \(token)")
+                headers.add(name: GatewayWire.groupHeader, value: group)
+                headers.add(name: "Accept", value: GatewayWire.contentType)
+                headers.add(name: "Content-Length", value: String(body?.count ?? 0))
+                if body != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
+                headers.add(name: "Connection", value: "close")
+                try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
+                if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+                try await outbound.write(.end(nil))
+                var head: HTTPResponseHead?
+                var answer = ByteBuffer()
+                for try await part in inbound {
+                    switch part {
+                    case .head(let received): head = received
+                    case .body(var buffer):
+                        guard answer.readableBytes + buffer.readableBytes <= Self.maxResponseBytes else {
+                            throw ReplicationError.server("the sync gateway's answer is over \(Self.maxResponseBytes) bytes")
+                        }
+                        answer.writeBuffer(&buffer)
+                    case .end:
+                        guard let head else { throw ReplicationError.server("the sync gateway sent no status") }
+                        return (head.status, head.headers, Array(answer.readableBytesView))
+                    }
+                }
+                throw ReplicationError.server("the sync gateway closed the connection before answering")
+            }
+        } catch let error as ReplicationError {
+            throw error
+        } catch {
+            throw ReplicationError.server("the sync gateway \(url): \(error)")
+        }
+    }
+}
+#endif

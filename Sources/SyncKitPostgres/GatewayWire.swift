@@ -1,0 +1,381 @@
+#if PostgreSQL
+import KVStore
+
+/// The sync gateway's protocol, version 1: HTTP/1.1 requests under `/v1/`, their bodies in this
+/// compact binary form (`application/vnd.kvsync.v1`): LEB128 integers (zigzag for signed ones),
+/// byte strings and UTF-8 text with their length first, an optional with a 0/1 flag first.
+///
+/// - `GET /v1/hello`: ``GatewayHello``.
+/// - `POST /v1/push`: ``GatewayPushRequest`` → ``GatewayPushResponse``. Idempotent by (device, token),
+///   as the direct path is: a batch sent again is answered as it was the first time.
+/// - `GET /v1/changes?after=CURSOR&limit=N`: a ``ChangesPage``.
+/// - `GET /v1/state`: the group's current state (a resync).
+///
+/// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`; a refusal is an HTTP
+/// status with one line of text (``GatewayRefusal``). Another version's path (`/v2/…`) is refused with
+/// 400 and a line that names both versions.
+package enum GatewayWire {
+    package static let version = 1
+    package static let contentType = "application/vnd.kvsync.v1"
+    /// The header naming the group the device syncs (checked against its credential's).
+    package static let groupHeader = "KVSync-Group"
+}
+
+/// Why a gateway message does not decode.
+package struct GatewayWireError: Error, CustomStringConvertible {
+    package var description: String
+}
+
+/// Writes the protocol's values.
+package struct WireWriter {
+    package private(set) var bytes: [UInt8] = []
+
+    package init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    package mutating func unsigned(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    package mutating func signed(_ value: Int64) {
+        unsigned(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    package mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
+
+    package mutating func data(_ value: [UInt8]) {
+        unsigned(UInt64(value.count))
+        bytes += value
+    }
+
+    package mutating func text(_ value: String) {
+        unsigned(UInt64(value.utf8.count))
+        bytes += value.utf8
+    }
+
+    package mutating func optionalData(_ value: [UInt8]?) {
+        bool(value != nil)
+        if let value { data(value) }
+    }
+
+    package mutating func optionalText(_ value: String?) {
+        bool(value != nil)
+        if let value { text(value) }
+    }
+}
+
+/// Reads the protocol's values from bytes that may come from anyone: every length is checked against
+/// what is left before anything is allocated.
+package struct WireReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    package var isAtEnd: Bool { offset == bytes.count }
+
+    private func malformed(_ what: String) -> GatewayWireError {
+        GatewayWireError(description: "\(what) at byte \(offset) of \(bytes.count)")
+    }
+
+    package mutating func unsigned() throws -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count else { throw malformed("an integer is cut short") }
+            let byte = bytes[offset]
+            offset += 1
+            guard shift < 64, shift < 63 || byte <= 1 else { throw malformed("an integer is over 64 bits") }
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+    }
+
+    package mutating func signed() throws -> Int64 {
+        let raw = try unsigned()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    package mutating func bool() throws -> Bool {
+        guard offset < bytes.count else { throw malformed("a flag is missing") }
+        defer { offset += 1 }
+        switch bytes[offset] {
+        case 0: return false
+        case 1: return true
+        default: throw malformed("a flag is \(bytes[offset]), not 0 or 1")
+        }
+    }
+
+    /// A count of items that each take at least one byte: never more than the bytes left.
+    package mutating func count(_ what: String) throws -> Int {
+        let count = try unsigned()
+        guard count <= UInt64(bytes.count - offset) else { throw malformed("\(what) counts \(count) items, more than the bytes left") }
+        return Int(count)
+    }
+
+    package mutating func data(max: Int) throws -> [UInt8] {
+        let length = try unsigned()
+        guard length <= UInt64(max) else { throw malformed("a byte string of \(length) bytes is over its \(max)-byte limit") }
+        guard length <= UInt64(bytes.count - offset) else { throw malformed("a byte string is cut short") }
+        defer { offset += Int(length) }
+        return Array(bytes[offset..<offset + Int(length)])
+    }
+
+    package mutating func text(max: Int) throws -> String {
+        let raw = try data(max: max)
+        guard let text = String(validating: raw, as: UTF8.self) else { throw malformed("a text is not UTF-8") }
+        return text
+    }
+
+    package mutating func optionalData(max: Int) throws -> [UInt8]? {
+        try bool() ? try data(max: max) : nil
+    }
+
+    package mutating func optionalText(max: Int) throws -> String? {
+        try bool() ? try text(max: max) : nil
+    }
+
+    package func end() throws {
+        guard isAtEnd else { throw malformed("\(bytes.count - offset) bytes follow the message") }
+    }
+}
+
+/// `GET /v1/hello`: who the gateway takes this device for.
+package struct GatewayHello: Sendable, Equatable {
+    package var serverID: String
+    package var group: String
+    /// The name the credential was issued to, if any.
+    package var device: String?
+    package var readOnly: Bool
+
+    package init(serverID: String, group: String, device: String?, readOnly: Bool) {
+        (self.serverID, self.group, self.device, self.readOnly) = (serverID, group, device, readOnly)
+    }
+
+    package func encoded() -> [UInt8] {
+        var writer = WireWriter()
+        writer.unsigned(UInt64(GatewayWire.version))
+        writer.text(serverID)
+        writer.text(group)
+        writer.optionalText(device)
+        writer.bool(readOnly)
+        return writer.bytes
+    }
+
+    package init(decoding bytes: [UInt8]) throws {
+        var reader = WireReader(bytes)
+        let version = try reader.unsigned()
+        guard version == UInt64(GatewayWire.version) else {
+            throw GatewayWireError(description: "the gateway speaks protocol version \(version); this device speaks \(GatewayWire.version)")
+        }
+        serverID = try reader.text(max: 200)
+        group = try reader.text(max: 1024)
+        device = try reader.optionalText(max: ServerStatements.maxNameBytes)
+        readOnly = try reader.bool()
+        try reader.end()
+    }
+}
+
+/// `POST /v1/push`'s body.
+package struct GatewayPushRequest: Sendable {
+    package var device: String
+    package var maxClockSkewMilliseconds: Int64
+    package var changes: [OutgoingChange]
+
+    package init(device: String, maxClockSkewMilliseconds: Int64, changes: [OutgoingChange]) {
+        (self.device, self.maxClockSkewMilliseconds, self.changes) = (device, maxClockSkewMilliseconds, changes)
+    }
+
+    package func encoded() -> [UInt8] {
+        var writer = WireWriter(capacity: 64 + changes.reduce(0) { $0 + 40 + $1.key.count + ($1.value?.count ?? 0) })
+        writer.text(device)
+        writer.signed(maxClockSkewMilliseconds)
+        writer.unsigned(UInt64(changes.count))
+        for change in changes {
+            writer.text(change.kind)
+            writer.text(change.name)
+            writer.data(change.key)
+            writer.optionalData(change.value)
+            writer.unsigned(change.clock)
+            writer.signed(change.base)
+            writer.unsigned(change.token)
+        }
+        return writer.bytes
+    }
+
+    package init(decoding bytes: [UInt8], maxValueBytes: Int) throws {
+        var reader = WireReader(bytes)
+        device = try reader.text(max: ServerStatements.maxNameBytes)
+        maxClockSkewMilliseconds = try reader.signed()
+        let count = try reader.count("the batch")
+        changes = []
+        changes.reserveCapacity(count)
+        for _ in 0..<count {
+            changes.append(OutgoingChange(kind: try reader.text(max: ServerStatements.maxNameBytes),
+                                          name: try reader.text(max: ServerStatements.maxNameBytes),
+                                          key: try reader.data(max: Store.maxKeySize),
+                                          value: try reader.optionalData(max: maxValueBytes),
+                                          clock: try reader.unsigned(), base: try reader.signed(), token: try reader.unsigned()))
+        }
+        try reader.end()
+    }
+}
+
+/// `POST /v1/push`'s answer: one outcome per change, or the whole batch refused for its clock.
+package enum GatewayPushResponse: Sendable {
+    case outcomes([PushOutcome])
+    case clockAhead(milliseconds: Int64)
+
+    package func encoded() -> [UInt8] {
+        var writer = WireWriter()
+        switch self {
+        case .clockAhead(let milliseconds):
+            writer.unsigned(1)
+            writer.signed(milliseconds)
+        case .outcomes(let outcomes):
+            writer.unsigned(0)
+            writer.unsigned(UInt64(outcomes.count))
+            for outcome in outcomes {
+                switch outcome {
+                case .applied(let version):
+                    writer.unsigned(0)
+                    writer.signed(version)
+                case .conflict(let version, let value, let clock, let device, let problem):
+                    writer.unsigned(1)
+                    writer.signed(version)
+                    writer.optionalData(value)
+                    writer.unsigned(clock)
+                    writer.text(device)
+                    writer.optionalText(problem)
+                }
+            }
+        }
+        return writer.bytes
+    }
+
+    package init(decoding bytes: [UInt8], maxValueBytes: Int) throws {
+        var reader = WireReader(bytes)
+        switch try reader.unsigned() {
+        case 1:
+            self = .clockAhead(milliseconds: try reader.signed())
+        case 0:
+            let count = try reader.count("the outcomes")
+            var outcomes: [PushOutcome] = []
+            outcomes.reserveCapacity(count)
+            for _ in 0..<count {
+                switch try reader.unsigned() {
+                case 0: outcomes.append(.applied(version: try reader.signed()))
+                case 1:
+                    outcomes.append(.conflict(version: try reader.signed(), value: try reader.optionalData(max: maxValueBytes),
+                                              clock: try reader.unsigned(), device: try reader.text(max: ServerStatements.maxNameBytes),
+                                              problem: try reader.optionalText(max: 1024)))
+                case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
+                }
+            }
+            self = .outcomes(outcomes)
+        case let other:
+            throw GatewayWireError(description: "a push answer of kind \(other)")
+        }
+        try reader.end()
+    }
+}
+
+extension ServerChange {
+    func write(to writer: inout WireWriter) {
+        writer.signed(sequence)
+        writer.text(device)
+        writer.text(kind)
+        writer.text(name)
+        writer.data(key)
+        writer.optionalData(value)
+        writer.unsigned(clock)
+        writer.unsigned(token)
+        writer.optionalText(problem)
+        writer.bool(valueKept)
+    }
+
+    init(reading reader: inout WireReader, maxValueBytes: Int) throws {
+        self.init(sequence: try reader.signed(), device: try reader.text(max: ServerStatements.maxNameBytes + 1),
+                  kind: try reader.text(max: ServerStatements.maxNameBytes), name: try reader.text(max: ServerStatements.maxNameBytes),
+                  key: try reader.data(max: Store.maxKeySize), value: try reader.optionalData(max: maxValueBytes),
+                  clock: try reader.unsigned(), token: try reader.unsigned(), problem: try reader.optionalText(max: 1024),
+                  valueKept: try reader.bool())
+    }
+}
+
+extension ChangesPage {
+    package func encoded() -> [UInt8] {
+        var writer = WireWriter(capacity: 64 + changes.reduce(0) { $0 + 48 + $1.key.count + ($1.value?.count ?? 0) })
+        writer.signed(prunedThrough)
+        writer.signed(lastSequence)
+        writer.bool(atCursor != nil)
+        if let atCursor {
+            writer.text(atCursor.device)
+            writer.unsigned(atCursor.token)
+        }
+        writer.unsigned(UInt64(changes.count))
+        for change in changes { change.write(to: &writer) }
+        return writer.bytes
+    }
+
+    package init(decoding bytes: [UInt8], maxValueBytes: Int) throws {
+        var reader = WireReader(bytes)
+        self.init()
+        prunedThrough = try reader.signed()
+        lastSequence = try reader.signed()
+        if try reader.bool() {
+            atCursor = CursorMark(device: try reader.text(max: ServerStatements.maxNameBytes + 1), token: try reader.unsigned())
+        }
+        let count = try reader.count("the page")
+        changes.reserveCapacity(count)
+        for _ in 0..<count { changes.append(try ServerChange(reading: &reader, maxValueBytes: maxValueBytes)) }
+        try reader.end()
+    }
+}
+
+extension ChangesPage {
+    /// Drops the changes after the first whose keys and values add up to more than `bytes` (keeping
+    /// at least one): the device asks for the rest after the last it got.
+    package mutating func keepFirst(bytes: Int) {
+        var total = 0
+        for (index, change) in changes.enumerated() {
+            total += change.key.count + (change.value?.count ?? 0)
+            if total > bytes && index > 0 {
+                changes.removeSubrange(index...)
+                return
+            }
+        }
+    }
+}
+
+/// `GET /v1/state`'s answer.
+package struct GatewayState: Sendable {
+    package var lastSequence: Int64
+    package var rows: [ServerChange]
+
+    package init(lastSequence: Int64, rows: [ServerChange]) { (self.lastSequence, self.rows) = (lastSequence, rows) }
+
+    package func encoded() -> [UInt8] {
+        var writer = WireWriter(capacity: 64 + rows.reduce(0) { $0 + 48 + $1.key.count + ($1.value?.count ?? 0) })
+        writer.signed(lastSequence)
+        writer.unsigned(UInt64(rows.count))
+        for row in rows { row.write(to: &writer) }
+        return writer.bytes
+    }
+
+    package init(decoding bytes: [UInt8], maxValueBytes: Int) throws {
+        var reader = WireReader(bytes)
+        lastSequence = try reader.signed()
+        let count = try reader.count("the state")
+        rows = []
+        rows.reserveCapacity(count)
+        for _ in 0..<count { rows.append(try ServerChange(reading: &reader, maxValueBytes: maxValueBytes)) }
+        try reader.end()
+    }
+}
+#endif

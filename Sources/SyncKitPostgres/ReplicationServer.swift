@@ -1,0 +1,25 @@
+#if PostgreSQL
+
+/// What a replicator asks of its server: PostgreSQL itself (``ServerConnection``, the direct path of
+/// trusted machines) or a sync gateway (``GatewayConnection``, devices with a credential).
+protocol ReplicationServer: AnyObject, Sendable {
+    /// The server's id: a device that finds another one starts over.
+    func serverID() async throws -> String
+    /// Sends one batch; one outcome per change, in order.
+    func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome]
+    /// The group's log after `cursor`: up to `limit` changes.
+    func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage
+    /// The group's current state and the last sequence number it includes (a resync).
+    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange])
+    /// Removes the group's log older than `age`; returns the new horizon.
+    func prune(group: String, olderThan age: Duration) async throws -> Int64
+    /// Whether this device may only pull (a read-only credential): its local writes wait unsent.
+    var readOnly: Bool { get }
+    var isClosed: Bool { get }
+    func close() async
+}
+
+extension ServerConnection: ReplicationServer {
+    var readOnly: Bool { false }
+}
+#endif

@@ -1,0 +1,224 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// One page of a group's log after a cursor.
+package struct ChangesPage: Sendable {
+    /// The group's pruning horizon.
+    var prunedThrough: Int64 = 0
+    /// The group's last sequence number.
+    var lastSequence: Int64 = 0
+    /// The change at the cursor itself, if the log still has it.
+    var atCursor: CursorMark?
+    /// Changes after the cursor, in sequence order (none when the cursor is before the horizon or
+    /// after the last sequence).
+    var changes: [ServerChange] = []
+}
+
+/// The fixed statements of ``ServerSchema`` on one PostgreSQL connection: a device's own (through
+/// ``ServerConnection``, which bounds each in time), or a sync gateway's transaction scoped to one
+/// group. Every variable-length column read comes with its limit applied in the statement.
+package struct ServerStatements: Sendable {
+    let connection: PostgresConnection
+    let logger: Logger
+    /// A value longer than this is refused without being read into memory.
+    let maxValueBytes: Int
+
+    package init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int) {
+        (self.connection, self.logger, self.maxValueBytes) = (connection, logger, maxValueBytes)
+    }
+
+    /// The role a gateway's scoped transactions run as.
+    package static var gatewayRole: String { ServerSchema.gatewayRole }
+
+    /// Creates the tables, or brings them up to the current version.
+    package static func migrate(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await ServerConnection.mapErrors { try await ServerSchema.migrate(connection, logger: logger) }
+    }
+
+    /// One line about a PostgreSQL error.
+    package static func describe(_ error: any Error) -> String { SyncKitPostgres.describe(error) }
+
+    /// The same statements on another connection (a transaction's).
+    package func on(_ other: PostgresConnection) -> ServerStatements {
+        ServerStatements(connection: other, logger: logger, maxValueBytes: maxValueBytes)
+    }
+
+    /// Sends one batch in one server transaction; one outcome per change, in order.
+    package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        let skew = maxClockSkew.components
+        let maxSkewMilliseconds = skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
+        var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
+        for change in changes {
+            tokens.append(Int64(bitPattern: change.token))
+            kinds.append(change.kind)
+            names.append(change.name)
+            keys.append(ByteBuffer(bytes: change.key))
+            values.append(ByteBuffer(bytes: change.value ?? []))
+            deleted.append(change.value == nil)
+            clocks.append(Int64(bitPattern: change.clock))
+            bases.append(change.base)
+        }
+        var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
+        let rows = try await connection.query("""
+            SELECT idx, left(outcome, 20), version, octet_length(s_value),
+                   CASE WHEN octet_length(s_value) <= \(maxValueBytes) THEN s_value END, s_hlc,
+                   CASE WHEN octet_length(s_device) <= \(Self.maxNameBytes) THEN s_device END
+            FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases),
+                             \(maxSkewMilliseconds))
+            """, logger: logger)
+        for try await (index, outcome, version, length, value, clock, serverDevice)
+                in rows.decode((Int, String, Int64, Int?, ByteBuffer?, Int64?, String?).self) {
+            if outcome == "clock_ahead" {
+                // The whole batch was refused: `version` is how far ahead of the server's clock
+                // its latest stamp is, in milliseconds.
+                throw ReplicationError.clockAhead(by: .milliseconds(version), limit: maxClockSkew)
+            }
+            guard (1...changes.count).contains(index) else {
+                throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
+            }
+            switch outcome {
+            case "applied", "duplicate":
+                outcomes[index - 1] = .applied(version: version)
+            case "conflict":
+                // A current row this device cannot use is settled by quarantine, not refused
+                // whole: one bad row must not stop every later push.
+                var problem: String?
+                if clock == nil || clock! < 0 || serverDevice == nil {
+                    problem = "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes"
+                } else if let length, value == nil {
+                    problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
+                }
+                outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
+                                                clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
+            default:
+                throw ReplicationError.server("kvsync_push answered '\(outcome)'")
+            }
+        }
+        return try outcomes.enumerated().map { index, outcome in
+            guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }
+            return outcome
+        }
+    }
+
+    /// The server's id (``ServerSchema``, version 2).
+    package func serverID() async throws -> String {
+        var id: String?
+        for try await (found) in try await connection.query("SELECT server_id::text FROM kvsync_schema", logger: logger)
+            .decode(String.self) {
+            id = found
+        }
+        guard let id, !id.isEmpty else { throw ReplicationError.server("kvsync_schema has no server id") }
+        return id
+    }
+
+    /// The group's log after `cursor`: up to `limit` changes, and what a device needs to check that the
+    /// log it follows is still the one it saw.
+    package func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
+        var page = ChangesPage()
+        for try await (pruned, last) in try await connection.query(
+            "SELECT pruned_through, last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger)
+            .decode((Int64, Int64).self) {
+            page.prunedThrough = pruned
+            page.lastSequence = last
+        }
+        if cursor < page.prunedThrough || cursor > page.lastSequence { return page }
+        for try await (device, token) in try await connection.query(
+            "SELECT left(device, \(Self.maxNameBytes + 1)::int), token FROM kvsync_changes WHERE group_id = \(group) AND seq = \(cursor)",
+            logger: logger).decode((String, Int64).self) {
+            page.atCursor = CursorMark(device: device, token: UInt64(bitPattern: token))
+        }
+        let rows = try await connection.query("""
+            SELECT seq, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
+                   CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
+                   CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
+                   CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
+                   CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
+            FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
+            """, logger: logger)
+        page.changes = try await decodeChanges(rows)
+        return page
+    }
+
+    /// The group's current state, every key with its version, read while no push of the group can
+    /// commit, and the last sequence number that state includes. Run it in a transaction (the lock
+    /// it takes lasts until COMMIT).
+    package func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
+        var last: Int64 = 0
+        // Waits for the group's pushes in flight and holds the next ones back until COMMIT.
+        for try await (found) in try await connection.query(
+            "SELECT last_seq FROM kvsync_groups WHERE group_id = \(group) FOR SHARE", logger: logger).decode(Int64.self) {
+            last = found
+        }
+        let rows = try await connection.query("""
+            SELECT version, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
+                   CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
+                   CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
+                   CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
+                   CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
+            FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
+            """, logger: logger)
+        return (last, try await decodeChanges(rows))
+    }
+
+    /// Removes the group's log entries and tombstones older than `age`; returns the new horizon.
+    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+        let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+        return try await connection.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT 1 FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger)
+            var horizon: Int64 = 0
+            for try await (found) in try await connection.query("""
+                SELECT coalesce(max(seq), 0) FROM kvsync_changes
+                WHERE group_id = \(group) AND created_at < now() - make_interval(secs => \(seconds))
+                """, logger: logger).decode(Int64.self) {
+                horizon = found
+            }
+            guard horizon > 0 else { return 0 }
+            try await connection.query("DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon)", logger: logger)
+            try await connection.query("""
+                DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon)
+                """, logger: logger)
+            try await connection.query("""
+                UPDATE kvsync_groups SET pruned_through = greatest(pruned_through, \(horizon)) WHERE group_id = \(group)
+                """, logger: logger)
+            return horizon
+        }
+    }
+
+    /// The longest device id, kind or name read from the server; longer ones are refused unread (and
+    /// ``Replicator``'s checks allow 200 bytes).
+    package static let maxNameBytes = 200
+
+    /// Rows of the log or the state. Every variable-length column comes with its limit applied in the
+    /// statement, so that a planted row cannot make this process allocate more than the limits.
+    private func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
+        var changes: [ServerChange] = []
+        for try await (sequence, device, kind, name, key, length, value, clock, token)
+                in rows.decode((Int64, String?, String?, String?, ByteBuffer?, Int?, ByteBuffer?, Int64, Int64).self) {
+            // A row no replicator writes is kept as far as it was read, with its problem: the
+            // replicator quarantines it and goes on (a stall would let one row stop a device).
+            var problem: String?
+            if device == nil || kind == nil || name == nil {
+                problem = "its device id, kind or name is missing or over \(Self.maxNameBytes) bytes"
+            } else if key == nil {
+                problem = "its key is over \(Store.maxKeySize) bytes"
+            } else if clock < 0 {
+                problem = "its clock \(clock) is negative"
+            } else if let length, value == nil {
+                problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
+            }
+            changes.append(ServerChange(sequence: sequence, device: device ?? "", kind: kind ?? "", name: name ?? "",
+                                        key: key.map { Array($0.readableBytesView) } ?? [],
+                                        value: value.map { Array($0.readableBytesView) },
+                                        clock: UInt64(max(0, clock)), token: UInt64(bitPattern: token), problem: problem,
+                                        valueKept: !(length != nil && value == nil)))
+        }
+        return changes
+    }
+
+}
+#endif

@@ -1,0 +1,162 @@
+#if PostgreSQL
+import Crypto
+import Foundation
+import KVStore
+import Logging
+import PostgresNIO
+
+/// A device credential as the database keeps it: never the token itself, only its SHA-256.
+public struct SyncCredential: Hashable, Sendable, Codable {
+    public var id: Int64
+    /// The group it syncs, and the only one it can read or write.
+    public var group: String
+    /// The name it was issued to (for `kvtool sync token list` and `revoke --device`), if any.
+    public var device: String?
+    /// A read-only credential pulls and never pushes.
+    public var readOnly: Bool
+    public var createdAt: Date
+    public var expiresAt: Date?
+    public var revokedAt: Date?
+}
+
+/// Device credentials for a sync gateway (``SyncCredential``), issued, listed and revoked by the
+/// database's owner on a direct `postgres://` URL.
+///
+/// A token is `kvs1_` and 43 characters of base64url: 256 random bits from the system's generator. It
+/// is shown once, when it is issued; the database stores its SHA-256, and the gateway looks a
+/// presented token up by that hash and compares the stored hash with its own in constant time. A
+/// revoked or expired token is refused at its next request.
+public enum SyncTokens {
+    /// Every token starts with this (so that a leaked one is recognisable, as with GitHub's `ghp_`).
+    public static let prefix = "kvs1_"
+
+    /// Issues a credential for `group`; returns the token, which nothing keeps.
+    ///
+    /// - Throws: ``ReplicationError/invalidCredential(_:)`` for a bad group, device name or lifetime;
+    ///   ``ReplicationError/server(_:)`` when the database cannot be reached.
+    public static func issue(on server: ServerURL, group: String, device: String? = nil, readOnly: Bool = false,
+                             expiresIn: Duration? = nil, logger: Logger = quietLogger) async throws -> (token: String, credential: SyncCredential) {
+        do { _ = try GroupIdentifier(group) } catch { throw ReplicationError.invalidCredential("the group '\(group)' is not a group identifier: \(error)") }
+        if let device { try checkDeviceName(device) }
+        if let expiresIn, expiresIn <= .zero || expiresIn > .seconds(100 * 365 * 86_400) {
+            throw ReplicationError.invalidCredential("the lifetime must be from 1 second to 100 years")
+        }
+        var generator = SystemRandomNumberGenerator()
+        let random = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let token = prefix + base64URL(random)
+        let seconds = expiresIn.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        let credential = try await withOwner(server, logger: logger) { connection in
+            var issued: SyncCredential?
+            let rows = try await connection.query("""
+                INSERT INTO kvsync_tokens (group_id, device, hash, read_only, expires_at)
+                VALUES (\(group), \(device), \(ByteBuffer(bytes: hash(token))), \(readOnly),
+                        CASE WHEN \(seconds)::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => \(seconds)) END)
+                RETURNING \(unescaped: columns)
+                """, logger: logger)
+            for try await row in rows.decode(Row.self) { issued = Self.credential(row) }
+            guard let issued else { throw ReplicationError.server("the database returned no credential") }
+            return issued
+        }
+        return (token, credential)
+    }
+
+    /// The credentials of `group` (every group's if `nil`), oldest first.
+    public static func list(on server: ServerURL, group: String? = nil, logger: Logger = quietLogger) async throws -> [SyncCredential] {
+        try await withOwner(server, logger: logger) { connection in
+            var found: [SyncCredential] = []
+            let rows = try await connection.query("""
+                SELECT \(unescaped: columns) FROM kvsync_tokens WHERE \(group)::text IS NULL OR group_id = \(group) ORDER BY id
+                """, logger: logger)
+            for try await row in rows.decode(Row.self) { found.append(Self.credential(row)) }
+            return found
+        }
+    }
+
+    /// Revokes the credential `id`; returns how many were revoked now (0: none, or revoked before).
+    public static func revoke(on server: ServerURL, id: Int64, logger: Logger = quietLogger) async throws -> Int {
+        try await withOwner(server, logger: logger) { connection in
+            try await count(connection.query("""
+                UPDATE kvsync_tokens SET revoked_at = now() WHERE id = \(id) AND revoked_at IS NULL RETURNING id
+                """, logger: logger))
+        }
+    }
+
+    /// Revokes every credential issued to `device` in `group`; returns how many were revoked now.
+    public static func revoke(on server: ServerURL, device: String, group: String, logger: Logger = quietLogger) async throws -> Int {
+        try await withOwner(server, logger: logger) { connection in
+            try await count(connection.query("""
+                UPDATE kvsync_tokens SET revoked_at = now()
+                WHERE group_id = \(group) AND device = \(device) AND revoked_at IS NULL RETURNING id
+                """, logger: logger))
+        }
+    }
+
+    /// The SHA-256 of a token's text: what the database keeps and looks it up by.
+    package static func hash(_ token: String) -> [UInt8] {
+        Array(SHA256.hash(data: Array(token.utf8)))
+    }
+
+    /// Whether `token` has the form of one (`kvs1_` and 43 base64url characters): anything else is
+    /// refused before the database is asked.
+    package static func isWellFormed(_ token: String) -> Bool {
+        let utf8 = Array(token.utf8)
+        guard utf8.count == prefix.utf8.count + 43, token.hasPrefix(prefix) else { return false }
+        return utf8.dropFirst(prefix.utf8.count).allSatisfy { byte in
+            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+        }
+    }
+
+    /// Equal in time that depends only on the lengths.
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// A device name: 1 to 200 bytes of UTF-8 with no control characters.
+    static func checkDeviceName(_ device: String) throws {
+        guard !device.isEmpty, device.utf8.count <= ServerStatements.maxNameBytes,
+              !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ReplicationError.invalidCredential("a device name is 1 to \(ServerStatements.maxNameBytes) bytes with no control characters")
+        }
+    }
+
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static let quietLogger = Logger(label: "kvstore.sync", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    private static let columns = "id, group_id, device, read_only, created_at, expires_at, revoked_at"
+    private typealias Row = (Int64, String, String?, Bool, Date, Date?, Date?)
+
+    private static func credential(_ row: Row) -> SyncCredential {
+        SyncCredential(id: row.0, group: row.1, device: row.2, readOnly: row.3, createdAt: row.4, expiresAt: row.5, revokedAt: row.6)
+    }
+
+    private static func count(_ rows: PostgresRowSequence) async throws -> Int {
+        var count = 0
+        for try await _ in rows.decode(Int64.self) { count += 1 }
+        return count
+    }
+
+    /// Runs `body` on a connection of the database's owner, with the schema migrated and the gateway's
+    /// role granted what it needs (an administrator may have created it since the migration).
+    private static func withOwner<R: Sendable>(_ server: ServerURL, logger: Logger,
+                                               _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        let connection = try await ServerConnection.connect(server, logger: logger, maxValueBytes: 1 << 20)
+        do {
+            try await connection.migrate()
+            let result = try await connection.mapErrors {
+                try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grants), logger: logger)
+                return try await body(connection.connection)
+            }
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+}
+#endif

@@ -1,0 +1,198 @@
+#if PostgreSQL
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncGateway
+import SyncKitPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SyncCommand {
+    /// `--database URL`: the database itself, as its owner (`$KVSTORE_SYNC_SERVER` by default).
+    struct DatabaseOption: ParsableArguments {
+        @Option(name: .long, help: "The database, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
+        var database: String?
+
+        func url() throws -> ServerURL {
+            guard let text = database ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else {
+                throw CLIError(.usage, "no database: pass --database URL or set KVSTORE_SYNC_SERVER")
+            }
+            if SyncGatewayURL.isGateway(text) { throw CLIError(.usage, "--database takes a postgres:// URL, not a gateway's") }
+            return try ServerURL(text)
+        }
+    }
+
+    /// `kvtool sync token issue|list|revoke`.
+    struct Token: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "token",
+            abstract: "Device credentials for a sync gateway: issue, list and revoke them (as the database's owner).",
+            subcommands: [Issue.self, List.self, Revoke.self])
+
+        struct Issue: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "issue",
+                abstract: "Issue a credential for one group and print the token, and only the token (it is shown once).")
+            @OptionGroup var database: DatabaseOption
+            @Option(help: "The group it syncs, and the only one it can read or write.") var group: String
+            @Option(help: "The name of the device it is for (for list and revoke --device).") var device: String?
+            @Flag(help: "Pull only: its pushes are refused.") var readOnly = false
+            @Option(name: .customLong("expires-in"), help: "Seconds until it expires (default: never).") var expiresIn: Double?
+
+            func validate() throws {
+                if let expiresIn, !(expiresIn >= 1 && expiresIn <= 3_153_600_000) {
+                    throw ValidationError("--expires-in must be from 1 second to 100 years")
+                }
+            }
+
+            func run() throws {
+                let url = try database.url()
+                let (group, device, readOnly) = (self.group, self.device, self.readOnly)
+                let lifetime = expiresIn.map { Duration.milliseconds(Int64($0 * 1000)) }
+                let issued = try blocking {
+                    try await SyncTokens.issue(on: url, group: group, device: device, readOnly: readOnly, expiresIn: lifetime)
+                }
+                print(issued.token)
+            }
+        }
+
+        struct List: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "The credentials issued (never their tokens): id, group, device, read-only, created, expires, revoked.")
+            @OptionGroup var database: DatabaseOption
+            @Option(help: "Only this group's.") var group: String?
+            @Flag(help: "One JSON array.") var json = false
+
+            func run() throws {
+                let url = try database.url()
+                let group = self.group
+                let credentials = try blocking { try await SyncTokens.list(on: url, group: group) }
+                let format = ISO8601DateFormatter()
+                if json {
+                    let items = credentials.map { credential in
+                        JSONText.object([
+                            ("id", "\(credential.id)"), ("group", JSONText.quoted(credential.group)),
+                            ("device", credential.device.map(JSONText.quoted) ?? "null"), ("readOnly", "\(credential.readOnly)"),
+                            ("createdAt", JSONText.quoted(format.string(from: credential.createdAt))),
+                            ("expiresAt", credential.expiresAt.map { JSONText.quoted(format.string(from: $0)) } ?? "null"),
+                            ("revokedAt", credential.revokedAt.map { JSONText.quoted(format.string(from: $0)) } ?? "null"),
+                        ])
+                    }
+                    print("[" + items.joined(separator: ",") + "]")
+                    return
+                }
+                if credentials.isEmpty { print("no credentials") }
+                func shown(_ text: String) -> String { Escaping.escape(text, quoting: false, shortForms: true, style: .swift) }
+                for credential in credentials {
+                    let state = credential.revokedAt.map { "revoked \(format.string(from: $0))" }
+                        ?? credential.expiresAt.map { ($0 <= Date() ? "expired " : "expires ") + format.string(from: $0) } ?? "no expiry"
+                    print("\(credential.id)\t\(shown(credential.group))\t\(credential.device.map(shown) ?? "-")\t\(credential.readOnly ? "read-only" : "read-write")\t\(format.string(from: credential.createdAt))\t\(state)")
+                }
+            }
+        }
+
+        struct Revoke: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "revoke",
+                abstract: "Revoke a credential (--id ID), or every one of a device (--device NAME --group G): refused at its next request.")
+            @OptionGroup var database: DatabaseOption
+            @Option(help: "The credential's id (sync token list).") var id: Int64?
+            @Option(help: "Every credential issued to this device name (with --group).") var device: String?
+            @Option(help: "The device's group.") var group: String?
+
+            func validate() throws {
+                switch (id, device, group) {
+                case (_?, nil, nil), (nil, _?, _?): break
+                default: throw ValidationError("pass --id ID, or --device NAME --group G")
+                }
+            }
+
+            func run() throws {
+                let url = try database.url()
+                let (id, device, group) = (self.id, self.device, self.group)
+                let revoked = try blocking {
+                    if let id { return try await SyncTokens.revoke(on: url, id: id) }
+                    return try await SyncTokens.revoke(on: url, device: device!, group: group!)
+                }
+                guard revoked > 0 else { throw CLIError(.notFound, "no credential to revoke (none matches, or it was revoked before)") }
+                print("revoked \(revoked) credential\(revoked == 1 ? "" : "s")")
+            }
+        }
+    }
+
+    /// `kvtool sync gateway`.
+    struct Gateway: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "gateway",
+            abstract: "Serve devices that sync with a credential (sync token issue) in front of the database.",
+            discussion: """
+                Each request runs in one database transaction as the role kvsync_gateway, scoped by PostgreSQL's \
+                row-level security to the group of the credential presented. Prints `gateway listening on URL` first. \
+                SIGTERM or SIGINT drains it: requests in flight finish, then it exits.
+                """)
+        @OptionGroup var database: DatabaseOption
+        @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8390"
+        @Option(name: .customLong("tls-certificate"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
+        @Option(name: .customLong("tls-key"), help: "PEM private key of the certificate.") var tlsKey: String?
+        @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
+        @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
+
+        func validate() throws {
+            if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
+            guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
+            guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
+            _ = try hostAndPort()
+        }
+
+        func hostAndPort() throws -> (String, Int) {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65_535).contains(port) else {
+                throw ValidationError("--listen takes HOST:PORT, got '\(listen)'")
+            }
+            var host = String(listen[..<colon])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty else { throw ValidationError("--listen takes HOST:PORT, got '\(listen)'") }
+            return (host, port)
+        }
+
+        func run() throws {
+            let url = try database.url()
+            let (host, port) = try hostAndPort()
+            var options = SyncGateway.Options()
+            options.tlsCertificate = tlsCertificate
+            options.tlsKey = tlsKey
+            options.limits.requestsPerSecond = rate
+            options.limits.burst = max(rate * 4, 1)
+            options.limits.maxConnections = maxConnections
+            let gateway = try SyncGateway(database: url, options: options)
+            // SIGTERM and SIGINT drain: the listener closes, requests in flight finish.
+            signal(SIGTERM, SIG_IGN)
+            signal(SIGINT, SIG_IGN)
+            let sources = [SIGTERM, SIGINT].map { number in
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { gateway.shutdown() }
+                source.resume()
+                return source
+            }
+            defer { sources.forEach { $0.cancel() } }
+            do {
+                try blocking {
+                    try await gateway.run(host: host, port: port) { url in
+                        print("gateway listening on \(url)")
+                        Output.flush()
+                    }
+                }
+            } catch let error as ReplicationError {
+                throw error
+            } catch {
+                if "\(error)".contains("Address already in use") {
+                    throw CLIError(.failure, "\(listen) is in use: pass --listen HOST:PORT, or port 0 for any free port")
+                }
+                throw CLIError(.failure, "the gateway stopped: \(error)")
+            }
+            print("gateway drained and stopped")
+        }
+    }
+}
+#endif

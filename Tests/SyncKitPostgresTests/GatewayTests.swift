@@ -1,0 +1,464 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncGateway
+import SyncKit
+@testable import SyncKitPostgres
+import TestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Devices that sync through a sync gateway with credentials of their own group: a real PostgreSQL
+/// cluster, real `kvtool sync gateway` processes and real `kvtool sync run` devices.
+@Suite(.serialized) struct GatewayTests {
+    static func group(_ name: String) -> String { "group.com.example.gateway.\(name)" }
+
+    /// `kvtool sync gateway` on a free port (or `port`); returns the process and the URL it printed first.
+    static func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: [String] = []) throws -> (BackgroundProcess, String) {
+        let process = try BackgroundProcess(productsDirectory() + "/kvtool",
+                                            ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:\(port)"] + extra)
+        guard let line = process.waitForLine(timeout: 60, where: { $0.hasPrefix("gateway listening on ") }) else {
+            let ended = process.wait(timeout: 5)
+            throw ReplicationError.server("the gateway did not start: \(ended.stderr)")
+        }
+        return (process, String(line.dropFirst("gateway listening on ".count)))
+    }
+
+    /// `kvtool sync token issue … ARGS`: the token it printed (its whole output).
+    static func issue(_ cluster: LocalPostgresCluster, _ arguments: [String]) throws -> String {
+        let result = try run(productsDirectory() + "/kvtool", ["sync", "token", "issue", "--database", cluster.tcpURL.description] + arguments)
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout.trimmingCharacters(in: .newlines)
+    }
+
+    @Test func devicesOfOneGroupConvergeThroughAGatewayWithTheirOwnTokens() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("converge")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        #expect(url.hasPrefix("http://127.0.0.1:"))
+        let tokenA = try Self.issue(cluster, ["--group", group, "--device", "a"])
+        let tokenB = try Self.issue(cluster, ["--group", group, "--device", "b"])
+        // Only the token: kvs1_ and 43 characters of base64url, 256 bits.
+        #expect(SyncTokens.isWellFormed(tokenA) && tokenA != tokenB, "\(tokenA)")
+        // The database keeps the SHA-256 only.
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_tokens WHERE hash = sha256(convert_to('\(tokenA)', 'UTF8'))") == 1)
+        #expect(try cluster.psql("SELECT string_agg(encode(hash, 'hex'), ',') FROM kvsync_tokens").contains(tokenA) == false)
+
+        let a = try Device(group: group), b = try Device(group: group)
+        try a.put("from a", "shared")
+        try a.put("only a", "a1")
+        try b.put("only b", "b1")
+        try a.settings.set("dark", forKey: "theme")
+        for (device, token) in [(a, tokenA), (b, tokenB), (a, tokenA)] {
+            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        #expect(try a.noteLines() == ["a1=only a", "b1=only b", "shared=from a"])
+        #expect(try b.noteLines() == a.noteLines())
+        #expect(try b.settings.string(forKey: "theme") == "dark")
+        #expect(try a.storedNotes() == cluster.storedNotes(group: group))
+
+        // A conflict settles as on the direct path: both edit `shared`, the later clock wins everywhere.
+        try a.put("a's edit", "shared")
+        usleep(5_000)   // a later millisecond: the same one would be settled by the device ids
+        try b.put("b's later edit", "shared")
+        var environment = ProcessInfo.processInfo.environment
+        environment["KVSTORE_SYNC_TOKEN"] = tokenA
+        let viaEnvironment = try run(productsDirectory() + "/kvtool",
+                                     ["sync", "run", "--once", "--server", url, "--root", a.directory.path, "--group", group],
+                                     environment: environment)
+        #expect(viaEnvironment.status == 0, "\(viaEnvironment.stderr)")
+        for (device, token) in [(b, tokenB), (a, tokenA)] {
+            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        #expect(try a.notes.get("shared") == "b's later edit")
+        #expect(try b.notes.get("shared") == "b's later edit")
+        #expect(try a.status().pendingChanges == 0 && b.status().pendingChanges == 0)
+
+        // The replicator API takes the gateway and a credential too.
+        let c = try Device(group: group)
+        let replicator = try Replicator(container: c.container, gateway: SyncGatewayURL(url),
+                                        token: try Self.issue(cluster, ["--group", group]), targets: c.targets)
+        let ran = try await replicator.sync()
+        #expect(ran.pulled >= 3)
+        #expect(try c.noteLines() == a.noteLines())
+        // Pruning is the database owner's, never a device's.
+        await #expect(throws: ReplicationError.self) { try await replicator.pruneServer(olderThan: .zero) }
+        await replicator.close()
+    }
+
+    @Test func everyRefusedCredentialGetsExit77AndOneLineWithoutTheToken() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("refused")
+        let other = Self.group("other")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let device = try Device(group: group)
+        try device.put("v", "k")
+        func sync(_ token: String?) throws -> ProcessResult {
+            try device.kvtool(["sync", "run", "--once", "--server", url] + (token.map { ["--token", $0] } ?? []))
+        }
+        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let result = try sync(token)
+            #expect(result.status == 77, "\(result.stderr)", sourceLocation: sourceLocation)
+            #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains(reason), "\(result.stderr)",
+                    sourceLocation: sourceLocation)
+            #expect(!result.stderr.contains(token) && !result.stdout.contains(token), sourceLocation: sourceLocation)
+        }
+        // Missing: a usage error before anything is sent; not a token at all: refused locally.
+        #expect(try sync(nil).status == 64)
+        let garbage = try sync("not-a-token")
+        #expect(garbage.status == 65 && garbage.stderr.contains("not one `kvtool sync token issue` prints"), "\(garbage.stderr)")
+        // The form of a token, but none the database issued.
+        try expectRefused(SyncTokens.prefix + String(repeating: "A", count: 43), "not known here")
+        // Another group's.
+        try expectRefused(try Self.issue(cluster, ["--group", other]), "for another group than \(group)")
+        // Revoked, by id and by device.
+        let revokedByID = try Self.issue(cluster, ["--group", group, "--device", "lost-phone"])
+        #expect(try sync(revokedByID).status == 0)
+        let id = try cluster.psql("SELECT id FROM kvsync_tokens WHERE device = 'lost-phone'").trimmingCharacters(in: .whitespacesAndNewlines)
+        let revoke = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
+        #expect(revoke.status == 0 && revoke.stdout.contains("revoked 1 credential"), "\(revoke.stdout)\(revoke.stderr)")
+        try expectRefused(revokedByID, "was revoked")
+        let again = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
+        #expect(again.status == 1, "\(again.stderr)")
+        let byDevice = try Self.issue(cluster, ["--group", group, "--device", "old-tablet"])
+        let revokeDevice = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description,
+                                                                     "--device", "old-tablet", "--group", group])
+        #expect(revokeDevice.status == 0, "\(revokeDevice.stderr)")
+        try expectRefused(byDevice, "was revoked")
+        // Expired.
+        let shortLived = try Self.issue(cluster, ["--group", group, "--expires-in", "1"])
+        usleep(1_500_000)
+        try expectRefused(shortLived, "has expired")
+        // The list shows them all, and never a token.
+        let list = try run(productsDirectory() + "/kvtool", ["sync", "token", "list", "--database", cluster.tcpURL.description,
+                                                             "--group", group, "--json"])
+        #expect(list.status == 0 && list.stdout.contains("\"device\":\"lost-phone\"") && list.stdout.contains("\"revokedAt\":\"20"), "\(list.stdout)")
+        #expect(!list.stdout.contains(SyncTokens.prefix))
+        // Nothing of the refused attempts reached the server.
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 1)
+    }
+
+    @Test func aReadOnlyCredentialPullsAndNeverPushes() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("read-only")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let writer = try Device(group: group), reader = try Device(group: group)
+        try writer.put("published", "k")
+        #expect(try writer.kvtool(["sync", "run", "--once", "--server", url, "--token", try Self.issue(cluster, ["--group", group])]).status == 0)
+        let readOnly = try Self.issue(cluster, ["--group", group, "--device", "widget", "--read-only"])
+        try reader.put("local only", "mine")
+        let result = try reader.kvtool(["sync", "run", "--once", "--server", url, "--token", readOnly])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("pushed 0, pulled 1"), "\(result.stdout)")
+        #expect(try reader.notes.get("k") == "published")
+        // Its own write waits, unsent.
+        #expect(try reader.status().pendingChanges == 1)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE key = '\\x6d696e65'::bytea") == 0)
+        // And a push asked for outright is refused by the gateway.
+        let replicator = try Replicator(container: reader.container, gateway: SyncGatewayURL(url), token: readOnly, targets: reader.targets)
+        await #expect(throws: ReplicationError.credentialRefused("it is read-only: it pulls and never pushes")) {
+            try await replicator.push()
+        }
+        await replicator.close()
+        // Even a hand-made push request: the gateway answers 403, and kvsync_push would refuse too.
+        let body = GatewayPushRequest(device: "widget", maxClockSkewMilliseconds: 60_000, changes: [
+            OutgoingChange(kind: "collection", name: "notes", key: Array("x".utf8), value: [0x61], clock: 1 << 16, base: 0, token: 1),
+        ]).encoded()
+        let answer = try RawHTTP.request(url, "POST /v1/push", headers: ["Authorization: Bearer \(readOnly)", "KVSync-Group: \(group)"], body: body)
+        #expect(answer.status == 403 && answer.text.contains("read-only"), "\(answer.text)")
+    }
+
+    /// The isolation is PostgreSQL's: the gateway's role, scoped to one group, can neither see nor
+    /// change another's rows, even through statements no gateway sends.
+    @Test func theGatewaysRoleScopedToOneGroupCannotReachAnotherEvenWithRawSQL() throws {
+        let cluster = try LocalPostgresCluster()
+        let mine = Self.group("mine"), theirs = Self.group("theirs")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        for group in [mine, theirs] {
+            let device = try Device(group: group)
+            try device.put("secret of \(group)", "k")
+            #expect(try device.kvtool(["sync", "run", "--once", "--server", url, "--token", try Self.issue(cluster, ["--group", group])]).status == 0)
+        }
+        // The role: no superuser, no BYPASSRLS, owns nothing; every kvsync table has RLS.
+        #expect(try cluster.psql("SELECT rolsuper::text || rolbypassrls::text || rolcanlogin::text FROM pg_roles WHERE rolname = 'kvsync_gateway'")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "falsefalsefalse")
+        #expect(try cluster.count("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'kvsync%' AND tableowner = 'kvsync_gateway'") == 0)
+        #expect(try cluster.count("SELECT count(*) FROM pg_class WHERE relname IN ('kvsync_groups','kvsync_changes','kvsync_state','kvsync_tokens','kvsync_schema') AND relrowsecurity") == 5)
+        let scoped = "BEGIN; SET LOCAL ROLE kvsync_gateway; SET LOCAL kvsync.\"group\" = '\(mine)';\n"
+        func asGateway(_ sql: String) throws -> String {
+            try cluster.psql(scoped + sql + "\nCOMMIT;")
+        }
+        // Its own group it sees; the other's, not at all.
+        #expect(try asGateway("SELECT count(*) FROM kvsync_state;").contains("1"))
+        #expect(try asGateway("SELECT count(*) FROM kvsync_state WHERE group_id = '\(theirs)';").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try asGateway("SELECT count(*) FROM kvsync_changes WHERE group_id <> '\(mine)';").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        // Updates of the other's rows change nothing; inserts into it fail the policy.
+        _ = try asGateway("UPDATE kvsync_state SET value = 'owned'::bytea WHERE group_id = '\(theirs)';")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_state WHERE value = 'owned'::bytea") == 0)
+        func refused(_ sql: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            do {
+                _ = try asGateway(sql)
+                Issue.record("accepted: \(sql)", sourceLocation: sourceLocation)
+            } catch {
+                #expect("\(error)".contains(reason), "\(error)", sourceLocation: sourceLocation)
+            }
+        }
+        refused("""
+            INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+            VALUES ('\(theirs)', 'x', 99, 'collection', 'notes', 'k'::bytea, 'owned'::bytea, 1, 0);
+            """, "row-level security")
+        refused("DELETE FROM kvsync_changes;", "permission denied")
+        refused("SELECT count(*) FROM kvsync_tokens;", "permission denied")
+        refused("SELECT * FROM kvsync_push('\(theirs)', 'x', ARRAY[7]::bigint[], ARRAY['collection'], ARRAY['notes'], ARRAY['k'::bytea], ARRAY['owned'::bytea], ARRAY[false], ARRAY[65536]::bigint[], ARRAY[0]::bigint[], 60000);",
+                "scoped to another group")
+        refused("UPDATE kvsync_schema SET version = 99;", "permission denied")
+        // Unscoped, it sees nothing at all.
+        #expect(try cluster.psql("BEGIN; SET LOCAL ROLE kvsync_gateway; SELECT count(*) FROM kvsync_state; COMMIT;")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_state WHERE value = 'owned'::bytea") == 0)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 2)
+    }
+
+    @Test func theProtocolRefusesOtherVersionsAndMalformedRequestsInOneLine() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("protocol")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let token = try Self.issue(cluster, ["--group", group])
+        let auth = ["Authorization: Bearer \(token)", "KVSync-Group: \(group)"]
+        let v2 = try RawHTTP.request(url, "GET /v2/hello", headers: auth)
+        #expect(v2.status == 400 && v2.text == "unsupported sync protocol version 2: this gateway speaks version 1\n", "\(v2.text)")
+        let hello = try RawHTTP.request(url, "GET /v1/hello", headers: auth)
+        #expect(hello.status == 200)
+        let decoded = try GatewayHello(decoding: hello.body)
+        #expect(decoded.group == group && !decoded.readOnly)
+        #expect(try RawHTTP.request(url, "GET /v1/hello", headers: []).status == 401)
+        #expect(try RawHTTP.request(url, "GET /v1/hello", headers: ["Authorization: Basic a2V5OnZhbHVl", "KVSync-Group: \(group)"]).status == 401)
+        #expect(try RawHTTP.request(url, "GET /v1/hello", headers: ["Authorization: Bearer \(token)"]).status == 400)
+        #expect(try RawHTTP.request(url, "GET /v1/changes?after=-1", headers: auth).status == 400)
+        #expect(try RawHTTP.request(url, "GET /v1/changes?after=0&limit=100000", headers: auth).status == 400)
+        #expect(try RawHTTP.request(url, "GET /v1/nothing", headers: auth).status == 404)
+        // A push body cut short, with trailing bytes, or with a count larger than the body.
+        for body: [UInt8] in [[0x05, 0x61], [0x01, 0x61, 0x00, 0x00, 0xFF], [0x01, 0x61, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]] {
+            let answer = try RawHTTP.request(url, "POST /v1/push", headers: auth, body: body)
+            #expect(answer.status == 400 && answer.text.hasPrefix("the push is malformed: ") && answer.text.split(separator: "\n").count == 1,
+                    "\(answer.text)")
+        }
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 0)
+    }
+
+    @Test func aClientThatTricklesItsRequestHeadIsCutOffAtTheDeadline() async throws {
+        let cluster = try LocalPostgresCluster()
+        var options = SyncGateway.Options()
+        options.limits.requestTimeout = .seconds(1)
+        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let url = Locked<String?>(nil)
+        let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { bound in url.withLock { $0 = bound } } }
+        #expect(await eventuallyAsync(30) { url.withLock { $0 } != nil })
+        let address = try #require(url.withLock { $0 })
+        let started = ContinuousClock.now
+        // One header byte every 200 ms: without a deadline on the head, this would hold the slot for good.
+        let closedAfter = try RawHTTP.trickle(address, bytes: Array("GET /v1/hello HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + Array(repeating: 0x61, count: 200),
+                                              every: .milliseconds(200))
+        #expect(closedAfter < .seconds(5), "\(closedAfter)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        gateway.shutdown()
+        try await running.value
+    }
+
+    @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("kill")
+        let port = try LocalPostgresCluster.freePort()
+        var (gateway, url) = try Self.startGateway(cluster, port: port)
+        let token = try Self.issue(cluster, ["--group", group])
+        let a = try Device(group: group), b = try Device(group: group)
+        let count = 6_000
+        try a.write { tx in
+            for index in 0..<count { try a.notes.put(String(repeating: "v", count: 500) + "\(index)", forKey: String(format: "k%05d", index), in: tx) }
+        }
+        let push = try a.kvtoolInBackground(["sync", "run", "--once", "--server", url, "--token", token, "--batch-size", "200"])
+        // Kill the gateway once some, not all, of the batches are in.
+        #expect(eventually(60, every: 2_000) { ((try? cluster.count("SELECT count(*) FROM kvsync_changes")) ?? 0) > 0 })
+        gateway.kill(SIGKILL)
+        _ = gateway.wait(timeout: 10)
+        let interrupted = push.wait(timeout: 120)
+        let before = try cluster.count("SELECT count(*) FROM kvsync_changes")
+        print("[gateway] kill -9 mid-push: \(before) of \(count) changes in, the device exited \(interrupted.status)")
+        (gateway, url) = try Self.startGateway(cluster, port: port)
+        defer { gateway.kill(SIGKILL) }
+        for device in [a, b, a, b] {
+            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        // Each change once in the log, each key once in B.
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == count)
+        #expect(try cluster.count("SELECT count(*) FROM (SELECT key FROM kvsync_changes GROUP BY key HAVING count(*) > 1) d") == 0)
+        #expect(try b.notes.count() == count)
+        #expect(try b.storedNotes() == a.storedNotes())
+        #expect(try a.status().pendingChanges == 0)
+        let pulled = try b.history.changes(since: .zero, matching: HistoryFilter(targets: [.collection("notes")]))
+        #expect(pulled.transactions?.flatMap(\.entries).count == count)
+    }
+
+    @Test func sigtermDrainsTheGatewayAndItExitsCleanly() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("drain")
+        let (gateway, url) = try Self.startGateway(cluster)
+        let token = try Self.issue(cluster, ["--group", group])
+        let a = try Device(group: group)
+        try a.put("v", "k")
+        #expect(try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token]).status == 0)
+        gateway.kill(SIGTERM)
+        let ended = gateway.wait(timeout: 30)
+        #expect(!gateway.timedOut)
+        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(ended.lines.last == "gateway drained and stopped", "\(ended.lines)")
+        // Gone: a device's next round fails in one line, and its change is not lost.
+        try a.put("w", "k2")
+        let after = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+        #expect(after.status == 74 && after.stderr.contains("cannot connect to the sync gateway"), "\(after.stderr)")
+        #expect(try a.status().pendingChanges == 1)
+    }
+
+    @Test func tlsWithAPrivateCAAndAnUntrustedCertificateRefused() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("tls")
+        let pki = try TestPKI()
+        let (gateway, url) = try Self.startGateway(cluster, extra: ["--tls-certificate", pki.serverCertificate, "--tls-key", pki.serverKey])
+        defer { gateway.kill(SIGKILL) }
+        #expect(url.hasPrefix("https://127.0.0.1:"), "\(url)")
+        let token = try Self.issue(cluster, ["--group", group])
+        let a = try Device(group: group)
+        try a.put("over tls", "k")
+        // Trusted through --ca-file.
+        let trusted = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.caCertificate])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(try cluster.storedNotes(group: group).count == 1)
+        // Not by the system's roots, nor by another CA: refused, and nothing sent in the clear.
+        try a.put("again", "k2")
+        let system = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+        #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
+        let wrongCA = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.otherCACertificate])
+        #expect(wrongCA.status == 74 && wrongCA.stderr.lowercased().contains("certificate"), "\(wrongCA.stderr)")
+        // No plaintext fallback: http:// to the TLS port gets no answer it can use.
+        let plain = try a.kvtool(["sync", "run", "--once", "--server", url.replacingOccurrences(of: "https://", with: "http://"), "--token", token])
+        #expect(plain.status == 74, "\(plain.stderr)")
+        #expect(try cluster.storedNotes(group: group).count == 1)
+        #expect(try a.status().pendingChanges == 1)
+    }
+}
+
+/// `body` until it is true, or `seconds` pass.
+func eventuallyAsync(_ seconds: Double, _ body: @Sendable () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await body() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await body()
+}
+
+/// A certificate authority, a server certificate it signs for 127.0.0.1, and another CA, made with
+/// openssl in a temporary directory.
+struct TestPKI {
+    let directory = TemporaryDirectory()
+    var caCertificate: String { directory.path + "/ca.pem" }
+    var otherCACertificate: String { directory.path + "/other-ca.pem" }
+    var serverCertificate: String { directory.path + "/server.pem" }
+    var serverKey: String { directory.path + "/server.key" }
+
+    init() throws {
+        let dir = directory.path
+        func openssl(_ arguments: [String]) throws {
+            let result = try run("/usr/bin/openssl", arguments, timeout: 60)
+            guard result.status == 0 else { throw ReplicationError.server("openssl \(arguments.first ?? ""): \(result.stderr)") }
+        }
+        for name in ["ca", "other-ca"] {
+            try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                         "-subj", "/CN=kvstore test \(name)", "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).pem"])
+        }
+        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=127.0.0.1",
+                     "-keyout", serverKey, "-out", "\(dir)/server.csr"])
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: "\(dir)/san.ext", atomically: true, encoding: .utf8)
+        try openssl(["x509", "-req", "-in", "\(dir)/server.csr", "-CA", caCertificate, "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
+                     "-days", "2", "-extfile", "\(dir)/san.ext", "-out", serverCertificate])
+    }
+}
+
+/// HTTP/1.1 by hand, for requests no client of the library would send.
+enum RawHTTP {
+    struct Answer {
+        var status: Int
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    static func connect(_ url: String) throws -> Int32 {
+        let port = try #require(Int(url.split(separator: ":").last ?? ""))
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw ReplicationError.server("connect: errno \(errno)") }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// `requestLine` (`GET /v1/hello`) with `headers` and `body`; the status and body of the answer.
+    static func request(_ url: String, _ requestLine: String, headers: [String], body: [UInt8] = []) throws -> Answer {
+        let fd = try connect(url)
+        defer { close(fd) }
+        let head = "\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.count)\r\n"
+            + headers.map { $0 + "\r\n" }.joined() + "\r\n"
+        let bytes = Array(head.utf8) + body
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received += buffer[0..<n]
+        }
+        let separator = Array("\r\n\r\n".utf8)
+        guard let end = (0..<max(0, received.count - 3)).first(where: { Array(received[$0..<$0 + 4]) == separator }) else {
+            throw ReplicationError.server("no HTTP answer")
+        }
+        let statusLine = String(decoding: received[0..<end], as: UTF8.self).split(separator: " ")
+        return Answer(status: Int(statusLine.count > 1 ? statusLine[1] : "") ?? 0, body: Array(received[(end + 4)...]))
+    }
+
+    /// Sends `bytes` one at a time, `every` apart, until the server closes the connection; how long
+    /// that took.
+    static func trickle(_ url: String, bytes: [UInt8], every interval: Duration) throws -> Duration {
+        let fd = try connect(url)
+        defer { close(fd) }
+        let started = ContinuousClock.now
+        for byte in bytes {
+            var one = byte
+            if send(fd, &one, 1, Int32(MSG_NOSIGNAL)) != 1 { return ContinuousClock.now - started }
+            var probe: UInt8 = 0
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let (seconds, attoseconds) = interval.components
+            if poll(&descriptor, 1, Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000)) > 0,
+               recv(fd, &probe, 1, Int32(MSG_DONTWAIT)) <= 0 {
+                return ContinuousClock.now - started
+            }
+        }
+        return ContinuousClock.now - started
+    }
+}
+#endif
