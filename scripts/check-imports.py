@@ -4,10 +4,11 @@
 The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
-                        SyncKit <- SyncKitPostgres <- kvtool
+                        SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
 
 and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
-SyncKit and Workloads. Only SyncKitPostgres imports NIO or postgres-nio, and kvtool's Serve/ folder
+SyncKit and Workloads. Only SyncKitPostgres and SyncGateway (the sync gateway's server) import NIO or
+postgres-nio, and kvtool's Serve/ folder
 (`kvtool serve`'s HTTP server) SwiftNIO's own modules: no library an app links depends on NIO. The lean targets (KVStore, SyncKit, Workloads, LeanProcess and the lean
 executables) never import the whole Foundation, nor FoundationNetworking, FoundationXML,
 FoundationInternationalization or ArgumentParser: they use FoundationEssentials, and `import Foundation`
@@ -23,8 +24,9 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "kvtool"]
-# SwiftNIO's and postgres-nio's modules: SyncKitPostgres alone may import them.
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "kvtool"]
+# SwiftNIO's and postgres-nio's modules: SyncKitPostgres and SyncGateway alone may import them.
+NIO_TARGETS = {"SyncKitPostgres", "SyncGateway"}
 NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
 # What each target of Sources/ may import of the project's own modules.
 ALLOWED = {
@@ -32,7 +34,8 @@ ALLOWED = {
     "SyncKit": {"KVStore"},
     "Workloads": {"KVStore", "SyncKit"},
     "SyncKitPostgres": {"KVStore", "SyncKit"},
-    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres"},
+    "SyncGateway": {"KVStore", "SyncKitPostgres"},
+    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway"},
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
     "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
@@ -84,8 +87,8 @@ def violations(root):
                                 found.append(f"{where}: {target} is not a known layer ({' <- '.join(LAYERS)}); it imports {module}")
                             continue
                         serve_folder = target == "kvtool" and (os.sep + "Serve" + os.sep) in path and module.startswith("NIO")
-                        if NIO.match(module) and target != "SyncKitPostgres" and not serve_folder:
-                            found.append(f"{where}: {target} imports {module}; only SyncKitPostgres (and kvtool's Serve/ folder, "
+                        if NIO.match(module) and target not in NIO_TARGETS and not serve_folder:
+                            found.append(f"{where}: {target} imports {module}; only SyncKitPostgres and SyncGateway (and kvtool's Serve/ folder, "
                                          "SwiftNIO's modules) may depend on NIO")
                         if module in PROJECT and module not in allowed:
                             found.append(f"{where}: {target} imports {module}, which is not below it ({' <- '.join(LAYERS)}; only KVStore imports CLMDB)")
@@ -148,5 +151,5 @@ if __name__ == "__main__":
         print(f"check-imports: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- kvtool, "
+    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- SyncGateway <- kvtool, "
           "and the lean targets link FoundationEssentials, not Foundation")

@@ -5,7 +5,7 @@
 # own throwaway clusters), Python's cbor2 (the interoperability tests; with --test) and valgrind (`make
 # instructions` counts instructions under callgrind, and `make lean` times processes with hyperfine and
 # /usr/bin/time; with --perf), and Debian's chromium and chromium-driver with Selenium from PyPI (the
-# browser tests of `kvtool serve`; with --test).
+# browser tests of `kvtool serve`; with --test), and openssl (the sync gateway's TLS tests; with --test).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -19,6 +19,8 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # PostgreSQL's server programs: the replication tests and the demo start throwaway clusters.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "${1:-}" = "--test" ]; then
+    # The sync gateway's TLS tests make a certificate authority of their own.
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 fi
