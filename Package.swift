@@ -111,7 +111,10 @@ let package = Package(
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
         // Replication through a real PostgreSQL cluster the tests start and stop themselves.
-        .testTarget(name: "SyncKitPostgresTests", dependencies: ["KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport"]),
+        .testTarget(name: "SyncKitPostgresTests", dependencies: [
+            "KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport",
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
+        ]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),

@@ -1,6 +1,7 @@
 #if PostgreSQL
 import Foundation
 import KVStore
+import Logging
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
@@ -31,6 +32,22 @@ extension SyncGateway {
 
     static let maxPageChanges = 10_000
 
+    /// What a request presented: a token the database must check, or a JWT already verified.
+    enum Credential {
+        case token(hash: [UInt8])
+        case verified(Principal)
+    }
+
+    /// Scopes the transaction to a verified JWT's group, as the gateway's role from here on.
+    static func scope(_ principal: Principal, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
+        try await connection.query("""
+            SELECT set_config('kvsync.group', \(principal.group), true),
+                   set_config('kvsync.read_only', \(principal.readOnly ? "on" : "off"), true),
+                   set_config('role', \(ServerStatements.gatewayRole), true)
+            """, logger: logger)
+        return principal
+    }
+
     /// Checks the request's form, its credential and its rate, then answers it in one transaction
     /// scoped to the credential's group.
     func respond(to head: HTTPRequestHead, body: [UInt8]) async -> GatewayResponse {
@@ -46,13 +63,28 @@ extension SyncGateway {
             return .refusal(.unauthorized, "no credential: send Authorization: Bearer TOKEN")
         }
         let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer", SyncTokens.isWellFormed(String(parts[1])) else {
-            return .refusal(.unauthorized, "the credential is not a sync token (Authorization: Bearer \(SyncTokens.prefix)…)")
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            return .refusal(.unauthorized, "the credential is not a bearer token (Authorization: Bearer TOKEN)")
         }
+        let presented = String(parts[1])
         guard let group = head.headers.first(name: GatewayWire.groupHeader), !group.isEmpty else {
             return .refusal(.badRequest, "no \(GatewayWire.groupHeader) header naming the group to sync")
         }
-        let hash = SyncTokens.hash(String(parts[1]))
+        let hash = SyncTokens.hash(presented)
+        let credential: Credential
+        if SyncTokens.isWellFormed(presented) {
+            credential = .token(hash: hash)
+        } else if let jwt = options.jwt, SyncTokens.looksLikeJWT(presented) {
+            do {
+                credential = .verified(try jwt.verify(presented))
+            } catch {
+                return .refusal(error.status, error.line)
+            }
+        } else {
+            return .refusal(.unauthorized, options.jwt == nil
+                ? "the credential is not a sync token (\(SyncTokens.prefix)…)"
+                : "the credential is neither a sync token (\(SyncTokens.prefix)…) nor a JWT")
+        }
         if let wait = limiterAdmit(hash) {
             return .refusal(.tooManyRequests, "too many requests for this credential; retry in \(wait) s", retryAfter: wait)
         }
@@ -69,7 +101,10 @@ extension SyncGateway {
             let logger = options.logger
             let maxValueBytes = options.maxValueBytes
             let answer: [UInt8] = try await client.withTransaction(logger: logger) { connection in
-                let principal = try await Self.authenticate(hash, on: connection, logger: logger)
+                let principal = switch credential {
+                case .token(let hash): try await Self.authenticate(hash, on: connection, logger: logger)
+                case .verified(let principal): try await Self.scope(principal, on: connection, logger: logger)
+                }
                 guard principal.group == group else {
                     throw Refusal(status: .forbidden, line: "the credential is for another group than \(group)")
                 }

@@ -47,6 +47,8 @@ public final class SyncGateway: Sendable {
         /// network that is trusted).
         public var tlsCertificate: String?
         public var tlsKey: String?
+        /// JWTs an app's backend signs, accepted beside the database's tokens (`nil`: tokens only).
+        public var jwt: JWTVerifier?
         /// The largest value read from the database.
         public var maxValueBytes = 16 << 20
         public var logger = Logger(label: "kvstore.gateway", factory: { _ in SwiftLogNoOpLogHandler() })

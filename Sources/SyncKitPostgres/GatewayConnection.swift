@@ -69,8 +69,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     static let maxResponseBytes = 1 << 30
 
     init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration) throws {
-        guard SyncTokens.isWellFormed(token) else {
-            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters)")
+        guard SyncTokens.isPresentable(token) else {
+            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
         self.url = url
         self.token = token

@@ -114,8 +114,8 @@ public final class Replicator: @unchecked Sendable {
     ///   ``ReplicationError/credentialRefused(_:)``, ``ReplicationError/rateLimited(retryAfter:)``.
     public convenience init(container: SharedContainer, gateway: SyncGatewayURL, token: String, targets: [ReplicatedTarget],
                             options: Options = Options(), events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        guard SyncTokens.isWellFormed(token) else {
-            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters)")
+        guard SyncTokens.isPresentable(token) else {
+            throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
         try self.init(container: container, server: nil, gateway: gateway, token: token, targets: targets, options: options, events: events)
     }

@@ -106,6 +106,22 @@ public enum SyncTokens {
         }
     }
 
+    /// Whether `text` has a JWT's form (three base64url parts, at most 8 KiB), as an app's backend
+    /// signs for a gateway that accepts them.
+    package static func looksLikeJWT(_ text: String) -> Bool {
+        guard text.utf8.count <= 8_192, !text.hasPrefix(prefix) else { return false }
+        var dots = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") { dots += 1; continue }
+            guard (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+                    || byte == 0x2D || byte == 0x5F else { return false }
+        }
+        return dots == 2
+    }
+
+    /// Whether a device may present `text` to a gateway: a token's form or a JWT's.
+    package static func isPresentable(_ text: String) -> Bool { isWellFormed(text) || looksLikeJWT(text) }
+
     /// Equal in time that depends only on the lengths.
     package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

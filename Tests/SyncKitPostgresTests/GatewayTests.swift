@@ -1,4 +1,5 @@
 #if PostgreSQL
+import Crypto
 import Foundation
 import KVStore
 import SyncGateway
@@ -354,6 +355,105 @@ import Glibc
         #expect(plain.status == 74, "\(plain.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 1)
         #expect(try a.status().pendingChanges == 1)
+    }
+}
+
+extension GatewayTests {
+    /// A JWT of `header` and `claims` (JSON text), signed by `sign` over its first two parts.
+    static func jwt(_ header: String, _ claims: String, sign: ([UInt8]) throws -> [UInt8]) rethrows -> String {
+        let input = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
+        return input + "." + base64URL(try sign(Array(input.utf8)))
+    }
+
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test func jwtsSignedByTheAppsBackendAreAcceptedAndForgedOnesRefused() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("jwt")
+        let keys = TemporaryDirectory()
+        let secret = Array("a shared secret of at least thirty-two bytes".utf8)
+        try Data(secret).write(to: URL(fileURLWithPath: keys.path + "/secret"))
+        let signing = P256.Signing.PrivateKey()
+        try signing.publicKey.pemRepresentation.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
+        let (gateway, url) = try Self.startGateway(cluster, extra: ["--jwt-hs256-secret-file", keys.path + "/secret",
+                                                                    "--jwt-es256-public-key", keys.path + "/public.pem"])
+        defer { gateway.kill(SIGKILL) }
+        let hour = Int(Date().timeIntervalSince1970) + 3600
+        func hs256(_ claims: String, key: [UInt8] = secret, alg: String = "HS256") -> String {
+            Self.jwt("{\"alg\":\"\(alg)\",\"typ\":\"JWT\"}", claims) { Array(HMAC<Crypto.SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: key))) }
+        }
+        func es256(_ claims: String) throws -> String {
+            try Self.jwt("{\"alg\":\"ES256\",\"typ\":\"JWT\"}", claims) { Array(try signing.signature(for: $0).rawRepresentation) }
+        }
+        let a = try Device(group: group), b = try Device(group: group)
+        try a.put("signed by the backend", "k")
+        // HS256 from one device, ES256 from another: both sync.
+        let viaHS = try a.kvtool(["sync", "run", "--once", "--server", url, "--token",
+                                  hs256("{\"group\":\"\(group)\",\"sub\":\"user-1\",\"exp\":\(hour)}")])
+        #expect(viaHS.status == 0, "\(viaHS.stderr)")
+        let viaES = try b.kvtool(["sync", "run", "--once", "--server", url, "--token",
+                                  try es256("{\"group\":\"\(group)\",\"device\":\"tablet\",\"exp\":\(hour)}")])
+        #expect(viaES.status == 0, "\(viaES.stderr)")
+        #expect(try b.notes.get("k") == "signed by the backend")
+
+        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            try a.put("attempt", "refused-\(reason.count)")
+            let result = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            #expect(result.status == 77 && result.stderr.contains(reason), "\(result.stderr)", sourceLocation: sourceLocation)
+            #expect(result.stderr.split(separator: "\n").count == 1 && !result.stderr.contains(token), sourceLocation: sourceLocation)
+        }
+        let claims = "{\"group\":\"\(group)\",\"exp\":\(hour)}"
+        // A bad signature: another secret, or the claims changed after signing.
+        try expectRefused(hs256(claims, key: Array("another secret, also thirty-two bytes long".utf8)), "bad signature")
+        let genuine = try es256(claims).split(separator: ".")
+        try expectRefused([genuine[0], Substring(Self.base64URL(Array("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}".utf8))), genuine[2]]
+            .joined(separator: "."), "bad signature")
+        // alg none, with an empty signature.
+        try expectRefused(Self.base64URL(Array("{\"alg\":\"none\"}".utf8)) + "." + Self.base64URL(Array(claims.utf8)) + ".",
+                          "signed with none")
+        // Expired, and not valid yet.
+        try expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour - 7200)}"), "has expired")
+        try expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour),\"nbf\":\(hour - 60)}"), "not valid yet")
+        // No exp, no group, another group.
+        try expectRefused(hs256("{\"group\":\"\(group)\"}"), "no exp claim")
+        try expectRefused(hs256("{\"exp\":\(hour)}"), "no group claim")
+        try expectRefused(hs256("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}"), "for another group")
+        // A read-only claim pulls only.
+        try a.put("not sent", "read-only-write")
+        let readOnly = try a.kvtool(["sync", "run", "--once", "--server", url, "--token",
+                                     hs256("{\"group\":\"\(group)\",\"exp\":\(hour),\"read_only\":true}")])
+        #expect(readOnly.status == 0 && readOnly.stdout.contains("pushed 0"), "\(readOnly.stdout)\(readOnly.stderr)")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 1)
+    }
+
+    /// A gateway given only an ES256 public key refuses an HS256 token whose HMAC secret is that public
+    /// key: the algorithm confusion of libraries that let the token choose.
+    @Test func hs256SignedWithTheES256PublicKeyIsRefused() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("confusion")
+        let keys = TemporaryDirectory()
+        let signing = P256.Signing.PrivateKey()
+        let pem = signing.publicKey.pemRepresentation
+        try pem.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
+        let (gateway, url) = try Self.startGateway(cluster, extra: ["--jwt-es256-public-key", keys.path + "/public.pem"])
+        defer { gateway.kill(SIGKILL) }
+        let hour = Int(Date().timeIntervalSince1970) + 3600
+        let forged = Self.jwt("{\"alg\":\"HS256\"}", "{\"group\":\"\(group)\",\"exp\":\(hour)}") {
+            Array(HMAC<Crypto.SHA256>.authenticationCode(for: $0, using: SymmetricKey(data: Array(pem.utf8))))
+        }
+        let device = try Device(group: group)
+        try device.put("forged", "k")
+        let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", forged])
+        #expect(result.status == 77 && result.stderr.contains("signed with HS256, which this gateway does not accept"), "\(result.stderr)")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 0)
+        // And a gateway without JWT keys takes none at all.
+        let (plain, plainURL) = try Self.startGateway(cluster)
+        defer { plain.kill(SIGKILL) }
+        let none = try device.kvtool(["sync", "run", "--once", "--server", plainURL, "--token", forged])
+        #expect(none.status == 77 && none.stderr.contains("not a sync token"), "\(none.stderr)")
     }
 }
 

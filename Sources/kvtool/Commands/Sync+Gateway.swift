@@ -136,6 +136,12 @@ extension SyncCommand {
         @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8390"
         @Option(name: .customLong("tls-certificate"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
         @Option(name: .customLong("tls-key"), help: "PEM private key of the certificate.") var tlsKey: String?
+        @Option(name: .customLong("jwt-hs256-secret-file"),
+                help: "Also accept JWTs an app's backend signs with HS256 and the secret in this file (at least 32 bytes).")
+        var jwtSecretFile: String?
+        @Option(name: .customLong("jwt-es256-public-key"),
+                help: "Also accept JWTs signed with ES256 by the private key of this P-256 public key (PEM).")
+        var jwtPublicKey: String?
         @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
 
@@ -165,6 +171,23 @@ extension SyncCommand {
             options.limits.requestsPerSecond = rate
             options.limits.burst = max(rate * 4, 1)
             options.limits.maxConnections = maxConnections
+            var keys: [JWTVerifier.Key] = []
+            if let jwtSecretFile {
+                guard let secret = FileManager.default.contents(atPath: jwtSecretFile) else {
+                    throw CLIError(.notFound, "cannot read the JWT secret file \(jwtSecretFile)")
+                }
+                // A trailing newline (echo > file) is not part of the secret.
+                var bytes = Array(secret)
+                while bytes.last == 0x0A || bytes.last == 0x0D { bytes.removeLast() }
+                keys.append(.hs256(secret: bytes))
+            }
+            if let jwtPublicKey {
+                guard let pem = try? String(contentsOfFile: jwtPublicKey, encoding: .utf8) else {
+                    throw CLIError(.notFound, "cannot read the JWT public key \(jwtPublicKey)")
+                }
+                keys.append(.es256(publicKeyPEM: pem))
+            }
+            if !keys.isEmpty { options.jwt = try JWTVerifier(keys: keys) }
             let gateway = try SyncGateway(database: url, options: options)
             // SIGTERM and SIGINT drain: the listener closes, requests in flight finish.
             signal(SIGTERM, SIG_IGN)
