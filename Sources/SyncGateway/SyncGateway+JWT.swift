@@ -94,7 +94,8 @@ public struct JWTVerifier: Sendable {
         guard let group = claims.group, !group.isEmpty, group.utf8.count <= 1024 else { throw refuse("has no group claim") }
         let device = claims.device ?? claims.sub
         if let device, device.isEmpty || device.utf8.count > 200 { throw refuse("has a device claim that is empty or over 200 bytes") }
-        return SyncGateway.Principal(id: 0, group: group, device: device, readOnly: claims.read_only ?? false)
+        return SyncGateway.Principal(id: 0, group: group, device: device, readOnly: claims.read_only ?? false,
+                                     expiresAt: Date(timeIntervalSince1970: exp))
     }
 
     static func base64URL(_ part: Substring) -> [UInt8]? {

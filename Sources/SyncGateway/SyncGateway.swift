@@ -36,8 +36,10 @@ public final class SyncGateway: Sendable {
         public var burst = 200.0
         /// A page of changes stops after this many bytes of values (at least one change).
         public var maxPageBytes = 32 << 20
-        /// PostgreSQL connections the gateway holds at most.
+        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`).
         public var databaseConnections = 16
+        /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.
+        public var maxStreams = 20_000
         public init() {}
     }
 
@@ -61,6 +63,7 @@ public final class SyncGateway: Sendable {
     private let sslContext: NIOSSLContext?
     private let state = Locked(State())
     let limiter: RateLimiter
+    let hub: LiveHub
 
     struct State {
         var connections = 0
@@ -75,6 +78,7 @@ public final class SyncGateway: Sendable {
         client = PostgresClient(configuration: database.poolConfiguration(connections: options.limits.databaseConnections),
                                 backgroundLogger: options.logger)
         limiter = RateLimiter(perSecond: options.limits.requestsPerSecond, burst: options.limits.burst)
+        hub = LiveHub(maxStreams: options.limits.maxStreams)
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -99,6 +103,8 @@ public final class SyncGateway: Sendable {
         try await withThrowingDiscardingTaskGroup { tasks in
             tasks.addTask { await self.client.run() }
             try await checkSchema()
+            tasks.addTask { await self.listen() }
+            tasks.addTask { await self.sweepRevocations() }
             let limits = options.limits
             let sslContext = self.sslContext
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -125,18 +131,20 @@ public final class SyncGateway: Sendable {
                     }
                 }
             }
-            // Every connection has ended (drained): stop the database pool's run loop.
+            // Every connection has ended (drained): stop the database pool, the LISTEN and the sweep.
             tasks.cancelAll()
         }
     }
 
-    /// Stops accepting connections; requests in flight finish, then ``run(host:port:ready:)`` returns.
+    /// Stops accepting connections; requests in flight finish, live streams end with a `closed`
+    /// event, then ``run(host:port:ready:)`` returns.
     public func shutdown() {
         let server = state.withLock { state -> Channel? in
             state.draining = true
             return state.server
         }
         server?.close(promise: nil)
+        hub.closeAll()
     }
 
     /// Brings the schema up to date if this login may, and checks that it is.
@@ -189,6 +197,9 @@ public final class SyncGateway: Sendable {
                         response = .refusal(.serviceUnavailable, "too many connections (\(limits.maxConnections)); try again")
                     } else if tooLarge {
                         response = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
+                    } else if requestHead.method == .GET, (try? Self.operation(of: requestHead)) == .live {
+                        try await streamLive(requestHead, to: outbound)
+                        return
                     } else {
                         response = await respond(to: requestHead, body: Array(body.readableBytesView))
                     }
@@ -201,7 +212,7 @@ public final class SyncGateway: Sendable {
         }
     }
 
-    private func write(_ response: GatewayResponse, keepAlive: Bool,
+    func write(_ response: GatewayResponse, keepAlive: Bool,
                        to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8")

@@ -52,6 +52,19 @@ public struct SyncGatewayURL: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// Closes its connection on ``IdleStateHandler``'s event.
+private final class CloseOnIdle: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
 /// A replicator's connection to a sync gateway: each operation is one HTTP/1.1 request on a
 /// connection of its own (TLS when the URL says https), bounded by the statement timeout.
 final class GatewayConnection: ReplicationServer, @unchecked Sendable {
@@ -199,6 +212,59 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         }
     }
 
+    /// Follows the gateway's live stream (`GET /v1/live`) until it ends: `onChange` is called when it
+    /// opens (a change may have come while it was closed) and for every commit of the group. A stream
+    /// silent for twice the gateway's 15 s heartbeat is dropped. Throws the refusal, or
+    /// ``ReplicationError/credentialRefused(_:)`` when the gateway closes it for a revoked or expired
+    /// credential.
+    func live(onChange: @Sendable () -> Void) async throws {
+        let channel = try await openChannel(silence: .seconds(35))
+        let head = requestHead(.GET, "/v\(GatewayWire.version)/live", bodyLength: nil)
+        var closedBecause: String?
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                try await outbound.write(.head(head))
+                try await outbound.write(.end(nil))
+                var status: HTTPResponseStatus?
+                var refusal: [UInt8] = []
+                var pending = ""
+                for try await part in inbound {
+                    switch part {
+                    case .head(let received): status = received.status
+                    case .body(let buffer):
+                        guard status == .ok else {
+                            if refusal.count < 4096 { refusal += buffer.readableBytesView.prefix(4096 - refusal.count) }
+                            continue
+                        }
+                        pending += String(decoding: buffer.readableBytesView, as: UTF8.self)
+                        guard pending.utf8.count < 65_536 else { throw ReplicationError.server("the sync gateway's live stream sent an event over 64 KiB") }
+                        while let end = pending.range(of: "\n\n") {
+                            let event = pending[..<end.lowerBound]
+                            pending = String(pending[end.upperBound...])
+                            if event.hasPrefix("event: change") || event.hasPrefix("event: hello") { onChange() }
+                            if event.hasPrefix("event: closed") {
+                                closedBecause = event.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? "closed"
+                            }
+                        }
+                    case .end:
+                        guard let status, status != .ok else { return }
+                        switch status.code {
+                        case 401, 403: throw ReplicationError.credentialRefused(Self.line(refusal))
+                        default: throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(refusal))")
+                        }
+                    }
+                }
+            }
+        } catch let error as ReplicationError {
+            throw error
+        } catch {
+            throw ReplicationError.server("the sync gateway's live stream: \(error)")
+        }
+        if let closedBecause, closedBecause.contains("revoked") || closedBecause.contains("expired") {
+            throw ReplicationError.credentialRefused(closedBecause)
+        }
+    }
+
     /// The first line of a refusal, at most 300 characters, control characters dropped.
     static func line(_ bytes: [UInt8]) -> String {
         let text = String(decoding: bytes.prefix(1200), as: UTF8.self)
@@ -206,17 +272,21 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         return String(String.UnicodeScalarView(first.unicodeScalars.filter { $0.properties.generalCategory != .control }).prefix(300))
     }
 
-    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+    /// A connection to the gateway, TLS first if the URL says https. `silence`: closed when nothing
+    /// arrives for that long (a live stream's heartbeat stopped: a network that drops packets).
+    private func openChannel(silence: TimeAmount? = nil) async throws -> NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart> {
         let (host, port, sslContext) = (url.host, url.port, self.sslContext)
-        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
         do {
-            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.milliseconds(Int64(connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)))
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
                             let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true || host.contains(":") ? nil : host)
                             try channel.pipeline.syncOperations.addHandler(handler)
+                        }
+                        if let silence {
+                            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: silence), CloseOnIdle()])
                         }
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
                         return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
@@ -225,17 +295,25 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         } catch {
             throw ReplicationError.server("cannot connect to the sync gateway \(url): \(error)")
         }
+    }
+
+    private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?) -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
+        headers.add(name: "Authorization", value: "Bearer \(token)")
+        headers.add(name: GatewayWire.groupHeader, value: group)
+        headers.add(name: "Content-Length", value: String(bodyLength ?? 0))
+        if bodyLength != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
+        headers.add(name: "Connection", value: "close")
+        return HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
+    }
+
+    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+        let channel = try await openChannel()
+        let head = requestHead(method, path, bodyLength: body?.count)
         do {
             return try await channel.executeThenClose { inbound, outbound in
-                var headers = HTTPHeaders()
-                headers.add(name: "Host", value: host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")
-                headers.add(name: "Authorization", value: "Bearer \(token)")
-                headers.add(name: GatewayWire.groupHeader, value: group)
-                headers.add(name: "Accept", value: GatewayWire.contentType)
-                headers.add(name: "Content-Length", value: String(body?.count ?? 0))
-                if body != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
-                headers.add(name: "Connection", value: "close")
-                try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
+                try await outbound.write(.head(head))
                 if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
                 try await outbound.write(.end(nil))
                 var head: HTTPResponseHead?

@@ -46,6 +46,10 @@ extension Replicator {
     /// signals `wakeup` for every notification of this group (and after every reconnection, in case
     /// one was missed while disconnected).
     private func listen(wakeup: Wakeup) async {
+        if let gateway, let token {
+            await follow(gateway, token: token, wakeup: wakeup)
+            return
+        }
         guard let url = self.server else { return }
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
@@ -63,6 +67,31 @@ extension Replicator {
             } catch {
                 if Task.isCancelled { return }
             }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, options.maximumBackoff)
+        }
+    }
+}
+
+extension Replicator {
+    /// Follows the gateway's live stream, connecting again with a backoff, and signals `wakeup` for
+    /// every commit of this group (and when the stream opens).
+    private func follow(_ gateway: SyncGatewayURL, token: String, wakeup: Wakeup) async {
+        var backoff = options.minimumBackoff
+        while !Task.isCancelled {
+            let opened = Locked(false)
+            do {
+                let connection = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: options.maxValueBytes,
+                                                       operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
+                try await connection.live {
+                    opened.withLock { $0 = true }
+                    wakeup.signal()
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            // A stream that opened and then ended (the gateway restarted, say) reconnects soon.
+            if opened.withLock({ $0 }) { backoff = options.minimumBackoff }
             try? await Task.sleep(for: backoff)
             backoff = min(backoff * 2, options.maximumBackoff)
         }

@@ -182,14 +182,25 @@ enum ServerSchema {
             """
             CREATE FUNCTION kvsync_authenticate(p_hash bytea)
             RETURNS TABLE (id bigint, group_id text, device text, read_only boolean, hash bytea,
-                           expired boolean, revoked boolean)
+                           expired boolean, revoked boolean, expires_at timestamptz)
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
                 SELECT t.id, t.group_id, t.device, t.read_only, t.hash,
-                       t.expires_at IS NOT NULL AND t.expires_at <= now(), t.revoked_at IS NOT NULL
+                       t.expires_at IS NOT NULL AND t.expires_at <= now(), t.revoked_at IS NOT NULL, t.expires_at
                 FROM kvsync_tokens t WHERE t.hash = p_hash
             $$
             """,
             "REVOKE ALL ON FUNCTION kvsync_authenticate(bytea) FROM PUBLIC",
+            // The credentials revoked in the last `p_seconds`: a gateway closes their live streams.
+            """
+            CREATE FUNCTION kvsync_revoked_recently(p_seconds double precision)
+            RETURNS SETOF bigint
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+                SELECT t.id FROM kvsync_tokens t
+                WHERE t.revoked_at IS NOT NULL AND t.revoked_at > now() - make_interval(secs => p_seconds)
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION kvsync_revoked_recently(double precision) FROM PUBLIC",
+            "CREATE INDEX kvsync_tokens_revoked ON kvsync_tokens (revoked_at) WHERE revoked_at IS NOT NULL",
             pushFunction(scopeChecks: """
                 -- A transaction scoped to a group (a gateway's) pushes to that group only, and a
                 -- read-only credential's never.
@@ -227,6 +238,7 @@ enum ServerSchema {
                 GRANT SELECT ON kvsync_schema TO \(gatewayRole);
                 GRANT USAGE ON SEQUENCE kvsync_changes_seq_seq TO \(gatewayRole);
                 GRANT EXECUTE ON FUNCTION kvsync_authenticate(bytea) TO \(gatewayRole);
+                GRANT EXECUTE ON FUNCTION kvsync_revoked_recently(double precision) TO \(gatewayRole);
             END IF;
         END $$
         """

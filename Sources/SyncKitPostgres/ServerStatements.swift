@@ -31,6 +31,9 @@ package struct ServerStatements: Sendable {
         (self.connection, self.logger, self.maxValueBytes) = (connection, logger, maxValueBytes)
     }
 
+    /// The `LISTEN`/`NOTIFY` channel; the payload is the group id.
+    package static var channel: String { ServerSchema.channel }
+
     /// The role a gateway's scoped transactions run as.
     package static var gatewayRole: String { ServerSchema.gatewayRole }
 

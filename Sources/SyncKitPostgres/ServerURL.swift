@@ -106,6 +106,9 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         return configuration
     }
 
+    /// One connection's configuration (the sync gateway's `LISTEN`).
+    package var connectionConfiguration: PostgresConnection.Configuration { configuration }
+
     var configuration: PostgresConnection.Configuration {
         var configuration = switch endpoint {
         case .tcp(let host, let port):

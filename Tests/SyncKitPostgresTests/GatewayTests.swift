@@ -457,6 +457,108 @@ extension GatewayTests {
     }
 }
 
+extension GatewayTests {
+    /// Follows `/v1/live` as a device of `group` with `token` in a task of its own; counts the wake-ups.
+    final class LiveFollower: @unchecked Sendable {
+        let wakeups = Locked(0)
+        var task: Task<(any Error)?, Never>!
+
+        init(_ url: String, token: String, group: String) throws {
+            let connection = try GatewayConnection(url: SyncGatewayURL(url), token: token, group: group, maxValueBytes: 1 << 20,
+                                                   operationTimeout: .seconds(30), connectTimeout: .seconds(10))
+            task = Task { [wakeups] in
+                do {
+                    try await connection.live { wakeups.withLock { $0 += 1 } }
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+        }
+
+        var count: Int { wakeups.withLock { $0 } }
+    }
+
+    /// Two gateways on one database: a device live on one sees the commits a device of its group makes
+    /// through the other, and not those of another group.
+    @Test func twoGatewaysOnOneDatabaseFanOutCommitsToTheirGroupsLiveDevices() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("live"), other = Self.group("live-other")
+        let (first, firstURL) = try Self.startGateway(cluster)
+        defer { first.kill(SIGKILL) }
+        let (second, secondURL) = try Self.startGateway(cluster)
+        defer { second.kill(SIGKILL) }
+        let token = try Self.issue(cluster, ["--group", group])
+        let otherToken = try Self.issue(cluster, ["--group", other])
+        let follower = try LiveFollower(firstURL, token: token, group: group)
+        // The stream opened (its hello wakes the device once).
+        #expect(await eventuallyAsync(30) { follower.count == 1 })
+        let writer = try Device(group: other)
+        try writer.put("another group's", "k")
+        #expect(try writer.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", otherToken]).status == 0)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(follower.count == 1, "another group's commit woke this group's device")
+        let mine = try Device(group: group)
+        try mine.put("through the second gateway", "k")
+        let started = ContinuousClock.now
+        #expect(try mine.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
+        #expect(await eventuallyAsync(30) { follower.count == 2 })
+        print("[gateway] a commit through the second gateway reached the first one's live device \(ContinuousClock.now - started) after the pushing process started")
+
+        // A replicator that stays live through a gateway is woken by the stream, not by its poll.
+        let reader = try Device(group: group)
+        var options = Replicator.Options()
+        options.pollInterval = .seconds(600)
+        let replicator = try Replicator(container: reader.container, gateway: SyncGatewayURL(firstURL), token: token,
+                                        targets: reader.targets, options: options)
+        let live = Task { try await replicator.run(until: ContinuousClock.now + .seconds(60)) }
+        #expect(await eventuallyAsync(30) { (try? reader.notes.get("k")) == "through the second gateway" })
+        try mine.put("later", "k")
+        #expect(try mine.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
+        #expect(await eventuallyAsync(30) { (try? reader.notes.get("k")) == "later" })
+        live.cancel()
+        _ = try? await live.value
+        follower.task.cancel()
+    }
+
+    @Test func aRevokedCredentialsLiveStreamClosesWithinFiveSeconds() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("revoke-live")
+        let (gateway, url) = try Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let token = try Self.issue(cluster, ["--group", group, "--device", "stolen"])
+        let follower = try LiveFollower(url, token: token, group: group)
+        #expect(await eventuallyAsync(30) { follower.count == 1 })
+        let revoked = ContinuousClock.now
+        #expect(try await SyncTokens.revoke(on: cluster.tcpURL, device: "stolen", group: group) == 1)
+        let ended = await follower.task.value
+        let took = ContinuousClock.now - revoked
+        #expect(took < .seconds(5), "\(took)")
+        #expect(ended as? ReplicationError == .credentialRefused("the credential was revoked"), "\(String(describing: ended))")
+        print("[gateway] a revoked credential's live stream closed \(took) after the revocation")
+        // And it cannot open another.
+        let again = try LiveFollower(url, token: token, group: group)
+        let refused = await again.task.value
+        #expect(refused as? ReplicationError == .credentialRefused("the credential was revoked"), "\(String(describing: refused))")
+    }
+
+    @Test func sigtermClosesLiveStreamsCleanlyAndTheGatewayExits() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("drain-live")
+        let (gateway, url) = try Self.startGateway(cluster)
+        let token = try Self.issue(cluster, ["--group", group])
+        let followers = try (0..<3).map { _ in try LiveFollower(url, token: token, group: group) }
+        #expect(await eventuallyAsync(30) { followers.allSatisfy { $0.count == 1 } })
+        gateway.kill(SIGTERM)
+        for follower in followers {
+            let ended = await follower.task.value
+            #expect(ended == nil, "a stream ended with \(String(describing: ended)) instead of closing cleanly")
+        }
+        let exited = gateway.wait(timeout: 30)
+        #expect(!gateway.timedOut && exited.status == 0, "\(exited.stderr)")
+    }
+}
+
 /// `body` until it is true, or `seconds` pass.
 func eventuallyAsync(_ seconds: Double, _ body: @Sendable () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))

@@ -331,7 +331,7 @@ import Glibc
         } else {
             _ = try cluster.psql("""
                 DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens;
-                DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate
+                DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently
                 """)
         }
         // A writes after the loss: few changes, so its new sequence numbers stay below B's cursor.
@@ -360,7 +360,7 @@ import Glibc
         }
         // Version 1's push function took no clock bound, and it had no credentials nor row-level security.
         try cluster.psql("""
-            DROP TABLE kvsync_tokens; DROP FUNCTION kvsync_authenticate;
+            DROP TABLE kvsync_tokens; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
             DROP POLICY kvsync_group_scope ON kvsync_groups; DROP POLICY kvsync_group_scope ON kvsync_changes;
             DROP POLICY kvsync_group_scope ON kvsync_state; DROP POLICY kvsync_schema_read ON kvsync_schema;
             ALTER TABLE kvsync_groups DISABLE ROW LEVEL SECURITY; ALTER TABLE kvsync_changes DISABLE ROW LEVEL SECURITY;

@@ -1,0 +1,212 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import SyncKitPostgres
+
+/// The live devices of one gateway, by group: one `LISTEN` for the whole gateway, and a commit of a
+/// group wakes that group's streams only.
+final class LiveHub: Sendable {
+    enum Event: Sendable {
+        case change
+        case closed(String)
+    }
+
+    private struct Subscriber {
+        var continuation: AsyncStream<Event>.Continuation
+        var credential: Int64?
+        var expiresAt: Date?
+    }
+
+    private struct State {
+        var groups: [String: [UInt64: Subscriber]] = [:]
+        var count = 0
+        var lastID: UInt64 = 0
+        var closed = false
+    }
+
+    private let state = Locked(State())
+    let maxStreams: Int
+
+    init(maxStreams: Int) { self.maxStreams = maxStreams }
+
+    var count: Int { state.withLock { $0.count } }
+
+    /// A stream of `principal`'s group's events, or `nil` when the gateway has `maxStreams` open (or is
+    /// draining).
+    func subscribe(_ principal: SyncGateway.Principal) -> (id: UInt64, events: AsyncStream<Event>)? {
+        let (events, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(4))
+        let id: UInt64? = state.withLock { state in
+            guard !state.closed, state.count < maxStreams else { return nil }
+            state.lastID += 1
+            state.count += 1
+            state.groups[principal.group, default: [:]][state.lastID] = Subscriber(
+                continuation: continuation, credential: principal.id > 0 ? principal.id : nil, expiresAt: principal.expiresAt)
+            return state.lastID
+        }
+        guard let id else { return nil }
+        return (id, events)
+    }
+
+    func unsubscribe(group: String, id: UInt64) {
+        state.withLock { state in
+            guard state.groups[group]?.removeValue(forKey: id) != nil else { return }
+            state.count -= 1
+            if state.groups[group]?.isEmpty == true { state.groups[group] = nil }
+        }
+    }
+
+    /// Wakes the streams of `group` (every group's when `nil`: after the `LISTEN` reconnected, a
+    /// notification may have been missed).
+    func notify(group: String?) {
+        let targets = state.withLock { state in
+            if let group { return state.groups[group].map { Array($0.values) } ?? [] }
+            return state.groups.values.flatMap(\.values)
+        }
+        for subscriber in targets { subscriber.continuation.yield(.change) }
+    }
+
+    /// Ends the streams of these credentials (revoked) and of those whose time is up.
+    func close(credentials revoked: Set<Int64>, expiredBy now: Date) {
+        let ending = state.withLock { state in
+            state.groups.values.flatMap(\.values).compactMap { subscriber -> (Subscriber, String)? in
+                if let id = subscriber.credential, revoked.contains(id) { return (subscriber, "the credential was revoked") }
+                if let expiry = subscriber.expiresAt, expiry <= now { return (subscriber, "the credential has expired") }
+                return nil
+            }
+        }
+        for (subscriber, reason) in ending {
+            subscriber.continuation.yield(.closed(reason))
+            subscriber.continuation.finish()
+        }
+    }
+
+    /// Ends every stream (the gateway is draining); no new one is admitted.
+    func closeAll() {
+        let all = state.withLock { state in
+            state.closed = true
+            return state.groups.values.flatMap(\.values)
+        }
+        for subscriber in all {
+            subscriber.continuation.yield(.closed("the gateway is shutting down"))
+            subscriber.continuation.finish()
+        }
+    }
+}
+
+extension SyncGateway {
+    /// How often a live stream gets a comment when nothing happens (devices drop a stream silent for
+    /// twice as long, and connect again).
+    static let heartbeat: Duration = .seconds(15)
+    /// How often revoked credentials are looked for (their streams close within this and a query).
+    static let revocationSweep: Duration = .seconds(2)
+
+    /// `GET /v1/live`: after the credential is checked, server-sent events: `hello`, then `change`
+    /// whenever a device commits to the group, a comment every ``heartbeat``, and `closed` with the
+    /// reason when the credential is revoked or expires, or the gateway drains.
+    func streamLive(_ head: HTTPRequestHead, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+        let principal: Principal
+        do {
+            let presented = try self.presented(head).get()
+            let logger = options.logger
+            principal = try await client.withTransaction(logger: logger) { connection in
+                try await Self.principal(of: presented, on: connection, logger: logger)
+            }
+        } catch {
+            try await write(refusal(for: error), keepAlive: false, to: outbound)
+            return
+        }
+        guard let (id, events) = hub.subscribe(principal) else {
+            try await write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false, to: outbound)
+            return
+        }
+        defer { hub.unsubscribe(group: principal.group, id: id) }
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/event-stream")
+        headers.add(name: "Cache-Control", value: "no-store")
+        headers.add(name: "Connection", value: "close")
+        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                while true {
+                    try await Task.sleep(for: Self.heartbeat)
+                    try await outbound.write(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
+                }
+            }
+            tasks.addTask {
+                for await event in events {
+                    switch event {
+                    case .change:
+                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
+                    case .closed(let reason):
+                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
+                    }
+                }
+            }
+            // The events end (revoked, expired, draining) or a write fails (the device left).
+            _ = try await tasks.next()
+            tasks.cancelAll()
+        }
+        try? await outbound.write(.end(nil))
+    }
+
+    func refusal(for error: any Error) -> GatewayResponse {
+        if let refusal = error as? Refusal { return .refusal(refusal.status, refusal.line, retryAfter: refusal.retryAfter) }
+        if let error = error as? PostgresTransactionError, let refusal = error.closureError as? Refusal {
+            return .refusal(refusal.status, refusal.line, retryAfter: refusal.retryAfter)
+        }
+        return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))")
+    }
+
+    /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
+    /// notification wakes its group's streams.
+    func listen() async {
+        var backoff: Duration = .milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                let connection = try await PostgresConnection.connect(configuration: database.connectionConfiguration, id: 0,
+                                                                      logger: options.logger)
+                defer { Task { try? await connection.close() } }
+                try await connection.listen(on: ServerStatements.channel) { notifications in
+                    backoff = .milliseconds(100)
+                    hub.notify(group: nil)
+                    for try await notification in notifications { hub.notify(group: notification.payload) }
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(5))
+        }
+    }
+
+    /// Every ``revocationSweep``, ends the streams of credentials revoked since (and of expired ones).
+    func sweepRevocations() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.revocationSweep)
+            guard hub.count > 0 else { continue }
+            var revoked = Set<Int64>()
+            do {
+                let logger = options.logger
+                let window = Double(Self.revocationSweep.components.seconds) * 5
+                revoked = try await client.withTransaction(logger: logger) { connection in
+                    try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
+                    var found = Set<Int64>()
+                    for try await id in try await connection.query("SELECT kvsync_revoked_recently(\(window))", logger: logger)
+                        .decode(Int64.self) {
+                        found.insert(id)
+                    }
+                    return found
+                }
+            } catch {
+                options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
+            }
+            hub.close(credentials: revoked, expiredBy: Date())
+        }
+    }
+}
+#endif
