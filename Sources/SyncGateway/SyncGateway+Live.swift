@@ -12,6 +12,7 @@ import SyncKitPostgres
 final class LiveHub: Sendable {
     enum Event: Sendable {
         case change
+        case heartbeat
         case closed(String)
     }
 
@@ -67,6 +68,13 @@ final class LiveHub: Sendable {
             return state.groups.values.flatMap(\.values)
         }
         for subscriber in targets { subscriber.continuation.yield(.change) }
+    }
+
+    /// A comment to every stream, so that devices (and the gateway, which then finds the streams of
+    /// devices that left) know the connection still carries.
+    func heartbeat() {
+        let all = state.withLock { $0.groups.values.flatMap(\.values) }
+        for subscriber in all { subscriber.continuation.yield(.heartbeat) }
     }
 
     /// Ends the streams of these credentials (revoked) and of those whose time is up.
@@ -130,26 +138,18 @@ extension SyncGateway {
         headers.add(name: "Connection", value: "close")
         try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
         try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask {
-                while true {
-                    try await Task.sleep(for: Self.heartbeat)
-                    try await outbound.write(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
-                }
+        // One task per stream, woken by the hub for changes, heartbeats and the end: no timer of its
+        // own (a stream costs its connection, this task and a small buffer). A device that left is
+        // found at the next write.
+        for await event in events {
+            switch event {
+            case .change:
+                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
+            case .heartbeat:
+                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
+            case .closed(let reason):
+                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
             }
-            tasks.addTask {
-                for await event in events {
-                    switch event {
-                    case .change:
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
-                    case .closed(let reason):
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
-                    }
-                }
-            }
-            // The events end (revoked, expired, draining) or a write fails (the device left).
-            _ = try await tasks.next()
-            tasks.cancelAll()
         }
         try? await outbound.write(.end(nil))
     }
@@ -168,7 +168,7 @@ extension SyncGateway {
         var backoff: Duration = .milliseconds(100)
         while !Task.isCancelled {
             do {
-                let connection = try await PostgresConnection.connect(configuration: database.connectionConfiguration, id: 0,
+                let connection = try await PostgresConnection.connect(configuration: try database.connectionConfiguration(), id: 0,
                                                                       logger: options.logger)
                 defer { Task { try? await connection.close() } }
                 try await connection.listen(on: ServerStatements.channel) { notifications in
@@ -181,6 +181,14 @@ extension SyncGateway {
             }
             try? await Task.sleep(for: backoff)
             backoff = min(backoff * 2, .seconds(5))
+        }
+    }
+
+    /// Every ``heartbeat``, a comment to every stream.
+    func beat() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.heartbeat)
+            hub.heartbeat()
         }
     }
 

@@ -75,7 +75,7 @@ public final class SyncGateway: Sendable {
     public init(database: ServerURL, options: Options = Options()) throws {
         self.database = database
         self.options = options
-        client = PostgresClient(configuration: database.poolConfiguration(connections: options.limits.databaseConnections),
+        client = PostgresClient(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                                 backgroundLogger: options.logger)
         limiter = RateLimiter(perSecond: options.limits.requestsPerSecond, burst: options.limits.burst)
         hub = LiveHub(maxStreams: options.limits.maxStreams)
@@ -105,6 +105,7 @@ public final class SyncGateway: Sendable {
             try await checkSchema()
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.sweepRevocations() }
+            tasks.addTask { await self.beat() }
             let limits = options.limits
             let sslContext = self.sslContext
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

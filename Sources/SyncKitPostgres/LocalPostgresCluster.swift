@@ -29,6 +29,9 @@ public final class LocalPostgresCluster: @unchecked Sendable {
         ServerURL(endpoint: .unixSocket(path: socketDirectory + "/.s.PGSQL.\(port)"), user: user, database: database)
     }
 
+    /// More `postgres` options for the next ``start()`` (`-c ssl=on`, say).
+    public var serverOptions: [String] = []
+
     public var socketDirectory: String { directory + "/socket" }
     var dataDirectory: String { directory + "/data" }
     var logFile: String { directory + "/server.log" }
@@ -69,7 +72,8 @@ public final class LocalPostgresCluster: @unchecked Sendable {
     public func start() throws {
         try run(binaries + "/pg_ctl", [
             "-D", dataDirectory, "-l", logFile, "-w", "-t", "60",
-            "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200",
+            "-o", "-p \(port) -k \(socketDirectory) -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200"
+                + serverOptions.map { " " + $0 }.joined(),
             "start",
         ])
     }

@@ -76,13 +76,17 @@ final class ServerConnection: @unchecked Sendable {
             // The TCP connect has its own timeout; the start-up exchange after it does not, and a
             // server that accepts and then closes while it starts can leave it waiting for good. So
             // the whole connect is abandoned after `connectTimeout` (and closed if it ever ends).
+            let configuration = try url.connectionConfiguration()
             let connection = try await withDeadline(connectTimeout, what: "the connection") {
-                try await PostgresConnection.connect(configuration: url.configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
+                try await PostgresConnection.connect(configuration: configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
             } abandoned: { late in
                 try? await late.close()
             }
             return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes,
                                     operationTimeout: operationTimeout)
+        } catch let error as ReplicationError {
+            if case .invalidServerURL = error { throw error }
+            throw ReplicationError.server("cannot connect to \(url): \(error)")
         } catch {
             throw ReplicationError.server("cannot connect to \(url): \(describe(error))")
         }

@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import NIOSSL
 import PostgresNIO
 
 /// Where the replication server is: a libpq-style URL.
@@ -8,6 +9,9 @@ import PostgresNIO
 ///   trusted network; put a TLS-terminating proxy in front of anything else);
 /// - `postgres://USER@/DATABASE?host=/run/postgresql[&port=5433]` connects through the Unix socket in
 ///   that directory, as libpq does (`.s.PGSQL.PORT`, port 5432 unless given);
+/// - `?sslmode=require` encrypts a TCP connection without checking the server's certificate;
+///   `?sslmode=verify-full[&sslrootcert=FILE]` checks it against the system's roots (or the PEM
+///   file) and the host name, as libpq does; `disable` (the default) connects in the clear;
 /// - `postgresql://` is accepted too. `$KVSTORE_SYNC_SERVER` is kvtool's default.
 public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
     public enum Endpoint: Hashable, Sendable {
@@ -16,7 +20,20 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         case unixSocket(path: String)
     }
 
+    /// TLS to the server (libpq's `sslmode`).
+    public enum TLSMode: Hashable, Sendable {
+        /// In the clear (loopback, a Unix socket, a trusted network).
+        case disable
+        /// Encrypted, the certificate not checked (libpq's `require`: a passive eavesdropper learns
+        /// nothing; an active one in the middle can).
+        case require
+        /// Encrypted, the certificate checked against `rootCertificates` (a PEM file), or the
+        /// system's roots, and the host name.
+        case verifyFull(rootCertificates: String?)
+    }
+
     public var endpoint: Endpoint
+    public var tls: TLSMode = .disable
     public var user: String
     public var password: String?
     public var database: String
@@ -43,8 +60,18 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         guard !database.isEmpty, !database.contains("/") else { throw invalid("it names no database after the host (…/DATABASE)") }
         var socketDirectory: String?
         var queryPort: Int?
+        var sslMode = "disable"
+        var rootCertificates: String?
         for item in components.queryItems ?? [] {
             switch item.name {
+            case "sslmode":
+                guard let value = item.value, ["disable", "require", "verify-full"].contains(value) else {
+                    throw invalid("unsupported sslmode '\(item.value ?? "")' (disable, require or verify-full)")
+                }
+                sslMode = value
+            case "sslrootcert":
+                guard let value = item.value, !value.isEmpty else { throw invalid("sslrootcert= names no file") }
+                rootCertificates = value
             case "host":
                 guard let value = item.value, value.hasPrefix("/") else { throw invalid("host= must be an absolute socket directory") }
                 socketDirectory = value
@@ -54,7 +81,7 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
                 }
                 queryPort = port
             default:
-                throw invalid("unsupported parameter '\(item.name)' (only host= and port=)")
+                throw invalid("unsupported parameter '\(item.name)' (only host=, port=, sslmode= and sslrootcert=)")
             }
         }
         let port: Int
@@ -73,6 +100,16 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
             guard !host.isEmpty else { throw invalid("it names no host (or ?host=/socket/directory)") }
             endpoint = .tcp(host: host, port: port)
         }
+        switch sslMode {
+        case "require":
+            guard rootCertificates == nil else { throw invalid("sslrootcert= needs sslmode=verify-full (require checks no certificate)") }
+            tls = .require
+        case "verify-full":
+            tls = .verifyFull(rootCertificates: rootCertificates)
+        default:
+            guard rootCertificates == nil else { throw invalid("sslrootcert= needs sslmode=verify-full") }
+        }
+        if tls != .disable, case .unixSocket = endpoint { throw invalid("sslmode= is for TCP; a Unix socket is local") }
         self.user = user
         password = components.password
         self.database = database
@@ -82,7 +119,13 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         let credentials = user + (password == nil ? "" : ":***")
         switch endpoint {
-        case .tcp(let host, let port): return "postgres://\(credentials)@\(host):\(port)/\(database)"
+        case .tcp(let host, let port):
+            let mode = switch tls {
+            case .disable: ""
+            case .require: "?sslmode=require"
+            case .verifyFull(let file): "?sslmode=verify-full" + (file.map { "&sslrootcert=\($0)" } ?? "")
+            }
+            return "postgres://\(credentials)@\(host):\(port)/\(database)\(mode)"
         case .unixSocket(let path): return "postgres://\(credentials)@/\(database)?host=\(path)"
         }
     }
@@ -93,11 +136,42 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         return components.string ?? "(a URL with a password)"
     }
 
+    /// The TLS context of ``tls`` (`nil`: in the clear).
+    func sslContext() throws -> NIOSSLContext? {
+        guard let configuration = try tlsConfiguration() else { return nil }
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw ReplicationError.invalidServerURL(description, reason: "cannot set up TLS: \(error)")
+        }
+    }
+
+    /// The TLS configuration of ``tls`` (`nil`: in the clear).
+    func tlsConfiguration() throws -> TLSConfiguration? {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.minimumTLSVersion = .tlsv12
+        switch tls {
+        case .disable: return nil
+        case .require: configuration.certificateVerification = .none
+        case .verifyFull(let file):
+            configuration.certificateVerification = .fullVerification
+            if let file {
+                do {
+                    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
+                } catch {
+                    throw ReplicationError.invalidServerURL(description, reason: "cannot read the root certificates \(file): \(error)")
+                }
+            }
+        }
+        return configuration
+    }
+
     /// A pool of at most `connections` (the sync gateway's).
-    package func poolConfiguration(connections: Int) -> PostgresClient.Configuration {
+    package func poolConfiguration(connections: Int) throws -> PostgresClient.Configuration {
         var configuration = switch endpoint {
         case .tcp(let host, let port):
-            PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: .disable)
+            PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database,
+                                         tls: try tlsConfiguration().map { .require($0) } ?? .disable)
         case .unixSocket(let path):
             PostgresClient.Configuration(unixSocketPath: path, username: user, password: password, database: database)
         }
@@ -106,14 +180,12 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         return configuration
     }
 
-    /// One connection's configuration (the sync gateway's `LISTEN`).
-    package var connectionConfiguration: PostgresConnection.Configuration { configuration }
-
-    var configuration: PostgresConnection.Configuration {
+    /// One connection's configuration (a device's, the token commands', the gateway's `LISTEN`).
+    package func connectionConfiguration() throws -> PostgresConnection.Configuration {
         var configuration = switch endpoint {
         case .tcp(let host, let port):
             PostgresConnection.Configuration(host: host, port: port, username: user, password: password,
-                                             database: database, tls: .disable)
+                                             database: database, tls: try sslContext().map { .require($0) } ?? .disable)
         case .unixSocket(let path):
             PostgresConnection.Configuration(unixSocketPath: path, username: user, password: password, database: database)
         }

@@ -559,6 +559,60 @@ extension GatewayTests {
     }
 }
 
+extension GatewayTests {
+    /// The direct path for trusted machines, over TLS: `sslmode=verify-full` with the server's CA, or
+    /// `require`; the server here accepts TCP connections over TLS only (`hostssl`).
+    @Test func directURLsWithSslmodeUseTLSAndVerifyFullChecksTheCertificate() async throws {
+        let cluster = try LocalPostgresCluster()
+        let pki = try TestPKI()
+        try cluster.stop()
+        let data = cluster.dataDirectory
+        for (from, to) in [(pki.serverCertificate, "server.crt"), (pki.serverKey, "server.key")] {
+            try? FileManager.default.removeItem(atPath: data + "/" + to)
+            try FileManager.default.copyItem(atPath: from, toPath: data + "/" + to)
+            chmod(data + "/" + to, 0o600)
+            if geteuid() == 0, let user = getpwnam("postgres") { chown(data + "/" + to, user.pointee.pw_uid, user.pointee.pw_gid) }
+        }
+        let hba = try String(contentsOfFile: data + "/pg_hba.conf", encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("host ") ? "hostssl " + $0.dropFirst(5) : String($0) }.joined(separator: "\n")
+        try hba.write(toFile: data + "/pg_hba.conf", atomically: false, encoding: .utf8)
+        cluster.serverOptions = ["-c ssl=on"]
+        try cluster.start()
+        let group = Self.group("direct-tls")
+        let device = try Device(group: group)
+        try device.put("over tls", "k")
+        let base = "postgres://kv@127.0.0.1:\(cluster.port)/kv"
+        let verified = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(try cluster.storedNotes(group: group).count == 1)
+        try device.put("again", "k2")
+        let required = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=require"])
+        #expect(required.status == 0, "\(required.stderr)")
+        // In the clear, the server refuses (hostssl only); against another CA or the system's roots, the
+        // device refuses the server.
+        try device.put("not sent", "k3")
+        let plain = try device.kvtool(["sync", "run", "--once", "--server", base])
+        #expect(plain.status == 74 && plain.stderr.contains("no encryption"), "\(plain.stderr)")
+        let wrongCA = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.otherCACertificate)"])
+        #expect(wrongCA.status == 74 && wrongCA.stderr.lowercased().contains("certificate"), "\(wrongCA.stderr)")
+        let system = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full"])
+        #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
+        #expect(try cluster.storedNotes(group: group).count == 2)
+        // The gateway reaches its database over TLS the same way.
+        let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
+            "sync", "gateway", "--database", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
+        defer { gateway.kill(SIGKILL) }
+        let line = try #require(gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") })
+        let token = try run(productsDirectory() + "/kvtool", ["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])
+        #expect(token.status == 0, "\(token.stderr)")
+        let through = try device.kvtool(["sync", "run", "--once", "--server", String(line.dropFirst("gateway listening on ".count)),
+                                         "--token", token.stdout.trimmingCharacters(in: .newlines)])
+        #expect(through.status == 0, "\(through.stderr)")
+        #expect(try cluster.storedNotes(group: group).count == 3)
+    }
+}
+
 /// `body` until it is true, or `seconds` pass.
 func eventuallyAsync(_ seconds: Double, _ body: @Sendable () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))

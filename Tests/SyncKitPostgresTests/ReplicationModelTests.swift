@@ -194,7 +194,7 @@ import Glibc
             for (key, write) in last {
                 let inLog = rows.contains { $0.device == write.device && $0.key == key && $0.clock == write.clock && $0.value == write.value }
                 let beaten = winners[key].map { ($0.clock, $0.deviceID) > (write.clock, id) } ?? false
-                #expect(inLog || beaten, "device \(device.index)'s last write of \(key) (\(write)) was lost")
+                #expect(inLog || beaten, "device \(device.index)'s last write of \(key) (\(write)) was lost (seed \(seed); the log: \(rows.filter { $0.key == key }))")
             }
         }
         // Every device within the bound holds the server's state, with nothing pending or quarantined.

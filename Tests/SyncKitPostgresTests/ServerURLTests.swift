@@ -14,6 +14,12 @@ import Testing
         #expect(socket.endpoint == .unixSocket(path: "/run/postgresql/.s.PGSQL.5433"))
         let encoded = try ServerURL("postgres://kv@%2Ftmp%2Fpg/kvdb")
         #expect(encoded.endpoint == .unixSocket(path: "/tmp/pg/.s.PGSQL.5432"))
+        #expect(tcp.tls == .disable)
+        let required = try ServerURL("postgres://kv@db.example/kvdb?sslmode=require")
+        #expect(required.tls == .require && required.description == "postgres://kv@db.example:5432/kvdb?sslmode=require")
+        let verified = try ServerURL("postgres://kv@db.example/kvdb?sslmode=verify-full&sslrootcert=/etc/ca.pem")
+        #expect(verified.tls == .verifyFull(rootCertificates: "/etc/ca.pem"))
+        #expect(verified.description == "postgres://kv@db.example:5432/kvdb?sslmode=verify-full&sslrootcert=/etc/ca.pem")
     }
 
     @Test(arguments: [
@@ -22,7 +28,11 @@ import Testing
         ("postgres://kv@host", "no database"),
         ("postgres://kv@host:0/db", "port"),
         ("postgres://kv@/db?host=relative", "absolute socket directory"),
-        ("postgres://kv@host/db?sslmode=require", "unsupported parameter"),
+        ("postgres://kv@host/db?sslmode=prefer", "unsupported sslmode 'prefer'"),
+        ("postgres://kv@host/db?sslmode=require&sslrootcert=/ca.pem", "needs sslmode=verify-full"),
+        ("postgres://kv@host/db?sslrootcert=/ca.pem", "needs sslmode=verify-full"),
+        ("postgres://kv@/db?host=/run/postgresql&sslmode=require", "a Unix socket is local"),
+        ("postgres://kv@host/db?application_name=x", "unsupported parameter"),
         ("postgres://kv:pw@/db", "no host"),
     ])
     func badURLsNameTheProblem(text: String, expected: String) {

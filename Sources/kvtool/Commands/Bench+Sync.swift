@@ -129,12 +129,17 @@ final class BenchDevice: Sendable {
     let collection: KVCollection<String, String>
     let replicator: Replicator
 
-    init(group: String, server: ServerURL) throws {
+    /// A device of `group` syncing with `server` directly, or through `gateway` with `token`.
+    init(group: String, server: ServerURL? = nil, gateway: SyncGatewayURL? = nil, token: String? = nil) throws {
         directory = try Demo.temporaryDirectory("kvstore-bench-sync-")
         container = try SharedContainer(groupIdentifier: group, root: directory)
         collection = try container.store.collection("bench", key: String.self, value: String.self)
         try Replication.enable(.collection("bench"), in: container)
-        replicator = try Replicator(container: container, server: server, targets: [.collection(collection)])
+        if let gateway, let token {
+            replicator = try Replicator(container: container, gateway: gateway, token: token, targets: [.collection(collection)])
+        } else {
+            replicator = try Replicator(container: container, server: server!, targets: [.collection(collection)])
+        }
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }

@@ -11,9 +11,10 @@ import Glibc
 
 extension Demo {
     /// A second machine: its own root and processes, converging with this one through a throwaway
-    /// PostgreSQL cluster that is stopped (and its directory removed) at the end.
+    /// PostgreSQL cluster that is stopped (and its directory removed) at the end; this machine syncs
+    /// with the database directly, the second through a sync gateway with a token it was issued.
     func secondMachine(group: String) throws {
-        print("12. a second machine, through PostgreSQL")
+        print("12. a second machine, through a sync gateway in front of PostgreSQL")
         let cluster: LocalPostgresCluster
         do {
             cluster = try LocalPostgresCluster()
@@ -37,13 +38,27 @@ extension Demo {
         try on(a, ["sync", "enable", "--suite", suite])
         try on(a, ["sync", "run", "--once", "--server", server])
 
+        // Machine A is trusted with the database; machine B is a device: it gets a credential of this
+        // group only, and syncs through a gateway (kvtool sync gateway) that PostgreSQL's row-level
+        // security keeps to that group.
+        print("   a sync gateway in front of the database, and a credential for machine B (kvtool sync token issue --group \(group) --device machine-b):")
+        let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", server, "--listen", "127.0.0.1:0"])
+        guard let listening = gateway.relay(untilLineContaining: "gateway listening on "),
+              let gatewayURL = listening.components(separatedBy: "gateway listening on ").last else {
+            throw CLIError(.failure, "the gateway did not start")
+        }
+        let serverURL = try ServerURL(server)
+        let token = try blocking { try await SyncTokens.issue(on: serverURL, group: group, device: "machine-b").token }
+        print("   issued \(token.prefix(9))… (\(token.count) characters, shown once; the database keeps its SHA-256)")
+        let viaGateway = ["--server", gatewayURL, "--token", token]
+
         print("   machine B: its app starts empty, declares the same, and its widget waits; B's first sync wakes it:")
         try on(b, ["demo", "machine", "--label", "B"])
         try on(b, ["sync", "enable", ChecklistStore.recordsName])
         try on(b, ["sync", "enable", "--suite", suite])
         let widget = try ChildProcess(program: "checklist-widget", arguments: ["--group", group, "--wait-for-next"] + b)
         widget.relay(untilLineContaining: "waiting")
-        try on(b, ["sync", "run", "--once", "--server", server])
+        try on(b, ["sync", "run", "--once"] + viaGateway)
         try widget.finish()
         try ChildProcess(program: "trainer-extension", arguments: ["--group", group] + b).finish()
 
@@ -51,14 +66,14 @@ extension Demo {
         try on(a, ["demo", "machine", "--label", "A", "--score", "think.6=3", "--memo", "perceive=A: slept well", "--trainer", "1"])
         try on(b, ["demo", "machine", "--label", "B", "--score", "think.6=4", "--memo", "sustain=B: long walk", "--trainer", "0"])
         try on(a, ["sync", "run", "--once", "--server", server])
-        try on(b, ["sync", "run", "--once", "--server", server])
+        try on(b, ["sync", "run", "--once"] + viaGateway)
         try on(a, ["sync", "run", "--once", "--server", server])
         print("   the record merged (the union of the items and memos, the higher score), the trainer by last writer (B, later):")
         try on(a, ["demo", "machine", "--label", "A"])
         try on(b, ["demo", "machine", "--label", "B"])
 
-        print("   live: B's replicator listens (LISTEN/NOTIFY) and B's widget waits; A's app raises perceive.4 and pushes:")
-        let live = try ChildProcess(arguments: ["sync", "run", "--server", server, "--seconds", "120", "--group", group] + b)
+        print("   live: B's replicator follows the gateway's stream (one LISTEN in the gateway) and B's widget waits; A's app raises perceive.4 and pushes:")
+        let live = try ChildProcess(arguments: ["sync", "run"] + viaGateway + ["--seconds", "120", "--group", group] + b)
         live.relay(untilLineContaining: "syncing")
         let liveWidget = try ChildProcess(program: "checklist-widget", arguments: ["--group", group, "--wait-for-next"] + b)
         liveWidget.relay(untilLineContaining: "waiting")
@@ -73,8 +88,10 @@ extension Demo {
         try live.finish(acceptingSignal: SIGINT)
         print("   from the start of A's push process to B's widget showing the record: \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
 
+        gateway.process.interrupt()
+        try gateway.finish()
         try cluster.stop()
-        print("   the cluster is stopped; machine B's root is removed")
+        print("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed")
         print("")
     }
 

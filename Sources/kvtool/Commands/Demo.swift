@@ -16,9 +16,11 @@ struct Demo: ParsableCommand {
             notification-extension process that prints the sender it would show (falling back to the \
             default trainer when data is missing); it exports the subscription tracker's data as JSON and \
             CSV; and it publishes a snapshot of the whole store. Then a second machine (another root, its own \
-            processes) converges with this one through a throwaway PostgreSQL cluster: a first sync wakes its \
-            widget, concurrent edits are merged or settled by last writer, and a live replicator wakes its \
-            widget within milliseconds of this machine's push; the cluster is stopped at the end.
+            processes) converges with this one through a throwaway PostgreSQL cluster, this machine directly and \
+            the other through a sync gateway with a credential it was issued: a first sync wakes its widget, \
+            concurrent edits are merged or settled by last writer, and a live replicator following the \
+            gateway's stream wakes its widget within milliseconds of this machine's push; the gateway drains \
+            and the cluster is stopped at the end.
             """,
         subcommands: [PushExtension.self] + machineSubcommands)
 
@@ -218,17 +220,18 @@ struct Demo: ParsableCommand {
             }
         }
 
-        /// Relays lines until one contains `marker` (or the output ends).
-        func relay(untilLineContaining marker: String) {
+        /// Relays lines until one contains `marker` (or the output ends); returns that line.
+        @discardableResult
+        func relay(untilLineContaining marker: String) -> String? {
             while true {
                 while let newline = pending.firstIndex(of: 0x0A) {
                     let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
                     pending.removeSubrange(pending.startIndex...newline)
                     print("   \(line)")
-                    if line.contains(marker) { return }
+                    if line.contains(marker) { return line }
                 }
                 let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return }
+                if chunk.isEmpty { return nil }
                 pending.append(chunk)
             }
         }

@@ -1,0 +1,201 @@
+#if PostgreSQL
+import ArgumentParser
+import Foundation
+import KVStore
+import SyncKitPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Bench {
+    /// `kvtool bench gateway`: the sync gateway at scale, on loopback.
+    struct GatewayScale: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "gateway",
+            abstract: "Time the sync gateway: many live devices in many groups, and pushes through it.",
+            discussion: """
+                Starts its own cluster and a `kvtool sync gateway` process per run. For each --devices count, that \
+                many live devices in --groups groups (one process multiplexing their connections) follow the \
+                gateway's stream; then a commit to one group after another, --samples times, and the time until \
+                every device of the group has it; and the gateway's peak RSS. Then one device pushes --push-changes \
+                changes through the gateway, the same directly, and a COPY of as many rows into the log (the floor).
+                """)
+
+        @Option(help: "Live device counts, comma-separated.") var devices = "1000,10000"
+        @Option(help: "Groups the devices are spread over.") var groups = 100
+        @Option(help: "Commits timed per count.") var samples = 20
+        @Option(help: "Changes one device pushes through the gateway.") var pushChanges = 50_000
+        @Option(help: "Value bytes.") var valueSize = 100
+
+        func validate() throws {
+            guard !deviceCounts.isEmpty, deviceCounts.allSatisfy({ (1...50_000).contains($0) }) else {
+                throw ValidationError("--devices takes counts from 1 to 50000, comma-separated")
+            }
+            guard (1...10_000).contains(groups), (1...1_000).contains(samples), (1...1_000_000).contains(pushChanges),
+                  (1...10_000).contains(valueSize) else {
+                throw ValidationError("--groups, --samples, --push-changes and --value-size must be positive (and not huge)")
+            }
+        }
+
+        var deviceCounts: [Int] { devices.split(separator: ",").compactMap { Int($0) } }
+
+        func run() throws {
+            // Every live device is a socket here and one in the gateway.
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            limit.rlim_cur = limit.rlim_max
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            let cluster = try LocalPostgresCluster()
+            defer { try? cluster.stop() }
+            print("PostgreSQL cluster on 127.0.0.1:\(cluster.port) (fsync=off); one kvtool sync gateway process per run; loopback; open files \(limit.rlim_cur)")
+            let groupIDs = (0..<groups).map { "group.bench.gateway.g\($0)" }
+            let tokens = try groupIDs.map { group in
+                try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "bench").token }
+            }
+            for count in deviceCounts {
+                try live(count: count, groupIDs: groupIDs, tokens: tokens, cluster: cluster)
+            }
+            try push(cluster: cluster)
+        }
+
+        /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
+        /// stream; returns it and its URL.
+        func startGateway(_ cluster: LocalPostgresCluster) throws -> (Process, SyncGatewayURL) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+            process.arguments = ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:0",
+                                 "--rate", "1000000", "--max-connections", "100000"]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            var line = Data()
+            while !line.contains(0x0A) {
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { throw CLIError(.failure, "the gateway did not start") }
+                line += chunk
+            }
+            let text = String(decoding: line.prefix(while: { $0 != 0x0A }), as: UTF8.self)
+            guard text.hasPrefix("gateway listening on ") else { throw CLIError(.failure, "the gateway said: \(text)") }
+            return (process, try SyncGatewayURL(String(text.dropFirst("gateway listening on ".count))))
+        }
+
+        /// The process's peak and current resident set, in MiB (`/proc/PID/status`).
+        static func memory(of pid: Int32) -> (peak: Double, now: Double) {
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+            func field(_ name: String) -> Double {
+                let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+                return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+            }
+            return (field("VmHWM"), field("VmRSS"))
+        }
+
+        private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
+            let (gateway, url) = try startGateway(cluster)
+            defer {
+                gateway.terminate()
+                gateway.waitUntilExit()
+            }
+            let idle = Self.memory(of: gateway.processIdentifier)
+            // Device i is in group i % groups; its slot holds how many events it had and when the last came.
+            let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
+            let openStart = Bench.now()
+            let followers = (0..<count).map { index in
+                Task {
+                    try await SyncGatewayClient.followChanges(gateway: url, token: tokens[index % groupIDs.count],
+                                                              group: groupIDs[index % groupIDs.count], connectTimeout: .seconds(60)) {
+                        let now = Bench.now()
+                        arrivals.withLock { $0[index] = ($0[index].events + 1, now) }
+                    }
+                }
+            }
+            defer { followers.forEach { $0.cancel() } }
+            let openDeadline = Bench.now() + 300_000_000_000
+            while arrivals.withLock({ $0.contains { $0.events == 0 } }) {
+                guard Bench.now() < openDeadline else {
+                    let open = arrivals.withLock { $0.filter { $0.events > 0 }.count }
+                    throw CLIError(.failure, "only \(open) of \(count) live streams opened within 300 s")
+                }
+                usleep(10_000)
+            }
+            let openSeconds = Double(Bench.now() - openStart) / 1e9
+            let opened = Self.memory(of: gateway.processIdentifier)
+
+            // One device per sampled group commits through the gateway; each device of the group is timed.
+            var latencies: [Double] = []
+            for sample in 0..<samples {
+                let group = sample % groupIDs.count
+                let writer = try BenchDevice(group: groupIDs[group], gateway: url, token: tokens[group])
+                _ = try blocking { try await writer.replicator.sync() }
+                let members = stride(from: group, to: count, by: groupIDs.count).map { $0 }
+                let before = arrivals.withLock { state in members.map { state[$0].events } }
+                try writer.write([("sample-\(sample)", "v")])
+                let start = Bench.now()
+                _ = try blocking { try await writer.replicator.push() }
+                let deadline = start + 30_000_000_000
+                while true {
+                    let (done, times) = arrivals.withLock { state -> (Bool, [UInt64]) in
+                        let times = zip(members, before).map { state[$0.0].events > $0.1 ? state[$0.0].at : 0 }
+                        return (!times.contains(0), times)
+                    }
+                    if done {
+                        latencies += times.map { Double($0 &- start) / 1e6 }
+                        break
+                    }
+                    guard Bench.now() < deadline else { throw CLIError(.failure, "a commit did not reach every device of its group within 30 s") }
+                    usleep(200)
+                }
+                _ = try? blocking { await writer.replicator.close() }
+            }
+            latencies.sort()
+            func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+            let after = Self.memory(of: gateway.processIdentifier)
+            print(String(format: "%6d live devices in %d groups: opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB",
+                         count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
+                         percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak))
+            Output.flush()
+        }
+
+        /// One device pushes `pushChanges` changes through the gateway, then directly; then a COPY of as
+        /// many rows into the log, the floor.
+        private func push(cluster: LocalPostgresCluster) throws {
+            let (gateway, url) = try startGateway(cluster)
+            defer {
+                gateway.terminate()
+                gateway.waitUntilExit()
+            }
+            let value = String(repeating: "v", count: valueSize)
+            let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }
+            func timed(_ device: BenchDevice) throws -> Double {
+                _ = try blocking { try await device.replicator.sync() }
+                try device.write((0..<pushChanges).map { (String(format: "key-%08d", $0), value) })
+                let start = Bench.now()
+                let report = try blocking { try await device.replicator.push() }
+                let seconds = Double(Bench.now() - start) / 1e9
+                guard report.pushed == pushChanges else { throw CLIError(.failure, "pushed \(report.pushed) of \(pushChanges)") }
+                _ = try? blocking { await device.replicator.close() }
+                return Double(pushChanges) / seconds
+            }
+            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token))
+            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL))
+            // The floor: the same rows written with COPY, no checks, no state, no outcome per change.
+            let file = try Demo.temporaryDirectory("kvstore-bench-copy-") + "/rows.csv"
+            defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
+            let hexValue = value.utf8.map { String(format: "%02x", $0) }.joined()
+            var csv = ""
+            csv.reserveCapacity(pushChanges * (hexValue.count + 80))
+            for index in 0..<pushChanges {
+                let key = String(format: "key-%08d", index).utf8.map { String(format: "%02x", $0) }.joined()
+                csv += "group.bench.gateway.copy,copier,\(index + 1),collection,bench,\\x\(key),\\x\(hexValue),\(index + 1),0\n"
+            }
+            try csv.write(toFile: file, atomically: true, encoding: .utf8)
+            chmod(file, 0o644)
+            chmod((file as NSString).deletingLastPathComponent, 0o755)
+            let start = Bench.now()
+            try cluster.psql("\\copy kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base) FROM '\(file)' WITH (FORMAT csv)")
+            let copy = Double(pushChanges) / (Double(Bench.now() - start) / 1e9)
+            print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY)",
+                         pushChanges, valueSize, through, direct, copy, copy / through))
+        }
+    }
+}
+#endif
