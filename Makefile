@@ -16,7 +16,9 @@
 # make perf   prints the point-operation figures of the README from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
 #             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
-#             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices)
+#             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices),
+#             and kvtool bench gateway (1,000 and 10,000 live devices in 100 groups through a sync
+#             gateway process: commit-to-every-device latency, the gateway's RSS; push through it)
 # make lean  times the lean executables (trainer-extension, checklist-widget) from process start to their
 #             answer beside an empty Swift program (hyperfine), with their peak RSS, instructions and sizes
 # make instructions counts the instructions per operation of each benchmarks/ workload under valgrind's
@@ -73,6 +75,7 @@ bench: deps
 
 bench-sync: build
 	$(KVTOOL) bench sync
+	$(KVTOOL) bench gateway
 
 instructions: deps
 	@./scripts/install-deps.sh --perf
