@@ -13,13 +13,18 @@ import PostgresNIO
 ///   wrote it), clock and device.
 /// - `kvsync_schema`: the schema version and, from version 2, the server's id (random, made once): a
 ///   device that finds another id than the one it synced with knows it faces a new server.
+/// - From version 4, `kvsync_tokens` (device credentials, their SHA-256 only) and row-level security on
+///   every table, scoped by `kvsync.group` (the sync gateway's transactions); from version 5, the three
+///   sync tables are hash-partitioned by group.
 /// - `kvsync_push(...)`: applies one batch: for each change, `duplicate` (sent before), `conflict` (its
 ///   base is not the current version: the server's row comes back) or `applied`. From version 3, a
 ///   batch with a stamp further ahead of the server's clock than the device's `maxClockSkew` is
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
 enum ServerSchema {
     /// The schema version this library writes and reads.
-    static let version = 4
+    static let version = 5
+    /// Hash partitions of each sync table (schema version 5).
+    static let partitions = 16
     /// The role a sync gateway's transactions run as (`SET LOCAL ROLE`): it owns nothing, bypasses no
     /// row-level security, and sees only the rows of the group its transaction is scoped to.
     static let gatewayRole = "kvsync_gateway"
@@ -223,6 +228,103 @@ enum ServerSchema {
                     END;
                 END IF;
             END $$
+            """,
+            grants,
+        ],
+        [
+            // Version 5: the three sync tables are hash-partitioned by group (PostgreSQL's declarative
+            // partitioning, 16 partitions each). Every statement names one group, so each touches one
+            // partition, and the same layout distributes by group_id with Citus. The rows are moved
+            // over in this transaction; sequence numbers are kept.
+            "ALTER TABLE kvsync_groups RENAME TO kvsync_groups_v4",
+            "ALTER TABLE kvsync_changes RENAME TO kvsync_changes_v4",
+            "ALTER TABLE kvsync_state RENAME TO kvsync_state_v4",
+            // (Partitions of the old tables, if they had any, step aside for the new ones' names.)
+            """
+            DO $$ DECLARE child regclass; BEGIN
+                FOR child IN SELECT inhrelid::regclass FROM pg_inherits
+                             WHERE inhparent IN ('kvsync_groups_v4'::regclass, 'kvsync_changes_v4'::regclass, 'kvsync_state_v4'::regclass) LOOP
+                    EXECUTE format('ALTER TABLE %s RENAME TO %s', child, child::text || '_v4');
+                END LOOP;
+            END $$
+            """,
+            """
+            CREATE TABLE kvsync_groups (
+                group_id text PRIMARY KEY,
+                last_seq bigint NOT NULL DEFAULT 0,
+                pruned_through bigint NOT NULL DEFAULT 0)
+            PARTITION BY HASH (group_id)
+            """,
+            """
+            CREATE TABLE kvsync_changes (
+                seq bigint NOT NULL DEFAULT nextval('kvsync_changes_seq_seq'),
+                group_id text NOT NULL,
+                device text NOT NULL,
+                token bigint NOT NULL,
+                kind text NOT NULL,
+                name text NOT NULL,
+                key bytea NOT NULL,
+                value bytea,
+                hlc bigint NOT NULL,
+                base bigint NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (group_id, seq),
+                UNIQUE (group_id, device, token))
+            PARTITION BY HASH (group_id)
+            """,
+            """
+            CREATE TABLE kvsync_state (
+                group_id text NOT NULL,
+                kind text NOT NULL,
+                name text NOT NULL,
+                key bytea NOT NULL,
+                value bytea,
+                version bigint NOT NULL,
+                hlc bigint NOT NULL,
+                device text NOT NULL,
+                token bigint NOT NULL,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (group_id, kind, name, key))
+            PARTITION BY HASH (group_id)
+            """,
+            """
+            DO $$ BEGIN
+                FOR i IN 0..\(partitions - 1) LOOP
+                    EXECUTE format('CREATE TABLE kvsync_groups_p%s PARTITION OF kvsync_groups FOR VALUES WITH (MODULUS \(partitions), REMAINDER %s)', i, i);
+                    EXECUTE format('CREATE TABLE kvsync_changes_p%s PARTITION OF kvsync_changes FOR VALUES WITH (MODULUS \(partitions), REMAINDER %s)', i, i);
+                    EXECUTE format('CREATE TABLE kvsync_state_p%s PARTITION OF kvsync_state FOR VALUES WITH (MODULUS \(partitions), REMAINDER %s)', i, i);
+                END LOOP;
+            END $$
+            """,
+            "INSERT INTO kvsync_groups (group_id, last_seq, pruned_through) SELECT group_id, last_seq, pruned_through FROM kvsync_groups_v4",
+            """
+            INSERT INTO kvsync_changes (seq, group_id, device, token, kind, name, key, value, hlc, base, created_at)
+            SELECT seq, group_id, device, token, kind, name, key, value, hlc, base, created_at FROM kvsync_changes_v4
+            """,
+            """
+            INSERT INTO kvsync_state (group_id, kind, name, key, value, version, hlc, device, token, updated_at)
+            SELECT group_id, kind, name, key, value, version, hlc, device, token, updated_at FROM kvsync_state_v4
+            """,
+            // The log's sequence goes on from where it was (it must outlive the old table).
+            "ALTER SEQUENCE kvsync_changes_seq_seq OWNED BY kvsync_changes.seq",
+            "DROP TABLE kvsync_groups_v4, kvsync_changes_v4, kvsync_state_v4",
+            "ALTER TABLE kvsync_groups ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_changes ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE kvsync_state ENABLE ROW LEVEL SECURITY",
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_groups
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
+            """,
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_changes
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
+            """,
+            """
+            CREATE POLICY kvsync_group_scope ON kvsync_state
+                USING (group_id = current_setting('kvsync.group', true))
+                WITH CHECK (group_id = current_setting('kvsync.group', true))
             """,
             grants,
         ],

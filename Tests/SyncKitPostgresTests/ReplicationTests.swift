@@ -377,7 +377,13 @@ import Glibc
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "4|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "5|36")
+        // Version 5's partitions (by a hash of the group), with the rows moved over.
+        #expect(try cluster.count("""
+            SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+            WHERE p.relname IN ('kvsync_groups', 'kvsync_changes', 'kvsync_state') AND p.relkind = 'p'
+            """) == 48)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 1)
         // Version 4's row-level security and credentials came with it.
         #expect(try cluster.count("""
             SELECT count(*) FROM pg_class WHERE relrowsecurity
