@@ -20,42 +20,59 @@ final class LiveHub: Sendable {
         var continuation: AsyncStream<Event>.Continuation
         var credential: Int64?
         var expiresAt: Date?
+        /// The presented credential's SHA-256 (its streams are counted by it).
+        var key: [UInt8]
     }
 
     private struct State {
         var groups: [String: [UInt64: Subscriber]] = [:]
         var count = 0
+        var perCredential: [[UInt8]: Int] = [:]
         var lastID: UInt64 = 0
         var closed = false
     }
 
+    /// Why a stream was not admitted.
+    enum Full: Error {
+        case gateway
+        case credential
+    }
+
     private let state = Locked(State())
     let maxStreams: Int
+    let maxStreamsPerCredential: Int
 
-    init(maxStreams: Int) { self.maxStreams = maxStreams }
+    init(maxStreams: Int, maxStreamsPerCredential: Int) {
+        self.maxStreams = maxStreams
+        self.maxStreamsPerCredential = maxStreamsPerCredential
+    }
 
     var count: Int { state.withLock { $0.count } }
 
-    /// A stream of `principal`'s group's events, or `nil` when the gateway has `maxStreams` open (or is
-    /// draining).
-    func subscribe(_ principal: SyncGateway.Principal) -> (id: UInt64, events: AsyncStream<Event>)? {
+    /// A stream of `principal`'s group's events; refused when the gateway has `maxStreams` open (or is
+    /// draining), or the credential `key` has `maxStreamsPerCredential` (so that one device cannot take
+    /// every slot).
+    func subscribe(_ principal: SyncGateway.Principal, key: [UInt8]) throws(Full) -> (id: UInt64, events: AsyncStream<Event>) {
         let (events, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(4))
-        let id: UInt64? = state.withLock { state in
-            guard !state.closed, state.count < maxStreams else { return nil }
+        let id: Result<UInt64, Full> = state.withLock { state in
+            guard !state.closed, state.count < maxStreams else { return .failure(.gateway) }
+            guard state.perCredential[key, default: 0] < maxStreamsPerCredential else { return .failure(.credential) }
             state.lastID += 1
             state.count += 1
+            state.perCredential[key, default: 0] += 1
             state.groups[principal.group, default: [:]][state.lastID] = Subscriber(
-                continuation: continuation, credential: principal.id > 0 ? principal.id : nil, expiresAt: principal.expiresAt)
-            return state.lastID
+                continuation: continuation, credential: principal.id > 0 ? principal.id : nil, expiresAt: principal.expiresAt, key: key)
+            return .success(state.lastID)
         }
-        guard let id else { return nil }
-        return (id, events)
+        return (try id.get(), events)
     }
 
     func unsubscribe(group: String, id: UInt64) {
         state.withLock { state in
-            guard state.groups[group]?.removeValue(forKey: id) != nil else { return }
+            guard let gone = state.groups[group]?.removeValue(forKey: id) else { return }
             state.count -= 1
+            state.perCredential[gone.key, default: 1] -= 1
+            if state.perCredential[gone.key] == 0 { state.perCredential[gone.key] = nil }
             if state.groups[group]?.isEmpty == true { state.groups[group] = nil }
         }
     }
@@ -117,8 +134,9 @@ extension SyncGateway {
     /// reason when the credential is revoked or expires, or the gateway drains.
     func streamLive(_ head: HTTPRequestHead, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
         let principal: Principal
+        let presented: Presented
         do {
-            let presented = try self.presented(head).get()
+            presented = try self.presented(head).get()
             let logger = options.logger
             principal = try await client.withTransaction(logger: logger) { connection in
                 try await Self.principal(of: presented, on: connection, logger: logger)
@@ -127,8 +145,15 @@ extension SyncGateway {
             try await write(refusal(for: error), keepAlive: false, to: outbound)
             return
         }
-        guard let (id, events) = hub.subscribe(principal) else {
+        let id: UInt64, events: AsyncStream<LiveHub.Event>
+        do {
+            (id, events) = try hub.subscribe(principal, key: presented.hash)
+        } catch .gateway {
             try await write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false, to: outbound)
+            return
+        } catch .credential {
+            try await write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
+                            keepAlive: false, to: outbound)
             return
         }
         defer { hub.unsubscribe(group: principal.group, id: id) }

@@ -26,6 +26,10 @@ public final class SyncGateway: Sendable {
     public struct Limits: Sendable {
         /// The largest request body (a push batch; devices split theirs to stay under it).
         public var maxBodyBytes = 32 << 20
+        /// Request bodies buffered at once, over every connection: past this, a request gets 503 (so
+        /// that many connections each sending a large body cannot make the gateway allocate without
+        /// bound).
+        public var maxBufferedBytes = 256 << 20
         /// Open connections; past this, new ones get 503 and are closed.
         public var maxConnections = 4_096
         /// A request's head and body must arrive within this (a client that trickles them cannot hold
@@ -40,6 +44,8 @@ public final class SyncGateway: Sendable {
         public var databaseConnections = 16
         /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.
         public var maxStreams = 20_000
+        /// Live streams one credential may hold open (a device needs one).
+        public var maxStreamsPerCredential = 16
         public init() {}
     }
 
@@ -67,6 +73,9 @@ public final class SyncGateway: Sendable {
 
     struct State {
         var connections = 0
+        var bufferedBytes = 0
+        /// Each open connection, and whether it is between requests (closed at once on a drain).
+        var open: [ObjectIdentifier: (channel: Channel, idle: Bool)] = [:]
         var draining = false
         var server: Channel?
     }
@@ -78,7 +87,7 @@ public final class SyncGateway: Sendable {
         client = PostgresClient(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                                 backgroundLogger: options.logger)
         limiter = RateLimiter(perSecond: options.limits.requestsPerSecond, burst: options.limits.burst)
-        hub = LiveHub(maxStreams: options.limits.maxStreams)
+        hub = LiveHub(maxStreams: options.limits.maxStreams, maxStreamsPerCredential: options.limits.maxStreamsPerCredential)
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -140,12 +149,14 @@ public final class SyncGateway: Sendable {
     /// Stops accepting connections; requests in flight finish, live streams end with a `closed`
     /// event, then ``run(host:port:ready:)`` returns.
     public func shutdown() {
-        let server = state.withLock { state -> Channel? in
+        let (server, idle) = state.withLock { state -> (Channel?, [Channel]) in
             state.draining = true
-            return state.server
+            return (state.server, state.open.values.filter(\.idle).map(\.channel))
         }
         server?.close(promise: nil)
         hub.closeAll()
+        // Connections between requests are closed now; those mid-request close after their answer.
+        for channel in idle { channel.close(promise: nil) }
     }
 
     /// Brings the schema up to date if this login may, and checks that it is.
@@ -169,48 +180,99 @@ public final class SyncGateway: Sendable {
             state.connections += 1
             return true
         }
-        defer { if admitted { state.withLock { $0.connections -= 1 } } }
+        let key = ObjectIdentifier(connection.channel)
+        if admitted { state.withLock { $0.open[key] = (connection.channel, true) } }
+        defer {
+            if admitted {
+                state.withLock { state in
+                    state.connections -= 1
+                    state.open[key] = nil
+                }
+            }
+        }
+        func idle(_ idle: Bool) {
+            let draining = state.withLock { state -> Bool in
+                state.open[key]?.idle = idle
+                return state.draining
+            }
+            if idle && draining { connection.channel.close(promise: nil) }
+        }
         let limits = options.limits
         try? await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body = ByteBuffer()
-            var tooLarge = false
+            var refusal: GatewayResponse?
+            // Bytes of this request's body counted against the gateway's budget for all bodies.
+            var reserved = 0
+            defer { release(reserved) }
             for try await part in inbound {
                 switch part {
                 case .head(let requestHead):
-                    (head, tooLarge) = (requestHead, false)
+                    head = requestHead
+                    idle(false)
                     body.clear()
+                    release(reserved)
+                    reserved = 0
+                    refusal = nil
+                    // Over the connection limit: refused at once, before any body is read.
+                    guard admitted else {
+                        try await write(.refusal(.serviceUnavailable, "too many connections (\(limits.maxConnections)); try again"),
+                                        keepAlive: false, to: outbound)
+                        return
+                    }
                     if let length = requestHead.headers.first(name: "content-length").flatMap(Int.init), length > limits.maxBodyBytes {
-                        tooLarge = true
+                        refusal = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
                     }
                 case .body(var buffer):
-                    if tooLarge || body.readableBytes + buffer.readableBytes > limits.maxBodyBytes {
-                        tooLarge = true
-                        body.clear()
+                    guard refusal == nil else { continue }
+                    if body.readableBytes + buffer.readableBytes > limits.maxBodyBytes {
+                        refusal = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
+                        body = ByteBuffer()
+                    } else if !reserve(buffer.readableBytes) {
+                        // Every connection's body together stays under `maxBufferedBytes`.
+                        refusal = .refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again")
+                        body = ByteBuffer()
                     } else {
+                        reserved += buffer.readableBytes
                         body.writeBuffer(&buffer)
                     }
                 case .end:
                     guard let requestHead = head else { continue }
                     head = nil
                     let response: GatewayResponse
-                    if !admitted {
-                        response = .refusal(.serviceUnavailable, "too many connections (\(limits.maxConnections)); try again")
-                    } else if tooLarge {
-                        response = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
+                    if let refusal {
+                        response = refusal
                     } else if requestHead.method == .GET, (try? Self.operation(of: requestHead)) == .live {
                         try await streamLive(requestHead, to: outbound)
                         return
                     } else {
                         response = await respond(to: requestHead, body: Array(body.readableBytesView))
                     }
+                    body = ByteBuffer()
+                    release(reserved)
+                    reserved = 0
                     let draining = state.withLock { $0.draining }
-                    let keepAlive = admitted && !tooLarge && !draining && requestHead.isKeepAlive
+                    let keepAlive = refusal == nil && !draining && requestHead.isKeepAlive
                     try await write(response, keepAlive: keepAlive, to: outbound)
                     if !keepAlive { return }
+                    idle(true)
                 }
             }
         }
+    }
+
+    /// Counts `bytes` of a request body against ``Limits/maxBufferedBytes``; false if over.
+    private func reserve(_ bytes: Int) -> Bool {
+        state.withLock { state in
+            guard state.bufferedBytes + bytes <= options.limits.maxBufferedBytes else { return false }
+            state.bufferedBytes += bytes
+            return true
+        }
+    }
+
+    private func release(_ bytes: Int) {
+        guard bytes > 0 else { return }
+        state.withLock { $0.bufferedBytes -= bytes }
     }
 
     func write(_ response: GatewayResponse, keepAlive: Bool,

@@ -167,21 +167,9 @@ enum ServerSchema {
             "ALTER TABLE kvsync_state ENABLE ROW LEVEL SECURITY",
             "ALTER TABLE kvsync_schema ENABLE ROW LEVEL SECURITY",
             "CREATE POLICY kvsync_schema_read ON kvsync_schema FOR SELECT USING (true)",
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_groups
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_changes
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_state
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
+            groupScopePolicy(on: "kvsync_groups"),
+            groupScopePolicy(on: "kvsync_changes"),
+            groupScopePolicy(on: "kvsync_state"),
             // The one way a gateway reads kvsync_tokens (it has no privilege on the table): the row of
             // one SHA-256, which the gateway compares with its own in constant time.
             """
@@ -311,24 +299,22 @@ enum ServerSchema {
             "ALTER TABLE kvsync_groups ENABLE ROW LEVEL SECURITY",
             "ALTER TABLE kvsync_changes ENABLE ROW LEVEL SECURITY",
             "ALTER TABLE kvsync_state ENABLE ROW LEVEL SECURITY",
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_groups
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_changes
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
-            """
-            CREATE POLICY kvsync_group_scope ON kvsync_state
-                USING (group_id = current_setting('kvsync.group', true))
-                WITH CHECK (group_id = current_setting('kvsync.group', true))
-            """,
+            groupScopePolicy(on: "kvsync_groups"),
+            groupScopePolicy(on: "kvsync_changes"),
+            groupScopePolicy(on: "kvsync_state"),
             grants,
         ],
     ]
+
+    /// The policy that keeps a role that does not own `table` to the rows of the group its transaction
+    /// is scoped to (`kvsync.group`).
+    static func groupScopePolicy(on table: String) -> String {
+        """
+        CREATE POLICY kvsync_group_scope ON \(table)
+            USING (group_id = current_setting('kvsync.group', true))
+            WITH CHECK (group_id = current_setting('kvsync.group', true))
+        """
+    }
 
     /// Grants the gateway's role what its scoped transactions need, if the role exists: rows of the
     /// three sync tables through the policies (never DELETE: pruning is the owner's), the schema's

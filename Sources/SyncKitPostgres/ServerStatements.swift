@@ -136,11 +136,7 @@ package struct ServerStatements: Sendable {
             page.atCursor = CursorMark(device: device, token: UInt64(bitPattern: token))
         }
         let rows = try await connection.query("""
-            SELECT seq, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
-                   CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
-                   CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
-                   CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
-                   CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
+            SELECT seq, \(unescaped: boundedColumns)
             FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
             """, logger: logger)
         page.changes = try await decodeChanges(rows)
@@ -158,11 +154,7 @@ package struct ServerStatements: Sendable {
             last = found
         }
         let rows = try await connection.query("""
-            SELECT version, CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
-                   CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
-                   CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
-                   CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
-                   CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
+            SELECT version, \(unescaped: boundedColumns)
             FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
             """, logger: logger)
         return (last, try await decodeChanges(rows))
@@ -190,6 +182,19 @@ package struct ServerStatements: Sendable {
                 """, logger: logger)
             return horizon
         }
+    }
+
+    /// The columns of a log or state row after its sequence number, each variable-length one with its
+    /// limit applied in the statement (``decodeChanges(_:)`` reads them): device, kind, name, key, the
+    /// value's length, the value, clock and token.
+    private var boundedColumns: String {
+        """
+        CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
+               CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
+               CASE WHEN octet_length(name) <= \(Self.maxNameBytes) THEN name END,
+               CASE WHEN octet_length(key) <= \(Store.maxKeySize) THEN key END, octet_length(value),
+               CASE WHEN octet_length(value) <= \(maxValueBytes) THEN value END, hlc, token
+        """
     }
 
     /// The longest device id, kind or name read from the server; longer ones are refused unread (and

@@ -613,6 +613,47 @@ extension GatewayTests {
     }
 }
 
+extension GatewayTests {
+    /// What one client can make the gateway hold is bounded: connections, bodies (each, and all
+    /// together), and live streams per credential.
+    @Test func connectionsBodiesAndStreamsPerCredentialAreCapped() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("caps")
+        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group).token
+        var options = SyncGateway.Options()
+        options.limits.maxConnections = 3
+        options.limits.maxBodyBytes = 4_096
+        options.limits.maxBufferedBytes = 2_048
+        options.limits.maxStreamsPerCredential = 2
+        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let bound = Locked<String?>(nil)
+        let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { url in bound.withLock { $0 = url } } }
+        #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
+        let url = try #require(bound.withLock { $0 })
+        let auth = ["Authorization: Bearer \(token)", "KVSync-Group: \(group)"]
+        // A body over the per-request limit, and one under it but over what all bodies may hold.
+        let huge = try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 5_000))
+        #expect(huge.status == 413 && huge.text.contains("over 4096 bytes"), "\(huge.text)")
+        let busy = try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 3_000))
+        #expect(busy.status == 503 && busy.text.contains("busy"), "\(busy.text)")
+        // Two live streams for the credential; a third is refused (429), and the two still work.
+        let followers = try (0..<2).map { _ in try LiveFollower(url, token: token, group: group) }
+        #expect(await eventuallyAsync(30) { followers.allSatisfy { $0.count == 1 } })
+        let third = try LiveFollower(url, token: token, group: group)
+        let refused = await third.task.value
+        #expect("\(String(describing: refused))".contains("too many live streams for this credential (2)"), "\(String(describing: refused))")
+        // Three connections open (the two streams and one idle): a fourth is refused before its body.
+        let idle = try RawHTTP.connect(url)
+        defer { close(idle) }
+        try await Task.sleep(for: .milliseconds(200))
+        let over = try RawHTTP.request(url, "GET /v1/hello", headers: auth)
+        #expect(over.status == 503 && over.text.contains("too many connections (3)"), "\(over.text)")
+        gateway.shutdown()
+        for follower in followers { _ = await follower.task.value }
+        try await running.value
+    }
+}
+
 /// `body` until it is true, or `seconds` pass.
 func eventuallyAsync(_ seconds: Double, _ body: @Sendable () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))

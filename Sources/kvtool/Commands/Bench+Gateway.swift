@@ -59,12 +59,12 @@ extension Bench {
         }
 
         /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
-        /// stream; returns it and its URL.
+        /// stream (the devices of a group share its token here); returns it and its URL.
         func startGateway(_ cluster: LocalPostgresCluster) throws -> (Process, SyncGatewayURL) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
             process.arguments = ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:0",
-                                 "--rate", "1000000", "--max-connections", "100000"]
+                                 "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
             let output = Pipe()
             process.standardOutput = output
             try process.run()

@@ -15,7 +15,7 @@ extension SyncCommand {
         var database: String?
 
         func url() throws -> ServerURL {
-            guard let text = database ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else {
+            guard let text = SyncCommand.given(database, orEnvironment: "KVSTORE_SYNC_SERVER") else {
                 throw CLIError(.usage, "no database: pass --database URL or set KVSTORE_SYNC_SERVER")
             }
             if SyncGatewayURL.isGateway(text) { throw CLIError(.usage, "--database takes a postgres:// URL, not a gateway's") }
@@ -144,11 +144,16 @@ extension SyncCommand {
         var jwtPublicKey: String?
         @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
+        @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
+        var maxStreamsPerCredential: Int = 16
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
             guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
+            guard (1...1_000_000).contains(maxStreamsPerCredential) else {
+                throw ValidationError("--max-streams-per-credential must be from 1 to 1000000")
+            }
             _ = try hostAndPort()
         }
 
@@ -171,6 +176,7 @@ extension SyncCommand {
             options.limits.requestsPerSecond = rate
             options.limits.burst = max(rate * 4, 1)
             options.limits.maxConnections = maxConnections
+            options.limits.maxStreamsPerCredential = maxStreamsPerCredential
             var keys: [JWTVerifier.Key] = []
             if let jwtSecretFile {
                 guard let secret = FileManager.default.contents(atPath: jwtSecretFile) else {

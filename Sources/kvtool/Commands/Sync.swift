@@ -20,6 +20,12 @@ struct SyncCommand: ParsableCommand {
             """,
         subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Token.self, Gateway.self])
 
+    /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
+    static func given(_ value: String?, orEnvironment name: String) -> String? {
+        guard let text = value ?? ProcessInfo.processInfo.environment[name], !text.isEmpty else { return nil }
+        return text
+    }
+
     /// Where `sync run` syncs: the database itself, or a gateway with a credential.
     enum Endpoint {
         case direct(ServerURL)
@@ -35,10 +41,7 @@ struct SyncCommand: ParsableCommand {
         @Option(name: .customLong("ca-file"), help: "PEM certificates to trust for an https:// gateway instead of the system's.")
         var caFile: String?
 
-        var text: String? {
-            guard let text = server ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_SERVER"], !text.isEmpty else { return nil }
-            return text
-        }
+        var text: String? { SyncCommand.given(server, orEnvironment: "KVSTORE_SYNC_SERVER") }
 
         /// The database's URL (commands that need the database itself).
         func url() throws -> ServerURL {
@@ -57,7 +60,7 @@ struct SyncCommand: ParsableCommand {
                 if caFile != nil { throw CLIError(.usage, "--ca-file is for an https:// gateway") }
                 return .direct(try ServerURL(text))
             }
-            guard let token = token ?? ProcessInfo.processInfo.environment["KVSTORE_SYNC_TOKEN"], !token.isEmpty else {
+            guard let token = SyncCommand.given(token, orEnvironment: "KVSTORE_SYNC_TOKEN") else {
                 throw CLIError(.usage, "a gateway needs a credential: pass --token TOKEN or set KVSTORE_SYNC_TOKEN")
             }
             return .gateway(try SyncGatewayURL(text, caFile: caFile), token: token)
