@@ -20,11 +20,12 @@ import TestSupport
         }
         walk(KVTool.self, path: "kvtool")
         // The whole tree was walked: kvtool and every command under it (38), with `sync` and its
-        // subcommands (with `sync quarantine`, its `list` and `retry`) and `demo machine` (10) only under
-        // the PostgreSQL trait, and `serve` under Serve.
+        // subcommands (with `sync quarantine`, its `list` and `retry`, `sync token` and its `issue`,
+        // `list` and `revoke`, and `sync gateway`), `demo machine` and `bench sync` and `bench gateway`
+        // (16) only under the PostgreSQL trait, and `serve` under Serve.
         var expected = 38
         #if PostgreSQL
-        expected += 10
+        expected += 16
         #endif
         #if Serve
         expected += 1

@@ -257,9 +257,14 @@ import Workloads
         #endif
     }
 
-    /// Step 12: machine B converged with this one through the demo's own PostgreSQL cluster.
+    /// Step 12: machine B converged with this one through the demo's own PostgreSQL cluster, this
+    /// machine directly and B through a sync gateway with a token it was issued.
     private func expectSecondMachine(_ lines: [String]) throws {
-        try #require(lines.first == "12. a second machine, through PostgreSQL", "\(lines.prefix(3))")
+        try #require(lines.first == "12. a second machine, through a sync gateway in front of PostgreSQL", "\(lines.prefix(3))")
+        #expect(lines.contains { $0.hasPrefix("   gateway listening on http://127.0.0.1:") }, "\(lines)")
+        // The token is shown only by its prefix.
+        let issued = try #require(lines.first { $0.hasPrefix("   issued kvs1_") })
+        #expect(issued.contains("… (48 characters, shown once;"), "\(issued)")
         // B's first sync pulled the year and woke B's widget, which showed the same dashboard as A's.
         let pushed = try #require(lines.first { $0.hasPrefix("   pushed ") && $0.contains(", pulled 0,") })
         let count = try #require(pushed.split(separator: " ").dropFirst().first.flatMap { Int($0.dropLast()) })
@@ -285,6 +290,7 @@ import Workloads
         let average = try #require(edit.components(separatedBy: "average ").last?.prefix(4))
         #expect(widgets[1].contains("total \(average)"), "\(widgets[1]) vs \(edit)")
         #expect(lines.contains { $0.hasPrefix("   from the start of A's push process to B's widget showing the record: ") })
-        #expect(lines.contains("   the cluster is stopped; machine B's root is removed"))
+        #expect(lines.contains("   gateway drained and stopped"), "\(lines.suffix(4))")
+        #expect(lines.contains("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed"))
     }
 }
