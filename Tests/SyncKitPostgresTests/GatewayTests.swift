@@ -17,31 +17,32 @@ import Glibc
     static func group(_ name: String) -> String { "group.com.example.gateway.\(name)" }
 
     /// `kvtool sync gateway` on a free port (or `port`); returns the process and the URL it printed first.
-    static func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: [String] = []) throws -> (BackgroundProcess, String) {
+    static func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: [String] = []) async throws -> (BackgroundProcess, String) {
         let process = try BackgroundProcess(productsDirectory() + "/kvtool",
                                             ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:\(port)"] + extra)
-        guard let line = process.waitForLine(timeout: 60, where: { $0.hasPrefix("gateway listening on ") }) else {
-            let ended = process.wait(timeout: 5)
+        let line = try await offPool { process.waitForLine(timeout: 60, where: { $0.hasPrefix("gateway listening on ") }) }
+        guard let line else {
+            let ended = try await offPool { process.wait(timeout: 5) }
             throw ReplicationError.server("the gateway did not start: \(ended.stderr)")
         }
         return (process, String(line.dropFirst("gateway listening on ".count)))
     }
 
     /// `kvtool sync token issue … ARGS`: the token it printed (its whole output).
-    static func issue(_ cluster: LocalPostgresCluster, _ arguments: [String]) throws -> String {
-        let result = try run(productsDirectory() + "/kvtool", ["sync", "token", "issue", "--database", cluster.tcpURL.description] + arguments)
+    static func issue(_ cluster: LocalPostgresCluster, _ arguments: [String]) async throws -> String {
+        let result = try await kvtoolRun(["sync", "token", "issue", "--database", cluster.tcpURL.description] + arguments)
         #expect(result.status == 0, "\(result.stderr)")
         return result.stdout.trimmingCharacters(in: .newlines)
     }
 
     @Test func devicesOfOneGroupConvergeThroughAGatewayWithTheirOwnTokens() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("converge")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
         #expect(url.hasPrefix("http://127.0.0.1:"))
-        let tokenA = try Self.issue(cluster, ["--group", group, "--device", "a"])
-        let tokenB = try Self.issue(cluster, ["--group", group, "--device", "b"])
+        let tokenA = try await Self.issue(cluster, ["--group", group, "--device", "a"])
+        let tokenB = try await Self.issue(cluster, ["--group", group, "--device", "b"])
         // Only the token: kvs1_ and 43 characters of base64url, 256 bits.
         #expect(SyncTokens.isWellFormed(tokenA) && tokenA != tokenB, "\(tokenA)")
         // The database keeps the SHA-256 only.
@@ -54,7 +55,7 @@ import Glibc
         try b.put("only b", "b1")
         try a.settings.set("dark", forKey: "theme")
         for (device, token) in [(a, tokenA), (b, tokenB), (a, tokenA)] {
-            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
             #expect(result.status == 0, "\(result.stderr)")
         }
         #expect(try a.noteLines() == ["a1=only a", "b1=only b", "shared=from a"])
@@ -73,7 +74,7 @@ import Glibc
                                      environment: environment)
         #expect(viaEnvironment.status == 0, "\(viaEnvironment.stderr)")
         for (device, token) in [(b, tokenB), (a, tokenA)] {
-            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
             #expect(result.status == 0, "\(result.stderr)")
         }
         #expect(try a.notes.get("shared") == "b's later edit")
@@ -83,7 +84,7 @@ import Glibc
         // The replicator API takes the gateway and a credential too.
         let c = try Device(group: group)
         let replicator = try Replicator(container: c.container, gateway: SyncGatewayURL(url),
-                                        token: try Self.issue(cluster, ["--group", group]), targets: c.targets)
+                                        token: try await Self.issue(cluster, ["--group", group]), targets: c.targets)
         let ran = try await replicator.sync()
         #expect(ran.pulled >= 3)
         #expect(try c.noteLines() == a.noteLines())
@@ -92,52 +93,52 @@ import Glibc
         await replicator.close()
     }
 
-    @Test func everyRefusedCredentialGetsExit77AndOneLineWithoutTheToken() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func everyRefusedCredentialGetsExit77AndOneLineWithoutTheToken() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("refused")
         let other = Self.group("other")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
         let device = try Device(group: group)
         try device.put("v", "k")
-        func sync(_ token: String?) throws -> ProcessResult {
-            try device.kvtool(["sync", "run", "--once", "--server", url] + (token.map { ["--token", $0] } ?? []))
+        func sync(_ token: String?) async throws -> ProcessResult {
+            try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url] + (token.map { ["--token", $0] } ?? []))
         }
-        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-            let result = try sync(token)
+        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let result = try await sync(token)
             #expect(result.status == 77, "\(result.stderr)", sourceLocation: sourceLocation)
             #expect(result.stderr.split(separator: "\n").count == 1 && result.stderr.contains(reason), "\(result.stderr)",
                     sourceLocation: sourceLocation)
             #expect(!result.stderr.contains(token) && !result.stdout.contains(token), sourceLocation: sourceLocation)
         }
         // Missing: a usage error before anything is sent; not a token at all: refused locally.
-        #expect(try sync(nil).status == 64)
-        let garbage = try sync("not-a-token")
+        #expect(try await sync(nil).status == 64)
+        let garbage = try await sync("not-a-token")
         #expect(garbage.status == 65 && garbage.stderr.contains("not one `kvtool sync token issue` prints"), "\(garbage.stderr)")
         // The form of a token, but none the database issued.
-        try expectRefused(SyncTokens.prefix + String(repeating: "A", count: 43), "not known here")
+        try await expectRefused(SyncTokens.prefix + String(repeating: "A", count: 43), "not known here")
         // Another group's.
-        try expectRefused(try Self.issue(cluster, ["--group", other]), "for another group than \(group)")
+        try await expectRefused(try await Self.issue(cluster, ["--group", other]), "for another group than \(group)")
         // Revoked, by id and by device.
-        let revokedByID = try Self.issue(cluster, ["--group", group, "--device", "lost-phone"])
-        #expect(try sync(revokedByID).status == 0)
+        let revokedByID = try await Self.issue(cluster, ["--group", group, "--device", "lost-phone"])
+        #expect(try await sync(revokedByID).status == 0)
         let id = try cluster.psql("SELECT id FROM kvsync_tokens WHERE device = 'lost-phone'").trimmingCharacters(in: .whitespacesAndNewlines)
-        let revoke = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
+        let revoke = try await kvtoolRun(["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
         #expect(revoke.status == 0 && revoke.stdout.contains("revoked 1 credential"), "\(revoke.stdout)\(revoke.stderr)")
-        try expectRefused(revokedByID, "was revoked")
-        let again = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
+        try await expectRefused(revokedByID, "was revoked")
+        let again = try await kvtoolRun(["sync", "token", "revoke", "--database", cluster.tcpURL.description, "--id", id])
         #expect(again.status == 1, "\(again.stderr)")
-        let byDevice = try Self.issue(cluster, ["--group", group, "--device", "old-tablet"])
-        let revokeDevice = try run(productsDirectory() + "/kvtool", ["sync", "token", "revoke", "--database", cluster.tcpURL.description,
+        let byDevice = try await Self.issue(cluster, ["--group", group, "--device", "old-tablet"])
+        let revokeDevice = try await kvtoolRun(["sync", "token", "revoke", "--database", cluster.tcpURL.description,
                                                                      "--device", "old-tablet", "--group", group])
         #expect(revokeDevice.status == 0, "\(revokeDevice.stderr)")
-        try expectRefused(byDevice, "was revoked")
+        try await expectRefused(byDevice, "was revoked")
         // Expired.
-        let shortLived = try Self.issue(cluster, ["--group", group, "--expires-in", "1"])
-        usleep(1_500_000)
-        try expectRefused(shortLived, "has expired")
+        let shortLived = try await Self.issue(cluster, ["--group", group, "--expires-in", "1"])
+        try await Task.sleep(for: .milliseconds(1_500))
+        try await expectRefused(shortLived, "has expired")
         // The list shows them all, and never a token.
-        let list = try run(productsDirectory() + "/kvtool", ["sync", "token", "list", "--database", cluster.tcpURL.description,
+        let list = try await kvtoolRun(["sync", "token", "list", "--database", cluster.tcpURL.description,
                                                              "--group", group, "--json"])
         #expect(list.status == 0 && list.stdout.contains("\"device\":\"lost-phone\"") && list.stdout.contains("\"revokedAt\":\"20"), "\(list.stdout)")
         #expect(!list.stdout.contains(SyncTokens.prefix))
@@ -146,16 +147,16 @@ import Glibc
     }
 
     @Test func aReadOnlyCredentialPullsAndNeverPushes() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("read-only")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
         let writer = try Device(group: group), reader = try Device(group: group)
         try writer.put("published", "k")
-        #expect(try writer.kvtool(["sync", "run", "--once", "--server", url, "--token", try Self.issue(cluster, ["--group", group])]).status == 0)
-        let readOnly = try Self.issue(cluster, ["--group", group, "--device", "widget", "--read-only"])
+        #expect(try await writer.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", try await Self.issue(cluster, ["--group", group])]).status == 0)
+        let readOnly = try await Self.issue(cluster, ["--group", group, "--device", "widget", "--read-only"])
         try reader.put("local only", "mine")
-        let result = try reader.kvtool(["sync", "run", "--once", "--server", url, "--token", readOnly])
+        let result = try await reader.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", readOnly])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("pushed 0, pulled 1"), "\(result.stdout)")
         #expect(try reader.notes.get("k") == "published")
@@ -178,15 +179,15 @@ import Glibc
 
     /// The isolation is PostgreSQL's: the gateway's role, scoped to one group, can neither see nor
     /// change another's rows, even through statements no gateway sends.
-    @Test func theGatewaysRoleScopedToOneGroupCannotReachAnotherEvenWithRawSQL() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func theGatewaysRoleScopedToOneGroupCannotReachAnotherEvenWithRawSQL() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let mine = Self.group("mine"), theirs = Self.group("theirs")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
         for group in [mine, theirs] {
             let device = try Device(group: group)
             try device.put("secret of \(group)", "k")
-            #expect(try device.kvtool(["sync", "run", "--once", "--server", url, "--token", try Self.issue(cluster, ["--group", group])]).status == 0)
+            #expect(try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", try await Self.issue(cluster, ["--group", group])]).status == 0)
         }
         // The role: no superuser, no BYPASSRLS, owns nothing; every kvsync table has RLS.
         #expect(try cluster.psql("SELECT rolsuper::text || rolbypassrls::text || rolcanlogin::text FROM pg_roles WHERE rolname = 'kvsync_gateway'")
@@ -228,12 +229,12 @@ import Glibc
         #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 2)
     }
 
-    @Test func theProtocolRefusesOtherVersionsAndMalformedRequestsInOneLine() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func theProtocolRefusesOtherVersionsAndMalformedRequestsInOneLine() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("protocol")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
-        let token = try Self.issue(cluster, ["--group", group])
+        let token = try await Self.issue(cluster, ["--group", group])
         let auth = ["Authorization: Bearer \(token)", "KVSync-Group: \(group)"]
         let v2 = try RawHTTP.request(url, "GET /v2/hello", headers: auth)
         #expect(v2.status == 400 && v2.text == "unsupported sync protocol version 2: this gateway speaks version 1\n", "\(v2.text)")
@@ -257,7 +258,7 @@ import Glibc
     }
 
     @Test func aClientThatTricklesItsRequestHeadIsCutOffAtTheDeadline() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         var options = SyncGateway.Options()
         options.limits.requestTimeout = .seconds(1)
         let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
@@ -267,20 +268,22 @@ import Glibc
         let address = try #require(url.withLock { $0 })
         let started = ContinuousClock.now
         // One header byte every 200 ms: without a deadline on the head, this would hold the slot for good.
-        let closedAfter = try RawHTTP.trickle(address, bytes: Array("GET /v1/hello HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + Array(repeating: 0x61, count: 200),
-                                              every: .milliseconds(200))
+        let closedAfter = try await offPool {
+            try RawHTTP.trickle(address, bytes: Array("GET /v1/hello HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + Array(repeating: 0x61, count: 200),
+                                every: .milliseconds(200))
+        }
         #expect(closedAfter < .seconds(BuildScale.seconds(5)), "\(closedAfter)")
         #expect(ContinuousClock.now - started < .seconds(BuildScale.seconds(10)))
         gateway.shutdown()
         try await running.value
     }
 
-    @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("kill")
         let port = try LocalPostgresCluster.freePort()
-        var (gateway, url) = try Self.startGateway(cluster, port: port)
-        let token = try Self.issue(cluster, ["--group", group])
+        var (gateway, url) = try await Self.startGateway(cluster, port: port)
+        let token = try await Self.issue(cluster, ["--group", group])
         let a = try Device(group: group), b = try Device(group: group)
         let count = 6_000
         try a.write { tx in
@@ -288,16 +291,16 @@ import Glibc
         }
         let push = try a.kvtoolInBackground(["sync", "run", "--once", "--server", url, "--token", token, "--batch-size", "200"])
         // Kill the gateway once some, not all, of the batches are in.
-        #expect(eventually(60, every: 2_000) { ((try? cluster.count("SELECT count(*) FROM kvsync_changes")) ?? 0) > 0 })
+        #expect(await eventuallyAsync(60) { ((try? cluster.count("SELECT count(*) FROM kvsync_changes")) ?? 0) > 0 })
         gateway.kill(SIGKILL)
-        _ = gateway.wait(timeout: 10)
-        let interrupted = push.wait(timeout: 120)
+        _ = try await offPool { [gateway] in gateway.wait(timeout: 10) }
+        let interrupted = try await offPool { push.wait(timeout: 120) }
         let before = try cluster.count("SELECT count(*) FROM kvsync_changes")
         print("[gateway] kill -9 mid-push: \(before) of \(count) changes in, the device exited \(interrupted.status)")
-        (gateway, url) = try Self.startGateway(cluster, port: port)
+        (gateway, url) = try await Self.startGateway(cluster, port: port)
         defer { gateway.kill(SIGKILL) }
         for device in [a, b, a, b] {
-            let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
             #expect(result.status == 0, "\(result.stderr)")
         }
         // Each change once in the log, each key once in B.
@@ -310,48 +313,48 @@ import Glibc
         #expect(pulled.transactions?.flatMap(\.entries).count == count)
     }
 
-    @Test func sigtermDrainsTheGatewayAndItExitsCleanly() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func sigtermDrainsTheGatewayAndItExitsCleanly() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("drain")
-        let (gateway, url) = try Self.startGateway(cluster)
-        let token = try Self.issue(cluster, ["--group", group])
+        let (gateway, url) = try await Self.startGateway(cluster)
+        let token = try await Self.issue(cluster, ["--group", group])
         let a = try Device(group: group)
         try a.put("v", "k")
-        #expect(try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token]).status == 0)
+        #expect(try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token]).status == 0)
         gateway.kill(SIGTERM)
-        let ended = gateway.wait(timeout: 30)
+        let ended = try await offPool { gateway.wait(timeout: 30) }
         #expect(!gateway.timedOut)
         #expect(ended.status == 0, "\(ended.stderr)")
         #expect(ended.lines.last == "gateway drained and stopped", "\(ended.lines)")
         // Gone: a device's next round fails in one line, and its change is not lost.
         try a.put("w", "k2")
-        let after = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+        let after = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
         #expect(after.status == 74 && after.stderr.contains("cannot connect to the sync gateway"), "\(after.stderr)")
         #expect(try a.status().pendingChanges == 1)
     }
 
-    @Test func tlsWithAPrivateCAAndAnUntrustedCertificateRefused() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func tlsWithAPrivateCAAndAnUntrustedCertificateRefused() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("tls")
-        let pki = try TestPKI()
-        let (gateway, url) = try Self.startGateway(cluster, extra: ["--tls-certificate", pki.serverCertificate, "--tls-key", pki.serverKey])
+        let pki = try await offPool { try TestPKI() }
+        let (gateway, url) = try await Self.startGateway(cluster, extra: ["--tls-certificate", pki.serverCertificate, "--tls-key", pki.serverKey])
         defer { gateway.kill(SIGKILL) }
         #expect(url.hasPrefix("https://127.0.0.1:"), "\(url)")
-        let token = try Self.issue(cluster, ["--group", group])
+        let token = try await Self.issue(cluster, ["--group", group])
         let a = try Device(group: group)
         try a.put("over tls", "k")
         // Trusted through --ca-file.
-        let trusted = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.caCertificate])
+        let trusted = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.caCertificate])
         #expect(trusted.status == 0, "\(trusted.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 1)
         // Not by the system's roots, nor by another CA: refused, and nothing sent in the clear.
         try a.put("again", "k2")
-        let system = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+        let system = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
         #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
-        let wrongCA = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.otherCACertificate])
+        let wrongCA = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token, "--ca-file", pki.otherCACertificate])
         #expect(wrongCA.status == 74 && wrongCA.stderr.lowercased().contains("certificate"), "\(wrongCA.stderr)")
         // No plaintext fallback: http:// to the TLS port gets no answer it can use.
-        let plain = try a.kvtool(["sync", "run", "--once", "--server", url.replacingOccurrences(of: "https://", with: "http://"), "--token", token])
+        let plain = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url.replacingOccurrences(of: "https://", with: "http://"), "--token", token])
         #expect(plain.status == 74, "\(plain.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 1)
         #expect(try a.status().pendingChanges == 1)
@@ -370,15 +373,15 @@ extension GatewayTests {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    @Test func jwtsSignedByTheAppsBackendAreAcceptedAndForgedOnesRefused() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func jwtsSignedByTheAppsBackendAreAcceptedAndForgedOnesRefused() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("jwt")
         let keys = TemporaryDirectory()
         let secret = Array("a shared secret of at least thirty-two bytes".utf8)
         try Data(secret).write(to: URL(fileURLWithPath: keys.path + "/secret"))
         let signing = P256.Signing.PrivateKey()
         try signing.publicKey.pemRepresentation.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
-        let (gateway, url) = try Self.startGateway(cluster, extra: ["--jwt-hs256-secret-file", keys.path + "/secret",
+        let (gateway, url) = try await Self.startGateway(cluster, extra: ["--jwt-hs256-secret-file", keys.path + "/secret",
                                                                     "--jwt-es256-public-key", keys.path + "/public.pem"])
         defer { gateway.kill(SIGKILL) }
         let hour = Int(Date().timeIntervalSince1970) + 3600
@@ -391,39 +394,39 @@ extension GatewayTests {
         let a = try Device(group: group), b = try Device(group: group)
         try a.put("signed by the backend", "k")
         // HS256 from one device, ES256 from another: both sync.
-        let viaHS = try a.kvtool(["sync", "run", "--once", "--server", url, "--token",
+        let viaHS = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token",
                                   hs256("{\"group\":\"\(group)\",\"sub\":\"user-1\",\"exp\":\(hour)}")])
         #expect(viaHS.status == 0, "\(viaHS.stderr)")
-        let viaES = try b.kvtool(["sync", "run", "--once", "--server", url, "--token",
+        let viaES = try await b.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token",
                                   try es256("{\"group\":\"\(group)\",\"device\":\"tablet\",\"exp\":\(hour)}")])
         #expect(viaES.status == 0, "\(viaES.stderr)")
         #expect(try b.notes.get("k") == "signed by the backend")
 
-        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        func expectRefused(_ token: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
             try a.put("attempt", "refused-\(reason.count)")
-            let result = try a.kvtool(["sync", "run", "--once", "--server", url, "--token", token])
+            let result = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
             #expect(result.status == 77 && result.stderr.contains(reason), "\(result.stderr)", sourceLocation: sourceLocation)
             #expect(result.stderr.split(separator: "\n").count == 1 && !result.stderr.contains(token), sourceLocation: sourceLocation)
         }
         let claims = "{\"group\":\"\(group)\",\"exp\":\(hour)}"
         // A bad signature: another secret, or the claims changed after signing.
-        try expectRefused(hs256(claims, key: Array("another secret, also thirty-two bytes long".utf8)), "bad signature")
+        try await expectRefused(hs256(claims, key: Array("another secret, also thirty-two bytes long".utf8)), "bad signature")
         let genuine = try es256(claims).split(separator: ".")
-        try expectRefused([genuine[0], Substring(Self.base64URL(Array("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}".utf8))), genuine[2]]
+        try await expectRefused([genuine[0], Substring(Self.base64URL(Array("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}".utf8))), genuine[2]]
             .joined(separator: "."), "bad signature")
         // alg none, with an empty signature.
-        try expectRefused(Self.base64URL(Array("{\"alg\":\"none\"}".utf8)) + "." + Self.base64URL(Array(claims.utf8)) + ".",
+        try await expectRefused(Self.base64URL(Array("{\"alg\":\"none\"}".utf8)) + "." + Self.base64URL(Array(claims.utf8)) + ".",
                           "signed with none")
         // Expired, and not valid yet.
-        try expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour - 7200)}"), "has expired")
-        try expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour),\"nbf\":\(hour - 60)}"), "not valid yet")
+        try await expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour - 7200)}"), "has expired")
+        try await expectRefused(hs256("{\"group\":\"\(group)\",\"exp\":\(hour),\"nbf\":\(hour - 60)}"), "not valid yet")
         // No exp, no group, another group.
-        try expectRefused(hs256("{\"group\":\"\(group)\"}"), "no exp claim")
-        try expectRefused(hs256("{\"exp\":\(hour)}"), "no group claim")
-        try expectRefused(hs256("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}"), "for another group")
+        try await expectRefused(hs256("{\"group\":\"\(group)\"}"), "no exp claim")
+        try await expectRefused(hs256("{\"exp\":\(hour)}"), "no group claim")
+        try await expectRefused(hs256("{\"group\":\"\(Self.group("other"))\",\"exp\":\(hour)}"), "for another group")
         // A read-only claim pulls only.
         try a.put("not sent", "read-only-write")
-        let readOnly = try a.kvtool(["sync", "run", "--once", "--server", url, "--token",
+        let readOnly = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token",
                                      hs256("{\"group\":\"\(group)\",\"exp\":\(hour),\"read_only\":true}")])
         #expect(readOnly.status == 0 && readOnly.stdout.contains("pushed 0"), "\(readOnly.stdout)\(readOnly.stderr)")
         #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 1)
@@ -431,14 +434,14 @@ extension GatewayTests {
 
     /// A gateway given only an ES256 public key refuses an HS256 token whose HMAC secret is that public
     /// key: the algorithm confusion of libraries that let the token choose.
-    @Test func hs256SignedWithTheES256PublicKeyIsRefused() throws {
-        let cluster = try LocalPostgresCluster()
+    @Test func hs256SignedWithTheES256PublicKeyIsRefused() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("confusion")
         let keys = TemporaryDirectory()
         let signing = P256.Signing.PrivateKey()
         let pem = signing.publicKey.pemRepresentation
         try pem.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
-        let (gateway, url) = try Self.startGateway(cluster, extra: ["--jwt-es256-public-key", keys.path + "/public.pem"])
+        let (gateway, url) = try await Self.startGateway(cluster, extra: ["--jwt-es256-public-key", keys.path + "/public.pem"])
         defer { gateway.kill(SIGKILL) }
         let hour = Int(Date().timeIntervalSince1970) + 3600
         let forged = Self.jwt("{\"alg\":\"HS256\"}", "{\"group\":\"\(group)\",\"exp\":\(hour)}") {
@@ -446,13 +449,13 @@ extension GatewayTests {
         }
         let device = try Device(group: group)
         try device.put("forged", "k")
-        let result = try device.kvtool(["sync", "run", "--once", "--server", url, "--token", forged])
+        let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", forged])
         #expect(result.status == 77 && result.stderr.contains("signed with HS256, which this gateway does not accept"), "\(result.stderr)")
         #expect(try cluster.count("SELECT count(*) FROM kvsync_changes") == 0)
         // And a gateway without JWT keys takes none at all.
-        let (plain, plainURL) = try Self.startGateway(cluster)
+        let (plain, plainURL) = try await Self.startGateway(cluster)
         defer { plain.kill(SIGKILL) }
-        let none = try device.kvtool(["sync", "run", "--once", "--server", plainURL, "--token", forged])
+        let none = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", plainURL, "--token", forged])
         #expect(none.status == 77 && none.stderr.contains("not a sync token"), "\(none.stderr)")
     }
 }
@@ -482,26 +485,26 @@ extension GatewayTests {
     /// Two gateways on one database: a device live on one sees the commits a device of its group makes
     /// through the other, and not those of another group.
     @Test func twoGatewaysOnOneDatabaseFanOutCommitsToTheirGroupsLiveDevices() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("live"), other = Self.group("live-other")
-        let (first, firstURL) = try Self.startGateway(cluster)
+        let (first, firstURL) = try await Self.startGateway(cluster)
         defer { first.kill(SIGKILL) }
-        let (second, secondURL) = try Self.startGateway(cluster)
+        let (second, secondURL) = try await Self.startGateway(cluster)
         defer { second.kill(SIGKILL) }
-        let token = try Self.issue(cluster, ["--group", group])
-        let otherToken = try Self.issue(cluster, ["--group", other])
+        let token = try await Self.issue(cluster, ["--group", group])
+        let otherToken = try await Self.issue(cluster, ["--group", other])
         let follower = try LiveFollower(firstURL, token: token, group: group)
         // The stream opened (its hello wakes the device once).
         #expect(await eventuallyAsync(30) { follower.count == 1 })
         let writer = try Device(group: other)
         try writer.put("another group's", "k")
-        #expect(try writer.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", otherToken]).status == 0)
+        #expect(try await writer.kvtoolOffPool(["sync", "run", "--once", "--server", secondURL, "--token", otherToken]).status == 0)
         try await Task.sleep(for: .milliseconds(500))
         #expect(follower.count == 1, "another group's commit woke this group's device")
         let mine = try Device(group: group)
         try mine.put("through the second gateway", "k")
         let started = ContinuousClock.now
-        #expect(try mine.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
+        #expect(try await mine.kvtoolOffPool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
         #expect(await eventuallyAsync(30) { follower.count == 2 })
         print("[gateway] a commit through the second gateway reached the first one's live device \(ContinuousClock.now - started) after the pushing process started")
 
@@ -514,7 +517,7 @@ extension GatewayTests {
         let live = Task { try await replicator.run(until: ContinuousClock.now + .seconds(60)) }
         #expect(await eventuallyAsync(30) { (try? reader.notes.get("k")) == "through the second gateway" })
         try mine.put("later", "k")
-        #expect(try mine.kvtool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
+        #expect(try await mine.kvtoolOffPool(["sync", "run", "--once", "--server", secondURL, "--token", token]).status == 0)
         #expect(await eventuallyAsync(30) { (try? reader.notes.get("k")) == "later" })
         live.cancel()
         _ = try? await live.value
@@ -522,11 +525,11 @@ extension GatewayTests {
     }
 
     @Test func aRevokedCredentialsLiveStreamClosesWithinFiveSeconds() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("revoke-live")
-        let (gateway, url) = try Self.startGateway(cluster)
+        let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
-        let token = try Self.issue(cluster, ["--group", group, "--device", "stolen"])
+        let token = try await Self.issue(cluster, ["--group", group, "--device", "stolen"])
         let follower = try LiveFollower(url, token: token, group: group)
         #expect(await eventuallyAsync(30) { follower.count == 1 })
         let revoked = ContinuousClock.now
@@ -544,10 +547,10 @@ extension GatewayTests {
     }
 
     @Test func sigtermClosesLiveStreamsCleanlyAndTheGatewayExits() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("drain-live")
-        let (gateway, url) = try Self.startGateway(cluster)
-        let token = try Self.issue(cluster, ["--group", group])
+        let (gateway, url) = try await Self.startGateway(cluster)
+        let token = try await Self.issue(cluster, ["--group", group])
         let followers = try (0..<3).map { _ in try LiveFollower(url, token: token, group: group) }
         #expect(await eventuallyAsync(30) { followers.allSatisfy { $0.count == 1 } })
         gateway.kill(SIGTERM)
@@ -555,7 +558,7 @@ extension GatewayTests {
             let ended = await follower.task.value
             #expect(ended == nil, "a stream ended with \(String(describing: ended)) instead of closing cleanly")
         }
-        let exited = gateway.wait(timeout: 30)
+        let exited = try await offPool { gateway.wait(timeout: 30) }
         #expect(!gateway.timedOut && exited.status == 0, "\(exited.stderr)")
     }
 }
@@ -564,8 +567,8 @@ extension GatewayTests {
     /// The direct path for trusted machines, over TLS: `sslmode=verify-full` with the server's CA, or
     /// `require`; the server here accepts TCP connections over TLS only (`hostssl`).
     @Test func directURLsWithSslmodeUseTLSAndVerifyFullChecksTheCertificate() async throws {
-        let cluster = try LocalPostgresCluster()
-        let pki = try TestPKI()
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let pki = try await offPool { try TestPKI() }
         try cluster.stop()
         let data = cluster.dataDirectory
         for (from, to) in [(pki.serverCertificate, "server.crt"), (pki.serverKey, "server.key")] {
@@ -584,30 +587,30 @@ extension GatewayTests {
         let device = try Device(group: group)
         try device.put("over tls", "k")
         let base = "postgres://kv@127.0.0.1:\(cluster.port)/kv"
-        let verified = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)"])
+        let verified = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)"])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 1)
         try device.put("again", "k2")
-        let required = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=require"])
+        let required = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base + "?sslmode=require"])
         #expect(required.status == 0, "\(required.stderr)")
         // In the clear, the server refuses (hostssl only); against another CA or the system's roots, the
         // device refuses the server.
         try device.put("not sent", "k3")
-        let plain = try device.kvtool(["sync", "run", "--once", "--server", base])
+        let plain = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base])
         #expect(plain.status == 74 && plain.stderr.contains("no encryption"), "\(plain.stderr)")
-        let wrongCA = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.otherCACertificate)"])
+        let wrongCA = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full&sslrootcert=\(pki.otherCACertificate)"])
         #expect(wrongCA.status == 74 && wrongCA.stderr.lowercased().contains("certificate"), "\(wrongCA.stderr)")
-        let system = try device.kvtool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full"])
+        let system = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full"])
         #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 2)
         // The gateway reaches its database over TLS the same way.
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
             "sync", "gateway", "--database", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
-        let line = try #require(gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") })
-        let token = try run(productsDirectory() + "/kvtool", ["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])
+        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
+        let token = try await kvtoolRun(["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])
         #expect(token.status == 0, "\(token.stderr)")
-        let through = try device.kvtool(["sync", "run", "--once", "--server", String(line.dropFirst("gateway listening on ".count)),
+        let through = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", String(line.dropFirst("gateway listening on ".count)),
                                          "--token", token.stdout.trimmingCharacters(in: .newlines)])
         #expect(through.status == 0, "\(through.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 3)
@@ -618,7 +621,7 @@ extension GatewayTests {
     /// What one client can make the gateway hold is bounded: connections, bodies (each, and all
     /// together), and live streams per credential.
     @Test func connectionsBodiesAndStreamsPerCredentialAreCapped() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("caps")
         let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group).token
         var options = SyncGateway.Options()
@@ -652,6 +655,79 @@ extension GatewayTests {
         gateway.shutdown()
         for follower in followers { _ = await follower.task.value }
         try await running.value
+    }
+}
+
+extension GatewayTests {
+    /// What the direct path does works the same through the gateway: deletes (tombstones), a resync
+    /// after the owner pruned past a device's cursor, and the clock bound (`kvtool` exits 75).
+    @Test func deletesResyncsAndTheClockBoundWorkThroughTheGateway() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("same")
+        let (gateway, url) = try await Self.startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let token = try await Self.issue(cluster, ["--group", group])
+        let gatewayURL = try SyncGatewayURL(url)
+        let a = try Device(group: group), b = try Device(group: group)
+        // (In a block: a replicator holds its container until it is gone, and kvtool needs it below.)
+        do {
+            let resynced = Locked(false)
+            let ra = try Replicator(container: a.container, gateway: gatewayURL, token: token, targets: a.targets)
+            let rb = try Replicator(container: b.container, gateway: gatewayURL, token: token, targets: b.targets) { event in
+                if case .resynchronized = event { resynced.withLock { $0 = true } }
+            }
+            for i in 0..<20 { try a.put("v\(i)", "k\(i)") }
+            try await ra.sync(); try await rb.sync()
+            #expect(try b.noteLines().count == 20)
+            // B goes offline; A deletes and rewrites; the owner prunes everything (B's cursor included).
+            for i in 0..<10 { try a.delete("k\(i)") }
+            try a.put("new", "k5")
+            try await ra.sync()
+            #expect(try cluster.count("SELECT count(*) FROM kvsync_state WHERE group_id = '\(group)' AND value IS NULL") == 9)
+            // (The owner's prune runs on the direct path, from a machine of its own.)
+            let machine = try Device(group: group)
+            let owner = try machine.replicator(cluster.tcpURL)
+            #expect(try await owner.pruneServer(olderThan: .zero) > 0)
+            await owner.close()
+            try b.put("b's pending write survives", "b-only")
+            let report = try await rb.sync()
+            #expect(report.resynchronized && resynced.withLock { $0 })
+            try await ra.sync()
+            #expect(try b.storedNotes() == cluster.storedNotes(group: group))
+            #expect(try a.noteLines() == b.noteLines())
+            #expect(try b.noteLines().contains("b-only=b's pending write survives"))
+            #expect(try !b.noteLines().contains { $0.hasPrefix("k1=") })
+            await ra.close(); await rb.close()
+        }
+
+        // A clock a day ahead: the gateway's database refuses the push, the device exits 75 and keeps it.
+        try ReplicationSkewTests.moveClock(of: a, ahead: 86_400)
+        try a.put("from tomorrow", "tomorrow")
+        let refused = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
+        #expect(refused.status == 75 && refused.stderr.contains("ahead of the server's"), "\(refused.stderr)")
+        #expect(try a.status().pendingChanges == 1)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE key = convert_to('tomorrow', 'UTF8')") == 0)
+    }
+}
+
+/// Runs blocking work (a process to wait for, a cluster to start) on a thread of its own: the
+/// cooperative pool has as many threads as cores (two here), and every other test's tasks, the
+/// replicators' deadlines and the in-process gateways need them while this waits.
+func offPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// `kvtool ARGS` off the cooperative pool.
+func kvtoolRun(_ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
+    try await offPool { try run(productsDirectory() + "/kvtool", arguments, environment: environment) }
+}
+
+extension Device {
+    /// ``kvtool(_:timeout:)`` off the cooperative pool.
+    func kvtoolOffPool(_ arguments: [String]) async throws -> ProcessResult {
+        try await offPool { try self.kvtool(arguments) }
     }
 }
 
@@ -733,7 +809,7 @@ enum RawHTTP {
         }
         let separator = Array("\r\n\r\n".utf8)
         guard let end = (0..<max(0, received.count - 3)).first(where: { Array(received[$0..<$0 + 4]) == separator }) else {
-            throw ReplicationError.server("no HTTP answer")
+            throw ReplicationError.server("no HTTP answer to \(requestLine) (\(received.count) bytes received, errno \(errno))")
         }
         let statusLine = String(decoding: received[0..<end], as: UTF8.self).split(separator: " ")
         return Answer(status: Int(statusLine.count > 1 ? statusLine[1] : "") ?? 0, body: Array(received[(end + 4)...]))

@@ -54,7 +54,7 @@ public func productsDirectory() -> String {
     return url.path
 }
 
-public struct ProcessResult {
+public struct ProcessResult: Sendable {
     public var status: Int32
     public var stdout: String
     public var stderr: String
