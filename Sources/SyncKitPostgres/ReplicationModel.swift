@@ -55,6 +55,10 @@ struct DirtyKey: Codable, Hashable, Sendable {
     var key: [UInt8]
     var clock: UInt64
     var token: UInt64
+    /// True when the key was queued by a resync or after history was purged (its clock is the
+    /// requeue's, not a write's): the server keeps its own equal value then, rather than take the
+    /// same value again. Absent (nil) in keys queued by a write, and in state written before.
+    var requeued: Bool? = nil
 }
 
 /// A change pulled from the server that this device could not apply, kept with its raw bytes and the

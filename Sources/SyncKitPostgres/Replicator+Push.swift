@@ -15,6 +15,10 @@ extension Replicator {
         var change: OutgoingChange
         var target: Mutation.Target
         var dirtyIDs: [UInt64]
+        /// The clock of the latest write of the key this item sends (a history entry or a key queued
+        /// by a conflict), nil when it was only requeued: when the server already has the same value
+        /// from an earlier write, this write is sent again so that the log keeps the later clock.
+        var writeClock: UInt64?
     }
 
     func push(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
@@ -106,7 +110,7 @@ extension Replicator {
                 index[pending] = items.count
                 items.append(PushItem(
                     change: try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx),
-                    target: pending.target, dirtyIDs: []))
+                    target: pending.target, dirtyIDs: [], writeClock: clock.rawValue))
             }
             try collections.dirty.forEach(in: tx) { id, dirty in
                 guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), let replicated = targets[target] else {
@@ -114,8 +118,10 @@ extension Replicator {
                 }
                 let pending = PendingKey(target: target, key: dirty.key)
                 if quarantined[pending] != nil { return true }
+                let writeClock = dirty.requeued == true ? nil : dirty.clock
                 if let at = index[pending] {
                     items[at].dirtyIDs.append(id)
+                    if let writeClock { items[at].writeClock = max(items[at].writeClock ?? 0, writeClock) }
                     if dirty.clock > items[at].change.clock {
                         items[at].change.clock = dirty.clock
                         items[at].change.token = dirty.token
@@ -124,7 +130,7 @@ extension Replicator {
                     index[pending] = items.count
                     items.append(PushItem(
                         change: try outgoing(replicated, key: dirty.key, clock: dirty.clock, token: dirty.token, in: tx),
-                        target: target, dirtyIDs: [id]))
+                        target: target, dirtyIDs: [id], writeClock: writeClock))
                 }
                 return true
             }
@@ -141,7 +147,7 @@ extension Replicator {
             let clock = HybridTimestamp.next(after: .zero, now: Date()).rawValue
             var queued: [QueuedKey] = []
             for (target, replicated) in targets {
-                for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clock)) }
+                for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clock, requeued: true)) }
             }
             try queueToSendAgain(queued, state: &state, in: tx)
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
@@ -153,6 +159,8 @@ extension Replicator {
         var target: Mutation.Target
         var key: [UInt8]
         var clock: UInt64
+        /// Queued by a resync rather than by a write (see ``DirtyKey/requeued``).
+        var requeued = false
     }
 
     /// Queues keys to be sent although no pending history entry says so (`_sync.dirty`), each under a
@@ -161,7 +169,7 @@ extension Replicator {
         var id = (try collections.dirty.last(in: tx)?.key ?? 0) + 1
         for queued in keys {
             let dirty = DirtyKey(kind: queued.target.kindName, name: queued.target.name, key: queued.key,
-                                 clock: queued.clock, token: state.nextExtraToken)
+                                 clock: queued.clock, token: state.nextExtraToken, requeued: queued.requeued ? true : nil)
             try tx.unrecorded { try collections.dirty.put(dirty, forKey: id, in: tx) }
             id += 1
             state.nextExtraToken += 1
@@ -215,7 +223,14 @@ extension Replicator {
                     }
                     if let reason {
                         events.append(.quarantined(try quarantine(remote, reason: reason, state: &state, keys: &quarantined, in: tx)))
-                        try queueToSendAgain([QueuedKey(target: item.target, key: item.change.key, clock: item.change.clock)],
+                        try queueToSendAgain([QueuedKey(target: item.target, key: item.change.key, clock: item.change.clock,
+                                                        requeued: item.writeClock == nil)],
+                                             state: &state, in: tx)
+                    } else if resolution == nil, let writeClock = item.writeClock, (writeClock, device) > (clock, remoteDevice) {
+                        // The server has the same value from an earlier write: this later write is
+                        // sent again on that version, so that the log (and whoever compares clocks
+                        // with it later) has the latest clock of the value, as last-writer-wins says.
+                        try queueToSendAgain([QueuedKey(target: item.target, key: item.change.key, clock: writeClock)],
                                              state: &state, in: tx)
                     }
                     try tx.unrecorded {

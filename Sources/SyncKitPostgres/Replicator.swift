@@ -325,7 +325,7 @@ public final class Replicator: @unchecked Sendable {
                 return true
             }
             try tx.unrecorded { try versions.removeAll(in: tx) }
-            for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clocks[key] ?? now)) }
+            for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clocks[key] ?? now, requeued: true)) }
         }
         try queueToSendAgain(queued, state: &state, in: tx)
         // What was quarantined came from the server this device no longer follows (its sequence

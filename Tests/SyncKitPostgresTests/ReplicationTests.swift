@@ -112,6 +112,33 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// A device whose push finds the same value on the server (another device's earlier delete,
+    /// here) sends its later write again, so that the log keeps the later clock: a third device's
+    /// write between the two then loses, as last-writer-wins by clock says. (The model test found
+    /// this: seed 787515 lost a delete that way.)
+    @Test func aLaterWriteOfTheValueTheServerHasKeepsItsClock() async throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("same-value")
+        let a = try Device(group: group), b = try Device(group: group), c = try Device(group: group)
+        let ra = try a.replicator(cluster.tcpURL), rb = try b.replicator(cluster.tcpURL), rc = try c.replicator(cluster.tcpURL)
+        try a.put("first", "k")
+        try await ra.sync(); try await rb.sync(); try await rc.sync()
+        try b.delete("k")
+        usleep(5_000)
+        try c.put("between", "k")
+        usleep(5_000)
+        try a.delete("k")
+        let latest = try a.history.clock().rawValue
+        try await rb.sync()   // the server: b's delete
+        try await ra.sync()   // a's delete meets the same value: sent again under its own clock
+        try await rc.sync()   // c's write is older than a's delete: it loses
+        try await ra.sync(); try await rb.sync()
+        for device in [a, b, c] { #expect(try device.noteLines() == []) }
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)' AND hlc = \(latest) AND value IS NULL") == 1)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_state WHERE group_id = '\(group)' AND value IS NOT NULL") == 0)
+        await ra.close(); await rb.close(); await rc.close()
+    }
+
     @Test func theChecklistMergesTheItemsAnsweredAndItsSummariesFollow() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("checklist")
