@@ -31,11 +31,33 @@ extension Replicator {
             let (items, held, next) = try collectPending()
             if !held.isEmpty { try holdBack(held) }
             if !items.isEmpty {
-                for start in stride(from: 0, to: items.count, by: options.batchSize) {
-                    let batch = Array(items[start..<min(start + options.batchSize, items.count)])
-                    let outcomes = try await server.push(group: group, device: device, changes: batch.map(\.change),
-                                                         maxClockSkew: options.maxClockSkew)
-                    try record(outcomes, of: batch, report: &report)
+                // Pipelined: the next batch is on its way (encoded, sent, applied by the server) while
+                // this device records the answers to the last one. The batches hold distinct keys, and
+                // a batch applied whose predecessor's answers were never recorded (a crash between)
+                // is answered `duplicate` when sent again, as any batch sent twice is.
+                let batches = stride(from: 0, to: items.count, by: options.batchSize).map {
+                    Array(items[$0..<min($0 + options.batchSize, items.count)])
+                }
+                let (group, device, skew) = (group, device, options.maxClockSkew)
+                func send(_ batch: [PushItem]) -> Task<[PushOutcome], any Error> {
+                    let changes = batch.map(\.change)
+                    return Task.detached {
+                        try await server.push(group: group, device: device, changes: changes, maxClockSkew: skew)
+                    }
+                }
+                var inFlight = send(batches[0])
+                for (index, batch) in batches.enumerated() {
+                    let outcomes = try await withTaskCancellationHandler {
+                        try await inFlight.value
+                    } onCancel: { [inFlight] in inFlight.cancel() }
+                    if index + 1 < batches.count { inFlight = send(batches[index + 1]) }
+                    do {
+                        try record(outcomes, of: batch, report: &report)
+                    } catch {
+                        inFlight.cancel()
+                        _ = try? await inFlight.value   // not left running past this push
+                        throw error
+                    }
                     pushed += outcomes.count { if case .applied = $0 { true } else { false } }
                 }
             }

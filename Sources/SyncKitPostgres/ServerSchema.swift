@@ -76,6 +76,95 @@ enum ServerSchema {
         RETURN;
         """
 
+    /// The body of `kvsync_push` for a batch whose keys and tokens are all distinct (what replicators
+    /// send: one change per key): the same outcomes as ``pushLoop`` in a few set-based statements,
+    /// about five times faster on partitioned tables (a plpgsql loop plans each of its statements per
+    /// change, for every partition). Every lookup is an index probe (`LATERAL … LIMIT 1`), so a batch
+    /// costs the same however large its group's log.
+    static let pushSet = """
+        INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
+        SELECT g.last_seq INTO previous FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+        -- A token greater than every token this device sent in its range (a replicator's history
+        -- tokens are below 2^62, its other changes' from 2^62 on) was never sent: two index probes
+        -- spare one per change.
+        SELECT max(c.token) INTO sent_low FROM kvsync_changes c
+            WHERE c.group_id = p_group AND c.device = p_device AND c.token < 4611686018427387904;
+        SELECT max(c.token) INTO sent_high FROM kvsync_changes c
+            WHERE c.group_id = p_group AND c.device = p_device AND c.token >= 4611686018427387904;
+        RETURN QUERY
+        WITH input AS (
+            SELECT u.i::integer AS i, u.tok, u.kind, u.name, u.key, CASE WHEN u.del THEN NULL ELSE u.val END AS value,
+                   u.hlc, u.base
+            FROM unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted, p_hlcs, p_bases)
+                 WITH ORDINALITY AS u(tok, kind, name, key, val, del, hlc, base, i)),
+        classified AS (
+            SELECT input.*, d.seq AS sent_seq, s.version AS cur_version, s.value AS cur_value, s.hlc AS cur_hlc,
+                   s.device AS cur_device,
+                   coalesce(s.version <> input.base AND NOT (s.device = p_device AND s.token <= input.tok), false) AS conflicting
+            FROM input
+            LEFT JOIN LATERAL (SELECT c.seq FROM kvsync_changes c
+                               WHERE CASE WHEN input.tok < 4611686018427387904 THEN input.tok <= sent_low
+                                          ELSE input.tok <= sent_high END
+                                 AND c.group_id = p_group AND c.device = p_device AND c.token = input.tok LIMIT 1) d ON true
+            LEFT JOIN LATERAL (SELECT st.version, st.value, st.hlc, st.device, st.token FROM kvsync_state st
+                               WHERE st.group_id = p_group AND st.kind = input.kind AND st.name = input.name
+                                 AND st.key = input.key LIMIT 1) s ON true),
+        -- Sequence numbers in batch order, drawn for the changes that apply (CASE draws no other).
+        numbered AS (
+            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting
+                             THEN nextval('kvsync_changes_seq_seq') END AS seq
+            FROM (SELECT * FROM classified ORDER BY i) AS c),
+        inserted AS (
+            INSERT INTO kvsync_changes (seq, group_id, device, token, kind, name, key, value, hlc, base)
+            SELECT n.seq, p_group, p_device, n.tok, n.kind, n.name, n.key, n.value, n.hlc, n.base FROM numbered n
+            WHERE n.seq IS NOT NULL),
+        -- The state: rows the classification found are updated, the others inserted (no upsert:
+        -- every writer of a group's state holds the group's lock, so neither set can change meanwhile).
+        updated AS (
+            UPDATE kvsync_state s SET value = n.value, version = n.seq, hlc = n.hlc, device = p_device,
+                token = n.tok, updated_at = now()
+            FROM numbered n
+            WHERE n.seq IS NOT NULL AND n.cur_version IS NOT NULL
+              AND s.group_id = p_group AND s.kind = n.kind AND s.name = n.name AND s.key = n.key),
+        created AS (
+            INSERT INTO kvsync_state (group_id, kind, name, key, value, version, hlc, device, token)
+            SELECT p_group, n.kind, n.name, n.key, n.value, n.seq, n.hlc, p_device, n.tok FROM numbered n
+            WHERE n.seq IS NOT NULL AND n.cur_version IS NULL)
+        SELECT n.i,
+               CASE WHEN n.sent_seq IS NOT NULL THEN 'duplicate' WHEN n.conflicting THEN 'conflict' ELSE 'applied' END,
+               coalesce(n.sent_seq, n.seq, n.cur_version),
+               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_value END,
+               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_hlc END,
+               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_device END
+        FROM numbered n
+        ORDER BY n.i;
+        -- The group's pushes are serialized by the lock above: its greatest sequence number is this
+        -- batch's last, if it added any.
+        SELECT max(c.seq) INTO last FROM kvsync_changes c WHERE c.group_id = p_group;
+        IF last IS NOT NULL AND last > previous THEN
+            UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
+            PERFORM pg_notify('kvsync', p_group);
+        END IF;
+        RETURN;
+        """
+
+    /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
+    /// (a faster body) does not change the schema's version, so that devices on the previous release
+    /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
+    static let pushRevision = "kvsync_push revision 2"
+
+    /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on).
+    static let scopeChecks = """
+        -- A transaction scoped to a group (a gateway's) pushes to that group only, and a
+        -- read-only credential's never.
+        IF coalesce(current_setting('kvsync.group', true), '') <> '' AND current_setting('kvsync.group', true) <> p_group THEN
+            RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another group' USING ERRCODE = '42501';
+        END IF;
+        IF coalesce(current_setting('kvsync.read_only', true), '') = 'on' THEN
+            RAISE EXCEPTION 'kvsync_push: this credential is read-only' USING ERRCODE = '42501';
+        END IF;
+    """
+
     /// Statements that take the schema from version `index` to `index + 1`.
     static let migrations: [[String]] = [
         [
@@ -194,16 +283,7 @@ enum ServerSchema {
             """,
             "REVOKE ALL ON FUNCTION kvsync_revoked_recently(double precision) FROM PUBLIC",
             "CREATE INDEX kvsync_tokens_revoked ON kvsync_tokens (revoked_at) WHERE revoked_at IS NOT NULL",
-            pushFunction(scopeChecks: """
-                -- A transaction scoped to a group (a gateway's) pushes to that group only, and a
-                -- read-only credential's never.
-                IF coalesce(current_setting('kvsync.group', true), '') <> '' AND current_setting('kvsync.group', true) <> p_group THEN
-                    RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another group' USING ERRCODE = '42501';
-                END IF;
-                IF coalesce(current_setting('kvsync.read_only', true), '') = 'on' THEN
-                    RAISE EXCEPTION 'kvsync_push: this credential is read-only' USING ERRCODE = '42501';
-                END IF;
-            """),
+            pushFunction(scopeChecks: scopeChecks),
             // The gateway's role: created when the migrating user may (CREATEROLE); otherwise an
             // administrator creates it and runs `kvtool sync token issue` (which grants) once.
             """
@@ -338,17 +418,23 @@ enum ServerSchema {
                                         p_names text[], p_keys bytea[], p_values bytea[], p_deleted boolean[],
                                         p_hlcs bigint[], p_bases bigint[], p_max_skew_ms bigint)
             RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
-            LANGUAGE plpgsql AS $$
+            -- Plans made once per connection: a custom plan per call costs more than the batch's rows.
+            SET plan_cache_mode = force_generic_plan
+            LANGUAGE plpgsql AS $kvsync_push$
             DECLARE
                 n integer := coalesce(array_length(p_tokens, 1), 0);
                 cur kvsync_state%ROWTYPE;
                 found_seq bigint;
                 new_seq bigint;
                 last bigint := NULL;
+                previous bigint;
+                sent_low bigint;
+                sent_high bigint;
                 v bytea;
                 server_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
                 ahead_ms bigint;
             BEGIN
+                -- \(pushRevision)
             \(scopeChecks)
                 -- A stamp further ahead of this server's clock than the bound refuses the whole
                 -- batch: one device's fast clock must not win every conflict, nor move the others'.
@@ -361,11 +447,39 @@ enum ServerSchema {
                     RETURN NEXT;
                     RETURN;
                 END IF;
+                -- A batch that repeats a key or a token (no replicator sends one) takes the loop:
+                -- one statement cannot write a row twice.
+                IF (SELECT count(DISTINCT t) FROM unnest(p_tokens) AS t) = n
+                   AND (SELECT count(*) FROM (SELECT DISTINCT kind, name, key
+                        FROM unnest(p_kinds, p_names, p_keys) AS u(kind, name, key)) AS keys) = n THEN
+                    \(pushSet)
+                END IF;
                 \(pushLoop)
             END
-            $$
+            $kvsync_push$
             """
     }
+
+    /// Whether the server's `kvsync_push` is this library's revision (``pushRevision``).
+    static func pushIsCurrent(_ connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        var current = false
+        let query = PostgresQuery(unsafeSQL: """
+            SELECT position('\(pushRevision)' IN prosrc) > 0 FROM pg_proc
+            WHERE oid = to_regprocedure('kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)')
+            """)
+        for try await (marked) in try await connection.query(query, logger: logger).decode(Bool.self) { current = marked }
+        return current
+    }
+
+    /// Replaces an older revision of `kvsync_push` with this one; a user that does not own the function
+    /// leaves it (the older one answers the same, more slowly) with a notice.
+    static let replacePush = """
+        DO $$ BEGIN
+            EXECUTE $replace$ \(pushFunction(scopeChecks: scopeChecks)) $replace$;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE NOTICE 'kvsync: cannot replace kvsync_push with %; the older revision stays', '\(pushRevision)';
+        END $$
+        """
 
     /// Creates the tables, or brings them up to ``version``, under an advisory lock so that devices
     /// starting together do not race.
@@ -390,6 +504,8 @@ enum ServerSchema {
             }
             if found < version {
                 try await connection.query("UPDATE kvsync_schema SET version = \(version)", logger: logger)
+            } else if try await !pushIsCurrent(connection, logger: logger) {
+                try await connection.query(PostgresQuery(unsafeSQL: replacePush), logger: logger)
             }
         }
     }

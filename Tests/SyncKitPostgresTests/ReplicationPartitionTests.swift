@@ -33,7 +33,7 @@ import Testing
         try await rb.sync()
         try a.put("from a, later", "shared")
 
-        proxy.blackHole(after: stage == "push" ? "kvsync_push" : "FROM kvsync_changes WHERE group_id")
+        proxy.blackHole(after: stage == "push" ? "FROM kvsync_push(" : "FROM kvsync_changes WHERE group_id")
         let start = ContinuousClock.now
         do {
             try await ra.sync()

@@ -9,7 +9,7 @@ import Glibc
 ///
 /// ```swift
 /// let proxy = try FaultProxy(to: cluster.port)
-/// proxy.blackHole(after: "kvsync_push")   // the next push reaches the server; its answer never comes back
+/// proxy.blackHole(after: "FROM kvsync_push(")   // the next push reaches the server; its answer never comes back
 /// … ; proxy.heal()
 /// ```
 ///

@@ -1,0 +1,115 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+@testable import SyncKitPostgres
+import TestSupport
+import Testing
+
+/// The server's push function, called as a replicator calls it: its set-based body (a batch of
+/// distinct keys and tokens) and the loop a batch that repeats either takes answer the same, and a
+/// server with an older revision of the function gets this one without a new schema version.
+@Suite struct ServerPushTests {
+    static func group(_ name: String) -> String { "group.com.example.push.\(name)" }
+
+    /// A cluster whose tables a device made.
+    static func cluster(group: String) async throws -> LocalPostgresCluster {
+        let cluster = try LocalPostgresCluster()
+        let device = try Device(group: group)
+        let replicator = try device.replicator(cluster.tcpURL)
+        try await replicator.sync()
+        await replicator.close()
+        return cluster
+    }
+
+    struct Change {
+        var token: Int
+        var key: String
+        var value: String?
+        var base: Int = 0
+    }
+
+    /// `kvsync_push` of `changes` from `device`: one `index:outcome:version[:value]` per change.
+    static func push(_ cluster: LocalPostgresCluster, group: String, device: String, _ changes: [Change]) throws -> [String] {
+        func array(_ items: [String], _ type: String) -> String { "ARRAY[\(items.joined(separator: ","))]::\(type)[]" }
+        let hex = { (text: String) in "'\\x" + Hex.encode(Array(text.utf8)) + "'" }
+        let sql = """
+            SELECT idx || ':' || outcome || ':' || version || coalesce(':' || convert_from(s_value, 'UTF8'), '')
+            FROM kvsync_push('\(group)', '\(device)', \(array(changes.map { "\($0.token)" }, "bigint")),
+                             \(array(changes.map { _ in "'collection'" }, "text")), \(array(changes.map { _ in "'notes'" }, "text")),
+                             \(array(changes.map { hex($0.key) }, "bytea")), \(array(changes.map { hex($0.value ?? "") }, "bytea")),
+                             \(array(changes.map { $0.value == nil ? "true" : "false" }, "boolean")),
+                             \(array(changes.map { "\(65_536 * $0.token)" }, "bigint")), \(array(changes.map { "\($0.base)" }, "bigint")),
+                             60000)
+            ORDER BY idx
+            """
+        return try cluster.psql(sql).split(separator: "\n").map(String.init)
+    }
+
+    static func state(_ cluster: LocalPostgresCluster, group: String) throws -> [String] {
+        try cluster.psql("""
+            SELECT convert_from(key, 'UTF8') || '=' || coalesce(convert_from(value, 'UTF8'), '-') || '@' || version || '/' || device
+            FROM kvsync_state WHERE group_id = '\(group)' ORDER BY key
+            """).split(separator: "\n").map(String.init)
+    }
+
+    /// Both bodies: new keys are applied in order, a batch sent again is answered `duplicate` with the
+    /// same versions, a stale base from another device is a conflict that returns the server's row, a
+    /// stale base from the device that wrote the current row is not, and the group's last sequence
+    /// number follows.
+    @Test func theSetBasedBodyAndTheLoopAnswerTheSame() async throws {
+        let group = Self.group("bodies")
+        let cluster = try await Self.cluster(group: group)
+        let first = try cluster.count("SELECT coalesce(max(seq), 0) + 1 FROM kvsync_changes")
+        // Distinct keys and tokens: the set-based body.
+        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
+                == ["1:applied:\(first)", "2:applied:\(first + 1)"])
+        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
+                == ["1:duplicate:\(first)", "2:duplicate:\(first + 1)"])
+        #expect(try Self.push(cluster, group: group, device: "d2", [Change(token: 1, key: "a", value: "a2"), Change(token: 2, key: "c", value: nil)])
+                == ["1:conflict:\(first):a1", "2:applied:\(first + 2)"])
+        // d1 wrote b last: its later token on a stale base is no conflict.
+        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 3, key: "b", value: "b2")]) == ["1:applied:\(first + 3)"])
+        #expect(try Self.push(cluster, group: group, device: "d2", [Change(token: 3, key: "a", value: "a2", base: first)]) == ["1:applied:\(first + 4)"])
+        #expect(try Self.state(cluster, group: group) == ["a=a2@\(first + 4)/d2", "b=b2@\(first + 3)/d1", "c=-@\(first + 2)/d2"])
+        // A repeated key, then a repeated token: the loop, change by change.
+        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 1, key: "k", value: "k1"), Change(token: 2, key: "k", value: "k2", base: first + 5)])
+                == ["1:applied:\(first + 5)", "2:applied:\(first + 6)"])
+        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "y", value: "y1"),
+                                                                    Change(token: 4, key: "a", value: "a3")])
+                == ["1:applied:\(first + 7)", "2:duplicate:\(first + 7)", "3:conflict:\(first + 4):a2"])
+        #expect(try Self.state(cluster, group: group).filter { $0.hasPrefix("k=") || $0.hasPrefix("x=") || $0.hasPrefix("y=") }
+                == ["k=k2@\(first + 6)/d3", "x=x1@\(first + 7)/d3"])
+        #expect(try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
+        // A batch of nothing but duplicates and conflicts leaves the last sequence number alone.
+        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 9, key: "a", value: "a3")])
+                == ["1:duplicate:\(first + 7)", "2:conflict:\(first + 4):a2"])
+        #expect(try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
+    }
+
+    /// A server at this schema version whose push function is an older revision (the loop only, as
+    /// the previous release made it) is given the current one by the next device that connects; the
+    /// schema version stays, so devices of the previous release keep syncing. A user that may not
+    /// replace the function leaves it, with a notice, and is not refused.
+    @Test func anOlderRevisionOfThePushFunctionIsReplacedInPlace() async throws {
+        let group = Self.group("revision")
+        let cluster = try await Self.cluster(group: group)
+        let signature = "kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)"
+        let marked = "SELECT position('\(ServerSchema.pushRevision)' IN prosrc) > 0 FROM pg_proc WHERE oid = '\(signature)'::regprocedure"
+        try cluster.psql("DO $$ BEGIN EXECUTE replace(pg_get_functiondef('\(signature)'::regprocedure), '\(ServerSchema.pushRevision)', 'revision 1'); END $$")
+        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+        // Another user, which owns nothing, runs the replacement: a notice, no error, nothing replaced.
+        try cluster.psql("CREATE ROLE kvsync_other; GRANT CREATE ON SCHEMA public TO kvsync_other")
+        try cluster.psql("SET ROLE kvsync_other; \(ServerSchema.replacePush)")
+        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+        // The owner's next device replaces it; the version stays, and pushes go on.
+        let device = try Device(group: group)
+        let replicator = try device.replicator(cluster.tcpURL)
+        try device.put("after the upgrade", "k")
+        let report = try await replicator.sync()
+        await replicator.close()
+        #expect(report.pushed == 1)
+        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "t")
+        #expect(try cluster.count("SELECT version FROM kvsync_schema") == ServerSchema.version)
+    }
+}
+#endif
