@@ -65,10 +65,18 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
+        // What the sync gateway and `kvtool serve` share of HTTP serving (empty without both traits).
+        .target(
+            name: "HTTPServerKit",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL", "Serve"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL", "Serve"])),
+            ]
+        ),
         .target(
             name: "SyncGateway",
             dependencies: [
-                "KVStore", "SyncKitPostgres",
+                "KVStore", "SyncKitPostgres", "HTTPServerKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
@@ -80,7 +88,7 @@ let package = Package(
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway",
+                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Serve"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Serve"])),

@@ -5,10 +5,11 @@ The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
+                           HTTPServerKit <- SyncGateway, kvtool
 
 and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
-SyncKit and Workloads. Only SyncKitPostgres and SyncGateway (the sync gateway's server) import NIO or
-postgres-nio, and kvtool's Serve/ folder
+SyncKit and Workloads. Only SyncKitPostgres, SyncGateway (the sync gateway's server) and HTTPServerKit
+(what the gateway and `kvtool serve` share of HTTP) import NIO or postgres-nio, and kvtool's Serve/ folder
 (`kvtool serve`'s HTTP server) SwiftNIO's own modules: no library an app links depends on NIO. The lean targets (KVStore, SyncKit, Workloads, LeanProcess and the lean
 executables) never import the whole Foundation, nor FoundationNetworking, FoundationXML,
 FoundationInternationalization or ArgumentParser: they use FoundationEssentials, and `import Foundation`
@@ -24,9 +25,9 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "kvtool"]
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "HTTPServerKit", "SyncKitPostgres", "SyncGateway", "kvtool"]
 # SwiftNIO's and postgres-nio's modules: SyncKitPostgres and SyncGateway alone may import them.
-NIO_TARGETS = {"SyncKitPostgres", "SyncGateway"}
+NIO_TARGETS = {"SyncKitPostgres", "SyncGateway", "HTTPServerKit"}
 NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
 # What each target of Sources/ may import of the project's own modules.
 ALLOWED = {
@@ -34,8 +35,9 @@ ALLOWED = {
     "SyncKit": {"KVStore"},
     "Workloads": {"KVStore", "SyncKit"},
     "SyncKitPostgres": {"KVStore", "SyncKit"},
-    "SyncGateway": {"KVStore", "SyncKitPostgres"},
-    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway"},
+    "HTTPServerKit": set(),
+    "SyncGateway": {"KVStore", "SyncKitPostgres", "HTTPServerKit"},
+    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit"},
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
     "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},

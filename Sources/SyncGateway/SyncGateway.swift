@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import HTTPServerKit
 import KVStore
 import Logging
 import NIOCore
@@ -299,58 +300,6 @@ struct GatewayResponse: Sendable {
 
     static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil) -> GatewayResponse {
         GatewayResponse(status: status, body: Array((line + "\n").utf8), retryAfter: retryAfter)
-    }
-}
-
-/// Closes a connection whose request (head and body) has not arrived within `timeout` of the
-/// connection opening or of the previous response: a client that trickles a byte a second, or says
-/// nothing, holds its slot that long and no longer. Disarmed while a request is being answered.
-final class RequestDeadline: ChannelDuplexHandler, @unchecked Sendable {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let timeout: TimeAmount
-    private var timer: Scheduled<Void>?
-
-    init(timeout: Duration) {
-        let (seconds, attoseconds) = timeout.components
-        self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-
-    private func arm(_ context: ChannelHandlerContext) {
-        timer?.cancel()
-        let channel = context.channel
-        timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { arm(context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        arm(context)
-        context.fireChannelActive()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
-        context.fireChannelInactive()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) {
-            timer?.cancel()
-            timer = nil
-        }
-        context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { arm(context) }
-        context.write(data, promise: promise)
     }
 }
 

@@ -202,19 +202,122 @@ import Workloads
             }
             #expect(try client.request("GET", path + (path.contains("?") ? "&" : "?") + "token=\(wrong)").status == 403, "\(path)")
             #expect(try client.request("GET", path, headers: ["X-KVTool-Token": String(server.token.dropLast())]).status == 403)
-            #expect(try client.request("GET", path, headers: ["Cookie": "kvtool_token=\(wrong)"]).status == 403)
+            #expect(try client.request("GET", path, headers: ["Cookie": "kvtool_token_\(server.port)=\(wrong)"]).status == 403)
             #expect(try client.request("POST", path, headers: ["Content-Type": "application/json"], body: Array("{}".utf8)).status == 403)
         }
         // The page's URL sets the cookie the page's own requests then carry.
         let page = try client.request("GET", "/?token=\(server.token)")
         #expect(page.status == 200 && page.headers["content-type"] == "text/html; charset=utf-8")
         let cookie = page.headers["set-cookie"] ?? ""
-        #expect(cookie == "kvtool_token=\(server.token); Path=/; HttpOnly; SameSite=Strict")
-        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": "theme=x; kvtool_token=\(server.token)"]).status == 200)
+        #expect(cookie == "kvtool_token_\(server.port)=\(server.token); Path=/; HttpOnly; SameSite=Strict")
+        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": "theme=x; kvtool_token_\(server.port)=\(server.token)"]).status == 200)
+        // The cookie is named for the port: another server's (or one under the old name) is not this one's.
+        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": "kvtool_token=\(server.token)"]).status == 403)
+        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": "kvtool_token_\(server.port + 1)=\(server.token)"]).status == 403)
         // Another site's page whose name resolves to 127.0.0.1 (DNS rebinding) sends its own Host.
         let rebound = try client.request("GET", "/api/catalog?token=\(server.token)", headers: ["Host": "evil.example:\(server.port)"])
         #expect(rebound.status == 403 && (rebound.json["error"] as? String)?.contains("Host header") == true)
         #expect(try client.request("GET", "/api/catalog?token=\(server.token)", headers: ["Host": "localhost:\(server.port)"]).status == 200)
+    }
+
+    /// A page of another origin (another port of 127.0.0.1 is one: same site, so the browser sends it
+    /// the cookie) gets nothing, token or not: neither a write, nor the event stream, nor a read. The
+    /// server's own page, and clients that are not browsers, go on.
+    @Test func requestsFromPagesOfAnotherOriginAreRefused() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group, extra: ["--allow-writes"])
+        let client = server.client
+        let cookie = "kvtool_token_\(server.port)=\(server.token)"
+        let put = Array(#"{"collection": "notes", "key": "from-elsewhere", "value": {"text": "x"}}"#.utf8)
+        let foreign = ["http://127.0.0.1:\(server.port + 1)", "http://localhost:8888", "null", "http://127.0.0.1:\(server.port).evil.example"]
+        for origin in foreign {
+            let write = try client.request("POST", "/api/put", headers: ["Cookie": cookie, "Origin": origin, "Content-Type": "application/json"], body: put)
+            #expect(write.status == 403 && (write.json["error"] as? String)?.contains("another origin") == true, "\(origin): \(write.text)")
+            let events = try client.request("GET", "/api/events", headers: ["Cookie": cookie, "Origin": origin])
+            #expect(events.status == 403 && events.headers["content-type"] == "application/json; charset=utf-8", "\(origin)")
+            #expect(try client.request("GET", "/api/catalog", headers: ["X-KVTool-Token": server.token, "Origin": origin]).status == 403)
+        }
+        // What a browser says of a request from another port's page, an image or a script included.
+        for site in ["same-site", "cross-site"] {
+            for path in ["/api/catalog", "/api/file?path=TrainerImages/a.png", "/app.js", "/?token=\(server.token)"] {
+                let response = try client.request("GET", path, headers: ["Cookie": cookie, "Sec-Fetch-Site": site])
+                #expect(response.status == 403 && !response.text.contains("dailyRecords"), "\(site) \(path)")
+            }
+        }
+        #expect(try tool(["get", "notes", "from-elsewhere"]).status == 1, "a refused write landed")
+        // The page's own requests: same origin (or the URL typed in: none).
+        let own = try client.request("POST", "/api/put", headers: ["Cookie": cookie, "Origin": "http://127.0.0.1:\(server.port)",
+                                                                    "Sec-Fetch-Site": "same-origin", "Content-Type": "application/json"], body: put)
+        #expect(own.status == 200, "\(own.text)")
+        #expect(try client.request("GET", "/?token=\(server.token)", headers: ["Sec-Fetch-Site": "none"]).status == 200)
+        #expect(try client.request("GET", "/api/catalog", headers: ["Cookie": cookie, "Origin": "http://localhost:\(server.port)"]).status == 200)
+    }
+
+    /// Every answer, a refusal or a miss included, carries the headers that keep a page from being
+    /// framed, sniffed into another type, cached, or made to run anything but its own script.
+    @Test func everyResponseCarriesTheSecurityHeaders() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let client = server.client
+        // (The event stream's head is checked by its reader, EventStreamReader.)
+        var responses = try ServeRoutes.all.filter { $0 != "/api/events" }.map { try server.get($0) }
+        responses.append(try client.request("GET", "/api/catalog"))                          // 403: no token
+        responses.append(try client.request("GET", "/api/events"))                           // 403: no token
+        responses.append(try server.get("/no-such-route"))                                   // 404
+        responses.append(try client.request("GET", "/?token=\(server.token)"))               // the page
+        responses.append(try server.get("/api/file?path=TrainerImages/../x"))                 // 400
+        for response in responses {
+            let headers = response.headers
+            #expect(headers["content-security-policy"] == "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+                    "\(response.status)")
+            #expect(headers["x-content-type-options"] == "nosniff" && headers["x-frame-options"] == "DENY"
+                    && headers["cache-control"] == "no-store" && headers["referrer-policy"] == "no-referrer", "\(response.status): \(headers)")
+        }
+    }
+
+    /// Tried as a new user would: clients that trickle their request head a byte at a time, more of
+    /// them than the server has slots. Each is cut off at the request deadline (`--request-timeout`),
+    /// so a real request gets through again within it, and not a byte of theirs is answered.
+    @Test func clientsThatTrickleTheirRequestHeadAreCutOff() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group, extra: ["--request-timeout", "2"])
+        var tricklers: [Int32] = []
+        defer { for fd in tricklers { close(fd) } }
+        for _ in 0..<300 {
+            let fd = try HTTPTestClient.connectLoopback(port: server.port)
+            _ = "GET /api/catalog HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            tricklers.append(fd)
+        }
+        // A byte a second each, for 4 s: past the 2 s deadline.
+        let started = Date()
+        var closedAt: [Double] = []
+        var open = Set(tricklers)
+        while Date().timeIntervalSince(started) < BuildScale.seconds(4) {
+            for fd in open {
+                if "X".withCString({ send(fd, $0, 1, Int32(MSG_NOSIGNAL)) }) < 0 || Self.peerClosed(fd) {
+                    open.remove(fd)
+                    closedAt.append(Date().timeIntervalSince(started))
+                }
+            }
+            usleep(1_000_000)
+        }
+        for fd in open where Self.peerClosed(fd) {
+            open.remove(fd)
+            closedAt.append(Date().timeIntervalSince(started))
+        }
+        #expect(open.count == 0, "\(open.count) of 300 trickling connections still open after \(BuildScale.seconds(4)) s")
+        let real = try server.get("/api/catalog")
+        #expect(real.status == 200, "\(real.status) \(real.text.prefix(200))")
+        print("[serve] 300 clients trickling their request head: all cut off within \(String(format: "%.1f", closedAt.max() ?? 0)) s (deadline 2 s); a real request then got \(real.status)")
+    }
+
+    /// Whether the server closed `fd` (a read without blocking sees the end, or an error).
+    static func peerClosed(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let read = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+        if read == 0 { return true }
+        if read < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+        return false
     }
 
     @Test func pathsAndKeysFromRequestsAreChecked() throws {
@@ -450,7 +553,9 @@ final class EventStreamReader {
         let end = raw.firstRange(of: Array("\r\n\r\n".utf8))!
         let head = String(decoding: raw[..<end.lowerBound], as: UTF8.self).lowercased()
         raw.removeSubrange(..<end.upperBound)
-        guard head.hasPrefix("http/1.1 200"), head.contains("content-type: text/event-stream"), head.contains("transfer-encoding: chunked") else {
+        guard head.hasPrefix("http/1.1 200"), head.contains("content-type: text/event-stream"), head.contains("transfer-encoding: chunked"),
+              head.contains("x-content-type-options: nosniff"), head.contains("cache-control: no-store"), head.contains("x-frame-options: deny"),
+              head.contains("content-security-policy: default-src 'self'") else {
             throw HTTPTestClient.Failure(description: "not a chunked event stream: \(head)")
         }
     }

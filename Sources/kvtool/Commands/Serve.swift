@@ -13,22 +13,28 @@ struct Serve: ParsableCommand {
             suites, the Files/ tree with its images, a live timeline of every process's commits, the \
             history consumers and their lag, the snapshots and their checksums, the reader slots, and \
             the checklist dashboard as a chart. Listens on 127.0.0.1 only. Every request needs the \
-            random token in the URL it prints (the page then keeps it in a cookie); any other gets 403. \
-            Read-only unless --allow-writes. Runs until interrupted.
+            random token in the URL it prints (the page then keeps it in a cookie named for the port); any \
+            other gets 403, and so does a request a page of another origin (another port of 127.0.0.1 \
+            included) makes. Read-only unless --allow-writes. Runs until interrupted.
             """)
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "The port on 127.0.0.1 (0: any free port).") var port: Int = 8390
     @Flag(help: "Open the store read-write and accept POST /api/put and /api/delete.") var allowWrites = false
+    @Option(help: "Seconds a request's head and body may take to arrive; a slower client is disconnected.")
+    var requestTimeout: Int = Int(ServeLimits.requestTimeout.components.seconds)
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be from 0 to 65535, got \(port)") }
+        guard (1...3600).contains(requestTimeout) else {
+            throw ValidationError("--request-timeout must be from 1 to 3600 seconds, got \(requestTimeout)")
+        }
     }
 
     func run() throws {
         let container = try global.openContainer(readOnly: !allowWrites, clearStaleReaders: false)
         let server = ServeServer(api: ServeAPI(container: container, allowWrites: allowWrites, author: global.author),
-                                 feed: CommitFeed(container: container))
+                                 feed: CommitFeed(container: container), requestTimeout: .seconds(requestTimeout))
         let failure = Locked<(any Error)?>(nil)
         let done = DispatchSemaphore(value: 0)
         let (group, json, mode) = (container.groupIdentifier.rawValue, global.json, allowWrites ? "writes allowed" : "read-only")

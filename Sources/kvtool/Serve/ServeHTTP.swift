@@ -93,6 +93,9 @@ struct ServeResponse: Sendable {
 enum ServeLimits {
     /// Open connections at once; more are answered 503 and closed.
     static let connections = 256
+    /// How long a request's head and body may take to arrive (`--request-timeout`): a client that
+    /// trickles its bytes holds a connection slot that long, no longer.
+    static let requestTimeout: Duration = .seconds(10)
     /// Open event streams (`/api/events`) at once.
     static let eventStreams = 32
     /// Commits buffered for one slow event stream; older ones are dropped for it (it is told).

@@ -1,13 +1,14 @@
 #if Serve
 import Foundation
+import HTTPServerKit
 import KVStore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 
 /// `kvtool serve`'s HTTP/1.1 server on SwiftNIO: bound to 127.0.0.1 only, every request checked for
-/// the access token and the Host header before anything else, store work on a small thread pool (LMDB
-/// reads block), and server-sent events from ``CommitFeed``.
+/// the access token, the Host header and its origin before anything else, store work on a small thread
+/// pool (LMDB reads block), and server-sent events from ``CommitFeed``.
 final class ServeServer: Sendable {
     let api: ServeAPI
     let feed: CommitFeed
@@ -16,13 +17,18 @@ final class ServeServer: Sendable {
     private let threadPool: NIOThreadPool
     private let connections = Locked(0)
     private let port = Locked(0)
+    private let requestTimeout: Duration
 
-    static let cookieName = "kvtool_token"
+    /// The token's cookie, named for the port as Jupyter does: a browser sends a cookie of 127.0.0.1
+    /// to every port of it, so two servers (or another service) would otherwise share one name.
+    static func cookieName(port: Int) -> String { "kvtool_token_\(port)" }
 
-    init(api: ServeAPI, feed: CommitFeed, token: String = ServeServer.randomToken()) {
+    init(api: ServeAPI, feed: CommitFeed, token: String = ServeServer.randomToken(),
+         requestTimeout: Duration = ServeLimits.requestTimeout) {
         self.api = api
         self.feed = feed
         self.token = token
+        self.requestTimeout = requestTimeout
         threadPool = NIOThreadPool(numberOfThreads: 2)
     }
 
@@ -36,6 +42,7 @@ final class ServeServer: Sendable {
     func run(port requested: Int, ready: @Sendable (Int) -> Void) async throws {
         threadPool.start()
         try feed.start()
+        let requestTimeout = requestTimeout
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -45,6 +52,9 @@ final class ServeServer: Sendable {
                     // sends a comment every 15 s), so idle clients cannot hold the connection slots.
                     try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(allTimeout: .seconds(60)), CloseWhenIdle()])
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    // A request whose head and body take longer is cut off: bytes that keep trickling
+                    // in reset the idle timer, not this one.
+                    try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: requestTimeout))
                     return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
                 }
             }
@@ -106,7 +116,8 @@ final class ServeServer: Sendable {
                         var response = await respond(request)
                         if request.query["token"] != nil && (request.path == "/" || request.path == "/index.html") {
                             // As Jupyter does: the page's own requests then carry the token as a cookie.
-                            response.headers.append(("Set-Cookie", "\(Self.cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"))
+                            let name = Self.cookieName(port: port.withLock { $0 })
+                            response.headers.append(("Set-Cookie", "\(name)=\(token); Path=/; HttpOnly; SameSite=Strict"))
                         }
                         try await write(response, keepAlive: requestHead.isKeepAlive, to: outbound)
                     }
@@ -116,15 +127,28 @@ final class ServeServer: Sendable {
         }
     }
 
-    /// 403 unless the request carries the token (query, header or cookie) and names this server in its
-    /// Host header (which a page of another site, rebinding its name to 127.0.0.1, cannot).
+    /// 403 unless the request names this server in its Host header (which a page of another site,
+    /// rebinding its name to 127.0.0.1, cannot), comes from no page of another origin, and carries the
+    /// token (query, header or cookie).
+    ///
+    /// A browser says where a request comes from: `Origin` on every state-changing request and on a
+    /// cross-origin event stream, `Sec-Fetch-Site` on every request. A page of another port of
+    /// 127.0.0.1 is another origin but the same *site*: it gets the cookie sent along, so its requests
+    /// are refused here by their origin, whatever they carry. Clients that are not browsers send
+    /// neither header and need the token.
     func authorize(_ request: ServeRequest) -> ServeResponse? {
         let port = port.withLock { $0 }
         let host = request.headers["host"].first ?? ""
         guard host == "127.0.0.1:\(port)" || host == "localhost:\(port)" else {
             return .error(.forbidden, "the Host header \(JSONText.quoted(host)) is not this server's address, 127.0.0.1:\(port)")
         }
-        let presented = request.query["token"] ?? request.headers["x-kvtool-token"].first ?? request.cookie(Self.cookieName)
+        if let origin = request.headers["origin"].first, origin != "http://127.0.0.1:\(port)" && origin != "http://localhost:\(port)" {
+            return .error(.forbidden, "the request comes from another origin, \(JSONText.quoted(origin)): only this server's own page may call it")
+        }
+        if let site = request.headers["sec-fetch-site"].first, site != "same-origin" && site != "none" {
+            return .error(.forbidden, "the request comes from a page of another origin (Sec-Fetch-Site: \(site)): only this server's own page may call it")
+        }
+        let presented = request.query["token"] ?? request.headers["x-kvtool-token"].first ?? request.cookie(Self.cookieName(port: port))
         guard let presented, Self.constantTimeEqual(presented, token) else {
             return .error(.forbidden, presented == nil
                 ? "no access token: open the URL kvtool serve printed, with its ?token="
