@@ -11,7 +11,10 @@ The keys, counts and search results the page must show are first asked of the AP
 the token header), so the browser checks compare the page with the server; the dashboard is compared with
 --expected-dashboard (the `periods` array of /api/dashboard, computed by the Swift test from the store).
 The timeline check writes five keys `browser-NONCE-i` into --timeline-collection with `kvtool put` and
-a PNG to Files/TrainerImages/test.png with `kvtool files put`.
+a PNG to Files/TrainerImages/test.png with `kvtool files put`. The hostile-content check writes markup
+into a key, a value and a file name, and .html and .svg files into Files/hostile/, and checks that
+none of it runs; the other-port check serves a page from another port of 127.0.0.1 that tries to read,
+write, follow the event stream and load an image, and checks that all of it is refused.
 
 Exit 0 when every check passes; otherwise one line `FAIL: what, expected X, got Y` per failed check and
 exit 1. Figures are printed as lines starting with `[serve-browser] `. Every wait has a timeout and the
@@ -19,6 +22,7 @@ whole run is cut at 85 s. The page's data-testid attributes are listed at the to
 """
 import argparse
 import datetime
+import http.server
 import json
 import os
 import signal
@@ -27,6 +31,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -380,6 +385,126 @@ class Run:
         check(crumbs and "TrainerImages" in crumbs, "the breadcrumbs", "Files / TrainerImages", crumbs)
         self.shot("files.png")
 
+    @staticmethod
+    def hostile(where):
+        """Markup that, if the page ever parsed it as HTML, would run and leave its mark in localStorage."""
+        return (f"<img src=x onerror=\"localStorage.setItem('pwned','{where}')\">"
+                f"<script>localStorage.setItem('pwned','{where}')</script>")
+
+    def check_hostile_content(self):
+        """Keys, values and file names that are markup, and .html and .svg files in Files/: the page shows
+        them as text, the server serves the files as text or as downloads, and no script of theirs runs."""
+        self.js("localStorage.removeItem('pwned')")
+        key = self.hostile("key")
+        self.kvtool("put", self.args.timeline_collection, key, json.dumps({"text": self.hostile("value")}))
+        with tempfile.TemporaryDirectory() as directory:
+            files = {"hostile/" + self.hostile("name").replace("/", "_") + ".txt": "plain text\n",
+                     "hostile/evil.html": "<!doctype html><h1>evil</h1>" + self.hostile("html"),
+                     "hostile/evil.svg": "<svg xmlns='http://www.w3.org/2000/svg' onload=\"localStorage.setItem('pwned','svg')\">"
+                                         "<script>localStorage.setItem('pwned','svg-script')</script></svg>"}
+            for index, (path, text) in enumerate(files.items()):
+                source = os.path.join(directory, f"{index}")
+                with open(source, "w", encoding="utf-8") as file:
+                    file.write(text)
+                self.kvtool("files", "put", path, source)
+        planted = "document.querySelectorAll('img[src=\"x\"], script:not([src])').length"
+        # The key and value in the collection's page (found by a prefix search), and in the timeline, as text.
+        self.go(f"#collection/{self.args.timeline_collection}")
+        wait_for(lambda: self.js("return !!document.querySelector('[data-testid=view-collection] [data-testid=search-form]')"),
+                 5, "the search form")
+        Select(self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-mode]")).select_by_value("prefix")
+        field = self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-prefix]")
+        field.clear()
+        field.send_keys("<img")
+        self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-submit]").click()
+        try:
+            shown = wait_for(lambda: key in (self.rows("collection-row", "key") or []), 8, "the hostile key's row")
+        except WaitTimeout:
+            shown = False
+        check(shown, "the hostile key, shown as text in its collection", repr(key[:40]),
+              f"rows {[k[:30] for k in (self.rows('collection-row', 'key') or [])][:8]}")
+        check(self.js(f"return {planted}") == 0, "elements made from the hostile key or value", 0, self.js(f"return {planted}"))
+        self.go("#timeline")
+        time.sleep(0.3)
+        check(self.js(f"return {planted}") == 0, "elements made from the timeline's hostile rows", 0, self.js(f"return {planted}"))
+        # The names in the Files/ listing, as text.
+        self.go("#files/hostile")
+        try:
+            names = wait_for(lambda: self.js("return document.body.innerText.includes('evil.svg') && document.body.innerText"),
+                             8, "the hostile/ listing")
+        except WaitTimeout:
+            names = ""
+        check(self.hostile("name")[:20] in (names or ""), "the hostile file name, shown as text", self.hostile("name")[:20], repr((names or "")[:120]))
+        check(self.js(f"return {planted}") == 0, "elements made from the hostile file name", 0, self.js(f"return {planted}"))
+        self.shot("hostile.png")
+        # The files themselves, opened as a user would: text, never a document that runs.
+        for path in ("hostile/evil.html", "hostile/evil.svg"):
+            self.driver.get(self.base + "/api/file?path=" + urllib.parse.quote(path))
+            kind = self.js("return document.contentType")
+            check(kind == "text/plain", f"{path} opened in the browser", "text/plain", kind)
+        self.driver.get(self.base + "/")
+        wait_for(lambda: self.js("return document.querySelectorAll('[data-testid=catalog-row]').length > 0"), 8, "the page again")
+        mark = self.js("return localStorage.getItem('pwned')")
+        check(mark is None, "a hostile script's mark in localStorage", None, mark)
+
+    def check_other_port(self):
+        """A page served from another port of 127.0.0.1 (same site: the browser sends it the cookie) can
+        read nothing, write nothing, follow no event stream and load no image of the server's."""
+        target = self.base
+        page = """<!doctype html><meta charset="utf-8"><title>other port</title><body><script>
+const T = %s, out = {};
+async function attempt(name, body) { try { out[name] = await body(); } catch (e) { out[name] = "blocked"; } }
+(async () => {
+  await attempt("read", async () => { const r = await fetch(T + "/api/catalog", {credentials: "include"}); return "read " + r.status + " " + (await r.text()).slice(0, 40); });
+  await attempt("write", async () => { const r = await fetch(T + "/api/put", {method: "POST", mode: "no-cors", credentials: "include",
+      headers: {"Content-Type": "text/plain"}, body: JSON.stringify({collection: "notes", key: "from-another-port", value: {text: "x"}})}); return r.type; });
+  await attempt("writeJSON", async () => { const r = await fetch(T + "/api/put", {method: "POST", credentials: "include",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify({collection: "notes", key: "from-another-port-json", value: {text: "x"}})}); return "read " + r.status; });
+  out.events = await new Promise(done => { const s = new EventSource(T + "/api/events", {withCredentials: true});
+      s.addEventListener("hello", () => { s.close(); done("hello"); }); s.onerror = () => { s.close(); done("error"); };
+      setTimeout(() => { s.close(); done("timeout"); }, 4000); });
+  out.image = await new Promise(done => { const i = new Image(); i.onload = () => done("loaded " + i.naturalWidth);
+      i.onerror = () => done("error"); i.src = T + "/api/file?path=TrainerImages/test.png"; });
+  document.body.dataset.result = JSON.stringify(out);
+})();
+</script></body>""" % json.dumps(target)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                body = page.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        try:
+            # The server's page first, so that the browser holds its cookie.
+            self.driver.get(self.args.url)
+            wait_for(lambda: self.js("return document.querySelectorAll('[data-testid=catalog-row]').length > 0"), 8, "the page")
+            cookies = [c["name"] for c in self.driver.get_cookies()]
+            check(any(name.startswith("kvtool_token_") for name in cookies), "the page's cookie", "kvtool_token_PORT", cookies)
+            self.driver.get(f"http://127.0.0.1:{other.server_address[1]}/")
+            result = json.loads(wait_for(lambda: self.js("return document.body.dataset.result || null"), 15, "the other port's page"))
+        finally:
+            other.shutdown()
+            # Back to the server's page, for the checks after this one.
+            self.driver.get(self.args.url)
+            wait_for(lambda: self.js("return document.querySelectorAll('[data-testid=catalog-row]').length > 0"), 8, "the page")
+        log(f"a page of another port of 127.0.0.1: {result}")
+        check(result.get("read") == "blocked", "another port's page reading /api/catalog", "blocked (no CORS)", result.get("read"))
+        check(result.get("writeJSON") == "blocked", "another port's page posting JSON", "blocked", result.get("writeJSON"))
+        check(result.get("events") == "error", "another port's page following /api/events", "error", result.get("events"))
+        check(result.get("image") == "error", "another port's page loading an image of Files/", "error", result.get("image"))
+        notes = self.api(f"/api/collection?name={urllib.parse.quote(self.args.timeline_collection)}&prefix=from-another-port")
+        keys = [entry.get("key") for entry in notes.get("entries", [])]
+        check(keys == [], "keys another port's page tried to write", [], keys)
+
     def check_dashboard(self):
         expected = json.load(open(self.args.expected_dashboard))
         if isinstance(expected, dict):
@@ -473,6 +598,7 @@ class Run:
                   ("browse", self.check_browse), ("timeline", self.check_timeline), ("prefix", self.check_prefix),
                   ("files", self.check_files),
                   ("dashboard", self.check_dashboard), ("tables", self.check_tables),
+                  ("hostile content", self.check_hostile_content), ("another port's page", self.check_other_port),
                   ("access denied in the page", self.check_denied_in_page)]
         for name, function in checks:
             started = time.monotonic()

@@ -483,7 +483,8 @@ import Workloads
     /// `.build/artifacts/serve`.
     @Test func theBrowserShowsTheContainer() throws {
         try fixture()
-        let server = try Server(root: dir.path, group: group)
+        // Writes allowed: the page of another port must be refused by its origin, not by a read-only store.
+        let server = try Server(root: dir.path, group: group, extra: ["--allow-writes"])
         let expected = try Self.expectedDashboard(root: dir.path, group: group)
         let expectedFile = dir.path + "/expected-dashboard.json"
         try JSONSerialization.data(withJSONObject: expected).write(to: URL(fileURLWithPath: expectedFile))
