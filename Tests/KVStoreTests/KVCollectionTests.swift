@@ -157,7 +157,7 @@ struct Charge: Codable, Hashable, Sendable {
         #expect(entry.indexes.map(\.name) == ["bySubscription"])
         #expect(entry.indexes.first?.keyEncoding == "tuple(uuid,date)")
         #expect(entry.keyEncoding == "uuid")
-        #expect(entry.valueEncoding == "cbor")
+        #expect(entry.valueEncoding == .cbor)
     }
 
     @Test func indexAddedLaterIsBuiltAndDroppedIndexIsRemoved() throws {
@@ -199,7 +199,7 @@ struct Charge: Codable, Hashable, Sendable {
         try checklist.records.delete(changed.day)
         #expect(try checklist.summaries.get(changed.day) == nil)
         #expect(try store.catalogEntry(forCollection: "dailySummaries")?.derivedFrom == "dailyRecords")
-        #expect(try store.catalogEntry(forCollection: "dailySummaries")?.valueEncoding == "fixed(56)")
+        #expect(try store.catalogEntry(forCollection: "dailySummaries")?.valueEncoding == .fixed(size: 56))
         // The summary bytes can be read straight from the map.
         let day = records[0].day
         let count = try store.read { tx throws in

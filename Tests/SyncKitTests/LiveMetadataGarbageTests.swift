@@ -164,7 +164,7 @@ import TestSupport
         var entry = try #require(try container.store.catalogEntry(forCollection: "events"))
         switch field {
         case "keyEncoding": entry.keyEncoding = "int65"
-        case "valueEncoding": entry.valueEncoding = "fixed(1099511627776)"
+        case "valueEncoding": entry.valueEncoding = ValueEncoding("fixed(1099511627776)")
         case "database": entry.database = "_catalog"
         default: entry.name = "prefs"
         }

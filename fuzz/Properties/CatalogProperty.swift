@@ -32,7 +32,7 @@ public enum CatalogProperty {
         try require(CatalogEntry.isValidName(entry.name), "an accepted entry has an invalid name")
         try require(!entry.database.contains("..") && !entry.database.hasPrefix("_"),
                     "an accepted entry names database \(entry.database)")
-        if entry.valueEncoding.hasPrefix("fixed(") {
+        if case .fixed = entry.valueEncoding {
             try require((1...CatalogEntry.maxFixedValueSize).contains(entry.fixedValueSize ?? 0),
                         "an accepted entry has value encoding \(entry.valueEncoding)")
         }

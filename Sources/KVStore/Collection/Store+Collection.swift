@@ -55,7 +55,7 @@ extension Store {
         let databaseName = Catalog.collectionDatabase(name)
         var desired = CatalogEntry(
             name: name, kind: .collection, keyEncoding: Key.keyEncoding.description,
-            valueEncoding: codec.encodingName, schemaVersion: schemaVersion,
+            valueEncoding: ValueEncoding(codec.encodingName), schemaVersion: schemaVersion,
             indexes: indexes.map {
                 .init(name: $0.name, keyEncoding: $0.keyEncoding.description,
                       database: Catalog.indexDatabase(name, $0.name))

@@ -53,7 +53,7 @@ public final class SharedDefaults: @unchecked Sendable {
                 try store.write { transaction in
                     try Catalog.put(CatalogEntry(
                         name: suiteName, kind: .defaults, keyEncoding: KeyEncoding.string.description,
-                        valueEncoding: "cbor", schemaVersion: 1, indexes: [], derived: [], derivedFrom: nil,
+                        valueEncoding: .cbor, schemaVersion: 1, indexes: [], derived: [], derivedFrom: nil,
                         database: databaseName), in: transaction)
                 }
             }

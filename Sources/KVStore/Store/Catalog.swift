@@ -24,8 +24,9 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     public var kind: Kind
     /// ``KeyEncoding`` description (`int64`, `day`, `tuple(uuid,date)`…).
     public var keyEncoding: String
-    /// ``ValueCodec/encodingName`` (`cbor`, `fixed(24)`, `bytes`).
-    public var valueEncoding: String
+    /// The values' encoding (`cbor`, `fixed(24)`, `bytes`): a codec's ``ValueCodec/encodingName``,
+    /// parsed. Stored as its text.
+    public var valueEncoding: ValueEncoding
     public var schemaVersion: Int
     public var indexes: [IndexEntry]
     /// Collections derived from this one (maintained in the same transaction).
@@ -41,7 +42,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     /// Whether writes need Swift code (index keys or derived values) that tools like `kvtool` lack.
     public var hasMaintainedData: Bool { !indexes.isEmpty || !derived.isEmpty || derivedFrom != nil }
 
-    public init(name: String, kind: Kind, keyEncoding: String, valueEncoding: String, schemaVersion: Int,
+    public init(name: String, kind: Kind, keyEncoding: String, valueEncoding: ValueEncoding, schemaVersion: Int,
                 indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String, bucketed: Bool? = nil) {
         self.name = name
         self.kind = kind
@@ -56,11 +57,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     }
 
     /// `N` when values are ``FixedLayoutCodec`` layouts of `N` bytes (`fixed(N)`); otherwise `nil`.
-    public var fixedValueSize: Int? {
-        guard valueEncoding.hasPrefix("fixed("), valueEncoding.hasSuffix(")"),
-              let size = Int(valueEncoding.dropFirst(6).dropLast()), size >= 1, "fixed(\(size))" == valueEncoding else { return nil }
-        return size
-    }
+    public var fixedValueSize: Int? { valueEncoding.fixedSize }
 
     /// Whether `name` may name a collection, index or defaults suite: 1–200 bytes of ASCII letters,
     /// digits, `.`, `_` and `-`.
@@ -111,14 +108,17 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         let q = KVStoreError.quote
         if !Self.isValidName(name) { return "the name \(q(name)) is not a valid \(kind.rawValue) name" }
         if KeyEncoding(keyEncoding) == nil { return "unknown key encoding \(q(keyEncoding))" }
-        let tokenOK = !valueEncoding.isEmpty && valueEncoding.utf8.count <= 100
-            && valueEncoding.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
-        if !tokenOK { return "the value encoding \(q(valueEncoding)) is not an encoding name" }
-        if valueEncoding.hasPrefix("fixed(") {
-            guard let size = fixedValueSize else { return "the value encoding \(q(valueEncoding)) is not fixed(N) with N ≥ 1" }
+        switch valueEncoding {
+        case .cbor, .bytes:
+            break
+        case .fixed(let size):
             if size > Self.maxFixedValueSize {
-                return "the value encoding \(q(valueEncoding)) is over the \(Self.maxFixedValueSize)-byte limit of a fixed layout"
+                return "the value encoding \(q(valueEncoding.description)) is over the \(Self.maxFixedValueSize)-byte limit of a fixed layout"
             }
+        case .other(let name):
+            let tokenOK = !name.isEmpty && name.utf8.count <= 100 && name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+            if !tokenOK { return "the value encoding \(q(name)) is not an encoding name" }
+            if name.hasPrefix("fixed(") { return "the value encoding \(q(name)) is not fixed(N) with N ≥ 1" }
         }
         if schemaVersion < 1 { return "schema version \(schemaVersion) is below 1" }
         let expected = kind == .collection ? Catalog.collectionDatabase(name) : Catalog.defaultsDatabase(name)

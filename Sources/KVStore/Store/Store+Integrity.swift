@@ -224,7 +224,7 @@ private struct IntegrityChecker {
                 continue
             }
             try walkEntries(database, location: location, keyEncoding: keyEncoding,
-                            valueEncoding: entry.valueEncoding, fixedSize: entry.fixedValueSize,
+                            valueEncoding: entry.valueEncoding,
                             maxValueSize: entry.kind == .defaults ? SharedDefaults.maxValueSize : CBORLimits.default.maxInputSize,
                             in: transaction)
             if let source = entry.derivedFrom {
@@ -260,10 +260,10 @@ private struct IntegrityChecker {
     }
 
     private mutating func walkEntries(_ database: RawDatabase, location: String, keyEncoding: KeyEncoding,
-                                      valueEncoding: String, fixedSize: Int?, maxValueSize: Int,
+                                      valueEncoding: ValueEncoding, maxValueSize: Int,
                                       in transaction: ReadTransaction) throws {
-        if fixedSize == nil && valueEncoding != "cbor" && valueEncoding != "bytes" {
-            add(.catalog, location, "unknown value encoding '\(valueEncoding)'")
+        if case .other(let name) = valueEncoding {
+            add(.catalog, location, "unknown value encoding '\(name)'")
         }
         try transaction.rawScan(database) { keyBuffer, value in
             counted()
@@ -278,15 +278,20 @@ private struct IntegrityChecker {
             // What reading refuses (a value stored raw by another process), reported without decoding it.
             if value.count > maxValueSize {
                 add(.corruptValue, location, key: rendered, "\(value.count) bytes, over the \(maxValueSize)-byte limit of a value")
-            } else if let fixedSize {
-                if value.count != fixedSize {
-                    add(.corruptValue, location, key: rendered, "\(value.count) bytes, but the layout is \(fixedSize)")
-                }
-            } else if valueEncoding == "cbor" {
-                do {
-                    _ = try CBORValue.decode(value)
-                } catch {
-                    add(.corruptValue, location, key: rendered, "not valid CBOR: \(error)")
+            } else {
+                switch valueEncoding {
+                case .fixed(let size):
+                    if value.count != size {
+                        add(.corruptValue, location, key: rendered, "\(value.count) bytes, but the layout is \(size)")
+                    }
+                case .cbor:
+                    do {
+                        _ = try CBORValue.decode(value)
+                    } catch {
+                        add(.corruptValue, location, key: rendered, "not valid CBOR: \(error)")
+                    }
+                case .bytes, .other:
+                    break
                 }
             }
             return true

@@ -21,7 +21,7 @@ struct Collections: ParsableCommand {
     static func json(_ entry: CatalogEntry, count: Int) -> [String: Any] {
         var object: [String: Any] = [
             "name": entry.name, "kind": entry.kind.rawValue, "count": count,
-            "keyEncoding": entry.keyEncoding, "valueEncoding": entry.valueEncoding,
+            "keyEncoding": entry.keyEncoding, "valueEncoding": entry.valueEncoding.description,
             "schemaVersion": entry.schemaVersion, "database": entry.database,
             "indexes": entry.indexes.map { ["name": $0.name, "keyEncoding": $0.keyEncoding] },
             "derived": entry.derived,
@@ -36,7 +36,7 @@ struct Collections: ParsableCommand {
             var notes: [String] = entry.indexes.map { "index \($0.name)(\($0.keyEncoding))" }
             notes += entry.derived.map { "derives \($0)" }
             if let from = entry.derivedFrom { notes.append(entry.bucketed == true ? "aggregates \(from) by bucket" : "derived from \(from)") }
-            return [entry.kind.rawValue, entry.name, String(count), entry.keyEncoding, entry.valueEncoding,
+            return [entry.kind.rawValue, entry.name, String(count), entry.keyEncoding, entry.valueEncoding.description,
                     "v\(entry.schemaVersion)", notes.joined(separator: ", ")]
         }
         Output.table(["KIND", "NAME", "COUNT", "KEY", "VALUE", "SCHEMA", "INDEXES"], rows)

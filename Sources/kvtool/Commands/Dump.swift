@@ -201,7 +201,7 @@ struct Dump: ParsableCommand {
             // The collection asked for, not what it brought along (its derived collections).
             guard let entry = chosen.first(where: { $0.kind == .collection && $0.name == collections.first }),
                   let handle = handles[entry.database] else { return }
-            guard entry.valueEncoding == "cbor" else {
+            guard entry.valueEncoding == .cbor else {
                 throw CLIError(.badInput, "--format csv needs cbor values; collection '\(entry.name)' stores \(entry.valueEncoding)")
             }
             var builder = DumpCSV.Builder()
@@ -266,7 +266,7 @@ struct Dump: ParsableCommand {
         }
         switch role {
         case .collection(let entry), .suite(let entry):
-            guard entry.valueEncoding == "cbor" else { return (keyJSON, hex(value)) }
+            guard entry.valueEncoding == .cbor else { return (keyJSON, hex(value)) }
             do {
                 return (keyJSON, JSONBridge.json(try CBORValue.decode(value)))
             } catch {

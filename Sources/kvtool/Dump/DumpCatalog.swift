@@ -13,22 +13,13 @@ enum DumpCatalog {
     /// Collection, index and suite names, as the library checks them.
     static func isValidName(_ name: String) -> Bool { CatalogEntry.isValidName(name) }
 
-    /// What a value encoding requires of a stored value: `cbor`, `bytes`, or `fixed(N)`.
-    enum ValueRule: Equatable {
-        case cbor, bytes, fixed(Int)
-    }
-
-    static func valueRule(_ encoding: String) -> ValueRule? {
+    /// Whether a dump may carry values of `encoding`: the library's own codecs (a fixed layout no
+    /// larger than a dump line), never another codec's, whose values nothing here could check.
+    static func isLoadable(_ encoding: ValueEncoding) -> Bool {
         switch encoding {
-        case "cbor": return .cbor
-        case "bytes": return .bytes
-        default:
-            guard encoding.hasPrefix("fixed("), encoding.hasSuffix(")"), encoding.utf8.count <= 20 else { return nil }
-            let digits = encoding.dropFirst(6).dropLast()
-            guard !digits.isEmpty, digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-                  let size = Int(digits), size >= 1, size <= DumpLimits.defaultMaxLineBytes,
-                  "fixed(\(size))" == encoding else { return nil }
-            return .fixed(size)
+        case .cbor, .bytes: true
+        case .fixed(let size): size <= DumpLimits.defaultMaxLineBytes
+        case .other: false
         }
     }
 
@@ -42,14 +33,14 @@ enum DumpCatalog {
         guard let keyEncoding = KeyEncoding(entry.keyEncoding), keyEncoding.description == entry.keyEncoding else {
             throw fail("unknown key encoding \(JSONText.quoted(entry.keyEncoding))")
         }
-        guard valueRule(entry.valueEncoding) != nil else { throw fail("unknown value encoding \(JSONText.quoted(entry.valueEncoding))") }
+        guard isLoadable(entry.valueEncoding) else { throw fail("unknown value encoding \(JSONText.quoted(entry.valueEncoding.description))") }
         guard entry.schemaVersion >= 1 else { throw fail("schema version \(entry.schemaVersion) is below 1") }
         switch entry.kind {
         case .collection:
             guard entry.database == Catalog.collectionDatabase(entry.name) else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"\(Catalog.collectionDatabase(entry.name))\"") }
         case .defaults:
             guard entry.database == Catalog.defaultsDatabase(entry.name) else { throw fail("its database is \(JSONText.quoted(entry.database)), not \"\(Catalog.defaultsDatabase(entry.name))\"") }
-            guard keyEncoding == .string, entry.valueEncoding == "cbor", entry.indexes.isEmpty, entry.derived.isEmpty,
+            guard keyEncoding == .string, entry.valueEncoding == .cbor, entry.indexes.isEmpty, entry.derived.isEmpty,
                   entry.derivedFrom == nil else {
                 throw fail("a defaults suite has string keys, cbor values and no indexes or derived collections")
             }

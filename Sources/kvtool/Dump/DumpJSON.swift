@@ -309,7 +309,7 @@ enum DumpJSON {
             ("kind", JSONText.quoted(entry.kind.rawValue)),
             ("name", JSONText.quoted(entry.name)),
             ("schemaVersion", String(entry.schemaVersion)),
-            ("valueEncoding", JSONText.quoted(entry.valueEncoding)),
+            ("valueEncoding", JSONText.quoted(entry.valueEncoding.description)),
         ]
         return JSONText.object(fields)
     }

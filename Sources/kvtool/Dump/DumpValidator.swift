@@ -68,7 +68,7 @@ struct DumpValidator {
         if raw.key == nil || raw.value == nil {
             let plain: Bool
             switch role {
-            case .collection(let entry): plain = entry.valueEncoding == "cbor" && !entry.hasMaintainedData && !role.isHistory
+            case .collection(let entry): plain = entry.valueEncoding == .cbor && !entry.hasMaintainedData && !role.isHistory
             case .suite: plain = true
             case .index, .requirements: plain = false
             }
@@ -131,18 +131,18 @@ struct DumpValidator {
         let keyText = { DumpError.describeKey(key, encoding: role.keyEncoding()) }
         switch role {
         case .collection(let entry), .suite(let entry):
-            switch DumpCatalog.valueRule(entry.valueEncoding) {
-            case .cbor?:
+            switch entry.valueEncoding {
+            case .cbor:
                 do {
                     _ = try CBORValue.decode(value, limits: CBORLimits(maxInputSize: limits.maxLineBytes, maxDepth: 64))
                 } catch {
                     throw DumpError.at(line, "the value at key \(keyText()) in '\(database)' is not valid CBOR: \(error)")
                 }
-            case .fixed(let size)?:
+            case .fixed(let size):
                 guard value.count == size else {
                     throw DumpError.at(line, "the value at key \(keyText()) in '\(database)' is \(value.count) bytes; \(entry.valueEncoding) values are \(size)")
                 }
-            case .bytes?, nil:
+            case .bytes, .other:   // (a dump's catalog holds no other: DumpCatalog.isLoadable)
                 break
             }
             if entry.kind == .defaults, value.count > SharedDefaults.maxValueSize {

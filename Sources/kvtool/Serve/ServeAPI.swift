@@ -134,7 +134,7 @@ struct ServeAPI: Sendable {
         // page of 100 records.
         return Self.jsonText(JSONText.object([
             ("name", JSONText.quoted(name)), ("keyEncoding", JSONText.quoted(entry.keyEncoding)),
-            ("valueEncoding", JSONText.quoted(entry.valueEncoding)), ("count", String(count)),
+            ("valueEncoding", JSONText.quoted(entry.valueEncoding.description)), ("count", String(count)),
             ("entries", JSONText.array(rows)), ("next", next.map(JSONText.quoted) ?? "null"),
         ]))
     }
@@ -163,7 +163,7 @@ struct ServeAPI: Sendable {
         let shown: String
         if value.count > ServeLimits.decodedValueBytes {
             shown = "(\(value.count) bytes: not decoded for display, over \(ServeLimits.decodedValueBytes >> 20) MiB)"
-        } else if entry.valueEncoding == "cbor" {
+        } else if entry.valueEncoding == .cbor {
             shown = (try? CBORValue.decode(Array(value))).map { PrettyJSON.format(JSONBridge.json($0)) }
                 ?? "(\(value.count) bytes that do not decode as CBOR: 0x\(Hex.encode(Array(value.prefix(64))))…)"
         } else {

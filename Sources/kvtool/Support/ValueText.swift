@@ -67,13 +67,13 @@ enum ValueText {
     /// A stored value as JSON text.
     static func render(_ bytes: [UInt8], entry: CatalogEntry, key: String) throws -> String {
         switch entry.valueEncoding {
-        case "cbor":
+        case .cbor:
             do {
                 return JSONBridge.json(try CBORValue.decode(bytes))
             } catch {
                 throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
             }
-        default:
+        case .bytes, .fixed, .other:
             return JSONText.quoted("0x" + Hex.encode(bytes))
         }
     }
@@ -84,7 +84,7 @@ enum ValueText {
     }
 
     static func requireWritable(_ entry: CatalogEntry) throws {
-        guard entry.valueEncoding == "cbor" else {
+        guard entry.valueEncoding == .cbor else {
             throw CLIError(.badInput, "collection '\(entry.name)' stores \(entry.valueEncoding) values, which kvtool cannot write")
         }
         guard !entry.hasMaintainedData else {

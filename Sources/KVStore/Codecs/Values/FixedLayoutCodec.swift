@@ -18,7 +18,7 @@ public struct FixedLayoutCodec<Value: BitwiseCopyable>: ValueCodec {
     @inlinable
     public init() {}
 
-    public var encodingName: String { "fixed(\(MemoryLayout<Value>.size))" }
+    public var encodingName: String { ValueEncoding.fixed(size: MemoryLayout<Value>.size).description }
 
     @inlinable
     public func encode(_ value: Value) throws -> [UInt8] {

@@ -58,7 +58,7 @@ public struct CBORCodec<Value: Codable>: ValueCodec {
         CBORUnknownFields.merge(Value.self, new: new, old: old, limits: limits)
     }
 
-    public var encodingName: String { "cbor" }
+    public var encodingName: String { ValueEncoding.cbor.description }
 
     /// ``CBORLimits/maxInputSize``.
     public var maxEncodedSize: Int? { limits.maxInputSize }
@@ -85,7 +85,7 @@ public struct RawBytesCodec: ValueCodec {
     public var maxSize: Int
 
     public init(maxSize: Int = CBORLimits.default.maxInputSize) { self.maxSize = maxSize }
-    public var encodingName: String { "bytes" }
+    public var encodingName: String { ValueEncoding.bytes.description }
     public var maxEncodedSize: Int? { maxSize }
 
     /// The bytes themselves; over ``maxSize``, ``KVStoreError/valueTooLarge(what:size:limit:hint:)``.
