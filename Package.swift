@@ -102,6 +102,8 @@ let package = Package(
                 .embedInCode("Serve/Assets/app.js"),
             ]
         ),
+        // The README's example, word for word (ReadmeExampleTests checks that it still is).
+        .executableTarget(name: "ReadmeExample", dependencies: ["KVStore", "SyncKit"], path: "Examples/ReadmeExample"),
         .target(name: "LeanProcess"),
         // The Swift runtime and FoundationEssentials linked in statically: no dynamic relocations of
         // libswiftCore and no shared-library loading at start-up. Measured (README, "Lean processes"):

@@ -48,4 +48,22 @@ import TestSupport
         let lastSaved = try kvtool("defaults", "read", "lastSaved")
         #expect(lastSaved.stdout == "2026-11-21\n", "\(lastSaved.stderr)")
     }
+
+    /// The README's example is `Examples/ReadmeExample` word for word, which the package builds (with
+    /// no warning: in its async `main`, `read` and `write` are the async ones). Run, it prints the
+    /// widget's view and then follows the app: the week's count, at once.
+    @Test func theReadmeExampleIsTheExampleTargetAndRuns() throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let readme = try String(contentsOfFile: repository + "/README.md", encoding: .utf8)
+        let example = try String(contentsOfFile: repository + "/Examples/ReadmeExample/Example.swift", encoding: .utf8)
+        let block = try #require(readme.components(separatedBy: "## Example\n\n```swift\n").dropFirst().first?.components(separatedBy: "```").first)
+        #expect(block == example, "README.md's example differs from Examples/ReadmeExample/Example.swift")
+        // stdbuf: lines reach the test as printed (the example never ends; it is killed once they have).
+        let process = try BackgroundProcess("/usr/bin/stdbuf", ["-oL", productsDirectory() + "/ReadmeExample"],
+                                            environment: ["KVSTORE_ROOT": dir.path])
+        defer { process.kill() }
+        let followed = process.waitForLine(timeout: BuildScale.seconds(20)) { $0.hasSuffix("days this week") }
+        #expect(followed == "1 days this week", "\(process.output)")
+        #expect(process.output.first == "2026-11-21 1", "\(process.output)")
+    }
 }

@@ -21,10 +21,13 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// Whether ``wait(timeout:sourceLocation:)`` had to kill the process at its deadline.
     public private(set) var timedOut = false
 
-    /// Starts `executable` with `arguments`.
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// Starts `executable` with `arguments`, and `environment` added to this process's.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
