@@ -65,6 +65,9 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
+        // A throwaway PostgreSQL cluster (fsync=off) for tests, demos and benchmarks: not in any product,
+        // so no app links it.
+        .target(name: "PostgresTesting", dependencies: ["SyncKitPostgres"]),
         // What the sync gateway and `kvtool serve` share of HTTP serving (empty without both traits).
         .target(
             name: "HTTPServerKit",
@@ -88,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit",
+                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Serve"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Serve"])),
@@ -122,7 +125,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
         // Replication through a real PostgreSQL cluster the tests start and stop themselves.
         .testTarget(name: "SyncKitPostgresTests", dependencies: [
-            "KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport",
+            "KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
         ]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with

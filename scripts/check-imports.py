@@ -6,6 +6,7 @@ The layers, each allowed to import only those below it:
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
                            HTTPServerKit <- SyncGateway, kvtool
+                        SyncKitPostgres <- PostgresTesting <- kvtool (a throwaway cluster: tests, demo)
 
 and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
 SyncKit and Workloads. Only SyncKitPostgres, SyncGateway (the sync gateway's server) and HTTPServerKit
@@ -25,7 +26,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "HTTPServerKit", "SyncKitPostgres", "SyncGateway", "kvtool"]
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "HTTPServerKit", "SyncKitPostgres", "PostgresTesting", "SyncGateway", "kvtool"]
 # SwiftNIO's and postgres-nio's modules: SyncKitPostgres and SyncGateway alone may import them.
 NIO_TARGETS = {"SyncKitPostgres", "SyncGateway", "HTTPServerKit"}
 NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
@@ -36,8 +37,9 @@ ALLOWED = {
     "Workloads": {"KVStore", "SyncKit"},
     "SyncKitPostgres": {"KVStore", "SyncKit"},
     "HTTPServerKit": set(),
+    "PostgresTesting": {"SyncKitPostgres"},
     "SyncGateway": {"KVStore", "SyncKitPostgres", "HTTPServerKit"},
-    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit"},
+    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting"},
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
     "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
@@ -153,5 +155,5 @@ if __name__ == "__main__":
         print(f"check-imports: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- SyncGateway <- kvtool, "
+    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- SyncGateway <- kvtool (with HTTPServerKit and PostgresTesting), "
           "and the lean targets link FoundationEssentials, not Foundation")

@@ -5,6 +5,7 @@ import KVStore
 import SyncGateway
 import SyncKit
 @testable import SyncKitPostgres
+@testable import PostgresTesting
 import TestSupport
 import Testing
 #if canImport(Glibc)

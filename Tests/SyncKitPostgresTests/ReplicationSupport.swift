@@ -3,6 +3,7 @@ import Foundation
 import KVStore
 import SyncKit
 import SyncKitPostgres
+import PostgresTesting
 import TestSupport
 import Testing
 #if canImport(Glibc)

@@ -2,6 +2,7 @@
 import Foundation
 import KVStore
 @testable import SyncKitPostgres
+import PostgresTesting
 import TestSupport
 import Testing
 

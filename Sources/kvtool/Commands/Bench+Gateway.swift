@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import KVStore
 import SyncKitPostgres
+import PostgresTesting
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,6 +4,7 @@ import Foundation
 import KVStore
 import SyncKit
 import SyncKitPostgres
+import PostgresTesting
 
 extension Bench {
     /// `kvtool bench sync`: replication through a throwaway PostgreSQL cluster.

@@ -4,6 +4,7 @@ import Foundation
 import KVStore
 import SyncKit
 import SyncKitPostgres
+import PostgresTesting
 import Workloads
 #if canImport(Glibc)
 import Glibc

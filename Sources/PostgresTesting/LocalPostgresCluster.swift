@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import SyncKitPostgres
 #if canImport(Glibc)
 import Glibc
 #endif
