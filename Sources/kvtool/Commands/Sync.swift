@@ -4,7 +4,6 @@ import Foundation
 import KVStore
 import SyncKit
 import SyncKitPostgres
-import Workloads
 
 /// `kvtool sync`: replication of this container with other machines' through PostgreSQL.
 struct SyncCommand: ParsableCommand {
@@ -132,19 +131,22 @@ struct SyncCommand: ParsableCommand {
             options.maxClockSkew = clock.duration
             options.statementTimeout = .milliseconds(Int64(statementTimeout * 1000))
             let json = global.json
-            let feed = try SyncCommand.checklistFeed(of: container)
+            let afterSync = try KVToolApps.afterSync(in: container)
+            let note = { @Sendable (changed: Set<Mutation.Target>?) in
+                for note in afterSync(changed) { SyncCommand.say(json, note.kind, note.message) }
+            }
             let events: @Sendable (SyncEvent) -> Void = { event in
                 switch event {
                 case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
                 case .resynchronized(let cursor):
                     SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
-                    SyncCommand.republish(feed, json: json)
+                    note(nil)
                 case .serverChanged(let server):
                     SyncCommand.say(json, "server", "another server (id \(server)) than the last sync's: every key is sent again and the cursor starts over")
                 case .applied(let targets, let changes):
                     let names = targets.map(\.description).sorted().joined(separator: ", ")
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
-                    if targets.contains(.collection(ChecklistStore.recordsName)) { SyncCommand.republish(feed, json: json) }
+                    note(Set(targets))
                 case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
                 case .failed(let message): SyncCommand.say(json, "error", message)
                 }
@@ -296,40 +298,9 @@ struct SyncCommand: ParsableCommand {
         }
     }
 
-    /// The declared targets, typed where kvtool knows the types (the checklist's records, merged by the
-    /// union of the items answered), by name otherwise.
+    /// The declared targets, typed by the app that owns each (``KVToolApps``), untyped otherwise.
     static func targets(of container: SharedContainer) throws -> [ReplicatedTarget] {
-        let store = container.store
-        var targets: [ReplicatedTarget] = []
-        for target in try Replication.declaredTargets(in: store) {
-            switch target {
-            case .collection(ChecklistStore.recordsName):
-                targets.append(.collection(try ChecklistStore(store: store).records, conflicts: .merge(DailyRecord.union)))
-            case .collection(let name):
-                targets.append(try .untypedCollection(named: name, in: store))
-            case .defaults(let name):
-                targets.append(.defaults(try container.defaults(suite: name)))
-            }
-        }
-        return targets
-    }
-
-    /// The checklist app's widget feed, when this container replicates the checklist: kvtool stands in
-    /// for the app and publishes it again after other devices' records arrive, so the widgets of this
-    /// machine wake to them.
-    static func checklistFeed(of container: SharedContainer) throws -> ChecklistWidgetFlow.App? {
-        guard try Replication.declaredTargets(in: container.store).contains(.collection(ChecklistStore.recordsName)) else { return nil }
-        return try ChecklistWidgetFlow.App(container: container)
-    }
-
-    static func republish(_ feed: ChecklistWidgetFlow.App?, json: Bool) {
-        guard let feed else { return }
-        do {
-            let generation = try feed.publish()
-            say(json, "feed", "published the checklist widget feed, generation \(generation)")
-        } catch {
-            say(json, "error", "cannot publish the checklist widget feed: \(error)")
-        }
+        try KVToolApps.replicatedTargets(of: container)
     }
 
     static func say(_ json: Bool, _ kind: String, _ message: String) {

@@ -3,7 +3,6 @@ import Foundation
 import KVStore
 import NIOHTTP1
 import SyncKit
-import Workloads
 
 /// The answers of `kvtool serve`, one function per endpoint (the contract is in
 /// `Sources/KVStore/Documentation.docc/InspectingInABrowser.md`). Every handler is synchronous and short: it runs on the server's
@@ -317,38 +316,11 @@ struct ServeAPI: Sendable {
         }])
     }
 
-    // MARK: - The checklist dashboard
+    // MARK: - The dashboard
 
-    /// The checklist dashboard, from the same code the widget runs (`ChecklistStore.dashboard`, the
-    /// month aggregates), ending on the day of the published widget feed or else the last record.
+    /// The dashboard of the app that registered one for this container (``KVToolApps``).
     func dashboard() throws -> ServeResponse {
-        guard try store.catalogEntry(forCollection: ChecklistStore.recordsName) != nil else {
-            return .json(["available": false, "reason": "no checklist data in this container (no \(ChecklistStore.recordsName) collection)"] as [String: Any])
-        }
-        let checklist = try ChecklistStore(store: store)
-        let published = try? WidgetFeed<ChecklistWidgetFeed>(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: container.layout.snapshots).readIfPublished()
-        let result = try store.read { tx -> (LogicalDay, Int, Dashboard)? in
-            let last = try checklist.records.last(in: tx)?.key
-            guard let today = published?.payload.day ?? last else { return nil }
-            return (today, try checklist.records.count(in: tx), try checklist.dashboard(today: today, in: tx))
-        }
-        guard let (today, records, dashboard) = result else {
-            return .json(["available": false, "reason": "the checklist has no records yet"] as [String: Any])
-        }
-        return .json([
-            "available": true, "today": today.description, "records": records,
-            "periods": dashboard.periods.map(Self.json),
-            "yearLine": dashboard[.year].map(ChecklistWidgetFlow.yearLine) ?? "",
-            "streak": ["current": dashboard.streak.current, "longest": dashboard.streak.longest],
-        ] as [String: Any])
-    }
-
-    static func json(_ period: DashboardPeriodResult) -> [String: Any] {
-        ["period": period.period.rawValue, "days": period.period.days, "records": period.records,
-         "categories": ChecklistCategory.allCases.map { category -> [String: Any] in
-             ["category": category.rawValue, "average": period.categoryAverages[category] ?? NSNull(),
-              "trend": (period.trends[category] ?? .flat).rawValue]
-         }]
+        .json(try KVToolApps.dashboard(of: container) as [String: Any])
     }
 
     // MARK: - Writes (--allow-writes)

@@ -1,0 +1,74 @@
+import Foundation
+import KVStore
+import SyncKit
+#if PostgreSQL
+import SyncKitPostgres
+#endif
+
+/// What an app tells kvtool about its data, so that kvtool's commands carry none of an app's code:
+/// the typed replication targets it owns (with their conflict policies), what to do after a sync
+/// changed them (its widget feed, published again), and the dashboard `kvtool serve` shows.
+///
+/// kvtool looks each of these up in ``KVToolApps/registered`` by the container's declarations
+/// (``Replication/declaredTargets(in:)``, the catalog); a declaration no app claims gets the generic
+/// treatment (an untyped collection, last writer wins; no dashboard). The demo's checklist app is
+/// registered as any app would be, in `Apps/`.
+protocol KVToolApp: Sendable {
+    /// A name for messages.
+    var name: String { get }
+#if PostgreSQL
+    /// The typed target for `target` if this app owns it (its value type and conflict policy).
+    func replicatedTarget(_ target: Mutation.Target, in container: SharedContainer) throws -> ReplicatedTarget?
+#endif
+    /// What to run after a sync applied other devices' changes (to `changed`, or to everything after a
+    /// resync: `nil`), made once per sync process; `nil` when the container holds none of this app's data.
+    func afterSync(in container: SharedContainer) throws -> (@Sendable (_ changed: Set<Mutation.Target>?) -> KVToolNote?)?
+    /// The dashboard `kvtool serve` draws, as its JSON object (`available`, `periods`…); `nil` when the
+    /// container holds none of this app's data.
+    func dashboard(of container: SharedContainer) throws -> [String: Any]?
+}
+
+/// One line kvtool prints for an app: a kind (`feed`, `error`) and the message.
+struct KVToolNote: Sendable {
+    var kind: String
+    var message: String
+}
+
+/// The apps this kvtool knows.
+enum KVToolApps {
+    static let registered: [any KVToolApp] = [ChecklistApp()]
+
+#if PostgreSQL
+    /// The declared replication targets, typed by the app that owns each, untyped otherwise.
+    static func replicatedTargets(of container: SharedContainer) throws -> [ReplicatedTarget] {
+        let store = container.store
+        var targets: [ReplicatedTarget] = []
+        for target in try Replication.declaredTargets(in: store) {
+            if let typed = try registered.lazy.compactMap({ try $0.replicatedTarget(target, in: container) }).first {
+                targets.append(typed)
+                continue
+            }
+            switch target {
+            case .collection(let name): targets.append(try .untypedCollection(named: name, in: store))
+            case .defaults(let name): targets.append(.defaults(try container.defaults(suite: name)))
+            }
+        }
+        return targets
+    }
+#endif
+
+    /// Every registered app's after-sync work for `container`, as one function.
+    static func afterSync(in container: SharedContainer) throws -> @Sendable (Set<Mutation.Target>?) -> [KVToolNote] {
+        let hooks = try registered.compactMap { try $0.afterSync(in: container) }
+        return { changed in hooks.compactMap { $0(changed) } }
+    }
+
+    /// The first registered app's dashboard of `container`, or why there is none.
+    static func dashboard(of container: SharedContainer) throws -> [String: Any] {
+        for app in registered {
+            if let dashboard = try app.dashboard(of: container) { return dashboard }
+        }
+        return ["available": false,
+                "reason": "no app registered with kvtool has a dashboard for this container (\(registered.map(\.name).joined(separator: ", ")))"]
+    }
+}
