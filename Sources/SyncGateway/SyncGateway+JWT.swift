@@ -1,6 +1,7 @@
 #if PostgreSQL
 import Crypto
 import Foundation
+import KVStore
 import SyncKitPostgres
 
 /// JSON Web Tokens signed by an app's own backend (RFC 7519, compact JWS): how an app with its own
@@ -98,13 +99,6 @@ public struct JWTVerifier: Sendable {
                                      expiresAt: Date(timeIntervalSince1970: exp))
     }
 
-    static func base64URL(_ part: Substring) -> [UInt8]? {
-        guard part.utf8.allSatisfy({ byte in
-            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
-        }) else { return nil }
-        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.utf8.count % 4 != 0 { text += "=" }
-        return Data(base64Encoded: text).map { Array($0) }
-    }
+    static func base64URL(_ part: Substring) -> [UInt8]? { Base64.decodeURL(part) }
 }
 #endif

@@ -43,7 +43,7 @@ public enum SyncTokens {
         }
         var generator = SystemRandomNumberGenerator()
         let random = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let token = prefix + base64URL(random)
+        let token = prefix + Base64.url(random)
         let seconds = expiresIn.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         let credential = try await withOwner(server, logger: logger) { connection in
             var issued: SyncCredential?
@@ -136,10 +136,6 @@ public enum SyncTokens {
         }
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
 
     public static let quietLogger = Logger(label: "kvstore.sync", factory: { _ in SwiftLogNoOpLogHandler() })
 

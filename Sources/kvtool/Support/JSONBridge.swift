@@ -4,29 +4,42 @@ import KVStore
 /// Converts stored CBOR values to JSON text for people and scripts, and JSON typed on the command
 /// line to CBOR.
 enum JSONBridge {
-    /// JSON text for a CBOR value. Dates become ISO 8601 strings, UUIDs strings, decimal fractions
-    /// exact JSON numbers, byte strings base64 strings; map entries keep their stored order.
+    /// JSON text for a CBOR value, as RFC 8949 §6.1 converts: byte strings become base64url without
+    /// padding (or, inside tag 22 or 23, base64 or base16, as those tags ask; tag 21 is base64url), a
+    /// bignum the base64url of its magnitude, with `~` before a negative one (tags 2 and 3), non-finite
+    /// floats and simple values other than true, false and null become null. Dates become ISO 8601
+    /// strings, UUIDs strings, decimal fractions exact JSON numbers; map entries keep their stored order.
     static func json(_ value: CBORValue) -> String {
         var out = ""
-        write(value, to: &out)
+        write(value, bytesAs: .base64url, to: &out)
         return out
     }
 
-    private static func write(_ value: CBORValue, to out: inout String) {
+    /// How byte strings are written: RFC 8949's expected conversions (tags 21–23).
+    private enum BytesText { case base64url, base64, base16 }
+
+    private static func text(_ bytes: [UInt8], _ encoding: BytesText) -> String {
+        switch encoding {
+        case .base64url: Base64.url(bytes)
+        case .base64: Base64.standard(bytes)
+        case .base16: Hex.encode(bytes).uppercased()
+        }
+    }
+
+    private static func write(_ value: CBORValue, bytesAs encoding: BytesText, to out: inout String) {
         switch value {
         case .unsigned(let n): out += String(n)
         case .negative(let n): out += n == .max ? "-18446744073709551616" : "-\(n + 1)"
         case .float(let d): out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)") : "null"
         case .text(let s): out += JSONText.quoted(s)
-        case .bytes(let b): out += JSONText.quoted(Data(b).base64EncodedString())
+        case .bytes(let b): out += JSONText.quoted(text(b, encoding))
         case .bool(let b): out += b ? "true" : "false"
-        case .null, .undefined: out += "null"
-        case .simple(let s): out += String(s)
+        case .null, .undefined, .simple: out += "null"
         case .array(let items):
             out += "["
             for (i, item) in items.enumerated() {
                 if i > 0 { out += "," }
-                write(item, to: &out)
+                write(item, bytesAs: encoding, to: &out)
             }
             out += "]"
         case .map(let entries):
@@ -38,19 +51,26 @@ enum JSONBridge {
                 default: out += JSONText.quoted(json(entry.key))
                 }
                 out += ":"
-                write(entry.value, to: &out)
+                write(entry.value, bytesAs: encoding, to: &out)
             }
             out += "}"
         case .tagged(let tag, let content):
-            switch tag {
-            case CBORTag.epochDate, CBORTag.referenceDate, CBORTag.uuid, CBORTag.decimalFraction:
+            switch (tag, content) {
+            case (CBORTag.positiveBignum, .bytes(let magnitude)):
+                out += JSONText.quoted(Base64.url(magnitude))
+            case (CBORTag.negativeBignum, .bytes(let magnitude)):
+                out += JSONText.quoted("~" + Base64.url(magnitude))
+            case (21, _): write(content, bytesAs: .base64url, to: &out)
+            case (22, _): write(content, bytesAs: .base64, to: &out)
+            case (23, _): write(content, bytesAs: .base16, to: &out)
+            case (CBORTag.epochDate, _), (CBORTag.referenceDate, _), (CBORTag.uuid, _), (CBORTag.decimalFraction, _):
                 if let text = try? special(value) {
                     out += tag == CBORTag.decimalFraction ? text : JSONText.quoted(text)
                 } else {
-                    write(content, to: &out)
+                    write(content, bytesAs: encoding, to: &out)
                 }
             default:
-                write(content, to: &out)
+                write(content, bytesAs: encoding, to: &out)
             }
         }
     }
