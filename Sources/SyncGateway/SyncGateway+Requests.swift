@@ -150,8 +150,7 @@ extension SyncGateway {
                                                                  maxClockSkew: .milliseconds(request.maxClockSkewMilliseconds))
                         return GatewayPushResponse.outcomes(outcomes).encoded()
                     } catch ReplicationError.clockAhead(let ahead, _) {
-                        let (seconds, attoseconds) = ahead.components
-                        return GatewayPushResponse.clockAhead(milliseconds: seconds * 1000 + attoseconds / 1_000_000_000_000_000).encoded()
+                        return GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded()
                     }
                 case .changes(let after, let limit):
                     var page = try await statements.changes(group: principal.group, after: after, limit: limit)

@@ -151,8 +151,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
-        let skew = maxClockSkew.components
-        let milliseconds = skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        let milliseconds = maxClockSkew.wholeMilliseconds
         // Requests stay under the gateway's body limit: a batch of large values goes in several.
         var outcomes: [PushOutcome] = []
         var start = 0
@@ -294,7 +293,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         let (host, port, sslContext) = (url.host, url.port, self.sslContext)
         do {
             return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(.milliseconds(Int64(connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)))
+                .connectTimeout(.milliseconds(connectTimeout.wholeMilliseconds))
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {

@@ -36,8 +36,7 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
 
     /// `1.5 s`, `86400 s`.
     static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.wholeMilliseconds
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(Double(milliseconds) / 1000) s"
     }
 

@@ -52,8 +52,7 @@ package struct ServerStatements: Sendable {
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
-        let skew = maxClockSkew.components
-        let maxSkewMilliseconds = skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        let maxSkewMilliseconds = maxClockSkew.wholeMilliseconds
         var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
         var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
         for change in changes {

@@ -351,10 +351,8 @@ class Run:
               ">= 5 rows, all by browser-test", f"{len(visible)} rows, others: {sorted(set(others))}")
         self.shot("timeline.png")
 
-    def check_prefix(self):
-        """A prefix search in the timeline collection, which now holds the timeline check's keys."""
-        prefix = f"browser-{self.nonce}-"
-        self.go(f"#collection/{self.args.timeline_collection}")
+    def search_prefix(self, prefix):
+        """Searches the collection view by key prefix, as a user would: the form's mode, field and button."""
         wait_for(lambda: self.js("return !!document.querySelector('[data-testid=view-collection] [data-testid=search-form]')"),
                  5, "the search form")
         Select(self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-mode]")).select_by_value("prefix")
@@ -362,6 +360,12 @@ class Run:
         field.clear()
         field.send_keys(prefix)
         self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-submit]").click()
+
+    def check_prefix(self):
+        """A prefix search in the timeline collection, which now holds the timeline check's keys."""
+        prefix = f"browser-{self.nonce}-"
+        self.go(f"#collection/{self.args.timeline_collection}")
+        self.search_prefix(prefix)
         if self.collection_page(f"prefix {prefix} in {self.args.timeline_collection}", f"{prefix}0", 5):
             value = self.js("return document.querySelector('[data-testid=collection-row] pre').textContent")
             check("hello" in value, f"the value of {prefix}0", '{"text": "hello"}', repr(value[:80]))
@@ -410,13 +414,7 @@ class Run:
         planted = "document.querySelectorAll('img[src=\"x\"], script:not([src])').length"
         # The key and value in the collection's page (found by a prefix search), and in the timeline, as text.
         self.go(f"#collection/{self.args.timeline_collection}")
-        wait_for(lambda: self.js("return !!document.querySelector('[data-testid=view-collection] [data-testid=search-form]')"),
-                 5, "the search form")
-        Select(self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-mode]")).select_by_value("prefix")
-        field = self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-prefix]")
-        field.clear()
-        field.send_keys("<img")
-        self.driver.find_element(By.CSS_SELECTOR, "[data-testid=search-submit]").click()
+        self.search_prefix("<img")
         try:
             shown = wait_for(lambda: key in (self.rows("collection-row", "key") or []), 8, "the hostile key's row")
         except WaitTimeout:

@@ -3,55 +3,12 @@ import KVStore
 import Testing
 import TestSupport
 
-/// The README's example, kept here word for word (but for the root) so that it keeps compiling and
-/// doing what the README says.
+/// The README's example is `Examples/ReadmeExample` word for word, a target the package builds (with no
+/// warning: in its async `main`, `read` and `write` are the async ones). Run, it prints the widget's
+/// view and then follows the app; then the README's shell lines read what it wrote.
 @Suite struct ReadmeExampleTests {
     let dir = TemporaryDirectory()
 
-    struct DailyRecord: Codable {
-        var day: LogicalDay
-        var scores: [String: Int]
-    }
-
-    @Test func theReadmeExampleRuns() async throws {
-        let root = dir.path
-
-        // The main app.
-        let container = try SharedContainer(groupIdentifier: "group.com.example.checklist", root: root)
-        let records = try container.store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
-        let today = LogicalDay(year: 2026, month: 11, day: 21)!
-        try await container.store.write(author: "app") { tx in
-            try records.put(DailyRecord(day: today, scores: ["think.1": 4]), forKey: today, in: tx)
-            try container.defaults().set(today.description, forKey: "lastSaved", in: tx)
-        }
-
-        // A widget, in another process: the same container, read-only.
-        var options = SharedContainer.Options()
-        options.readOnly = true
-        let widget = try SharedContainer(groupIdentifier: "group.com.example.checklist", root: root, options: options)
-        let days = try widget.store.collection("dailyRecords", key: LogicalDay.self, value: DailyRecord.self)
-        let week = try await widget.store.read { tx in try days.entries((today - 6)...today, in: tx) }
-        #expect(try widget.defaults().string(forKey: "lastSaved") == "2026-11-21")
-        #expect(week.count == 1)
-        #expect(week.first?.value.scores == ["think.1": 4])
-
-        // The README's shell lines, against the same container.
-        let environment = ["KVSTORE_GROUP": "group.com.example.checklist", "KVSTORE_ROOT": root]
-        func kvtool(_ arguments: String...) throws -> ProcessResult {
-            try run(productsDirectory() + "/kvtool", arguments, environment: environment)
-        }
-        let collections = try kvtool("collections")
-        #expect(collections.status == 0, "\(collections.stderr)")
-        #expect(collections.stdout.contains("dailyRecords"))
-        let scan = try kvtool("scan", "dailyRecords", "--from", "2026-11-15", "--json")
-        #expect(scan.stdout == #"[{"key":"2026-11-21","value":{"day":"2026-11-21","scores":{"think.1":4}}}]"# + "\n", "\(scan.stderr)")
-        let lastSaved = try kvtool("defaults", "read", "lastSaved")
-        #expect(lastSaved.stdout == "2026-11-21\n", "\(lastSaved.stderr)")
-    }
-
-    /// The README's example is `Examples/ReadmeExample` word for word, which the package builds (with
-    /// no warning: in its async `main`, `read` and `write` are the async ones). Run, it prints the
-    /// widget's view and then follows the app: the week's count, at once.
     @Test func theReadmeExampleIsTheExampleTargetAndRuns() throws {
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let readme = try String(contentsOfFile: repository + "/README.md", encoding: .utf8)
@@ -65,5 +22,18 @@ import TestSupport
         let followed = process.waitForLine(timeout: BuildScale.seconds(20)) { $0.hasSuffix("days this week") }
         #expect(followed == "1 days this week", "\(process.output)")
         #expect(process.output.first == "2026-11-21 1", "\(process.output)")
+
+        // The README's shell lines, against the same container.
+        let environment = ["KVSTORE_GROUP": "group.com.example.checklist", "KVSTORE_ROOT": dir.path]
+        func kvtool(_ arguments: String...) throws -> ProcessResult {
+            try run(productsDirectory() + "/kvtool", arguments, environment: environment)
+        }
+        let collections = try kvtool("collections")
+        #expect(collections.status == 0, "\(collections.stderr)")
+        #expect(collections.stdout.contains("dailyRecords"))
+        let scan = try kvtool("scan", "dailyRecords", "--from", "2026-11-15", "--json")
+        #expect(scan.stdout == #"[{"key":"2026-11-21","value":{"day":"2026-11-21","scores":{"think.1":4}}}]"# + "\n", "\(scan.stderr)")
+        let lastSaved = try kvtool("defaults", "read", "lastSaved")
+        #expect(lastSaved.stdout == "2026-11-21\n", "\(lastSaved.stderr)")
     }
 }
