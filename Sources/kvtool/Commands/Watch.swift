@@ -28,8 +28,7 @@ struct Watch: ParsableCommand {
     func run() throws {
         let container = try global.openContainer(readOnly: true)
         let text = try HistoryText(store: container.store)
-        let changes = try ChangeNotifier(container: container).subscribe()
-        var follower = try CommitFollower(store: container.store)
+        var follower = try CommitFollower(container: container)
         var printed = 0
         var explained = false
         var more: Bool { count.map { printed < $0 } ?? true }
@@ -38,9 +37,8 @@ struct Watch: ParsableCommand {
         }
         Output.flush()
         while more {
-            _ = changes.wait(timeout: .milliseconds(50))
             let commits: [CommitFollower.Commit]
-            switch try follower.poll() {
+            switch try follower.next() {
             case .commits(let found):
                 commits = found
             case .purged(let through, let found):

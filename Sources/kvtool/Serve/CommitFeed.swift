@@ -24,8 +24,7 @@ final class CommitFeed: Sendable {
 
     /// Starts following commits, on a thread of its own.
     func start() throws {
-        let changes = try ChangeNotifier(container: container).subscribe()
-        let follower = try CommitFollower(store: container.store)
+        let follower = try CommitFollower(container: container)
         let text = try HistoryText(store: container.store)
         Thread.detachNewThread { [self] in
             var follower = follower
@@ -33,13 +32,8 @@ final class CommitFeed: Sendable {
             var lastPing = Date()
             var lastProblem: String?
             while true {
-                _ = changes.wait(timeout: .milliseconds(50))
                 do {
-                    let commits: [CommitFollower.Commit]
-                    switch try follower.poll() {
-                    case .commits(let found): commits = found
-                    case .purged(_, let found): commits = found
-                    }
+                    let commits = try follower.next().commits
                     if commits.contains(where: { $0.entries.contains { text.catalog[$0.name] == nil && $0.kind == "collection" } }) {
                         // A collection created since: render its keys through its encoding too.
                         text = try HistoryText(store: container.store)

@@ -1,49 +1,96 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import KVStore
-import SyncKit
 
 /// Follows every commit of every process from now on: each new transaction ID, with the history
 /// entries it recorded where history is on. `kvtool watch` prints them; `kvtool serve` streams them.
 ///
+/// ```swift
+/// var follower = try CommitFollower(container: container)
+/// while true {
+///     if case .commits(let commits) = try follower.next() { for commit in commits { show(commit) } }
+/// }
+/// ```
+///
+/// ``next(waiting:)`` sleeps until the container's change notification (``ChangeNotifier``) or the
+/// interval, whichever comes first: a process that commits without posting is still seen within it.
 /// The last transaction ID and, only when there is a newer one, the history after the last token are
 /// read in one snapshot, so no commit is counted twice or missed between the two.
-struct CommitFollower: Sendable {
+public struct CommitFollower: Sendable {
     /// One commit: its transaction ID, when it was seen, and its history entries (none if it recorded
     /// no history).
-    struct Commit: Sendable {
-        var transactionID: Int
-        var seen: Date
-        var entries: [HistoryEntry]
+    public struct Commit: Sendable {
+        public var transactionID: Int
+        public var seen: Date
+        public var entries: [HistoryEntry]
+
+        public init(transactionID: Int, seen: Date, entries: [HistoryEntry]) {
+            self.transactionID = transactionID
+            self.seen = seen
+            self.entries = entries
+        }
     }
 
     /// What one look found.
-    enum Found: Sendable {
+    public enum Found: Sendable {
         case commits([Commit])
         /// The history was purged past the token while we were away; following resumes at the end.
         case purged(through: ChangeToken, commits: [Commit])
+
+        /// The commits found, purged or not.
+        public var commits: [Commit] {
+            switch self {
+            case .commits(let commits), .purged(_, let commits): commits
+            }
+        }
     }
 
-    let store: Store
+    public let store: Store
     private var history: History?
-    private(set) var token: ChangeToken
-    private(set) var transaction: Int
+    private let changes: ChangeNotifier.Subscription?
+    /// The history token followed from.
+    public private(set) var token: ChangeToken
+    /// The last transaction ID seen.
+    public private(set) var transaction: Int
 
-    /// Starts at the store's last commit.
-    init(store: Store) throws {
+    /// Starts at the container's last commit, subscribed to its change notification.
+    public init(container: SharedContainer) throws {
+        try self.init(store: container.store, changes: try ChangeNotifier(container: container).subscribe())
+    }
+
+    /// Starts at the store's last commit; without `changes`, ``next(waiting:)`` looks at every interval.
+    public init(store: Store, changes: ChangeNotifier.Subscription? = nil) throws {
         self.store = store
+        self.changes = changes
         history = Self.attachHistory(store)
         (token, transaction) = try store.read { [history] tx in (try history?.currentToken(in: tx) ?? .zero, tx.transactionID) }
     }
 
+    /// Waits for a change notification, at most `interval`, then ``poll()``s.
+    public mutating func next(waiting interval: Duration = .milliseconds(50)) throws -> Found {
+        if let changes {
+            _ = changes.wait(timeout: interval)
+        } else {
+            usleep(UInt32(clamping: max(0, interval.wholeMilliseconds) * 1000))
+        }
+        return try poll()
+    }
+
     /// The history, once it exists: a read-only process cannot create it, and another process may
     /// enable it later.
-    static func attachHistory(_ store: Store) -> History? {
+    public static func attachHistory(_ store: Store) -> History? {
         guard (try? store.catalogEntry(forCollection: History.entriesName)) ?? nil != nil else { return nil }
         return try? History.attach(to: store)
     }
 
-    /// The commits after the last one seen, if any.
-    mutating func poll() throws -> Found {
+    /// The commits after the last one seen, if any, without waiting.
+    public mutating func poll() throws -> Found {
         if history == nil { history = Self.attachHistory(store) }
         let (latest, fetched) = try store.read { [history, token, transaction] tx -> (Int, HistoryChanges?) in
             guard tx.transactionID > transaction else { return (tx.transactionID, nil) }
