@@ -38,35 +38,44 @@ struct ServeAPI: Sendable {
         }
     }
 
-    private func route(_ request: ServeRequest) throws -> ServeResponse {
-        switch (request.method, request.path) {
-        case (.GET, "/"), (.GET, "/index.html"): return Self.asset(PackageResources.index_html, "text/html; charset=utf-8")
-        case (.GET, "/app.css"): return Self.asset(PackageResources.app_css, "text/css; charset=utf-8")
-        case (.GET, "/app.js"): return Self.asset(PackageResources.app_js, "text/javascript; charset=utf-8")
-        case (.GET, "/api/overview"): return try overview()
-        case (.GET, "/api/catalog"): return try catalog()
-        case (.GET, "/api/collection"): return try collection(request.query)
-        case (.GET, "/api/defaults"): return try defaults()
-        case (.GET, "/api/files"): return try files(request.query["dir"] ?? "")
-        case (.GET, "/api/file"): return try file(try request.required("path"))
-        case (.GET, "/api/consumers"): return try consumers()
-        case (.GET, "/api/snapshots"): return try snapshots()
-        case (.GET, "/api/readers"): return try readers()
-        case (.GET, "/api/dashboard"): return try dashboard()
-        case (.GET, "/api/timeline"): return try timeline(limit: try request.integer("limit", default: 200, in: 1...ServeLimits.listing))
-        case (.POST, "/api/put"): return try put(request)
-        case (.POST, "/api/delete"): return try delete(request)
-        case (_, let path) where Self.routes.contains(path):
-            return .error(.methodNotAllowed, "\(request.method) is not allowed on \(path)")
-        default:
-            return .error(.notFound, "no such page: \(JSONText.quoted(String(request.path.prefix(200))))")
-        }
+    /// One route: its method, its path, and what answers it.
+    struct Route: Sendable {
+        var method: HTTPMethod
+        var path: String
+        var answer: @Sendable (ServeAPI, ServeRequest) throws -> ServeResponse
     }
 
-    static let routes: Set<String> = ["/", "/index.html", "/app.css", "/app.js", "/api/overview", "/api/catalog",
-                                      "/api/collection", "/api/defaults", "/api/files", "/api/file", "/api/consumers",
-                                      "/api/snapshots", "/api/readers", "/api/dashboard", "/api/timeline", "/api/events",
-                                      "/api/put", "/api/delete"]
+    /// Every route of the server, in one table: a new view is one entry here (and its drawing in
+    /// app.js). `GET /api/events` is answered by ``ServeServer`` itself (a stream, not a response).
+    static let table: [Route] = [
+        Route(method: .GET, path: "/") { _, _ in asset(PackageResources.index_html, "text/html; charset=utf-8") },
+        Route(method: .GET, path: "/index.html") { _, _ in asset(PackageResources.index_html, "text/html; charset=utf-8") },
+        Route(method: .GET, path: "/app.css") { _, _ in asset(PackageResources.app_css, "text/css; charset=utf-8") },
+        Route(method: .GET, path: "/app.js") { _, _ in asset(PackageResources.app_js, "text/javascript; charset=utf-8") },
+        Route(method: .GET, path: "/api/overview") { api, _ in try api.overview() },
+        Route(method: .GET, path: "/api/catalog") { api, _ in try api.catalog() },
+        Route(method: .GET, path: "/api/collection") { api, request in try api.collection(request.query) },
+        Route(method: .GET, path: "/api/defaults") { api, _ in try api.defaults() },
+        Route(method: .GET, path: "/api/files") { api, request in try api.files(request.query["dir"] ?? "") },
+        Route(method: .GET, path: "/api/file") { api, request in try api.file(try request.required("path")) },
+        Route(method: .GET, path: "/api/consumers") { api, _ in try api.consumers() },
+        Route(method: .GET, path: "/api/snapshots") { api, _ in try api.snapshots() },
+        Route(method: .GET, path: "/api/readers") { api, _ in try api.readers() },
+        Route(method: .GET, path: "/api/dashboard") { api, _ in try api.dashboard() },
+        Route(method: .GET, path: "/api/timeline") { api, request in
+            try api.timeline(limit: try request.integer("limit", default: 200, in: 1...ServeLimits.listing))
+        },
+        Route(method: .GET, path: "/api/events") { _, _ in .error(.badRequest, "the event stream is answered by the server") },
+        Route(method: .POST, path: "/api/put") { api, request in try api.put(request) },
+        Route(method: .POST, path: "/api/delete") { api, request in try api.delete(request) },
+    ]
+
+    private func route(_ request: ServeRequest) throws -> ServeResponse {
+        let candidates = Self.table.filter { $0.path == request.path }
+        if let route = candidates.first(where: { $0.method == request.method }) { return try route.answer(self, request) }
+        if !candidates.isEmpty { return .error(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)") }
+        return .error(.notFound, "no such page: \(JSONText.quoted(String(request.path.prefix(200))))")
+    }
 
     private static func asset(_ bytes: [UInt8], _ type: String) -> ServeResponse {
         ServeResponse(status: .ok, contentType: type, body: bytes)
