@@ -9,17 +9,21 @@ import Testing
 /// The server's push function, called as a replicator calls it: its set-based body (a batch of
 /// distinct keys and tokens) and the loop a batch that repeats either takes answer the same, and a
 /// server with an older revision of the function gets this one without a new schema version.
+///
+/// Every blocking step (initdb, psql, kvtool) runs off the cooperative pool (`offPool`): with two
+/// cores it has two threads, and blocking them stalls the other suites' in-process gateways.
 @Suite struct ServerPushTests {
     static func group(_ name: String) -> String { "group.com.example.push.\(name)" }
 
-    /// A cluster whose tables a device made.
+    /// A cluster whose tables `kvtool sync token issue` made (it migrates), off the pool.
     static func cluster(group: String) async throws -> LocalPostgresCluster {
-        let cluster = try LocalPostgresCluster()
-        let device = try Device(group: group)
-        let replicator = try device.replicator(cluster.tcpURL)
-        try await replicator.sync()
-        await replicator.close()
-        return cluster
+        try await offPool {
+            let cluster = try LocalPostgresCluster()
+            let issued = try run(productsDirectory() + "/kvtool", ["sync", "token", "issue", "--group", group, "--database",
+                                                                   "postgres://kv@127.0.0.1:\(cluster.port)/kv"])
+            guard issued.status == 0 else { throw ReplicationError.server("kvtool sync token issue: \(issued.stderr)") }
+            return cluster
+        }
     }
 
     struct Change {
@@ -60,31 +64,37 @@ import Testing
     @Test func theSetBasedBodyAndTheLoopAnswerTheSame() async throws {
         let group = Self.group("bodies")
         let cluster = try await Self.cluster(group: group)
-        let first = try cluster.count("SELECT coalesce(max(seq), 0) + 1 FROM kvsync_changes")
+        // (Each psql off the pool; the expectations here, in the test's own task.)
+        func pushed(_ device: String, _ changes: [Change]) async throws -> [String] {
+            try await offPool { try Self.push(cluster, group: group, device: device, changes) }
+        }
+        func stateNow() async throws -> [String] { try await offPool { try Self.state(cluster, group: group) } }
+        func count(_ sql: String) async throws -> Int { try await offPool { try cluster.count(sql) } }
+        let first = try await count("SELECT coalesce(max(seq), 0) + 1 FROM kvsync_changes")
         // Distinct keys and tokens: the set-based body.
-        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
+        #expect(try await pushed("d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
                 == ["1:applied:\(first)", "2:applied:\(first + 1)"])
-        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
+        #expect(try await pushed("d1", [Change(token: 1, key: "a", value: "a1"), Change(token: 2, key: "b", value: "b1")])
                 == ["1:duplicate:\(first)", "2:duplicate:\(first + 1)"])
-        #expect(try Self.push(cluster, group: group, device: "d2", [Change(token: 1, key: "a", value: "a2"), Change(token: 2, key: "c", value: nil)])
+        #expect(try await pushed("d2", [Change(token: 1, key: "a", value: "a2"), Change(token: 2, key: "c", value: nil)])
                 == ["1:conflict:\(first):a1", "2:applied:\(first + 2)"])
         // d1 wrote b last: its later token on a stale base is no conflict.
-        #expect(try Self.push(cluster, group: group, device: "d1", [Change(token: 3, key: "b", value: "b2")]) == ["1:applied:\(first + 3)"])
-        #expect(try Self.push(cluster, group: group, device: "d2", [Change(token: 3, key: "a", value: "a2", base: first)]) == ["1:applied:\(first + 4)"])
-        #expect(try Self.state(cluster, group: group) == ["a=a2@\(first + 4)/d2", "b=b2@\(first + 3)/d1", "c=-@\(first + 2)/d2"])
+        #expect(try await pushed("d1", [Change(token: 3, key: "b", value: "b2")]) == ["1:applied:\(first + 3)"])
+        #expect(try await pushed("d2", [Change(token: 3, key: "a", value: "a2", base: first)]) == ["1:applied:\(first + 4)"])
+        #expect(try await stateNow() == ["a=a2@\(first + 4)/d2", "b=b2@\(first + 3)/d1", "c=-@\(first + 2)/d2"])
         // A repeated key, then a repeated token: the loop, change by change.
-        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 1, key: "k", value: "k1"), Change(token: 2, key: "k", value: "k2", base: first + 5)])
+        #expect(try await pushed("d3", [Change(token: 1, key: "k", value: "k1"), Change(token: 2, key: "k", value: "k2", base: first + 5)])
                 == ["1:applied:\(first + 5)", "2:applied:\(first + 6)"])
-        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "y", value: "y1"),
+        #expect(try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "y", value: "y1"),
                                                                     Change(token: 4, key: "a", value: "a3")])
                 == ["1:applied:\(first + 7)", "2:duplicate:\(first + 7)", "3:conflict:\(first + 4):a2"])
-        #expect(try Self.state(cluster, group: group).filter { $0.hasPrefix("k=") || $0.hasPrefix("x=") || $0.hasPrefix("y=") }
+        #expect(try await stateNow().filter { $0.hasPrefix("k=") || $0.hasPrefix("x=") || $0.hasPrefix("y=") }
                 == ["k=k2@\(first + 6)/d3", "x=x1@\(first + 7)/d3"])
-        #expect(try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
+        #expect(try await count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
         // A batch of nothing but duplicates and conflicts leaves the last sequence number alone.
-        #expect(try Self.push(cluster, group: group, device: "d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 9, key: "a", value: "a3")])
+        #expect(try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 9, key: "a", value: "a3")])
                 == ["1:duplicate:\(first + 7)", "2:conflict:\(first + 4):a2"])
-        #expect(try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
+        #expect(try await count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
     }
 
     /// A server at this schema version whose push function is an older revision (the loop only, as
@@ -96,12 +106,19 @@ import Testing
         let cluster = try await Self.cluster(group: group)
         let signature = "kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)"
         let marked = "SELECT position('\(ServerSchema.pushRevision)' IN prosrc) > 0 FROM pg_proc WHERE oid = '\(signature)'::regprocedure"
-        try cluster.psql("DO $$ BEGIN EXECUTE replace(pg_get_functiondef('\(signature)'::regprocedure), '\(ServerSchema.pushRevision)', 'revision 1'); END $$")
-        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+        func isMarked() async throws -> Bool {
+            try await offPool { try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "t" }
+        }
+        try await offPool {
+            try cluster.psql("DO $$ BEGIN EXECUTE replace(pg_get_functiondef('\(signature)'::regprocedure), '\(ServerSchema.pushRevision)', 'revision 1'); END $$")
+        }
+        #expect(try await !isMarked())
         // Another user, which owns nothing, runs the replacement: a notice, no error, nothing replaced.
-        try cluster.psql("CREATE ROLE kvsync_other; GRANT CREATE ON SCHEMA public TO kvsync_other")
-        try cluster.psql("SET ROLE kvsync_other; \(ServerSchema.replacePush)")
-        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "f")
+        try await offPool {
+            try cluster.psql("CREATE ROLE kvsync_other; GRANT CREATE ON SCHEMA public TO kvsync_other")
+            try cluster.psql("SET ROLE kvsync_other; \(ServerSchema.replacePush)")
+        }
+        #expect(try await !isMarked())
         // The owner's next device replaces it; the version stays, and pushes go on.
         let device = try Device(group: group)
         let replicator = try device.replicator(cluster.tcpURL)
@@ -109,8 +126,8 @@ import Testing
         let report = try await replicator.sync()
         await replicator.close()
         #expect(report.pushed == 1)
-        #expect(try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "t")
-        #expect(try cluster.count("SELECT version FROM kvsync_schema") == ServerSchema.version)
+        #expect(try await isMarked())
+        #expect(try await offPool { try cluster.count("SELECT version FROM kvsync_schema") } == ServerSchema.version)
     }
 }
 #endif
