@@ -23,27 +23,23 @@ import Synchronization
         return r.stdout.replacingOccurrences(of: #"\(pid \d+\)"#, with: "(pid _)", options: .regularExpression)
     }
 
-    func configuredApp(register: Bool = true) throws -> PushSDKStore {
+    /// The app, configured (and registered): awaited, never waited for on a semaphore, which would
+    /// block a thread of the cooperative pool that the registration itself may need (with two cores it
+    /// has two; the full suite deadlocked on it once, beside another test blocked in `waitUntilExit`).
+    func configuredApp(register: Bool = true) async throws -> PushSDKStore {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let store = try PushSDKStore(container: container)
         try store.enableHistory()
         try store.saveConfiguration(try PushSampleData.configuration())
         if register {
             let manager = DeviceTokenManager(store: store, server: PushSampleData.server)
-            let done = DispatchSemaphore(value: 0)
-            let failure = Mutex<(any Error)?>(nil)
-            Task {
-                do { try await manager.registerToken(PushSampleData.deviceToken) } catch { failure.withLock { $0 = error } }
-                done.signal()
-            }
-            done.wait()
-            if let error = failure.withLock({ $0 }) { throw error }
+            try await manager.registerToken(PushSampleData.deviceToken)
         }
         return store
     }
 
     @Test func theTokenAndItsRegistrationSurviveARestartAndOtherProcessesReadThem() async throws {
-        let store = try configuredApp(register: false)
+        let store = try await configuredApp(register: false)
         let manager = DeviceTokenManager(store: store, server: PushSampleData.server)
         #expect(try await manager.currentToken() == nil)
         await #expect(throws: PushNotificationError.self) { try await manager.registerToken("0123") }
@@ -65,8 +61,8 @@ import Synchronization
         #expect(registration.stdout.contains(#""createdAt":"2025-10-30T09:00:00"#) && registration.stdout.contains(#""id":"6f9619ff"#), "\(registration.stdout)")
     }
 
-    @Test func theExtensionHandlesEachPayloadInItsOwnProcessAndTheAppSeesItThroughHistory() throws {
-        let store = try configuredApp()
+    @Test func theExtensionHandlesEachPayloadInItsOwnProcessAndTheAppSeesItThroughHistory() async throws {
+        let store = try await configuredApp()
         #expect(try PushNotificationFlow.newlyReceived(store: store).isEmpty)
 
         var out = try extensionHandles(PushSampleData.validPayload)
