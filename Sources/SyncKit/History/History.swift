@@ -84,7 +84,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     private init(store: Store, notifier: ChangeNotifier?) throws {
         self.store = store
         self.notifier = notifier
-        entries = try store.collection(Self.entriesName, key: UInt64.self, value: HistoryEntry.self)
+        entries = try store.collection(Self.entriesName, key: UInt64.self, codec: HistoryEntryCodec())
         state = try store.collection(Self.stateName, key: String.self, value: UInt64.self)
         consumerRecords = try store.collection(Self.consumersName, key: String.self, value: ConsumerRecord.self)
     }
@@ -138,11 +138,8 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// ``changes(since:matching:)`` inside a transaction you hold.
     public func changes(since token: ChangeToken, matching filter: HistoryFilter = .all,
                         in transaction: ReadTransaction) throws -> HistoryChanges {
-        let purged = try state.get(Self.purgedThroughKey, in: transaction) ?? 0
+        if let purged = try expiry(of: token, in: transaction) { return .expired(purgedThrough: purged) }
         let last = try currentToken(in: transaction)
-        if token.rawValue < purged || token > last {
-            return .expired(purgedThrough: ChangeToken(rawValue: purged))
-        }
         var collector = TransactionCollector(filter: filter, next: token)
         if token < last {
             try entries.forEach((token.rawValue + 1)..., in: transaction) { key, entry in
@@ -155,6 +152,14 @@ public final class History: WriteObserver, @unchecked Sendable {
         }
         collector.finish()
         return .changes(collector.transactions, next: collector.next)
+    }
+
+    /// Where history was purged through, if that is past `token` (or `token` is ahead of history's
+    /// last: another store's): the changes after `token` are gone. Reads no entry.
+    func expiry(of token: ChangeToken, in transaction: ReadTransaction) throws -> ChangeToken? {
+        let purged = try state.get(Self.purgedThroughKey, in: transaction) ?? 0
+        let last = try currentToken(in: transaction)
+        return token.rawValue < purged || token > last ? ChangeToken(rawValue: purged) : nil
     }
 
     // MARK: - Clock

@@ -57,6 +57,15 @@ public struct HistoryConsumer: Sendable {
         }
     }
 
+    /// Whether history was purged past this consumer's token, so that ``pendingChanges(matching:)``
+    /// answers `.expired`: found without reading a single entry.
+    public func isExpired() throws -> Bool {
+        try history.store.read { tx in
+            guard let record = try history.consumerRecords.get(name, in: tx) else { throw SyncError.unknownConsumer(name) }
+            return try history.expiry(of: record.token, in: tx) != nil
+        }
+    }
+
     /// Records that everything through `token` has been handled. Tokens only move forward: an older
     /// token than the one stored changes nothing but the consumer's last-seen time.
     public func acknowledge(through token: ChangeToken, now: Date = Date()) throws {
