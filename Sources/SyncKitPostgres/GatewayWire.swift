@@ -1,4 +1,5 @@
 #if PostgreSQL
+import Foundation
 import KVStore
 
 /// The sync gateway's protocol, version 1: HTTP/1.1 requests under `/v1/`, their bodies in this
@@ -132,6 +133,29 @@ package struct WireReader {
         return text
     }
 
+    /// A text, which is `previous` when it has the same bytes (a batch's changes repeat their kind
+    /// and name): the same String, without making another.
+    package mutating func text(max: Int, sameAs previous: String?) throws -> String {
+        guard let previous else { return try text(max: max) }
+        let start = offset
+        let length = try unsigned()
+        if length <= UInt64(bytes.count - offset), Int(length) == previous.utf8.count {
+            let at = offset
+            let same: Bool = bytes.withUnsafeBufferPointer { all -> Bool in
+                let equal: Bool? = previous.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+                    utf8.isEmpty || memcmp(all.baseAddress! + at, utf8.baseAddress!, utf8.count) == 0
+                }
+                return equal ?? false
+            }
+            if same {
+                offset += Int(length)
+                return previous
+            }
+        }
+        offset = start
+        return try text(max: max)
+    }
+
     package mutating func optionalData(max: Int) throws -> [UInt8]? {
         try bool() ? try data(max: max) : nil
     }
@@ -215,9 +239,12 @@ package struct GatewayPushRequest: Sendable {
         let count = try reader.count("the batch")
         changes = []
         changes.reserveCapacity(count)
+        var last: (kind: String, name: String)?
         for _ in 0..<count {
-            changes.append(OutgoingChange(kind: try reader.text(max: ServerStatements.maxNameBytes),
-                                          name: try reader.text(max: ServerStatements.maxNameBytes),
+            let kind = try reader.text(max: ServerStatements.maxNameBytes, sameAs: last?.kind)
+            let name = try reader.text(max: ServerStatements.maxNameBytes, sameAs: last?.name)
+            last = (kind, name)
+            changes.append(OutgoingChange(kind: kind, name: name,
                                           key: try reader.data(max: Store.maxKeySize),
                                           value: try reader.optionalData(max: maxValueBytes),
                                           clock: try reader.unsigned(), base: try reader.signed(), token: try reader.unsigned()))

@@ -11,7 +11,7 @@ extension Replicator {
         var key: [UInt8]
     }
 
-    struct PushItem {
+    struct PushItem: Sendable {
         var change: OutgoingChange
         var target: Mutation.Target
         var dirtyIDs: [UInt64]
@@ -25,47 +25,110 @@ extension Replicator {
         var pushed = 0
         // Bounded: a key that keeps losing races to another device is left for the next round.
         for _ in 0..<10 {
-            if case .expired = try consumer.pendingChanges(matching: HistoryFilter(transactionLimit: 1)) {
-                try requeueEverything()
+            if try consumer.isExpired() { try requeueEverything() }
+            var sent = false
+            let end = try await pipelined(server) { outcomes, batch in
+                sent = true
+                try record(outcomes, of: batch, report: &report)
+                pushed += outcomes.count { if case .applied = $0 { true } else { false } }
             }
-            let (items, held, next) = try collectPending()
-            if !held.isEmpty { try holdBack(held) }
-            if !items.isEmpty {
-                // Pipelined: the next batch is on its way (encoded, sent, applied by the server) while
-                // this device records the answers to the last one. The batches hold distinct keys, and
-                // a batch applied whose predecessor's answers were never recorded (a crash between)
-                // is answered `duplicate` when sent again, as any batch sent twice is.
-                let batches = stride(from: 0, to: items.count, by: options.batchSize).map {
-                    Array(items[$0..<min($0 + options.batchSize, items.count)])
-                }
-                let (group, device, skew) = (group, device, options.maxClockSkew)
-                func send(_ batch: [PushItem]) -> Task<[PushOutcome], any Error> {
-                    let changes = batch.map(\.change)
-                    return Task.detached {
-                        try await server.push(group: group, device: device, changes: changes, maxClockSkew: skew)
-                    }
-                }
-                var inFlight = send(batches[0])
-                for (index, batch) in batches.enumerated() {
-                    let outcomes = try await withTaskCancellationHandler {
-                        try await inFlight.value
-                    } onCancel: { [inFlight] in inFlight.cancel() }
-                    if index + 1 < batches.count { inFlight = send(batches[index + 1]) }
-                    do {
-                        try record(outcomes, of: batch, report: &report)
-                    } catch {
-                        inFlight.cancel()
-                        _ = try? await inFlight.value   // not left running past this push
-                        throw error
-                    }
-                    pushed += outcomes.count { if case .applied = $0 { true } else { false } }
-                }
-            }
-            if let next { try consumer.acknowledge(through: next) }
+            if !end.held.isEmpty { try holdBack(end.held) }
+            if let next = end.next { try consumer.acknowledge(through: next) }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
-            if try items.isEmpty && !hasDirtyKeys() { break }
+            if try !sent && !hasDirtyKeys() { break }
         }
         return pushed
+    }
+
+    /// What a round's collection gives besides its batches.
+    struct CollectedEnd: Sendable {
+        var held: [QueuedKey] = []
+        var next: ChangeToken?
+    }
+
+    enum CollectedPiece: Sendable {
+        case batch([PushItem])
+        case end(CollectedEnd)
+    }
+
+    /// Sends one round's batches as they are collected, and hands each batch's answers to `record`.
+    ///
+    /// Pipelined: a thread of its own reads the round (``collectPending(batchSize:emit:)``, in one read
+    /// transaction) and hands over each batch as soon as its values are read, so the first batch is on
+    /// its way while later values are still being read; and ``batchesInFlight`` batches are on their
+    /// way (encoded, sent, applied by the server) while this device records the answers to an earlier
+    /// one. The batches
+    /// hold distinct keys, and a batch applied whose predecessor's answers were never recorded (a crash
+    /// between) is answered `duplicate` when sent again, as any batch sent twice is.
+    func pipelined(_ server: any ReplicationServer,
+                   record: ([PushOutcome], [PushItem]) throws -> Void) async throws -> CollectedEnd {
+        let (pieces, continuation) = AsyncThrowingStream<CollectedPiece, any Error>.makeStream()
+        let stop = Locked(false)
+        let batchSize = options.batchSize
+        Thread.detachNewThread { [self] in
+            do {
+                let end = try collectPending(batchSize: batchSize) { batch in
+                    continuation.yield(.batch(batch))
+                    return !stop.withLock { $0 }
+                }
+                continuation.yield(.end(end))
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        let (group, device, skew) = (group, device, options.maxClockSkew)
+        func send(_ batch: [PushItem]) -> Task<[PushOutcome], any Error> {
+            let changes = batch.map(\.change)
+            return Task.detached {
+                try await server.push(group: group, device: device, changes: changes, maxClockSkew: skew)
+            }
+        }
+        // The oldest first; at most `batchesInFlight`.
+        var inFlight: [(batch: [PushItem], task: Task<[PushOutcome], any Error>)] = []
+        do {
+            var end = CollectedEnd()
+            for try await piece in pieces {
+                switch piece {
+                case .batch(let batch):
+                    guard inFlight.count == Self.batchesInFlight else {
+                        inFlight.append((batch, send(batch)))
+                        continue
+                    }
+                    let oldest = inFlight.removeFirst()
+                    let outcomes = try await answers(oldest.task)
+                    inFlight.append((batch, send(batch)))
+                    try record(outcomes, oldest.batch)
+                case .end(let collected):
+                    end = collected
+                }
+            }
+            while !inFlight.isEmpty {
+                let oldest = inFlight.removeFirst()
+                try record(try await answers(oldest.task), oldest.batch)
+            }
+            return end
+        } catch {
+            // Neither the collecting thread nor a batch is left running past this push.
+            stop.withLock { $0 = true }
+            for (_, task) in inFlight {
+                task.cancel()
+                _ = try? await task.value
+            }
+            do { for try await _ in pieces {} } catch {}
+            throw error
+        }
+    }
+
+    /// Batches sent before the answers to the first are in: the server applies one while the next is
+    /// on its way (through a gateway, on a connection of its own, so the two may be applied in either
+    /// order: their keys are distinct, and their tokens are checked either way).
+    static let batchesInFlight = 2
+
+    private func answers(_ task: Task<[PushOutcome], any Error>) async throws -> [PushOutcome] {
+        try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: { task.cancel() }
     }
 
     /// Keys with a quarantined change from another device: their writes wait as dirty keys (sent
@@ -96,22 +159,22 @@ extension Replicator {
 
     /// What to send: the latest pending history entry of each replicated key (unless a later entry
     /// is a replicator's own: another device's value that won), plus the dirty keys; with each key's
-    /// current value, read in the same transaction as the history.
-    func collectPending() throws -> (send: [PushItem], hold: [QueuedKey], next: ChangeToken?) {
+    /// current value, read in the same transaction as the history. Hands them to `emit` in batches of
+    /// `batchSize` as their values are read; stops early when `emit` returns false.
+    func collectPending(batchSize: Int, emit: ([PushItem]) -> Bool) throws -> CollectedEnd {
         let token = try consumer.token()
         let store = container.store
         return try store.read { tx in
             let quarantined = try quarantinedKeys(in: tx)
-            var held: [QueuedKey] = []
+            var end = CollectedEnd()
             var latest: [PendingKey: HistoryEntry] = [:]
             var order: [PendingKey] = []
-            var next: ChangeToken?
             let filter = HistoryFilter(targets: Set(targets.keys), transactionLimit: options.transactionsPerRound)
             switch try history.changes(since: token, matching: filter, in: tx) {
             case .expired:
-                next = nil   // requeueEverything() just ran; a purge in between is caught next round
+                end.next = nil   // requeueEverything() just ran; a purge in between is caught next round
             case .changes(let transactions, let through):
-                next = through
+                end.next = through
                 for transaction in transactions {
                     for entry in transaction.entries {
                         let pending = PendingKey(target: entry.target, key: entry.key)
@@ -119,44 +182,64 @@ extension Replicator {
                     }
                 }
             }
-            var items: [PushItem] = []
-            var index: [PendingKey: Int] = [:]
-            for pending in order {
-                guard let entry = latest[pending], entry.author != Replication.author,
-                      let target = targets[pending.target] else { continue }
-                let clock = entry.clock ?? HybridTimestamp(date: entry.timestamp)
-                if quarantined[pending] != nil {
-                    held.append(QueuedKey(target: pending.target, key: pending.key, clock: clock.rawValue))
-                    continue
-                }
-                index[pending] = items.count
-                items.append(PushItem(
-                    change: try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx),
-                    target: pending.target, dirtyIDs: [], writeClock: clock.rawValue))
-            }
+            // The dirty keys first (few, and each may fold into a history key's item), then the items
+            // in history order, handed over a batch at a time.
+            struct Dirty { var ids: [UInt64] = []; var writeClock: UInt64?; var clock: UInt64; var token: UInt64 }
+            var dirtyKeys: [PendingKey: Dirty] = [:]
+            var dirtyOrder: [PendingKey] = []
             try collections.dirty.forEach(in: tx) { id, dirty in
-                guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), let replicated = targets[target] else {
+                guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else {
                     return true
                 }
                 let pending = PendingKey(target: target, key: dirty.key)
                 if quarantined[pending] != nil { return true }
                 let writeClock = dirty.requeued == true ? nil : dirty.clock
-                if let at = index[pending] {
-                    items[at].dirtyIDs.append(id)
-                    if let writeClock { items[at].writeClock = max(items[at].writeClock ?? 0, writeClock) }
-                    if dirty.clock > items[at].change.clock {
-                        items[at].change.clock = dirty.clock
-                        items[at].change.token = dirty.token
-                    }
+                if var known = dirtyKeys[pending] {
+                    known.ids.append(id)
+                    if let writeClock { known.writeClock = max(known.writeClock ?? 0, writeClock) }
+                    if dirty.clock > known.clock { (known.clock, known.token) = (dirty.clock, dirty.token) }
+                    dirtyKeys[pending] = known
                 } else {
-                    index[pending] = items.count
-                    items.append(PushItem(
-                        change: try outgoing(replicated, key: dirty.key, clock: dirty.clock, token: dirty.token, in: tx),
-                        target: target, dirtyIDs: [id], writeClock: writeClock))
+                    dirtyKeys[pending] = Dirty(ids: [id], writeClock: writeClock, clock: dirty.clock, token: dirty.token)
+                    dirtyOrder.append(pending)
                 }
                 return true
             }
-            return (items, held, next)
+            var batch: [PushItem] = []
+            batch.reserveCapacity(batchSize)
+            func add(_ item: PushItem) -> Bool {
+                batch.append(item)
+                guard batch.count == batchSize else { return true }
+                defer { batch.removeAll(keepingCapacity: true) }
+                return emit(batch)
+            }
+            for pending in order {
+                guard let entry = latest[pending], entry.author != Replication.author,
+                      let target = targets[pending.target] else { continue }
+                let clock = entry.clock ?? HybridTimestamp(date: entry.timestamp)
+                if quarantined[pending] != nil {
+                    end.held.append(QueuedKey(target: pending.target, key: pending.key, clock: clock.rawValue))
+                    continue
+                }
+                var item = PushItem(
+                    change: try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx),
+                    target: pending.target, dirtyIDs: [], writeClock: clock.rawValue)
+                if let dirty = dirtyKeys.removeValue(forKey: pending) {
+                    item.dirtyIDs = dirty.ids
+                    if let writeClock = dirty.writeClock { item.writeClock = max(item.writeClock ?? 0, writeClock) }
+                    if dirty.clock > item.change.clock { (item.change.clock, item.change.token) = (dirty.clock, dirty.token) }
+                }
+                guard add(item) else { return end }
+            }
+            for pending in dirtyOrder {
+                guard let dirty = dirtyKeys[pending], let replicated = targets[pending.target] else { continue }
+                let item = PushItem(
+                    change: try outgoing(replicated, key: pending.key, clock: dirty.clock, token: dirty.token, in: tx),
+                    target: pending.target, dirtyIDs: dirty.ids, writeClock: dirty.writeClock)
+                guard add(item) else { return end }
+            }
+            if !batch.isEmpty { _ = emit(batch) }
+            return end
         }
     }
 
@@ -177,7 +260,7 @@ extension Replicator {
         try consumer.resynchronized()
     }
 
-    struct QueuedKey {
+    struct QueuedKey: Sendable {
         var target: Mutation.Target
         var key: [UInt8]
         var clock: UInt64

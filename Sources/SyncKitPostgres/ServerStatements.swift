@@ -55,51 +55,89 @@ package struct ServerStatements: Sendable {
         let maxSkewMilliseconds = maxClockSkew.wholeMilliseconds
         var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
         var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
+        // Every key and value is a slice of one buffer: one allocation, not two per change.
+        var storage = ByteBuffer()
+        storage.reserveCapacity(changes.reduce(0) { $0 + $1.key.count + ($1.value?.count ?? 0) })
+        for change in changes {
+            storage.writeBytes(change.key)
+            storage.writeBytes(change.value ?? [])
+        }
+        var offset = 0
+        func slice(_ count: Int) -> ByteBuffer {
+            defer { offset += count }
+            return storage.getSlice(at: offset, length: count)!
+        }
         for change in changes {
             tokens.append(Int64(bitPattern: change.token))
             kinds.append(change.kind)
             names.append(change.name)
-            keys.append(ByteBuffer(bytes: change.key))
-            values.append(ByteBuffer(bytes: change.value ?? []))
+            keys.append(slice(change.key.count))
+            values.append(slice(change.value?.count ?? 0))
             deleted.append(change.value == nil)
             clocks.append(Int64(bitPattern: change.clock))
             bases.append(change.base)
         }
-        var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
+        // One row holds every change's outcome and version as arrays (decoding a thousand rows costs
+        // more than the server's work on them); a row per conflict follows, with the server's value.
         let rows = try await connection.query("""
-            SELECT idx, left(outcome, 20), version, octet_length(s_value),
-                   CASE WHEN octet_length(s_value) <= \(maxValueBytes) THEN s_value END, s_hlc,
-                   CASE WHEN octet_length(s_device) <= \(Self.maxNameBytes) THEN s_device END
-            FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted), \(clocks), \(bases),
-                             \(maxSkewMilliseconds))
+            WITH r AS MATERIALIZED (
+                SELECT * FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted),
+                                          \(clocks), \(bases), \(maxSkewMilliseconds)))
+            SELECT NULL::integer, array_agg(r.idx ORDER BY r.idx),
+                   array_agg(CASE r.outcome WHEN 'applied' THEN 0 WHEN 'duplicate' THEN 0 WHEN 'conflict' THEN 1
+                                            WHEN 'clock_ahead' THEN 2 ELSE 3 END::smallint ORDER BY r.idx),
+                   array_agg(r.version ORDER BY r.idx), NULL::integer, NULL::bytea, NULL::bigint, NULL::text
+            FROM r
+            UNION ALL
+            SELECT r.idx, NULL, NULL, NULL, octet_length(r.s_value),
+                   CASE WHEN octet_length(r.s_value) <= \(maxValueBytes) THEN r.s_value END, r.s_hlc,
+                   CASE WHEN octet_length(r.s_device) <= \(Self.maxNameBytes) THEN r.s_device END
+            FROM r WHERE r.outcome = 'conflict'
+            ORDER BY 1 NULLS FIRST
             """, logger: logger)
-        for try await (index, outcome, version, length, value, clock, serverDevice)
-                in rows.decode((Int, String, Int64, Int?, ByteBuffer?, Int64?, String?).self) {
-            if outcome == "clock_ahead" {
-                // The whole batch was refused: `version` is how far ahead of the server's clock
-                // its latest stamp is, in milliseconds.
-                throw ReplicationError.clockAhead(by: .milliseconds(version), limit: maxClockSkew)
-            }
-            guard (1...changes.count).contains(index) else {
-                throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
-            }
-            switch outcome {
-            case "applied", "duplicate":
-                outcomes[index - 1] = .applied(version: version)
-            case "conflict":
-                // A current row this device cannot use is settled by quarantine, not refused
-                // whole: one bad row must not stop every later push.
-                var problem: String?
-                if clock == nil || clock! < 0 || serverDevice == nil {
-                    problem = "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes"
-                } else if let length, value == nil {
-                    problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
+        var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
+        // The versions of the conflicts the first row announced, waiting for their own row.
+        var unanswered: [Int: Int64] = [:]
+        for try await (conflict, indexes, codes, versions, length, value, clock, serverDevice)
+                in rows.decode((Int32?, [Int32]?, [Int16]?, [Int64]?, Int32?, ByteBuffer?, Int64?, String?).self) {
+            guard let conflict else {
+                guard let indexes, let codes, let versions, codes.count == indexes.count, versions.count == indexes.count else {
+                    throw ReplicationError.server("kvsync_push gave no outcomes")
                 }
-                outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
-                                                clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
-            default:
-                throw ReplicationError.server("kvsync_push answered '\(outcome)'")
+                for (at, index) in indexes.enumerated() {
+                    if codes[at] == 2 {
+                        // The whole batch was refused: `version` is how far ahead of the server's clock
+                        // its latest stamp is, in milliseconds.
+                        throw ReplicationError.clockAhead(by: .milliseconds(versions[at]), limit: maxClockSkew)
+                    }
+                    guard (1...changes.count).contains(Int(index)) else {
+                        throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
+                    }
+                    switch codes[at] {
+                    case 0: outcomes[Int(index) - 1] = .applied(version: versions[at])
+                    case 1: unanswered[Int(index)] = versions[at]
+                    default: throw ReplicationError.server("kvsync_push answered an unknown outcome for change \(index)")
+                    }
+                }
+                continue
             }
+            let index = Int(conflict)
+            guard let version = unanswered.removeValue(forKey: index) else {
+                throw ReplicationError.server("kvsync_push answered a conflict for change \(index) of \(changes.count), not one")
+            }
+            // A current row this device cannot use is settled by quarantine, not refused whole: one
+            // bad row must not stop every later push.
+            var problem: String?
+            if clock == nil || clock! < 0 || serverDevice == nil {
+                problem = "the current state has no clock, or no device id of at most \(Self.maxNameBytes) bytes"
+            } else if let length, value == nil {
+                problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
+            }
+            outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
+                                            clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
+        }
+        if let index = unanswered.keys.min() {
+            throw ReplicationError.server("kvsync_push gave no current state for the conflict of change \(index)")
         }
         return try outcomes.enumerated().map { index, outcome in
             guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }

@@ -109,7 +109,7 @@ import Testing
         func isMarked() async throws -> Bool {
             try await offPool { try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "t" }
         }
-        try await offPool {
+        _ = try await offPool {
             try cluster.psql("DO $$ BEGIN EXECUTE replace(pg_get_functiondef('\(signature)'::regprocedure), '\(ServerSchema.pushRevision)', 'revision 1'); END $$")
         }
         #expect(try await !isMarked())
