@@ -674,6 +674,58 @@ extension GatewayTests {
 extension GatewayTests {
     /// What the direct path does works the same through the gateway: deletes (tombstones), a resync
     /// after the owner pruned past a device's cursor, and the clock bound (`kvtool` exits 75).
+    /// A push of many small batches, two in flight (through a gateway on connections of their own, so
+    /// the server may apply them in either order), with conflicts spread among them: each change is in
+    /// the log once, the later write of each conflicting key wins everywhere, and nothing stays pending.
+    @Test(arguments: ["direct", "gateway"]) func aPipelinedPushWithConflictsAmongItsBatchesIsAppliedOnce(path: String) async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("pipelined-\(path)")
+        let a = try Device(group: group), b = try Device(group: group)
+        try b.write { tx in for index in 0..<10 { try b.notes.put("b early", forKey: "c\(index)", in: tx) } }
+        usleep(5_000)
+        // A's 1,000 keys, with the 20 contested ones spread through them (one every 50 keys).
+        try a.write { tx in
+            for index in 0..<1_000 {
+                try a.notes.put("a\(index)", forKey: String(format: "k%04d", index), in: tx)
+                if index % 50 == 25 { try a.notes.put("a", forKey: "c\(index / 50)", in: tx) }
+            }
+        }
+        usleep(5_000)
+        try b.write { tx in for index in 10..<20 { try b.notes.put("b late", forKey: "c\(index)", in: tx) } }
+        var options = Replicator.Options()
+        options.batchSize = 37
+        let ra: Replicator, rb: Replicator
+        var gateway: BackgroundProcess?
+        if path == "gateway" {
+            let (process, url) = try await Self.startGateway(cluster)
+            gateway = process
+            let token = try await Self.issue(cluster, ["--group", group])
+            ra = try Replicator(container: a.container, gateway: SyncGatewayURL(url), token: token, targets: a.targets, options: options)
+            rb = try Replicator(container: b.container, gateway: SyncGatewayURL(url), token: token, targets: b.targets)
+        } else {
+            ra = try a.replicator(cluster.tcpURL, options: options)
+            rb = try b.replicator(cluster.tcpURL)
+        }
+        defer { gateway?.kill(SIGKILL) }
+        try await rb.sync()
+        let pushed = try await ra.push()
+        #expect(pushed.conflicts == 20, "\(pushed)")
+        try await ra.sync()
+        try await rb.sync()
+        for index in 0..<20 { #expect(try a.notes.get("c\(index)") == (index < 10 ? "a" : "b late"), "c\(index)") }
+        #expect(try a.notes.count() == 1_020)
+        #expect(try a.storedNotes() == b.storedNotes())
+        #expect(try a.storedNotes() == cluster.storedNotes(group: group))
+        #expect(try a.status().pendingChanges == 0 && b.status().pendingChanges == 0)
+        #expect(try cluster.count("""
+            SELECT count(*) FROM (SELECT device, token FROM kvsync_changes WHERE group_id = '\(group)'
+                                  GROUP BY device, token HAVING count(*) > 1) AS twice
+            """) == 0)
+        // A's 1,000 keys once each, its 10 winning keys once more (sent again after the conflict).
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)' AND device = '\(ra.device)'") == 1_010)
+        await ra.close(); await rb.close()
+    }
+
     @Test func deletesResyncsAndTheClockBoundWorkThroughTheGateway() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("same")
