@@ -57,15 +57,15 @@ extension Replicator {
     /// transaction) and hands over each batch as soon as its values are read, so the first batch is on
     /// its way while later values are still being read; and ``batchesInFlight`` batches are on their
     /// way (encoded, sent, applied by the server) while this device records the answers to an earlier
-    /// one. The batches
-    /// hold distinct keys, and a batch applied whose predecessor's answers were never recorded (a crash
-    /// between) is answered `duplicate` when sent again, as any batch sent twice is.
+    /// one. The batches hold distinct keys, and a batch applied whose predecessor's answers were never
+    /// recorded (a crash between) is answered `duplicate` when sent again, as any batch sent twice is.
     func pipelined(_ server: any ReplicationServer,
                    record: ([PushOutcome], [PushItem]) throws -> Void) async throws -> CollectedEnd {
         let (pieces, continuation) = AsyncThrowingStream<CollectedPiece, any Error>.makeStream()
         let stop = Locked(false)
+        let exit = ThreadExit()
         let batchSize = options.batchSize
-        Thread.detachNewThread { [self] in
+        let job = Locked<(@Sendable () -> Void)?>({ [self] in
             do {
                 let end = try collectPending(batchSize: batchSize) { batch in
                     continuation.yield(.batch(batch))
@@ -76,6 +76,16 @@ extension Replicator {
             } catch {
                 continuation.finish(throwing: error)
             }
+        })
+        Thread.detachNewThread {
+            // The thread lets go of the replicator before it signals its end.
+            var work = job.withLock { job in
+                defer { job = nil }
+                return job
+            }
+            work?()
+            work = nil
+            exit.signal()
         }
         let (group, device, skew) = (group, device, options.maxClockSkew)
         func send(_ batch: [PushItem]) -> Task<[PushOutcome], any Error> {
@@ -103,20 +113,49 @@ extension Replicator {
                     end = collected
                 }
             }
+            // A cancelled task's stream ends early: that is no end of the round.
+            try Task.checkCancellation()
             while !inFlight.isEmpty {
                 let oldest = inFlight.removeFirst()
                 try record(try await answers(oldest.task), oldest.batch)
             }
+            await exit.wait()
             return end
         } catch {
-            // Neither the collecting thread nor a batch is left running past this push.
+            // Neither the collecting thread (and its read transaction) nor a batch is left running
+            // past this push: the container may be closed once it returns.
             stop.withLock { $0 = true }
             for (_, task) in inFlight {
                 task.cancel()
                 _ = try? await task.value
             }
-            do { for try await _ in pieces {} } catch {}
+            await exit.wait()
             throw error
+        }
+    }
+
+    /// Signalled once, by a thread as it returns; awaited without blocking a thread (and without
+    /// regard to cancellation: what it waits for is short, and must end first).
+    final class ThreadExit: @unchecked Sendable {
+        private let state = Locked<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+        func signal() {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.done = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+
+        func wait() async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { state -> Bool in
+                    if !state.done { state.waiter = continuation }
+                    return state.done
+                }
+                if done { continuation.resume() }
+            }
         }
     }
 

@@ -726,6 +726,45 @@ extension GatewayTests {
         await ra.close(); await rb.close()
     }
 
+    /// A push cancelled mid-way returns only once its collecting thread and its batches have ended
+    /// (the container may be closed right after); what it sent is answered `duplicate` the next time,
+    /// and every change reaches the log once.
+    @Test func aCancelledPushEndsItsCollectingThreadAndLosesNothing() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("cancelled")
+        var a: Device? = try Device(group: group)
+        let count = 20_000
+        try a!.write { tx in for index in 0..<count { try a!.notes.put("v\(index)", forKey: String(format: "k%05d", index), in: tx) } }
+        let root = a!.directory
+        var options = Replicator.Options()
+        options.batchSize = 100
+        do {
+            let replicator = try a!.replicator(cluster.tcpURL, options: options)
+            let push = Task { try await replicator.push() }
+            #expect(await eventuallyAsync(60) { ((try? cluster.count("SELECT count(*) FROM kvsync_changes")) ?? 0) > 0 })
+            push.cancel()
+            let outcome = await push.result
+            let before = try cluster.count("SELECT count(*) FROM kvsync_changes")
+            print("[gateway] a push cancelled after \(before) of \(count) changes: \(outcome)")
+            await replicator.close()
+        }
+        // Closed and opened again right away: nothing of the cancelled push still reads it.
+        let reopened = try SharedContainer(groupIdentifier: group, root: root.path)
+        a = nil
+        let notes = try reopened.store.collection("notes", key: String.self, value: String.self)
+        let settings = try reopened.defaults(suite: "settings")
+        let again = try Replicator(container: reopened, server: cluster.tcpURL, targets: [.collection(notes), .defaults(settings)], options: options)
+        try await again.sync()
+        #expect(try Replication.status(of: reopened).pendingChanges == 0)
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)'") == count)
+        #expect(try cluster.count("""
+            SELECT count(*) FROM (SELECT device, token FROM kvsync_changes WHERE group_id = '\(group)'
+                                  GROUP BY device, token HAVING count(*) > 1) AS twice
+            """) == 0)
+        await again.close()
+        _ = root
+    }
+
     @Test func deletesResyncsAndTheClockBoundWorkThroughTheGateway() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("same")

@@ -39,7 +39,7 @@ import TestSupport
             try f.defaults.set("v", forKey: "k", in: tx)
             try f.notes.put("b", forKey: 2, in: tx)
         }
-        try store.write(author: "widget") { tx in try f.notes.delete(1, in: tx) }
+        try store.write(author: "widget") { tx in _ = try f.notes.delete(1, in: tx) }
         // An aborted transaction leaves no history.
         struct Abort: Error {}
         _ = try? store.write(author: "app") { tx in try f.notes.put("x", forKey: 9, in: tx); throw Abort() }

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import KVStore
 
 /// The codec of history's entries: the same CBOR as ``CBORCodec`` writes and reads (the catalog
