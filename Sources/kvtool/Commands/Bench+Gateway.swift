@@ -80,6 +80,24 @@ extension Bench {
             return (process, try SyncGatewayURL(String(text.dropFirst("gateway listening on ".count))))
         }
 
+        /// User and system CPU time of this process, all threads, in seconds.
+        static func cpuSeconds() -> Double {
+            var usage = rusage()
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+
+        /// User and system CPU time of another process (`/proc/PID/stat`), in seconds.
+        static func cpuSeconds(of pid: Int32) -> Double {
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            // The fields after the command name (which is in parentheses and may hold spaces).
+            guard let close = stat.lastIndex(of: ")") else { return 0 }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+
         /// The process's peak and current resident set, in MiB (`/proc/PID/status`).
         static func memory(of pid: Int32) -> (peak: Double, now: Double) {
             let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
@@ -166,15 +184,20 @@ extension Bench {
             }
             let value = String(repeating: "v", count: valueSize)
             let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }
-            func timed(_ device: BenchDevice) throws -> Double {
+            // The CPU time each process spent, in µs per change: steadier than the rate on a shared
+            // machine, where the client, the gateway and the server compete for the same cores.
+            func timed(_ device: BenchDevice) throws -> (rate: Double, client: Double, gateway: Double) {
                 _ = try blocking { try await device.replicator.sync() }
                 try device.write((0..<pushChanges).map { (String(format: "key-%08d", $0), value) })
+                let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.processIdentifier))
                 let start = Bench.now()
                 let report = try blocking { try await device.replicator.push() }
                 let seconds = Double(Bench.now() - start) / 1e9
+                let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.processIdentifier))
                 guard report.pushed == pushChanges else { throw CLIError(.failure, "pushed \(report.pushed) of \(pushChanges)") }
                 _ = try? blocking { await device.replicator.close() }
-                return Double(pushChanges) / seconds
+                return (Double(pushChanges) / seconds, (clientAfter - clientBefore) * 1e6 / Double(pushChanges),
+                        (gatewayAfter - gatewayBefore) * 1e6 / Double(pushChanges))
             }
             let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token))
             let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL))
@@ -194,8 +217,8 @@ extension Bench {
             let start = Bench.now()
             try cluster.psql("\\copy kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base) FROM '\(file)' WITH (FORMAT csv)")
             let copy = Double(pushChanges) / (Double(Bench.now() - start) / 1e9)
-            print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY)",
-                         pushChanges, valueSize, through, direct, copy, copy / through))
+            print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY); CPU per change: the device %.1f µs through the gateway and %.1f µs directly, the gateway %.1f µs",
+                         pushChanges, valueSize, through.rate, direct.rate, copy, copy / through.rate, through.client, direct.client, through.gateway))
         }
     }
 }
