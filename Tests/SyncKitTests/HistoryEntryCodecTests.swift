@@ -4,9 +4,9 @@ import KVStore
 import Testing
 import TestSupport
 
-/// History's direct decoder against `Codable`: on every input the direct decoder takes, both give the
-/// same entry; on the others `Codable` decides. Valid entries of every shape, then the same bytes cut,
-/// flipped and spliced, from fixed seeds.
+/// History's direct encoder and decoder against `Codable`: the encoder writes Codable's bytes, and on
+/// every input the direct decoder takes, both give the same entry; on the others `Codable` decides.
+/// Valid entries of every shape, then the same bytes cut, flipped and spliced, from fixed seeds.
 @Suite struct HistoryEntryCodecTests {
     /// xorshift64*, seeded: the same cases every run.
     struct Generator: RandomNumberGenerator {
@@ -59,6 +59,8 @@ import TestSupport
         for _ in 0..<20_000 {
             let entry = Self.randomEntry(&rng)
             let bytes = try CBOREncoder().encode(entry)
+            // Written directly, byte for byte what Codable writes.
+            #expect(entry.encodedDirectly() == bytes, "\(entry)")
             let direct = try #require(Self.direct(bytes), "the direct decoder refused \(Hex.encode(bytes))")
             let codable = try #require(Self.viaCodable(bytes))
             #expect(Self.same(direct, codable), "\(Hex.encode(bytes))")
