@@ -138,7 +138,7 @@ public enum Replication {
         }
 
         func versions(for target: Mutation.Target) throws -> KVCollection<ByteKey, KeyVersion> {
-            try store.collection(versionsName(target), key: ByteKey.self, codec: KeyVersionCodec())
+            try store.collection(versionsName(target), key: ByteKey.self, codec: KeyVersion.codec)
         }
 
         /// The state, made (with a new device id) the first time.

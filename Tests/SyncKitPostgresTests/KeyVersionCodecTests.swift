@@ -16,7 +16,7 @@ import Testing
         let edges: [UInt64] = [0, 1, 23, 24, 255, 256, 65_535, 65_536, 0xFFFF_FFFF, 0x1_0000_0000, UInt64(Int64.max), UInt64.max]
         let devices = ["", "a", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "端末", String(repeating: "d", count: 23),
                        String(repeating: "d", count: 24), String(repeating: "d", count: 256), String(repeating: "d", count: 5_000)]
-        let codec = KeyVersionCodec()
+        let codec = KeyVersion.codec
         var compared = 0
         for round in 0..<20_000 {
             let clock = round % 3 == 0 ? edges[Int(next() % UInt64(edges.count))] : next() >> (next() % 64)

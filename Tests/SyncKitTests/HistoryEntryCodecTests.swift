@@ -66,7 +66,7 @@ import TestSupport
             #expect(Self.same(direct, codable), "\(Hex.encode(bytes))")
             #expect(Self.same(direct, entry))
             // The codec the history collection uses gives the same.
-            let viaCodec = try bytes.withUnsafeBytes { try HistoryEntryCodec().decode($0) }
+            let viaCodec = try bytes.withUnsafeBytes { try HistoryEntry.codec.decode($0) }
             #expect(Self.same(viaCodec, entry))
         }
     }
@@ -116,13 +116,13 @@ import TestSupport
         fields.append(CBORMapEntry(key: .text("newField"), value: .unsigned(1)))
         let withUnknown = CBORValue.map(fields).encoded()
         #expect(Self.direct(withUnknown) == nil)
-        let decoded = try withUnknown.withUnsafeBytes { try HistoryEntryCodec().decode($0) }
+        let decoded = try withUnknown.withUnsafeBytes { try HistoryEntry.codec.decode($0) }
         #expect(decoded == entry)
         // The token written as a float that is an integer: Codable takes it, the direct decoder does not.
         guard case .map(var floatFields) = try CBORValue.decode(CBOREncoder().encode(entry)) else { return }
         floatFields = floatFields.map { $0.key == .text("token") ? CBORMapEntry(key: $0.key, value: .float(7)) : $0 }
         let floatToken = CBORValue.map(floatFields).encoded()
         #expect(Self.direct(floatToken) == nil)
-        #expect(try floatToken.withUnsafeBytes { try HistoryEntryCodec().decode($0) } == entry)
+        #expect(try floatToken.withUnsafeBytes { try HistoryEntry.codec.decode($0) } == entry)
     }
 }

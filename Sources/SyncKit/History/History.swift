@@ -84,7 +84,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     private init(store: Store, notifier: ChangeNotifier?) throws {
         self.store = store
         self.notifier = notifier
-        entries = try store.collection(Self.entriesName, key: UInt64.self, codec: HistoryEntryCodec())
+        entries = try store.collection(Self.entriesName, key: UInt64.self, codec: HistoryEntry.codec)
         state = try store.collection(Self.stateName, key: String.self, value: UInt64.self)
         consumerRecords = try store.collection(Self.consumersName, key: String.self, value: ConsumerRecord.self)
     }

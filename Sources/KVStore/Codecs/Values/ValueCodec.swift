@@ -106,3 +106,38 @@ public struct RawBytesCodec: ValueCodec {
         return Array(bytes)
     }
 }
+
+/// ``CBORCodec`` for a type whose shape is known, with an encoder and a decoder written for it: the
+/// same bytes (the catalog records `cbor`), without `Codable`'s dynamic casts.
+///
+/// `encode` must give exactly the bytes ``CBOREncoder`` gives, or `nil` to leave the value to it.
+/// `decode` may take only what ``CBORDecoder`` takes, and must give the same value; `nil` leaves the
+/// bytes to ``CBORDecoder`` (and its errors). Tests that compare them with `Codable` over many values,
+/// and damaged bytes, are what make a direct codec safe.
+package struct DirectCBORCodec<Value: Codable>: ValueCodec {
+    package let cbor = CBORCodec<Value>()
+    let encodeDirectly: @Sendable (Value) -> [UInt8]?
+    let decodeDirectly: (@Sendable (UnsafeRawBufferPointer) -> Value?)?
+
+    package init(encode: @escaping @Sendable (Value) -> [UInt8]?, decode: (@Sendable (UnsafeRawBufferPointer) -> Value?)? = nil) {
+        (encodeDirectly, decodeDirectly) = (encode, decode)
+    }
+
+    package var encodingName: String { cbor.encodingName }
+    package var maxEncodedSize: Int? { cbor.maxEncodedSize }
+    package var keepsUnknownFields: Bool { cbor.keepsUnknownFields }
+
+    package func keepingUnknownFields(of old: UnsafeRawBufferPointer, in new: [UInt8]) -> [UInt8]? {
+        cbor.keepingUnknownFields(of: old, in: new)
+    }
+
+    package func encode(_ value: Value) throws -> [UInt8] {
+        if let bytes = encodeDirectly(value) { return bytes }
+        return try cbor.encode(value)
+    }
+
+    package func decode(_ bytes: UnsafeRawBufferPointer) throws -> Value {
+        if bytes.count <= cbor.limits.maxInputSize, let value = decodeDirectly?(bytes) { return value }
+        return try cbor.decode(bytes)
+    }
+}

@@ -8,37 +8,19 @@ import Glibc
 #endif
 import KVStore
 
-/// The codec of history's entries: the same CBOR as ``CBORCodec`` writes and reads (the catalog
-/// records `cbor`), written directly (``HistoryEntry/encodedDirectly()``, the bytes `Codable` writes:
-/// every write to a collection with history writes an entry per change) and read by a decoder written
-/// for ``HistoryEntry``'s own shape first.
-///
-/// A replicator reads every pending entry before its first batch leaves; through `Codable`, 50,000
-/// entries took about 150 ms of the 210 ms before that batch. ``HistoryEntry/decodedDirectly(from:)``
-/// reads the map this library writes and nothing else: any other form (keys in other encodings, an
-/// unknown key, a tag or a float where an integer was written, text that is not UTF-8…) gives `nil`,
-/// and `Codable` decides, with its errors. So the direct decoder never answers differently from
-/// `Codable`; it only answers first (the differential tests feed both the same bytes).
-struct HistoryEntryCodec: ValueCodec {
-    let cbor = CBORCodec<HistoryEntry>()
-
-    var encodingName: String { cbor.encodingName }
-    var maxEncodedSize: Int? { cbor.maxEncodedSize }
-    var keepsUnknownFields: Bool { cbor.keepsUnknownFields }
-
-    func keepingUnknownFields(of old: UnsafeRawBufferPointer, in new: [UInt8]) -> [UInt8]? {
-        cbor.keepingUnknownFields(of: old, in: new)
-    }
-
-    func encode(_ value: HistoryEntry) throws -> [UInt8] {
-        if let bytes = value.encodedDirectly() { return bytes }
-        return try cbor.encode(value)
-    }
-
-    func decode(_ bytes: UnsafeRawBufferPointer) throws -> HistoryEntry {
-        if bytes.count <= cbor.limits.maxInputSize, let entry = HistoryEntry.decodedDirectly(from: bytes) { return entry }
-        return try cbor.decode(bytes)
-    }
+extension HistoryEntry {
+    /// The codec of history's entries: the same CBOR as ``CBORCodec`` writes and reads (the catalog
+    /// records `cbor`), written directly (``encodedDirectly()``, the bytes `Codable` writes: every write
+    /// to a collection with history writes an entry per change) and read by a decoder written for this
+    /// shape first.
+    ///
+    /// A replicator reads every pending entry before its first batch leaves; through `Codable`, 50,000
+    /// entries took about 150 ms of the 210 ms before that batch. ``decodedDirectly(from:)`` reads the
+    /// map this library writes and nothing else: any other form (keys in other encodings, an unknown
+    /// key, a tag or a float where an integer was written, text that is not UTF-8…) gives `nil`, and
+    /// `Codable` decides, with its errors. So the direct decoder never answers differently from
+    /// `Codable`; it only answers first (the differential tests feed both the same bytes).
+    static let codec = DirectCBORCodec<HistoryEntry>(encode: { $0.encodedDirectly() }, decode: { decodedDirectly(from: $0) })
 }
 
 extension HistoryEntry {
@@ -86,7 +68,7 @@ extension HistoryEntry {
     }
 
     /// The entry in `bytes` if they hold exactly one CBOR map of ``HistoryEntry``'s fields in the
-    /// forms ``CBOREncoder`` writes them; otherwise `nil` (see ``HistoryEntryCodec``).
+    /// forms ``CBOREncoder`` writes them; otherwise `nil` (see ``codec``).
     static func decodedDirectly(from bytes: UnsafeRawBufferPointer) -> HistoryEntry? {
         var reader = DirectReader(bytes: bytes)
         guard let fields = reader.head(major: 5) else { return nil }
