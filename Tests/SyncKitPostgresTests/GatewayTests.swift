@@ -814,15 +814,6 @@ extension GatewayTests {
     }
 }
 
-/// Runs blocking work (a process to wait for, a cluster to start) on a thread of its own: the
-/// cooperative pool has as many threads as cores (two here), and every other test's tasks, the
-/// replicators' deadlines and the in-process gateways need them while this waits.
-func offPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-    }
-}
-
 /// `kvtool ARGS` off the cooperative pool.
 func kvtoolRun(_ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
     try await offPool { try run(productsDirectory() + "/kvtool", arguments, environment: environment) }

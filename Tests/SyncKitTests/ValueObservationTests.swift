@@ -137,8 +137,12 @@ import TestSupport
         #expect(model.value == 1)
         let changed = DispatchSemaphore(value: 0)
         withObservationTracking { _ = model.value } onChange: { changed.signal() }
-        #expect(try helper(["put-int", dir.path, group, "counter", "n", "8"]).status == 0)
-        let woke = await Task.detached { changed.wait(timeout: .now() + 60) == .success }.value
+        let dir = dir
+        #expect(try await offPool { try helper(["put-int", dir.path, group, "counter", "n", "8"]) }.status == 0)
+        // Waited for off the cooperative pool: blocking one of its two threads here for up to a
+        // minute held back every other suite's timers (a replication test's 5 s deadline fired
+        // after 62 s beside it).
+        let woke = try await offPool { changed.wait(timeout: .now() + 60) == .success }
         #expect(woke)
         let deadline = ContinuousClock.now + .seconds(60)
         while model.value != 8, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }

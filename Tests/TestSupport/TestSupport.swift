@@ -153,3 +153,13 @@ public struct TestFeedPayload: Codable, Equatable, Sendable {
         values.reduce(0, +) == sum && padding.allSatisfy { $0 == padding.first }
     }
 }
+
+/// Runs blocking work (a process to wait for, a semaphore, a cluster to start) on a thread of its own:
+/// the cooperative pool has as many threads as cores (two here), and every other test's tasks, the
+/// replicators' deadlines and the in-process servers need them while this waits. A test that blocks
+/// a pool thread instead (`Task.detached { semaphore.wait() }`) can hold up every other suite.
+public func offPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
