@@ -52,6 +52,9 @@ package struct ServerStatements: Sendable {
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        // Nothing to apply (a device through a gateway may send it): no outcomes, and no statement,
+        // whose one row of arrays would be NULLs.
+        guard !changes.isEmpty else { return [] }
         let maxSkewMilliseconds = maxClockSkew.wholeMilliseconds
         var tokens: [Int64] = [], kinds: [String] = [], names: [String] = [], keys: [ByteBuffer] = []
         var values: [ByteBuffer] = [], deleted: [Bool] = [], clocks: [Int64] = [], bases: [Int64] = []
