@@ -81,8 +81,10 @@ private final class CloseOnIdle: ChannelInboundHandler, Sendable {
     }
 }
 
-/// A replicator's connection to a sync gateway: each operation is one HTTP/1.1 request on a
-/// connection of its own (TLS when the URL says https), bounded by the statement timeout.
+/// A replicator's connection to a sync gateway: each operation is one HTTP/1.1 request (TLS when the
+/// URL says https), bounded by the statement timeout. Connections are kept alive between requests (a
+/// few, idle, for the next ones), so that a push of many batches or a pull of many pages pays one TLS
+/// handshake, not one per request.
 final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     let url: SyncGatewayURL
     let token: String
@@ -91,7 +93,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     let operationTimeout: Duration
     let connectTimeout: Duration
     private let sslContext: NIOSSLContext?
-    private let closed = Locked(false)
+    /// Whether ``close()`` was called, and the kept-alive connections between requests.
+    private let pool = Locked(Pool())
     private let greeting = Locked<GatewayHello?>(nil)
 
     /// The largest answer read: a resync's whole state may be large, but not without bound.
@@ -128,11 +131,22 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         }
     }
 
-    var isClosed: Bool { closed.withLock { $0 } }
+    var isClosed: Bool { pool.withLock { $0.closed } }
 
     var readOnly: Bool { greeting.withLock { $0?.readOnly ?? false } }
 
-    func close() async { closed.withLock { $0 = true } }
+    func close() async {
+        let idle = pool.withLock { pool -> [KeptConnection] in
+            pool.closed = true
+            defer { pool.idle.removeAll() }
+            return pool.idle
+        }
+        for connection in idle { connection.channel.close(promise: nil) }
+    }
+
+    deinit {
+        for connection in pool.withLock({ $0.idle }) { connection.channel.close(promise: nil) }
+    }
 
     // MARK: - Operations
 
@@ -213,8 +227,11 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// One request on a connection of its own; the answer's body, or the refusal as a typed error.
     func request(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) async throws -> [UInt8] {
         guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
-        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway") { [self] in
-            try await exchange(method, path, body: body)
+        // The connection the request is on, closed if the deadline passes first.
+        let current = Locked<Channel?>(nil)
+        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway",
+                                                               onTimeout: { current.withLock { $0 }?.close(promise: nil) }) { [self] in
+            try await exchange(method, path, body: body, current: current)
         }
         switch status.code {
         case 200: return answer
@@ -312,47 +329,202 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         }
     }
 
-    private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?) -> HTTPRequestHead {
+    private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?, keepAlive: Bool = false) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
         headers.add(name: "Authorization", value: "Bearer \(token)")
         headers.add(name: GatewayWire.groupHeader, value: group)
         headers.add(name: "Content-Length", value: String(bodyLength ?? 0))
         if bodyLength != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
-        headers.add(name: "Connection", value: "close")
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
     }
 
-    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
-        let channel = try await openChannel()
-        let head = requestHead(method, path, bodyLength: body?.count)
+    /// Sends the request on a kept-alive connection, or a new one. A kept-alive connection that fails
+    /// before any of its answer arrived was closed by the gateway while it was idle (its 30 s, a drain,
+    /// a restart): the request goes again on the next one. Every request may be sent twice: a push is
+    /// idempotent by its tokens, the others only read.
+    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?,
+                          current: Locked<Channel?>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+        let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true)
+        let body = body.map { ByteBuffer(bytes: $0) }
         do {
-            return try await channel.executeThenClose { inbound, outbound in
-                try await outbound.write(.head(head))
-                if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-                try await outbound.write(.end(nil))
-                var head: HTTPResponseHead?
-                var answer = ByteBuffer()
-                for try await part in inbound {
-                    switch part {
-                    case .head(let received): head = received
-                    case .body(var buffer):
-                        guard answer.readableBytes + buffer.readableBytes <= Self.maxResponseBytes else {
-                            throw ReplicationError.server("the sync gateway's answer is over \(Self.maxResponseBytes) bytes")
+            while let kept = pool.withLock({ $0.idle.popLast() }) {
+                do {
+                    return try await send(head, body, on: kept, current: current)
+                } catch let lost as ConnectionLost where !lost.answerBegan {
+                    kept.channel.close(promise: nil)
+                }
+            }
+            return try await send(head, body, on: try await connect(), current: current)
+        } catch let lost as ConnectionLost {
+            throw ReplicationError.server("the sync gateway \(url): \(lost.reason)")
+        }
+    }
+
+    private func send(_ head: HTTPRequestHead, _ body: ByteBuffer?, on connection: KeptConnection,
+                      current: Locked<Channel?>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+        current.withLock { $0 = connection.channel }
+        let channel = connection.channel, collector = connection.collector
+        let answer = try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<ResponseCollector.Answer> in
+            let promise = channel.eventLoop.makePromise(of: ResponseCollector.Answer.self)
+            collector.expect(promise, on: channel)
+            channel.write(HTTPClientRequestPart.head(head), promise: nil)
+            if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
+            channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            return promise.futureResult
+        }.get()
+        if !answer.head.isKeepAlive || !channel.isActive || !keep(connection) { channel.close(promise: nil) }
+        return (answer.head.status, answer.head.headers, Array(answer.body.readableBytesView))
+    }
+
+    /// A new connection for requests, TLS first if the URL says https.
+    private func connect() async throws -> KeptConnection {
+        let (host, port, sslContext) = (url.host, url.port, self.sslContext)
+        let collector = ResponseCollector(maxBytes: Self.maxResponseBytes)
+        do {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.milliseconds(connectTimeout.wholeMilliseconds))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true || host.contains(":") ? nil : host)
+                            try channel.pipeline.syncOperations.addHandler(handler)
                         }
-                        answer.writeBuffer(&buffer)
-                    case .end:
-                        guard let head else { throw ReplicationError.server("the sync gateway sent no status") }
-                        return (head.status, head.headers, Array(answer.readableBytesView))
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(collector)
                     }
                 }
-                throw ReplicationError.server("the sync gateway closed the connection before answering")
-            }
-        } catch let error as ReplicationError {
-            throw error
+                .connect(host: host, port: port).get()
+            pool.withLock { $0.opened += 1 }
+            return KeptConnection(channel: channel, collector: collector)
         } catch {
-            throw ReplicationError.server("the sync gateway \(url): \(error)")
+            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(error)")
         }
+    }
+
+    /// Idle connections kept for the next requests (a pipelined push has two batches in flight).
+    static let maxIdleConnections = 2
+    /// How long a connection is kept idle: a device between syncs holds no connection of a gateway
+    /// whose connections are counted (``SyncGateway/Limits/maxConnections``) for long.
+    static let idleLifetime = TimeAmount.seconds(5)
+
+    /// Keeps `connection` for the next request, for ``idleLifetime`` at most; false if the pool is
+    /// closed or full.
+    private func keep(_ connection: KeptConnection) -> Bool {
+        let pool = self.pool
+        guard let generation = pool.withLock({ pool -> Int? in
+            guard !pool.closed, pool.idle.count < Self.maxIdleConnections else { return nil }
+            pool.generation += 1
+            pool.idle.append(KeptConnection(channel: connection.channel, collector: connection.collector, generation: pool.generation))
+            return pool.generation
+        }) else { return false }
+        connection.channel.eventLoop.scheduleTask(in: Self.idleLifetime) {
+            // Still idle (not taken for a request since): closed.
+            let expired = pool.withLock { pool -> Bool in
+                guard let index = pool.idle.firstIndex(where: { $0.generation == generation }) else { return false }
+                pool.idle.remove(at: index)
+                return true
+            }
+            if expired { connection.channel.close(promise: nil) }
+        }
+        return true
+    }
+
+    struct Pool {
+        var closed = false
+        var idle: [KeptConnection] = []
+        var generation = 0
+        /// Connections opened for requests, over this object's life.
+        var opened = 0
+    }
+
+    /// How many connections requests have opened so far (one per TLS handshake).
+    var connectionsOpened: Int { pool.withLock { $0.opened } }
+    /// How many are kept idle now.
+    var idleConnections: Int { pool.withLock { $0.idle.count } }
+
+    struct KeptConnection: @unchecked Sendable {
+        let channel: Channel
+        let collector: ResponseCollector
+        /// Which time it was kept (tells its idle timer whether it was taken since).
+        var generation = 0
+    }
+
+}
+
+/// A connection failed or closed while a request was out on it; `answerBegan`: after some of its
+/// answer had arrived.
+struct ConnectionLost: Error {
+    var answerBegan: Bool
+    var reason: String
+}
+
+/// Collects the answer to the one request out on its connection. Touched only on the connection's
+/// event loop.
+final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+
+    struct Answer: Sendable {
+        var head: HTTPResponseHead
+        var body: ByteBuffer
+    }
+
+    private let maxBytes: Int
+    private var pending: EventLoopPromise<Answer>?
+    private var head: HTTPResponseHead?
+    private var body = ByteBuffer()
+
+    init(maxBytes: Int) { self.maxBytes = maxBytes }
+
+    /// Waits for the answer to the request about to be written (on the channel's event loop).
+    func expect(_ promise: EventLoopPromise<Answer>, on channel: Channel) {
+        head = nil
+        body.clear()
+        guard channel.isActive else {
+            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed"))
+            return
+        }
+        pending = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let received):
+            head = received
+        case .body(var buffer):
+            guard body.readableBytes + buffer.readableBytes <= maxBytes else {
+                fail(ConnectionLost(answerBegan: true, reason: "its answer is over \(maxBytes) bytes"))
+                context.close(promise: nil)
+                return
+            }
+            body.writeBuffer(&buffer)
+        case .end:
+            // An answer nobody asked for: the connection is out of step, and closed.
+            guard let promise = pending, let head else {
+                context.close(promise: nil)
+                return
+            }
+            pending = nil
+            promise.succeed(Answer(head: head, body: body))
+            self.head = nil
+            body = ByteBuffer()
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(ConnectionLost(answerBegan: head != nil, reason: "\(error)"))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(ConnectionLost(answerBegan: head != nil, reason: "it closed the connection before answering"))
+        context.fireChannelInactive()
+    }
+
+    private func fail(_ error: ConnectionLost) {
+        pending?.fail(error)
+        pending = nil
     }
 }
 #endif

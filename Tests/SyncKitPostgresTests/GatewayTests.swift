@@ -290,6 +290,56 @@ import Glibc
         try await running.value
     }
 
+    /// A device's requests share kept-alive connections (over TLS, one handshake for many requests); one
+    /// the gateway closed while it was idle is noticed, and the request goes on a new one.
+    @Test(arguments: [false, true])
+    func requestsReuseKeptAliveConnectionsAndOutliveTheGatewayClosingThem(tls: Bool) async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("keep-alive-\(tls)")
+        let pki = try await offPool { try TestPKI() }
+        var options = SyncGateway.Options()
+        // Connections idle for a second are closed by the gateway.
+        options.limits.requestTimeout = .seconds(1)
+        if tls {
+            options.tlsCertificate = pki.serverCertificate
+            options.tlsKey = pki.serverKey
+        }
+        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let bound = Locked<String?>(nil)
+        let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { url in bound.withLock { $0 = url } } }
+        #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
+        let url = try #require(bound.withLock { $0 })
+        #expect(url.hasPrefix(tls ? "https://" : "http://"))
+        let token = try await Self.issue(cluster, ["--group", group])
+        let connection = try GatewayConnection(url: SyncGatewayURL(url, caFile: tls ? pki.caCertificate : nil), token: token, group: group,
+                                               maxValueBytes: 1 << 20, operationTimeout: .seconds(30), connectTimeout: .seconds(10))
+        for _ in 0..<20 {
+            #expect(try await connection.hello().group == group)
+        }
+        #expect(connection.connectionsOpened == 1)
+        // Pushes and pages, two at once: at most two connections more.
+        let changes = (0..<50).map { OutgoingChange(kind: "kv", name: "main", key: Array("k\($0)".utf8), value: [1, 2, 3],
+                                                    clock: 1 << 16, base: 0, token: UInt64($0 + 1)) }
+        async let first = connection.push(group: group, device: "d", changes: Array(changes[..<25]), maxClockSkew: .seconds(60))
+        async let second = connection.push(group: group, device: "d", changes: Array(changes[25...]), maxClockSkew: .seconds(60))
+        let outcomes = try await first + second
+        #expect(outcomes.count == 50)
+        #expect(try await connection.changes(group: group, after: 0, limit: 1_000).changes.count == 50)
+        #expect((1...2).contains(connection.connectionsOpened), "\(connection.connectionsOpened)")
+        let before = connection.connectionsOpened
+        // The gateway closes the idle connections; the next request notices and opens one.
+        try await Task.sleep(for: .milliseconds(2_500))
+        #expect(try await connection.hello().group == group)
+        #expect(connection.connectionsOpened == before + 1, "\(connection.connectionsOpened)")
+        // A device between syncs lets its idle connections go after 5 s, whatever the gateway's limit.
+        #expect(connection.idleConnections == 1)
+        #expect(await eventuallyAsync(30) { connection.idleConnections == 0 })
+        await connection.close()
+        await #expect(throws: ReplicationError.self) { try await connection.hello() }
+        gateway.shutdown()
+        try await running.value
+    }
+
     @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("kill")

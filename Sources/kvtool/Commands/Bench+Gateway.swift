@@ -61,11 +61,12 @@ extension Bench {
 
         /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
         /// stream (the devices of a group share its token here); returns it and its URL.
-        func startGateway(_ cluster: LocalPostgresCluster) throws -> (Process, SyncGatewayURL) {
+        func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (Process, SyncGatewayURL) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
             process.arguments = ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:0",
                                  "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
+                + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
             let output = Pipe()
             process.standardOutput = output
             try process.run()
@@ -77,7 +78,28 @@ extension Bench {
             }
             let text = String(decoding: line.prefix(while: { $0 != 0x0A }), as: UTF8.self)
             guard text.hasPrefix("gateway listening on ") else { throw CLIError(.failure, "the gateway said: \(text)") }
-            return (process, try SyncGatewayURL(String(text.dropFirst("gateway listening on ".count))))
+            return (process, try SyncGatewayURL(String(text.dropFirst("gateway listening on ".count)), caFile: tls?.certificate))
+        }
+
+        /// A self-signed certificate for 127.0.0.1 and its key, made with openssl in `directory`; the
+        /// devices trust that certificate alone.
+        struct TLSFiles {
+            var certificate: String
+            var key: String
+
+            init(in directory: String) throws {
+                certificate = directory + "/gateway.pem"
+                key = directory + "/gateway.key"
+                let openssl = Process()
+                openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+                openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+                                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificate]
+                openssl.standardOutput = FileHandle.nullDevice
+                openssl.standardError = FileHandle.nullDevice
+                try openssl.run()
+                openssl.waitUntilExit()
+                guard openssl.terminationStatus == 0 else { throw CLIError(.failure, "openssl could not make a test certificate") }
+            }
         }
 
         /// User and system CPU time of this process, all threads, in seconds.
@@ -178,29 +200,38 @@ extension Bench {
         /// many rows into the log, the floor.
         private func push(cluster: LocalPostgresCluster) throws {
             let (gateway, url) = try startGateway(cluster)
+            // The same gateway over TLS, with a certificate made for the run (if openssl is there).
+            let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let tls = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") ? try TLSFiles(in: directory) : nil
+            let secure = try tls.map { try startGateway(cluster, tls: $0) }
             defer {
-                gateway.terminate()
-                gateway.waitUntilExit()
+                for process in [gateway, secure?.0].compactMap({ $0 }) {
+                    process.terminate()
+                    process.waitUntilExit()
+                }
             }
             let value = String(repeating: "v", count: valueSize)
             let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }
+            let tlsToken = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.tls", device: "pusher").token }
             // The CPU time each process spent, in µs per change: steadier than the rate on a shared
             // machine, where the client, the gateway and the server compete for the same cores.
-            func timed(_ device: BenchDevice) throws -> (rate: Double, client: Double, gateway: Double) {
+            func timed(_ device: BenchDevice, via process: Process) throws -> (rate: Double, client: Double, gateway: Double) {
                 _ = try blocking { try await device.replicator.sync() }
                 try device.write((0..<pushChanges).map { (String(format: "key-%08d", $0), value) })
-                let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.processIdentifier))
+                let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: process.processIdentifier))
                 let start = Bench.now()
                 let report = try blocking { try await device.replicator.push() }
                 let seconds = Double(Bench.now() - start) / 1e9
-                let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.processIdentifier))
+                let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: process.processIdentifier))
                 guard report.pushed == pushChanges else { throw CLIError(.failure, "pushed \(report.pushed) of \(pushChanges)") }
                 _ = try? blocking { await device.replicator.close() }
                 return (Double(pushChanges) / seconds, (clientAfter - clientBefore) * 1e6 / Double(pushChanges),
                         (gatewayAfter - gatewayBefore) * 1e6 / Double(pushChanges))
             }
-            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token))
-            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL))
+            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token), via: gateway)
+            let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", gateway: $0.1, token: tlsToken), via: $0.0) }
+            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL), via: gateway)
             // The floor: the same rows written with COPY, no checks, no state, no outcome per change.
             let file = try Demo.temporaryDirectory("kvstore-bench-copy-") + "/rows.csv"
             defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
@@ -219,6 +250,12 @@ extension Bench {
             let copy = Double(pushChanges) / (Double(Bench.now() - start) / 1e9)
             print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY); CPU per change: the device %.1f µs through the gateway and %.1f µs directly, the gateway %.1f µs",
                          pushChanges, valueSize, through.rate, direct.rate, copy, copy / through.rate, through.client, direct.client, through.gateway))
+            if let overTLS {
+                print(String(format: "the same push through the gateway over TLS (https, a certificate made for the run): %.0f changes/s; CPU per change: the device %.1f µs, the gateway %.1f µs",
+                             overTLS.rate, overTLS.client, overTLS.gateway))
+            } else {
+                print("the push over TLS was not timed: /usr/bin/openssl is missing")
+            }
         }
     }
 }
