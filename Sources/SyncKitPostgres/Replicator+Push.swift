@@ -53,21 +53,23 @@ extension Replicator {
 
     /// Sends one round's batches as they are collected, and hands each batch's answers to `record`.
     ///
-    /// Pipelined: a thread of its own reads the round (``collectPending(batchSize:emit:)``, in one read
-    /// transaction) and hands over each batch as soon as its values are read, so the first batch is on
-    /// its way while later values are still being read; and ``batchesInFlight`` batches are on their
-    /// way (encoded, sent, applied by the server) while this device records the answers to an earlier
-    /// one. The batches hold distinct keys, and a batch applied whose predecessor's answers were never
-    /// recorded (a crash between) is answered `duplicate` when sent again, as any batch sent twice is.
+    /// Pipelined: a thread of its own reads the round (``collectPending(batchSize:maxBytes:emit:)``, in
+    /// one read transaction) and hands over each batch as soon as its values are read, so the first
+    /// batch is on its way while later values are still being read; and ``batchesInFlight`` batches
+    /// are on their way (encoded, sent, applied by the server) while this device records the answers
+    /// to an earlier one. The thread never waits for the sending side: its read transaction would hold
+    /// off a write that grows the map (recording an answer), which waits for readers. The batches hold
+    /// distinct keys, and a batch applied whose predecessor's answers were never recorded (a crash
+    /// between) is answered `duplicate` when sent again, as any batch sent twice is.
     func pipelined(_ server: any ReplicationServer,
                    record: ([PushOutcome], [PushItem]) throws -> Void) async throws -> CollectedEnd {
         let (pieces, continuation) = AsyncThrowingStream<CollectedPiece, any Error>.makeStream()
         let stop = Locked(false)
         let exit = ThreadExit()
-        let batchSize = options.batchSize
+        let (batchSize, maxBytes) = (options.batchSize, options.maxBatchBytes)
         let job = Locked<(@Sendable () -> Void)?>({ [self] in
             do {
-                let end = try collectPending(batchSize: batchSize) { batch in
+                let end = try collectPending(batchSize: batchSize, maxBytes: maxBytes) { batch in
                     continuation.yield(.batch(batch))
                     return !stop.withLock { $0 }
                 }
@@ -199,8 +201,9 @@ extension Replicator {
     /// What to send: the latest pending history entry of each replicated key (unless a later entry
     /// is a replicator's own: another device's value that won), plus the dirty keys; with each key's
     /// current value, read in the same transaction as the history. Hands them to `emit` in batches of
-    /// `batchSize` as their values are read; stops early when `emit` returns false.
-    func collectPending(batchSize: Int, emit: ([PushItem]) -> Bool) throws -> CollectedEnd {
+    /// `batchSize`, or fewer whose keys and values reach `maxBytes` (one change at least), as their
+    /// values are read; stops early when `emit` returns false.
+    func collectPending(batchSize: Int, maxBytes: Int, emit: ([PushItem]) -> Bool) throws -> CollectedEnd {
         let token = try consumer.token()
         let store = container.store
         return try store.read { tx in
@@ -245,11 +248,16 @@ extension Replicator {
                 return true
             }
             var batch: [PushItem] = []
-            batch.reserveCapacity(batchSize)
+            var bytes = 0
+            batch.reserveCapacity(min(batchSize, 4_096))
             func add(_ item: PushItem) -> Bool {
                 batch.append(item)
-                guard batch.count == batchSize else { return true }
-                defer { batch.removeAll(keepingCapacity: true) }
+                bytes += item.change.key.count + (item.change.value?.count ?? 0)
+                guard batch.count == batchSize || bytes >= maxBytes else { return true }
+                defer {
+                    batch.removeAll(keepingCapacity: true)
+                    bytes = 0
+                }
                 return emit(batch)
             }
             for pending in order {

@@ -35,8 +35,11 @@ import Glibc
 /// One replicator per container at a time: a second one fails to start (a lock in the container).
 public final class Replicator: @unchecked Sendable {
     public struct Options: Sendable {
-        /// Changes per server transaction.
-        public var batchSize = 1_000
+        /// Changes per server transaction (a push batch, a page pulled).
+        public var batchSize = 5_000
+        /// A push batch ends before this many bytes of keys and values (one change at least): with
+        /// the few batches a push holds at once, it bounds the memory a round of large values takes.
+        public var maxBatchBytes = 8 << 20
         /// A value longer than this on the server is refused as malformed, unread.
         public var maxValueBytes = 16 << 20
         /// History transactions read per push round.

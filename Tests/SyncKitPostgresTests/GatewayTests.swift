@@ -733,8 +733,6 @@ extension GatewayTests {
 }
 
 extension GatewayTests {
-    /// What the direct path does works the same through the gateway: deletes (tombstones), a resync
-    /// after the owner pruned past a device's cursor, and the clock bound (`kvtool` exits 75).
     /// A push of many small batches, two in flight (through a gateway on connections of their own, so
     /// the server may apply them in either order), with conflicts spread among them: each change is in
     /// the log once, the later write of each conflicting key wins everywhere, and nothing stays pending.
@@ -794,6 +792,38 @@ extension GatewayTests {
         await ra.close(); await rb.close()
     }
 
+    /// A push batch ends at `maxBatchBytes` of keys and values as well as at `batchSize` changes: large
+    /// values go in several server transactions (the `xmin` of their rows), and a value
+    /// larger than the cap goes alone.
+    @Test func aPushBatchEndsAtItsByteCap() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("byte-cap")
+        let a = try Device(group: group)
+        try a.write { tx in
+            for index in 0..<20 { try a.notes.put(String(repeating: "v", count: 3_000), forKey: String(format: "k%02d", index), in: tx) }
+            try a.notes.put(String(repeating: "w", count: 30_000), forKey: "large", in: tx)
+        }
+        var options = Replicator.Options()
+        options.maxBatchBytes = 10_000
+        let replicator = try a.replicator(cluster.tcpURL, options: options)
+        let pushed = try await replicator.push()
+        #expect(pushed.pushed == 21, "\(pushed)")
+        let (rows, transactions, largeAlone) = try await offPool {
+            (try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)'"),
+             try cluster.count("SELECT count(DISTINCT xmin::text) FROM kvsync_changes WHERE group_id = '\(group)'"),
+             try cluster.count("""
+                SELECT count(*) FROM kvsync_changes c JOIN kvsync_changes l ON l.xmin::text = c.xmin::text
+                WHERE c.group_id = '\(group)' AND l.group_id = '\(group)' AND l.key = 'large'::bytea
+                """))
+        }
+        #expect(rows == 21)
+        // Four values of about 3,000 bytes reach the cap: 20 values in 5 batches, and the large one alone.
+        #expect(transactions == 6, "\(transactions)")
+        #expect(largeAlone == 1)
+        #expect(try a.status().pendingChanges == 0)
+        await replicator.close()
+    }
+
     /// A push cancelled mid-way returns only once its collecting thread and its batches have ended
     /// (the container may be closed right after); what it sent is answered `duplicate` the next time,
     /// and every change reaches the log once.
@@ -840,6 +870,8 @@ extension GatewayTests {
         _ = root
     }
 
+    /// What the direct path does works the same through the gateway: deletes (tombstones), a resync
+    /// after the owner pruned past a device's cursor, and the clock bound (`kvtool` exits 75).
     @Test func deletesResyncsAndTheClockBoundWorkThroughTheGateway() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("same")

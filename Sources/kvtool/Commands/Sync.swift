@@ -109,7 +109,7 @@ struct SyncCommand: ParsableCommand {
         @OptionGroup var server: ServerOption
         @Flag(help: "Push, pull and exit.") var once = false
         @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
-        @Option(help: "Changes per server transaction.") var batchSize: Int = 1_000
+        @Option(help: "Changes per server transaction.") var batchSize: Int = Replicator.Options().batchSize
         @OptionGroup var clock: ClockOption
         @Option(name: .customLong("statement-timeout"),
                 help: "Abandon a statement with no answer after this many seconds, and connect anew.")
