@@ -110,25 +110,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         self.maxValueBytes = maxValueBytes
         self.operationTimeout = operationTimeout
         self.connectTimeout = connectTimeout
-        if url.tls {
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.minimumTLSVersion = .tlsv12
-            configuration.certificateVerification = .fullVerification
-            if let caFile = url.caFile {
-                do {
-                    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
-                } catch {
-                    throw ReplicationError.invalidServerURL(url.description, reason: "cannot read the CA file \(caFile): \(error)")
-                }
-            }
-            do {
-                sslContext = try NIOSSLContext(configuration: configuration)
-            } catch {
-                throw ReplicationError.server("cannot set up TLS: \(error)")
-            }
-        } else {
-            sslContext = nil
-        }
+        sslContext = url.tls ? try clientSSLContext(verifyingTLS(trusting: url.caFile, for: url.description), for: url.description) : nil
     }
 
     var isClosed: Bool { pool.withLock { $0.closed } }

@@ -138,32 +138,20 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
 
     /// The TLS context of ``tls`` (`nil`: in the clear).
     func sslContext() throws -> NIOSSLContext? {
-        guard let configuration = try tlsConfiguration() else { return nil }
-        do {
-            return try NIOSSLContext(configuration: configuration)
-        } catch {
-            throw ReplicationError.invalidServerURL(description, reason: "cannot set up TLS: \(error)")
-        }
+        try tlsConfiguration().map { try clientSSLContext($0, for: description) }
     }
 
     /// The TLS configuration of ``tls`` (`nil`: in the clear).
     func tlsConfiguration() throws -> TLSConfiguration? {
-        var configuration = TLSConfiguration.makeClientConfiguration()
-        configuration.minimumTLSVersion = .tlsv12
         switch tls {
         case .disable: return nil
-        case .require: configuration.certificateVerification = .none
-        case .verifyFull(let file):
-            configuration.certificateVerification = .fullVerification
-            if let file {
-                do {
-                    configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file))
-                } catch {
-                    throw ReplicationError.invalidServerURL(description, reason: "cannot read the root certificates \(file): \(error)")
-                }
-            }
+        case .require:
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.minimumTLSVersion = .tlsv12
+            configuration.certificateVerification = .none
+            return configuration
+        case .verifyFull(let file): return try verifyingTLS(trusting: file, for: description)
         }
-        return configuration
     }
 
     /// A pool of at most `connections` (the sync gateway's).
@@ -191,6 +179,30 @@ public struct ServerURL: Hashable, Sendable, CustomStringConvertible {
         }
         configuration.options.connectTimeout = .seconds(5)
         return configuration
+    }
+}
+/// A client's TLS that verifies the server: version 1.2 at least, the certificate checked against the
+/// system's roots or the PEM certificates in `caFile` (a private CA). `url` is named in the errors.
+func verifyingTLS(trusting caFile: String?, for url: String) throws -> TLSConfiguration {
+    var configuration = TLSConfiguration.makeClientConfiguration()
+    configuration.minimumTLSVersion = .tlsv12
+    configuration.certificateVerification = .fullVerification
+    if let caFile {
+        do {
+            configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+        } catch {
+            throw ReplicationError.invalidServerURL(url, reason: "cannot read the root certificates \(caFile): \(error)")
+        }
+    }
+    return configuration
+}
+
+/// `configuration`'s context; a failure names `url`.
+func clientSSLContext(_ configuration: TLSConfiguration, for url: String) throws -> NIOSSLContext {
+    do {
+        return try NIOSSLContext(configuration: configuration)
+    } catch {
+        throw ReplicationError.invalidServerURL(url, reason: "cannot set up TLS: \(error)")
     }
 }
 #endif
