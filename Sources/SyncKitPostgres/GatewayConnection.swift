@@ -209,10 +209,15 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// One request on a connection of its own; the answer's body, or the refusal as a typed error.
     func request(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) async throws -> [UInt8] {
         guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
-        // The connection the request is on, closed if the deadline passes first.
-        let current = Locked<Channel?>(nil)
-        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway",
-                                                               onTimeout: { current.withLock { $0 }?.close(promise: nil) }) { [self] in
+        // The connection the request is on, closed if the deadline passes first (and then the request
+        // is not sent again).
+        let current = Locked(InFlight())
+        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway", onTimeout: {
+            current.withLock { state -> Channel? in
+                state.expired = true
+                return state.channel
+            }?.close(promise: nil)
+        }) { [self] in
             try await exchange(method, path, body: body, current: current)
         }
         switch status.code {
@@ -327,7 +332,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// a restart): the request goes again on the next one. Every request may be sent twice: a push is
     /// idempotent by its tokens, the others only read.
     private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?,
-                          current: Locked<Channel?>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+                          current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
         let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true)
         let body = body.map { ByteBuffer(bytes: $0) }
         do {
@@ -338,6 +343,9 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                     kept.channel.close(promise: nil)
                 }
             }
+            guard !current.withLock({ $0.expired }) else {
+                throw ReplicationError.server("no answer from the sync gateway within \(operationTimeout)")
+            }
             return try await send(head, body, on: try await connect(), current: current)
         } catch let lost as ConnectionLost {
             throw ReplicationError.server("the sync gateway \(url): \(lost.reason)")
@@ -345,8 +353,15 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     private func send(_ head: HTTPRequestHead, _ body: ByteBuffer?, on connection: KeptConnection,
-                      current: Locked<Channel?>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
-        current.withLock { $0 = connection.channel }
+                      current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
+        let expired = current.withLock { state -> Bool in
+            state.channel = connection.channel
+            return state.expired
+        }
+        guard !expired else {
+            connection.channel.close(promise: nil)
+            throw ReplicationError.server("no answer from the sync gateway within \(operationTimeout)")
+        }
         let channel = connection.channel, collector = connection.collector
         let answer = try await channel.eventLoop.flatSubmit { () -> EventLoopFuture<ResponseCollector.Answer> in
             let promise = channel.eventLoop.makePromise(of: ResponseCollector.Answer.self)
@@ -411,6 +426,12 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             if expired { connection.channel.close(promise: nil) }
         }
         return true
+    }
+
+    /// The connection a request is on, and whether its deadline passed.
+    struct InFlight: @unchecked Sendable {
+        var channel: Channel?
+        var expired = false
     }
 
     struct Pool {

@@ -340,6 +340,61 @@ import Glibc
         try await running.value
     }
 
+    /// A gateway that answers once on a kept-alive connection, then never again (a network that starts
+    /// dropping packets silently): the next request fails at its deadline, and it is not sent again on
+    /// a new connection behind the caller's back.
+    @Test func aRequestNoGatewayAnswersFailsAtItsDeadlineAndIsNotSentAgain() async throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        #expect(listening && listen(fd, 16) == 0)
+        // One connection accepted; its first request answered (kept alive), nothing after. Any other
+        // connection waits in the backlog, unanswered.
+        let server = Thread {
+            let client = accept(fd, nil, nil)
+            guard client >= 0 else { return }
+            defer { close(client) }
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var answered = false
+            while true {
+                let count = recv(client, &buffer, buffer.count, 0)
+                guard count > 0 else { return }
+                received += buffer[..<count]
+                if !answered, received.count >= 4, String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+                    let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
+                    _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    answered = true
+                }
+            }
+        }
+        server.start()
+        let url = try SyncGatewayURL("http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")
+        let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("silent"),
+                                               maxValueBytes: 1 << 20, operationTimeout: .seconds(1), connectTimeout: .seconds(5))
+        #expect(try await connection.request(.GET, "/v1/hello") == Array("ok".utf8))
+        #expect(connection.idleConnections == 1)
+        let started = ContinuousClock.now
+        await #expect {
+            _ = try await connection.request(.GET, "/v1/hello")
+        } throws: { error in
+            "\(error)".contains("no answer from the sync gateway within")
+        }
+        #expect(ContinuousClock.now - started < .seconds(BuildScale.seconds(10)))
+        // Long enough for a request sent again to have connected.
+        try await Task.sleep(for: .seconds(2))
+        #expect(connection.connectionsOpened == 1)
+        #expect(connection.idleConnections == 0)
+    }
+
     @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("kill")
