@@ -153,9 +153,7 @@ extension SyncGateway {
                         return GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded()
                     }
                 case .changes(let after, let limit):
-                    var page = try await statements.changes(group: principal.group, after: after, limit: limit)
-                    page.keepFirst(bytes: maxPageBytes)
-                    return page.encoded()
+                    return try await statements.changes(group: principal.group, after: after, limit: limit, maxBytes: maxPageBytes).encoded()
                 case .state:
                     let (last, rows) = try await statements.currentState(group: principal.group)
                     return GatewayState(lastSequence: last, rows: rows).encoded()

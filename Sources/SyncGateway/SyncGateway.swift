@@ -40,7 +40,7 @@ public final class SyncGateway: Sendable {
         public var requestsPerSecond = 50.0
         public var burst = 200.0
         /// A page of changes stops after this many bytes of values (at least one change).
-        public var maxPageBytes = 32 << 20
+        public var maxPageBytes = ChangesPage.maxBytes
         /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`).
         public var databaseConnections = 16
         /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.

@@ -365,21 +365,6 @@ extension ChangesPage {
     }
 }
 
-extension ChangesPage {
-    /// Drops the changes after the first whose keys and values add up to more than `bytes` (keeping
-    /// at least one): the device asks for the rest after the last it got.
-    package mutating func keepFirst(bytes: Int) {
-        var total = 0
-        for (index, change) in changes.enumerated() {
-            total += change.key.count + (change.value?.count ?? 0)
-            if total > bytes && index > 0 {
-                changes.removeSubrange(index...)
-                return
-            }
-        }
-    }
-}
-
 /// `GET /v1/state`'s answer.
 package struct GatewayState: Sendable {
     package var lastSequence: Int64

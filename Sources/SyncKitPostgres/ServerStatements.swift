@@ -7,6 +7,9 @@ import PostgresNIO
 
 /// One page of a group's log after a cursor.
 package struct ChangesPage: Sendable {
+    /// The keys and values of a page, at most (beyond its first change): a sync gateway's default
+    /// (``SyncGateway/Limits/maxPageBytes``), and the direct path's.
+    package static let maxBytes = 32 << 20
     /// The group's pruning horizon.
     var prunedThrough: Int64 = 0
     /// The group's last sequence number.
@@ -159,9 +162,11 @@ package struct ServerStatements: Sendable {
         return id
     }
 
-    /// The group's log after `cursor`: up to `limit` changes, and what a device needs to check that the
-    /// log it follows is still the one it saw.
-    package func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
+    /// The group's log after `cursor`: up to `limit` changes whose keys and values add up to `maxBytes`
+    /// at most (the first one whatever its size), and what a device needs to check that the log it
+    /// follows is still the one it saw. The bound is applied in the statement, so a page of large
+    /// values is never read whole: the device asks for the rest after the last it got.
+    package func changes(group: String, after cursor: Int64, limit: Int, maxBytes: Int = ChangesPage.maxBytes) async throws -> ChangesPage {
         var page = ChangesPage()
         for try await (pruned, last) in try await connection.query(
             "SELECT pruned_through, last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger)
@@ -175,9 +180,14 @@ package struct ServerStatements: Sendable {
             logger: logger).decode((String, Int64).self) {
             page.atCursor = CursorMark(device: device, token: UInt64(bitPattern: token))
         }
+        // The running size counts each value's stored length (octet_length reads no TOASTed value).
         let rows = try await connection.query("""
             SELECT seq, \(unescaped: boundedColumns)
-            FROM kvsync_changes WHERE group_id = \(group) AND seq > \(cursor) ORDER BY seq LIMIT \(limit)
+            FROM (SELECT c.*, row_number() OVER (ORDER BY c.seq) AS position,
+                         sum(octet_length(c.key) + coalesce(octet_length(c.value), 0)) OVER (ORDER BY c.seq) AS running
+                  FROM kvsync_changes c WHERE c.group_id = \(group) AND c.seq > \(cursor) ORDER BY c.seq LIMIT \(limit)) AS page
+            WHERE page.position = 1 OR page.running <= \(Int64(maxBytes))
+            ORDER BY seq
             """, logger: logger)
         page.changes = try await decodeChanges(rows)
         return page

@@ -2,6 +2,7 @@
 import Crypto
 import Foundation
 import KVStore
+import Logging
 import SyncGateway
 import SyncKit
 @testable import SyncKitPostgres
@@ -877,6 +878,47 @@ extension GatewayTests {
         #expect(largeAlone == 1)
         #expect(try a.status().pendingChanges == 0)
         await replicator.close()
+    }
+
+    /// A page of the log stops at 32 MiB of keys and values (its first change whatever its size), and
+    /// the bound is applied in the statement, on both paths: a group of large values is pulled a page at
+    /// a time, never read whole into the device's or the gateway's memory.
+    @Test(arguments: ["direct", "gateway"]) func aPageOfLargeValuesStopsAtItsByteBound(path: String) async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("large-page-\(path)")
+        let a = try Device(group: group)
+        // Five values of 10 MiB (each goes in a push batch of its own: over the 8 MiB batch cap).
+        try a.write { tx in
+            for index in 0..<5 { try a.notes.put(String(repeating: "\(index)", count: 10 << 20), forKey: "k\(index)", in: tx) }
+        }
+        let ra = try a.replicator(cluster.tcpURL)
+        #expect(try await ra.push().pushed == 5)
+        await ra.close()
+        var gateway: BackgroundProcess?
+        defer { gateway?.kill(SIGKILL) }
+        let server: any ReplicationServer
+        if path == "gateway" {
+            let (process, url) = try await Self.startGateway(cluster)
+            gateway = process
+            server = try GatewayConnection(url: SyncGatewayURL(url), token: try await Self.issue(cluster, ["--group", group]), group: group,
+                                           maxValueBytes: 16 << 20, operationTimeout: .seconds(60), connectTimeout: .seconds(10))
+        } else {
+            server = try await ServerConnection.connect(cluster.tcpURL, logger: Logger(label: "test"), maxValueBytes: 16 << 20)
+        }
+        // Three values make 30 MiB and their keys; a fourth would pass 32 MiB.
+        let first = try await server.changes(group: group, after: 0, limit: 1_000)
+        #expect(first.changes.count == 3, "\(first.changes.count)")
+        let second = try await server.changes(group: group, after: first.changes.last?.sequence ?? 0, limit: 1_000)
+        #expect(second.changes.count == 2, "\(second.changes.count)")
+        #expect(Set((first.changes + second.changes).map { String(decoding: $0.key, as: UTF8.self) }) == ["k0", "k1", "k2", "k3", "k4"])
+        await server.close()
+        // And a device pulls them all, a page at a time.
+        let b = try Device(group: group)
+        let rb = try b.replicator(cluster.tcpURL)
+        try await rb.sync()
+        #expect(try b.notes.count() == 5)
+        #expect(try b.notes.get("k4")?.utf8.count == 10 << 20)
+        await rb.close()
     }
 
     /// A push cancelled mid-way returns only once its collecting thread and its batches have ended
