@@ -39,7 +39,8 @@ public final class SyncGateway: Sendable {
         /// Requests per second per credential, and the burst allowed above it.
         public var requestsPerSecond = 50.0
         public var burst = 200.0
-        /// A page of changes stops after this many bytes of values (at least one change).
+        /// A page of changes holds this many bytes of keys and values at most (its first change whatever
+        /// its size); the bound is applied in the statement.
         public var maxPageBytes = ChangesPage.maxBytes
         /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`).
         public var databaseConnections = 16
