@@ -346,7 +346,13 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             guard !current.withLock({ $0.expired }) else {
                 throw ReplicationError.server("no answer from the sync gateway within \(operationTimeout)")
             }
-            return try await send(head, body, on: try await connect(), current: current)
+            do {
+                return try await send(head, body, on: try await connect(), current: current)
+            } catch let lost as ConnectionLost where lost.requestUnsent {
+                // A new connection closed before the request went out: the gateway gave up waiting for
+                // a request head while this machine was too busy to send one. Once more, on another.
+                return try await send(head, body, on: try await connect(), current: current)
+            }
         } catch let lost as ConnectionLost {
             throw ReplicationError.server("the sync gateway \(url): \(lost.reason)")
         }
@@ -457,10 +463,11 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 }
 
 /// A connection failed or closed while a request was out on it; `answerBegan`: after some of its
-/// answer had arrived.
+/// answer had arrived; `requestUnsent`: it was closed already when the request was to be written.
 struct ConnectionLost: Error {
     var answerBegan: Bool
     var reason: String
+    var requestUnsent = false
 }
 
 /// Collects the answer to the one request out on its connection. Touched only on the connection's
@@ -485,7 +492,7 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
         head = nil
         body.clear()
         guard channel.isActive else {
-            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed"))
+            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed", requestUnsent: true))
             return
         }
         pending = promise
