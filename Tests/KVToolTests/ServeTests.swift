@@ -388,6 +388,12 @@ import Workloads
         let stored = try server.client.request("POST", "/api/put", headers: headers, body: body)
         #expect(stored.status == 200 && stored.json["transaction"] is Int, "\(stored.text)")
         #expect(try tool(["get", "notes", "from-browser"]).stdout == "{\"text\":\"hello\"}\n")
+        // Read by kvtool put's reader: numbers as typed, a repeated member refused.
+        let typed = Array(#"{"collection": "notes", "key": "typed", "value": {"f": 1.0, "big": 18446744073709551615, "n": -3}}"#.utf8)
+        #expect(try server.client.request("POST", "/api/put", headers: headers, body: typed).status == 200)
+        #expect(try tool(["get", "notes", "typed"]).stdout == "{\"big\":18446744073709551615,\"f\":1.0,\"n\":-3}\n")
+        let repeated = Array(#"{"collection": "notes", "key": "twice", "key": "again", "value": 1}"#.utf8)
+        #expect(try server.client.request("POST", "/api/put", headers: headers, body: repeated).status == 400)
         let history = try tool(["history", "--collection", "notes"]).stdout
         #expect(history.contains("  web  put  notes  from-browser"), "\(history)")
         let deleted = try server.client.request("POST", "/api/delete", headers: headers, body: Array(#"{"collection": "notes", "key": "from-browser"}"#.utf8))
@@ -402,7 +408,7 @@ import Workloads
         let server = try Server(root: dir.path, group: group)
         let stream = try EventStreamReader(port: server.port, token: server.token)
         let hello = try stream.next(timeout: BuildScale.seconds(10))
-        #expect(hello?.hasPrefix("event: hello\ndata: {\"transaction\": ") == true, "\(hello ?? "nil")")
+        #expect(hello?.hasPrefix("event: hello\ndata: {\"transaction\":") == true, "\(hello ?? "nil")")
         var latencies: [Double] = []
         for i in 0..<5 {
             #expect(try tool(["--author", "cli", "put", "notes", "k\(i)", "{\"n\": \(i)}"]).status == 0)

@@ -1,3 +1,4 @@
+import KVStore
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -39,7 +39,7 @@ struct ChecklistApp: KVToolApp {
 
     /// From the same code the widget runs (`ChecklistStore.dashboard`, the month aggregates), ending on
     /// the day of the published widget feed or else the last record.
-    func dashboard(of container: SharedContainer) throws -> [String: Any]? {
+    func dashboard(of container: SharedContainer) throws -> JSONValue? {
         let store = container.store
         guard try store.catalogEntry(forCollection: ChecklistStore.recordsName) != nil else { return nil }
         let checklist = try ChecklistStore(store: store)
@@ -53,18 +53,18 @@ struct ChecklistApp: KVToolApp {
             return ["available": false, "reason": "the checklist has no records yet"]
         }
         return [
-            "available": true, "today": today.description, "records": records,
-            "periods": dashboard.periods.map(Self.json),
-            "yearLine": dashboard[.year].map(ChecklistWidgetFlow.yearLine) ?? "",
-            "streak": ["current": dashboard.streak.current, "longest": dashboard.streak.longest],
+            "available": true, "today": .string(today.description), "records": .integer(records),
+            "periods": .array(dashboard.periods.map(Self.json)),
+            "yearLine": .string(dashboard[.year].map(ChecklistWidgetFlow.yearLine) ?? ""),
+            "streak": ["current": .integer(dashboard.streak.current), "longest": .integer(dashboard.streak.longest)],
         ]
     }
 
-    static func json(_ period: DashboardPeriodResult) -> [String: Any] {
-        ["period": period.period.rawValue, "days": period.period.days, "records": period.records,
-         "categories": ChecklistCategory.allCases.map { category -> [String: Any] in
-             ["category": category.rawValue, "average": period.categoryAverages[category] ?? NSNull(),
-              "trend": (period.trends[category] ?? .flat).rawValue]
-         }]
+    static func json(_ period: DashboardPeriodResult) -> JSONValue {
+        ["period": .string(period.period.rawValue), "days": .integer(period.period.days), "records": .integer(period.records),
+         "categories": .array(ChecklistCategory.allCases.map { category in
+             ["category": .string(category.rawValue), "average": period.categoryAverages[category].map(JSONValue.float) ?? .null,
+              "trend": .string((period.trends[category] ?? .flat).rawValue)]
+         })]
     }
 }

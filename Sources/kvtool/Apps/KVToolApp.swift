@@ -25,7 +25,7 @@ protocol KVToolApp: Sendable {
     func afterSync(in container: SharedContainer) throws -> (@Sendable (_ changed: Set<Mutation.Target>?) -> KVToolNote?)?
     /// The dashboard `kvtool serve` draws, as its JSON object (`available`, `periods`…); `nil` when the
     /// container holds none of this app's data.
-    func dashboard(of container: SharedContainer) throws -> [String: Any]?
+    func dashboard(of container: SharedContainer) throws -> JSONValue?
 }
 
 /// One line kvtool prints for an app: a kind (`feed`, `error`) and the message.
@@ -64,11 +64,11 @@ enum KVToolApps {
     }
 
     /// The first registered app's dashboard of `container`, or why there is none.
-    static func dashboard(of container: SharedContainer) throws -> [String: Any] {
+    static func dashboard(of container: SharedContainer) throws -> JSONValue {
         for app in registered {
             if let dashboard = try app.dashboard(of: container) { return dashboard }
         }
         return ["available": false,
-                "reason": "no app registered with kvtool has a dashboard for this container (\(registered.map(\.name).joined(separator: ", ")))"]
+                "reason": .string("no app registered with kvtool has a dashboard for this container (\(registered.map(\.name).joined(separator: ", ")))")]
     }
 }

@@ -73,7 +73,7 @@ struct Bench: ParsableCommand {
             let checklist = app.checklist
             let reference = DashboardReference.dashboard(records, today: today)
 
-            var periods: [String: Any] = [:]
+            var object: JSONValue = [:]
             var table: [[String]] = []
             var computed: Workloads.Dashboard?
             for period in DashboardPeriod.allCases {
@@ -84,12 +84,12 @@ struct Bench: ParsableCommand {
                       result.records == expected.records, result.trends == expected.trends else {
                     throw CLIError(.failure, "the \(period.rawValue) dashboard does not match the reference computation")
                 }
-                periods[period.rawValue] = [
-                    "records": result.records,
-                    "categoryAverages": Dictionary(uniqueKeysWithValues: result.categoryAverages.map { ($0.key.rawValue, $0.value) }),
-                    "trends": Dictionary(uniqueKeysWithValues: result.trends.map { ($0.key.rawValue, $0.value.rawValue) }),
-                    "p50_us": timing.p50, "p90_us": timing.p90,
-                ] as [String: Any]
+                object[period.rawValue] = [
+                    "records": .integer(result.records),
+                    "categoryAverages": .object(result.categoryAverages.map { .init($0.key.rawValue, .float($0.value)) }),
+                    "trends": .object(result.trends.map { .init($0.key.rawValue, .string($0.value.rawValue)) }),
+                    "p50_us": .float(timing.p50), "p90_us": .float(timing.p90),
+                ]
                 table.append(["dashboard \(period.rawValue)", Self.microseconds(timing.p50), Self.microseconds(timing.p90)])
                 progress.advance()
             }
@@ -104,10 +104,10 @@ struct Bench: ParsableCommand {
             let cold = try coldOpen(root: root, group: group)
             table.append(["cold open: the widget process, feed + year dashboard", Self.microseconds(cold.p50), Self.microseconds(cold.p90)])
 
-            var saves: [String: Any] = [:]
+            var saves: JSONValue = [:]
             for durability in Durability.allCases {
                 let timing = try save(durability, records: records, today: today, root: root, group: group)
-                saves[durability.rawValue] = ["p50_us": timing.p50, "p90_us": timing.p90]
+                saves[durability.rawValue] = ["p50_us": .float(timing.p50), "p90_us": .float(timing.p90)]
                 table.append(["save one DailyRecord, \(durability.rawValue)", Self.microseconds(timing.p50), Self.microseconds(timing.p90)])
                 progress.advance()
             }
@@ -117,15 +117,14 @@ struct Bench: ParsableCommand {
             let compacted = try container.store.copy(toNewFile: sizeDirectory + "/compacted.mdb").size
 
             if global.json {
-                var object = periods
-                object["records"] = records.count
-                object["scores"] = records.reduce(0) { $0 + $1.cachedInputCount }
-                object["streak"] = ["current": streak.current, "longest": streak.longest]
-                object["allPeriods"] = ["p50_us": allFive.p50, "p90_us": allFive.p90]
-                object["coldOpen"] = ["p50_us": cold.p50, "p90_us": cold.p90]
+                object["records"] = .integer(records.count)
+                object["scores"] = .integer(records.reduce(0) { $0 + $1.cachedInputCount })
+                object["streak"] = ["current": .integer(streak.current), "longest": .integer(streak.longest)]
+                object["allPeriods"] = ["p50_us": .float(allFive.p50), "p90_us": .float(allFive.p90)]
+                object["coldOpen"] = ["p50_us": .float(cold.p50), "p90_us": .float(cold.p90)]
                 object["save"] = saves
-                object["compactedBytes"] = compacted
-                Output.json(object)
+                object["compactedBytes"] = .integer(compacted)
+                try Output.json(object)
             } else {
                 print("\(records.count) records, \(records.reduce(0) { $0 + $1.cachedInputCount }) scores, streak \(streak.current) (longest \(streak.longest)); \(iterations) runs each")
                 Output.table(["WORKLOAD", "P50", "P90"], table)

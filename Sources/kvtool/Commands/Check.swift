@@ -77,22 +77,22 @@ struct Check: ParsableCommand {
         if problems.count > maxProblems { problems = Array(problems.prefix(maxProblems)) }
 
         if global.json {
-            Output.json([
-                "ok": problems.isEmpty,
-                "transactionID": report.transactionID,
-                "databases": report.databases, "entries": report.entries,
-                "staleReadersCleared": cleared,
-                "historyChecked": historyChecked,
-                "snapshotsVerified": snapshots?.checked.count ?? 0,
-                "feedsVerified": feeds.checked.count,
-                "notes": notes,
-                "problems": problems.map {
-                    var object: [String: Any] = ["kind": $0.kind.rawValue, "location": $0.location, "detail": $0.detail,
-                                                 "message": $0.description]
-                    if let key = $0.key { object["key"] = key }
+            try Output.json([
+                "ok": .bool(problems.isEmpty),
+                "transactionID": .integer(report.transactionID),
+                "databases": .integer(report.databases), "entries": .integer(report.entries),
+                "staleReadersCleared": .integer(cleared),
+                "historyChecked": .bool(historyChecked),
+                "snapshotsVerified": .integer(snapshots?.checked.count ?? 0),
+                "feedsVerified": .integer(feeds.checked.count),
+                "notes": .array(notes.map(JSONValue.string)),
+                "problems": .array(problems.map {
+                    var object: JSONValue = ["kind": .string($0.kind.rawValue), "location": .string($0.location),
+                                             "detail": .string($0.detail), "message": .string($0.description)]
+                    if let key = $0.key { object["key"] = .string(key) }
                     return object
-                },
-            ] as [String: Any])
+                }),
+            ])
         } else {
             for problem in problems { print(problem) }
             for note in notes { print("note: \(note)") }

@@ -12,23 +12,23 @@ struct Collections: ParsableCommand {
         let counted = try container.store.catalogWithCounts()
         let (catalog, counts) = (counted.map(\.entry), counted.map(\.count))
         if global.json {
-            Output.json(zip(catalog, counts).map { Self.json($0, count: $1) })
+            try Output.json(.array(zip(catalog, counts).map { Self.json($0, count: $1) }))
         } else {
             Self.printTable(catalog, counts: counts)
         }
     }
 
-    static func json(_ entry: CatalogEntry, count: Int) -> [String: Any] {
-        var object: [String: Any] = [
-            "name": entry.name, "kind": entry.kind.rawValue, "count": count,
-            "keyEncoding": entry.keyEncoding, "valueEncoding": entry.valueEncoding.description,
-            "schemaVersion": entry.schemaVersion, "database": entry.database,
-            "indexes": entry.indexes.map { ["name": $0.name, "keyEncoding": $0.keyEncoding] },
-            "derived": entry.derived,
+    static func json(_ entry: CatalogEntry, count: Int) -> JSONValue {
+        var members: [JSONValue.Member] = [
+            .init("name", .string(entry.name)), .init("kind", .string(entry.kind.rawValue)), .init("count", .integer(count)),
+            .init("keyEncoding", .string(entry.keyEncoding)), .init("valueEncoding", .string(entry.valueEncoding.description)),
+            .init("schemaVersion", .integer(entry.schemaVersion)), .init("database", .string(entry.database)),
+            .init("indexes", .array(entry.indexes.map { ["name": .string($0.name), "keyEncoding": .string($0.keyEncoding)] })),
+            .init("derived", .array(entry.derived.map(JSONValue.string))),
         ]
-        if let from = entry.derivedFrom { object["derivedFrom"] = from }
-        if entry.bucketed == true { object["bucketed"] = true }
-        return object
+        if let from = entry.derivedFrom { members.append(.init("derivedFrom", .string(from))) }
+        if entry.bucketed == true { members.append(.init("bucketed", true)) }
+        return .object(members)
     }
 
     static func printTable(_ catalog: [CatalogEntry], counts: [Int]) {

@@ -51,9 +51,9 @@ struct Compact: ParsableCommand {
         progress.update(result.entries)
         let sourceSize = before.usedPages * before.pageSize
         if global.json {
-            Output.json(["path": url.path, "sourceTransactionID": result.sourceTransactionID,
-                         "databases": result.databases, "entries": result.entries, "size": result.size,
-                         "sourceSize": sourceSize] as [String: Any])
+            try Output.json(["path": .string(url.path), "sourceTransactionID": .integer(result.sourceTransactionID),
+                             "databases": .integer(result.databases), "entries": .integer(result.entries), "size": .integer(result.size),
+                             "sourceSize": .integer(sourceSize)])
         } else {
             print("compacted \(result.entries) entries in \(result.databases) databases (source txn \(result.sourceTransactionID)) into \(url.path): \(result.size) bytes, from \(sourceSize) used in the store")
         }

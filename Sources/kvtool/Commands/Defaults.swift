@@ -67,11 +67,11 @@ struct Defaults: ParsableCommand {
             let defaults = try container.defaults(suite: suiteName)
             guard let key else {
                 let keys = try defaults.keys()
-                let values = try keys.map { try render(defaults, $0) }
                 if global.json {
-                    print(JSONText.object(zip(keys, values).map { ($0, $1) }))
+                    let values = try keys.map { try defaults.cborValue(forKey: $0).map(JSONValue.init(cbor:)) ?? .null }
+                    print(try Output.line(.object(zip(keys, values).map { JSONValue.Member($0, $1) })))
                 } else {
-                    Output.table(["KEY", "VALUE"], zip(keys, values).map { [$0, $1] })
+                    Output.table(["KEY", "VALUE"], try keys.map { [$0, try render(defaults, $0)] })
                 }
                 return
             }
@@ -84,7 +84,7 @@ struct Defaults: ParsableCommand {
         private func render(_ defaults: SharedDefaults, _ key: String) throws -> String {
             guard let value = try defaults.cborValue(forKey: key) else { return "null" }
             if !global.json, case .text(let s) = value { return s }
-            return JSONBridge.json(value)
+            return try Output.line(JSONValue(cbor: value))
         }
     }
 
@@ -161,7 +161,7 @@ struct Defaults: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: true)
             let suites = try container.store.catalog().filter { $0.kind == .defaults }.map(\.name)
-            if global.json { Output.json(suites) } else { suites.forEach { print($0) } }
+            if global.json { try Output.json(.array(suites.map(JSONValue.string))) } else { suites.forEach { print($0) } }
         }
     }
 }

@@ -18,6 +18,6 @@ struct Delete: ParsableCommand {
             try raw.delete(ByteKey(keyBytes), in: tx)
         }
         guard existed else { throw CLIError(.notFound, "no value at key \(key) in '\(collection)'") }
-        if global.json { print("{\"deleted\":true}") }
+        if global.json { try Output.json(["deleted": true]) }
     }
 }

@@ -153,7 +153,7 @@ struct Dump: ParsableCommand {
             header.sourceTransactionID = tx.transactionID
             header.catalog = chosen
             header.databases = databases.map(\.0)
-            let headerText = DumpJSON.headerText(header)
+            let headerText = try DumpJSON.headerText(header)
             try sink.write(format == .json ? "{\"header\":\(headerText),\"entries\":[\n" : headerText + "\n")
             var first = true
             var line = 1
@@ -163,7 +163,7 @@ struct Dump: ParsableCommand {
                     line += 1
                     try Self.checkSize(key: key, value: value, role: role, database: database.name)
                     let (keyJSON, valueJSON) = Self.render(key: Array(key), value: Array(value), role: role, database: database.name, line: line)
-                    let text = DumpJSON.entryText(database: database.name, keyJSON: keyJSON, valueJSON: valueJSON, key: Array(key), value: Array(value))
+                    let text = try DumpJSON.entryText(database: database.name, key: keyJSON, value: valueJSON, key: Array(key), value: Array(value))
                     if format == .json {
                         try sink.write((first ? "" : ",\n") + text)
                     } else {
@@ -241,23 +241,23 @@ struct Dump: ParsableCommand {
     }
 
     /// The rendered key and value of an entry, as JSON; `null` where they cannot be rendered.
-    static func render(key: [UInt8], value: [UInt8], role: DumpDatabaseRole?, database: String, line: Int) -> (String, String) {
-        func hex(_ bytes: [UInt8]) -> String { "\"0x" + Hex.encode(bytes) + "\"" }
-        guard let role else { return ("null", "null") }
-        var keyJSON = "null"
+    static func render(key: [UInt8], value: [UInt8], role: DumpDatabaseRole?, database: String, line: Int) -> (JSONValue, JSONValue) {
+        func hex(_ bytes: [UInt8]) -> JSONValue { .string("0x" + Hex.encode(bytes)) }
+        guard let role else { return (.null, .null) }
+        var keyJSON = JSONValue.null
         if let encoding = role.keyEncoding() {
             if let rendered = try? encoding.render(key) {
-                keyJSON = DumpJSON.keyJSON(rendered)
+                keyJSON = rendered.json
                 if case .index(let collection, let index) = role, case .array(let parts) = rendered,
                    let indexEncoding = KeyEncoding(index.keyEncoding), let primary = KeyEncoding(collection.keyEncoding) {
                     // The index key, then the primary key.
                     let split = DumpDatabaseRole.parts(indexEncoding).count
-                    func group(_ slice: ArraySlice<KeyValue>, _ encoding: KeyEncoding) -> String {
-                        if case .tuple = encoding { return DumpJSON.keyJSON(.array(Array(slice))) }
-                        return slice.first.map(DumpJSON.keyJSON) ?? "null"
+                    func group(_ slice: ArraySlice<KeyValue>, _ encoding: KeyEncoding) -> JSONValue {
+                        if case .tuple = encoding { return KeyValue.array(Array(slice)).json }
+                        return slice.first?.json ?? .null
                     }
                     if split < parts.count {
-                        keyJSON = "[" + group(parts[..<split], indexEncoding) + "," + group(parts[split...], primary) + "]"
+                        keyJSON = [group(parts[..<split], indexEncoding), group(parts[split...], primary)]
                     }
                 }
             } else {
@@ -268,15 +268,15 @@ struct Dump: ParsableCommand {
         case .collection(let entry), .suite(let entry):
             guard entry.valueEncoding == .cbor else { return (keyJSON, hex(value)) }
             do {
-                return (keyJSON, JSONBridge.json(try CBORValue.decode(value)))
+                return (keyJSON, JSONValue(cbor: try CBORValue.decode(value)))
             } catch {
                 note("line \(line): the value at key \(DumpError.describeKey(key, encoding: role.keyEncoding())) in '\(database)' is not valid CBOR (\(error)); dumped raw only")
-                return (keyJSON, "null")
+                return (keyJSON, .null)
             }
         case .index:
-            return (keyJSON, value.isEmpty ? "null" : hex(value))
+            return (keyJSON, value.isEmpty ? .null : hex(value))
         case .requirements:
-            let text = { (bytes: [UInt8]) in String(validating: bytes, as: UTF8.self).map(JSONText.quoted) ?? "null" }
+            let text = { (bytes: [UInt8]) in JSONValue.string(orNull: String(validating: bytes, as: UTF8.self)) }
             return (text(key), text(value))
         }
     }

@@ -28,15 +28,15 @@ struct Files: ParsableCommand {
             let files = try global.openContainer(readOnly: true).files
             if recursive {
                 let paths = try files.list(directory, recursive: true)
-                if global.json { Output.json(paths) } else { paths.forEach { print($0) } }
+                if global.json { try Output.json(.array(paths.map(JSONValue.string))) } else { paths.forEach { print($0) } }
                 return
             }
             let entries = try files.entries(in: directory)
             if global.json {
-                Output.json(entries.map {
-                    ["name": $0.name, "path": $0.path, "kind": Files.kindName($0.kind), "size": $0.size,
-                     "modified": Snapshot.timestamp($0.modificationDate)] as [String: Any]
-                })
+                try Output.json(.array(entries.map {
+                    ["name": .string($0.name), "path": .string($0.path), "kind": .string(Files.kindName($0.kind)),
+                     "size": .integer($0.size), "modified": .string(Snapshot.timestamp($0.modificationDate))]
+                }))
                 return
             }
             Output.table(["KIND", "SIZE", "MODIFIED", "NAME"], entries.map {
@@ -85,7 +85,7 @@ struct Files: ParsableCommand {
             }
             let files = try global.openContainer(readOnly: false).files
             try files.write(data, to: path)
-            if global.json { Output.json(["path": path, "size": data.count] as [String: Any]) }
+            if global.json { try Output.json(["path": .string(path), "size": .integer(data.count)]) }
         }
     }
 
@@ -96,7 +96,7 @@ struct Files: ParsableCommand {
 
         func run() throws {
             try global.openContainer(readOnly: false).files.remove(path)
-            if global.json { Output.json(["removed": path]) }
+            if global.json { try Output.json(["removed": .string(path)]) }
         }
     }
 

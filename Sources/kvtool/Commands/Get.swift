@@ -26,11 +26,7 @@ struct Get: ParsableCommand {
         guard let value = stored else {
             throw CLIError(.notFound, "no value at key \(key) in '\(collection)'")
         }
-        let text = try ValueText.render(value, entry: entry, key: key)
-        if global.json {
-            print(JSONText.object([("key", JSONText.quoted(key)), ("value", text)]))
-        } else {
-            print(text)
-        }
+        let json = try ValueText.render(value, entry: entry, key: key)
+        print(try Output.line(global.json ? ["key": .string(key), "value": json] : json))
     }
 }

@@ -50,7 +50,7 @@ struct HistoryCommand: ParsableCommand {
                 case .expired(let purged):
                     throw CLIError(.notFound, "token \(token) has expired: history was purged through \(purged); resynchronise and start from the current token")
                 case .changes(let transactions, let next):
-                    for entry in transactions.flatMap(\.entries) { text.print(entry, json: global.json) }
+                    for entry in transactions.flatMap(\.entries) { try text.print(entry, json: global.json) }
                     if next != token { try reader?.acknowledge(through: next) }
                     token = next
                 }
@@ -81,8 +81,8 @@ struct HistoryCommand: ParsableCommand {
             let history = try History.attach(to: container.store)
             let report = try history.purge(retaining: RetentionPolicy(maxAge: maxAge, maxLag: maxLag))
             if global.json {
-                Output.json(["removed": report.removed, "purgedThrough": report.purgedThrough.rawValue,
-                             "goneConsumers": report.goneConsumers] as [String: Any])
+                try Output.json(["removed": .integer(report.removed), "purgedThrough": .integer(report.purgedThrough.rawValue),
+                                 "goneConsumers": .array(report.goneConsumers.map(JSONValue.string))])
             } else {
                 print("removed \(report.removed) entries; history is purged through token \(report.purgedThrough)"
                       + (report.goneConsumers.isEmpty ? "" : "; gone consumers: \(report.goneConsumers.joined(separator: ", "))"))
@@ -142,10 +142,11 @@ struct HistoryCommand: ParsableCommand {
             let current = try history.currentToken()
             let consumers = try history.consumers()
             if global.json {
-                Output.json(consumers.map {
-                    ["name": $0.name, "token": $0.token.rawValue, "behind": current.rawValue - min($0.token.rawValue, current.rawValue),
-                     "updatedAt": HistoryText.timestamp($0.updatedAt)] as [String: Any]
-                })
+                try Output.json(.array(consumers.map {
+                    ["name": .string($0.name), "token": .integer($0.token.rawValue),
+                     "behind": .integer(current.rawValue - min($0.token.rawValue, current.rawValue)),
+                     "updatedAt": .string(HistoryText.timestamp($0.updatedAt))]
+                }))
             } else {
                 Output.table(["NAME", "TOKEN", "BEHIND", "LAST SEEN"], consumers.map {
                     [$0.name, String($0.token.rawValue), String(current.rawValue - min($0.token.rawValue, current.rawValue)),

@@ -22,20 +22,20 @@ struct Info: ParsableCommand {
         let suites = counted.filter { $0.entry.kind == .defaults }
 
         if global.json {
-            var object: [String: Any] = [
-                "path": container.path,
-                "group": container.groupIdentifier.rawValue,
-                "environment": [
-                    "mapSize": env.mapSize, "pageSize": env.pageSize, "usedPages": env.usedPages,
-                    "freePages": env.freePages, "lastTransactionID": env.lastTransactionID,
-                    "maxReaders": env.maxReaders, "readersUsed": env.readersUsed,
-                ],
-                "collections": collections.map { Collections.json($0.entry, count: $0.count) },
-                "defaults": suites.map { ["name": $0.entry.name, "keys": $0.count] as [String: Any] },
-                "snapshots": snapshots.map(Snapshot.json),
+            var members: [JSONValue.Member] = [
+                .init("path", .string(container.path)),
+                .init("group", .string(container.groupIdentifier.rawValue)),
+                .init("environment", [
+                    "mapSize": .integer(env.mapSize), "pageSize": .integer(env.pageSize), "usedPages": .integer(env.usedPages),
+                    "freePages": .integer(env.freePages), "lastTransactionID": .integer(env.lastTransactionID),
+                    "maxReaders": .integer(env.maxReaders), "readersUsed": .integer(env.readersUsed),
+                ]),
+                .init("collections", .array(collections.map { Collections.json($0.entry, count: $0.count) })),
+                .init("defaults", .array(suites.map { ["name": .string($0.entry.name), "keys": .integer($0.count)] })),
+                .init("snapshots", .array(snapshots.map(Snapshot.json))),
             ]
-            object["history"] = history.json
-            Output.json(object)
+            if let history = history.json { members.append(.init("history", history)) }
+            try Output.json(.object(members))
             return
         }
         let mapPages = env.pageSize > 0 ? env.mapSize / env.pageSize : 0
@@ -114,17 +114,18 @@ struct HistorySummary {
         return "history    \(entries) entries, \(range), purged through \(purgedThrough.rawValue)"
     }
 
-    var json: [String: Any]? {
+    var json: JSONValue? {
         guard recorded else { return nil }
-        var object: [String: Any] = [
-            "entries": entries, "currentToken": current.rawValue, "purgedThrough": purgedThrough.rawValue,
-            "enabledFor": enabledFor,
-            "consumers": consumers.map {
-                ["name": $0.name, "token": $0.token.rawValue, "behind": behind($0),
-                 "updatedAt": HistoryText.timestamp($0.updatedAt)] as [String: Any]
-            },
+        var members: [JSONValue.Member] = [
+            .init("entries", .integer(entries)), .init("currentToken", .integer(current.rawValue)),
+            .init("purgedThrough", .integer(purgedThrough.rawValue)),
+            .init("enabledFor", .array(enabledFor.map(JSONValue.string))),
+            .init("consumers", .array(consumers.map {
+                ["name": .string($0.name), "token": .integer($0.token.rawValue), "behind": .integer(behind($0)),
+                 "updatedAt": .string(HistoryText.timestamp($0.updatedAt))]
+            })),
         ]
-        if let first { object["firstToken"] = first }
-        return object
+        if let first { members.append(.init("firstToken", .integer(first))) }
+        return .object(members)
     }
 }

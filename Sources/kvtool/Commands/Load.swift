@@ -72,7 +72,7 @@ struct Load: ParsableCommand {
         }
 
         if dryRun {
-            report(plan, dryRun: true)
+            try report(plan, dryRun: true)
             return
         }
         let target = try container ?? global.openContainer(readOnly: false)
@@ -90,16 +90,17 @@ struct Load: ParsableCommand {
             // Nothing was recorded, so History posted nothing: wake the container's observers anyway.
             try? history.notifier?.post()
         }
-        report(plan, dryRun: false)
+        try report(plan, dryRun: false)
     }
 
-    private func report(_ plan: LoadPlan, dryRun: Bool) {
+    private func report(_ plan: LoadPlan, dryRun: Bool) throws {
         if plan.skippedEntries > 0 {
             Dump.note("skipped \(plan.skippedEntries) entries of the history databases (\(plan.skippedDatabases.joined(separator: ", "))): a merge does not load history; --replace restores it")
         }
         if global.json {
-            Output.json(["entries": plan.entryCount, "databases": plan.databaseCount, "skipped": plan.skippedEntries,
-                         "dryRun": dryRun, "replace": replace, "format": plan.document.format.rawValue])
+            try Output.json(["entries": .integer(plan.entryCount), "databases": .integer(plan.databaseCount),
+                             "skipped": .integer(plan.skippedEntries), "dryRun": .bool(dryRun), "replace": .bool(replace),
+                             "format": .string(plan.document.format.rawValue)])
         } else {
             let counts = "\(plan.entryCount) \(plan.entryCount == 1 ? "entry" : "entries") into \(plan.databaseCount) \(plan.databaseCount == 1 ? "database" : "databases")"
             print(dryRun ? "would load \(counts) (dry run: nothing written)" : "loaded \(counts)")

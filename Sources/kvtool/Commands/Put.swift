@@ -22,6 +22,6 @@ struct Put: ParsableCommand {
         try container.store.write(author: global.author) { tx in
             try raw.put(encoded, forKey: ByteKey(keyBytes), in: tx)
         }
-        if global.json { print("{\"stored\":true}") }
+        if global.json { try Output.json(["stored": true]) }
     }
 }

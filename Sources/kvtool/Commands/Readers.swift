@@ -23,7 +23,7 @@ struct Readers: ParsableCommand {
         if check {
             let cleared = try container.store.clearStaleReaders()
             if global.json {
-                Output.json(["cleared": cleared])
+                try Output.json(["cleared": .integer(cleared)])
             } else {
                 print("cleared \(cleared) stale reader slot\(cleared == 1 ? "" : "s")")
             }
@@ -32,13 +32,12 @@ struct Readers: ParsableCommand {
         let slots = try container.store.readerSlots()
         let me = getpid()
         if global.json {
-            Output.json(slots.map { slot -> [String: Any] in
-                var object: [String: Any] = ["pid": Int(slot.pid), "thread": String(slot.thread, radix: 16),
-                                             "alive": slot.processAlive, "self": slot.pid == me,
-                                             "process": Self.processName(slot.pid) ?? NSNull()]
-                object["transactionID"] = slot.transactionID ?? NSNull()
-                return object
-            })
+            try Output.json(.array(slots.map { slot in
+                ["pid": .integer(slot.pid), "thread": .string(String(slot.thread, radix: 16)),
+                 "alive": .bool(slot.processAlive), "self": .bool(slot.pid == me),
+                 "process": .string(orNull: Self.processName(slot.pid)),
+                 "transactionID": slot.transactionID.map { .integer($0) } ?? .null]
+            }))
             return
         }
         guard !slots.isEmpty else {

@@ -43,14 +43,14 @@ struct Scan: ParsableCommand {
             let keyText = Hex.decode(hexKey.utf8).flatMap { try? ValueText.renderKey($0, entry: entry) } ?? "0x" + hexKey
             throw CLIError(.failure, "corrupt value in '\(collection)' at key \(keyText): \(reason)")
         }
-        let rendered = try entries.map { key, value -> (String, String) in
+        let rendered = try entries.map { key, value -> (bytes: [UInt8], text: String, value: JSONValue) in
             let keyText = try ValueText.renderKey(key.bytes, entry: entry)
-            return (keyText, try ValueText.render(value, entry: entry, key: keyText))
+            return (key.bytes, keyText, try ValueText.render(value, entry: entry, key: keyText))
         }
         if global.json {
-            print(JSONText.array(rendered.map { JSONText.object([("key", ValueText.keyJSON($0.0, entry: entry)), ("value", $0.1)]) }))
+            print(try Output.line(.array(try rendered.map { ["key": try ValueText.keyJSON($0.bytes, entry: entry), "value": $0.value] })))
         } else {
-            for (key, value) in rendered { print("\(key)\t\(value)") }
+            for (_, key, value) in rendered { print("\(key)\t\(try Output.line(value))") }
         }
     }
 }

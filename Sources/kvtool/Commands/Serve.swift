@@ -43,7 +43,7 @@ struct Serve: ParsableCommand {
                 try await server.run(port: port) { [token = server.token] bound in
                     let url = "http://127.0.0.1:\(bound)/?token=\(token)"
                     if json {
-                        print(JSONText.object([("url", JSONText.quoted(url)), ("port", String(bound)), ("group", JSONText.quoted(group))]))
+                        print((try? Output.line(["url": .string(url), "port": .integer(bound), "group": .string(group)])) ?? "")
                     } else {
                         print("serving \(group) at \(url) (\(mode))")
                     }

@@ -28,8 +28,8 @@ struct Snapshot: ParsableCommand {
                 let entry = try snapshots.export(from: container.store)
                 if global.json {
                     var object = Snapshot.json(entry)
-                    object["path"] = snapshots.path(of: entry)
-                    Output.json(object)
+                    object["path"] = .string(snapshots.path(of: entry))
+                    try Output.json(object)
                 } else {
                     print("exported \(entry.file): generation \(entry.generation), source txn \(entry.sourceTransactionID), \(entry.size) bytes, sha256 \(entry.sha256)")
                 }
@@ -45,7 +45,7 @@ struct Snapshot: ParsableCommand {
             try Snapshot.mappingErrors {
                 let entries = try Snapshot.snapshots(global).list()
                 if global.json {
-                    Output.json(entries.map(Snapshot.json))
+                    try Output.json(.array(entries.map(Snapshot.json)))
                     return
                 }
                 Output.table(["GENERATION", "FILE", "SOURCE TXN", "SIZE", "CREATED", "SHA256"], entries.map {
@@ -67,16 +67,16 @@ struct Snapshot: ParsableCommand {
             try Snapshot.mappingErrors {
                 let result = try Snapshot.snapshots(global).verify()
                 if global.json {
-                    Output.json([
-                        "ok": result.isValid,
-                        "checked": result.checked.count,
-                        "problems": result.problems.map { problem -> [String: Any] in
-                            var object: [String: Any] = ["file": problem.file, "kind": problem.kindName,
-                                                         "message": problem.description]
-                            if let generation = problem.generation { object["generation"] = generation }
+                    try Output.json([
+                        "ok": .bool(result.isValid),
+                        "checked": .integer(result.checked.count),
+                        "problems": .array(result.problems.map { problem in
+                            var object: JSONValue = ["file": .string(problem.file), "kind": .string(problem.kindName),
+                                                     "message": .string(problem.description)]
+                            if let generation = problem.generation { object["generation"] = .integer(generation) }
                             return object
-                        },
-                    ] as [String: Any])
+                        }),
+                    ])
                 } else if result.isValid {
                     print("ok: \(result.checked.count) snapshot\(result.checked.count == 1 ? "" : "s") verified")
                 } else {
@@ -105,9 +105,10 @@ struct Snapshot: ParsableCommand {
             try Snapshot.mappingErrors {
                 let result = try Snapshot.snapshots(global).prune(keep: keep)
                 if global.json {
-                    Output.json([
-                        "removed": result.removed.map(\.file), "kept": result.kept.map(\.file),
-                        "removedUnlisted": result.removedUnlisted, "removedTemporaryFiles": result.removedTemporaryFiles,
+                    try Output.json([
+                        "removed": .array(result.removed.map { .string($0.file) }), "kept": .array(result.kept.map { .string($0.file) }),
+                        "removedUnlisted": .array(result.removedUnlisted.map(JSONValue.string)),
+                        "removedTemporaryFiles": .array(result.removedTemporaryFiles.map(JSONValue.string)),
                     ])
                     return
                 }
@@ -131,9 +132,9 @@ struct Snapshot: ParsableCommand {
         return try Snapshots(directory: layout.snapshots, create: false)
     }
 
-    static func json(_ entry: SnapshotEntry) -> [String: Any] {
-        ["generation": entry.generation, "file": entry.file, "sourceTransactionID": entry.sourceTransactionID,
-         "createdAt": timestamp(entry.createdAt), "size": entry.size, "sha256": entry.sha256]
+    static func json(_ entry: SnapshotEntry) -> JSONValue {
+        ["generation": .integer(entry.generation), "file": .string(entry.file), "sourceTransactionID": .integer(entry.sourceTransactionID),
+         "createdAt": .string(timestamp(entry.createdAt)), "size": .integer(entry.size), "sha256": .string(entry.sha256)]
     }
 
     static func timestamp(_ date: Date) -> String {

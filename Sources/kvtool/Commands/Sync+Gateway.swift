@@ -71,16 +71,15 @@ extension SyncCommand {
                 let credentials = try blocking { try await SyncTokens.list(on: url, group: group) }
                 let format = ISO8601DateFormatter()
                 if json {
-                    let items = credentials.map { credential in
-                        JSONText.object([
-                            ("id", "\(credential.id)"), ("group", JSONText.quoted(credential.group)),
-                            ("device", credential.device.map(JSONText.quoted) ?? "null"), ("readOnly", "\(credential.readOnly)"),
-                            ("createdAt", JSONText.quoted(format.string(from: credential.createdAt))),
-                            ("expiresAt", credential.expiresAt.map { JSONText.quoted(format.string(from: $0)) } ?? "null"),
-                            ("revokedAt", credential.revokedAt.map { JSONText.quoted(format.string(from: $0)) } ?? "null"),
-                        ])
-                    }
-                    print("[" + items.joined(separator: ",") + "]")
+                    print(try Output.line(.array(credentials.map { credential in
+                        [
+                            "id": .integer(credential.id), "group": .string(credential.group),
+                            "device": .string(orNull: credential.device), "readOnly": .bool(credential.readOnly),
+                            "createdAt": .string(format.string(from: credential.createdAt)),
+                            "expiresAt": .string(orNull: credential.expiresAt.map(format.string(from:))),
+                            "revokedAt": .string(orNull: credential.revokedAt.map(format.string(from:))),
+                        ]
+                    })))
                     return
                 }
                 if credentials.isEmpty { print("no credentials") }

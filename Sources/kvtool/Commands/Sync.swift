@@ -166,10 +166,11 @@ struct SyncCommand: ParsableCommand {
             if once {
                 let report = try blocking { try await replicator.sync() }
                 if json {
-                    print(JSONText.object([("device", JSONText.quoted(replicator.device)), ("pushed", "\(report.pushed)"),
-                                           ("pulled", "\(report.pulled)"), ("conflicts", "\(report.conflicts)"),
-                                           ("quarantined", "\(report.quarantined)"),
-                                           ("resynchronized", "\(report.resynchronized)"), ("cursor", "\(report.cursor)")]))
+                    print(try Output.line([
+                        "device": .string(replicator.device), "pushed": .integer(report.pushed), "pulled": .integer(report.pulled),
+                        "conflicts": .integer(report.conflicts), "quarantined": .integer(report.quarantined),
+                        "resynchronized": .bool(report.resynchronized), "cursor": .integer(report.cursor),
+                    ]))
                 } else {
                     let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
                     print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
@@ -230,17 +231,16 @@ struct SyncCommand: ParsableCommand {
                 let container = try global.openContainer(readOnly: false)
                 let rows = try Replication.quarantine(of: container)
                 if global.json {
-                    let items = rows.map { row in
-                        JSONText.object([
-                            ("sequence", "\(row.sequence)"), ("target", JSONText.quoted(row.target?.description ?? row.kind)),
-                            ("kind", JSONText.quoted(row.kind)), ("name", JSONText.quoted(row.name)),
-                            ("key", JSONText.quoted(Hex.encode(row.key))), ("device", JSONText.quoted(row.device)),
-                            ("clock", JSONText.quoted(HybridTimestamp(rawValue: row.clock).description)),
-                            ("valueBytes", row.value.map { "\($0.count)" } ?? "null"),
-                            ("reason", JSONText.quoted(row.reason)),
-                        ])
-                    }
-                    print("[" + items.joined(separator: ",") + "]")
+                    print(try Output.line(.array(rows.map { row in
+                        [
+                            "sequence": .integer(row.sequence), "target": .string(row.target?.description ?? row.kind),
+                            "kind": .string(row.kind), "name": .string(row.name),
+                            "key": .string(Hex.encode(row.key)), "device": .string(row.device),
+                            "clock": .string(HybridTimestamp(rawValue: row.clock).description),
+                            "valueBytes": row.value.map { .integer($0.count) } ?? .null,
+                            "reason": .string(row.reason),
+                        ]
+                    })))
                     return
                 }
                 if rows.isEmpty { print("nothing is quarantined") }
@@ -267,8 +267,8 @@ struct SyncCommand: ParsableCommand {
                 let replicator = try Replicator(container: container, targets: try SyncCommand.targets(of: container), options: options)
                 let report = try replicator.retryQuarantined()
                 if global.json {
-                    print(JSONText.object([("applied", "\(report.applied)"), ("superseded", "\(report.superseded)"),
-                                           ("remaining", "\(report.remaining)")]))
+                    print(try Output.line(["applied": .integer(report.applied), "superseded": .integer(report.superseded),
+                                           "remaining": .integer(report.remaining)]))
                 } else {
                     print("applied \(report.applied), superseded \(report.superseded); \(report.remaining) still quarantined")
                 }
@@ -294,7 +294,7 @@ struct SyncCommand: ParsableCommand {
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container))
             let horizon = try blocking { try await replicator.pruneServer(olderThan: .milliseconds(Int64(olderThan * 1000))) }
             _ = try? blocking { await replicator.close() }
-            print(global.json ? "{\"prunedThrough\":\(horizon)}" : "pruned through \(horizon)")
+            print(global.json ? try Output.line(["prunedThrough": .integer(horizon)]) : "pruned through \(horizon)")
         }
     }
 
@@ -305,7 +305,8 @@ struct SyncCommand: ParsableCommand {
 
     static func say(_ json: Bool, _ kind: String, _ message: String) {
         if json {
-            print(JSONText.object([("event", JSONText.quoted(kind)), ("message", JSONText.quoted(message))]))
+            // Text only: writing it cannot fail.
+            print((try? Output.line(["event": .string(kind), "message": .string(message)])) ?? "")
         } else {
             print("\(kind): \(message)")
         }

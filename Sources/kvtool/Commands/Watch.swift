@@ -48,11 +48,11 @@ struct Watch: ParsableCommand {
             }
             for commit in commits where more {
                 for entry in commit.entries where more {
-                    text.print(entry, json: global.json)
+                    try text.print(entry, json: global.json)
                     printed += 1
                 }
                 guard commit.entries.isEmpty else { continue }
-                print(global.json ? Self.commitJSON(commit.transactionID, seen: commit.seen) : Self.commitLine(commit.transactionID, seen: commit.seen))
+                print(global.json ? try Self.commitJSON(commit.transactionID, seen: commit.seen) : Self.commitLine(commit.transactionID, seen: commit.seen))
                 printed += 1
                 if !explained && !global.json {
                     print("   (no history recorded for txn \(commit.transactionID): kvtool history enable COLLECTION, or --suite NAME, records what each commit changes)")
@@ -68,7 +68,7 @@ struct Watch: ParsableCommand {
         ["-", HistoryText.timestamp(seen), "txn \(id)", "-", "commit", "-", "-"].joined(separator: "  ")
     }
 
-    static func commitJSON(_ id: Int, seen: Date) -> String {
-        "{\"transaction\": \(id), \"seen\": \(JSONText.quoted(HistoryText.timestamp(seen))), \"history\": false}"
+    static func commitJSON(_ id: Int, seen: Date) throws -> String {
+        try Output.line(["transaction": .integer(id), "seen": .string(HistoryText.timestamp(seen)), "history": false])
     }
 }

@@ -280,52 +280,45 @@ enum DumpJSON {
     // MARK: - Writing
 
     /// The header as one JSON object, keys sorted.
-    static func headerText(_ header: DumpHeader) -> String {
-        var fields: [(String, String)] = [
-            ("catalog", JSONText.array(header.catalog.map(catalogText))),
-            ("databases", JSONText.array(header.databases.map { JSONText.object([("entries", String($0.entries)), ("name", JSONText.quoted($0.name))]) })),
-            ("format", JSONText.quoted(DumpHeader.formatName)),
+    static func headerText(_ header: DumpHeader) throws -> String {
+        var fields: [JSONValue.Member] = [
+            .init("catalog", .array(header.catalog.map(catalogJSON))),
+            .init("databases", .array(header.databases.map { ["entries": .integer($0.entries), "name": .string($0.name)] })),
+            .init("format", .string(DumpHeader.formatName)),
         ]
-        if let group = header.group { fields.append(("group", JSONText.quoted(group))) }
-        if let id = header.sourceTransactionID { fields.append(("sourceTransactionID", String(id))) }
-        fields.append(("version", String(header.version)))
-        return JSONText.object(fields)
+        if let group = header.group { fields.append(.init("group", .string(group))) }
+        if let id = header.sourceTransactionID { fields.append(.init("sourceTransactionID", .integer(id))) }
+        fields.append(.init("version", .integer(header.version)))
+        return try JSONWriter.compact.render(.object(fields))
     }
 
     /// A catalog entry as JSON, keys sorted.
-    static func catalogText(_ entry: CatalogEntry) -> String {
-        var fields: [(String, String)] = [
-            ("database", JSONText.quoted(entry.database)),
-            ("derived", JSONText.array(entry.derived.map(JSONText.quoted))),
+    static func catalogJSON(_ entry: CatalogEntry) -> JSONValue {
+        var fields: [JSONValue.Member] = [
+            .init("database", .string(entry.database)),
+            .init("derived", .array(entry.derived.map(JSONValue.string))),
         ]
-        if let from = entry.derivedFrom { fields.append(("derivedFrom", JSONText.quoted(from))) }
-        if entry.bucketed == true { fields.insert(("bucketed", "true"), at: 0) }
+        if let from = entry.derivedFrom { fields.append(.init("derivedFrom", .string(from))) }
+        if entry.bucketed == true { fields.insert(.init("bucketed", true), at: 0) }
         fields += [
-            ("indexes", JSONText.array(entry.indexes.map {
-                JSONText.object([("database", JSONText.quoted($0.database)), ("keyEncoding", JSONText.quoted($0.keyEncoding)),
-                                 ("name", JSONText.quoted($0.name))])
+            .init("indexes", .array(entry.indexes.map {
+                ["database": .string($0.database), "keyEncoding": .string($0.keyEncoding), "name": .string($0.name)]
             })),
-            ("keyEncoding", JSONText.quoted(entry.keyEncoding)),
-            ("kind", JSONText.quoted(entry.kind.rawValue)),
-            ("name", JSONText.quoted(entry.name)),
-            ("schemaVersion", String(entry.schemaVersion)),
-            ("valueEncoding", JSONText.quoted(entry.valueEncoding.description)),
+            .init("keyEncoding", .string(entry.keyEncoding)),
+            .init("kind", .string(entry.kind.rawValue)),
+            .init("name", .string(entry.name)),
+            .init("schemaVersion", .integer(entry.schemaVersion)),
+            .init("valueEncoding", .string(entry.valueEncoding.description)),
         ]
-        return JSONText.object(fields)
+        return .object(fields)
     }
 
-    /// One entry line: `{"db":…,"key":…,"value":…,"k":"<hex>","v":"<base64>"}`.
-    static func entryText(database: String, keyJSON: String, valueJSON: String, key: [UInt8], value: [UInt8]) -> String {
-        "{\"db\":\(JSONText.quoted(database)),\"key\":\(keyJSON),\"value\":\(valueJSON),\"k\":\"\(Hex.encode(key))\",\"v\":\"\(Data(value).base64EncodedString())\"}"
-    }
-
-    /// A key as JSON: numbers for integers, strings, arrays for tuples.
-    static func keyJSON(_ key: KeyValue) -> String {
-        switch key {
-        case .integer(let v): String(v)
-        case .unsigned(let v): String(v)
-        case .text(let s): JSONText.quoted(s)
-        case .array(let parts): JSONText.array(parts.map(keyJSON))
-        }
+    /// One entry line: `{"db":…,"key":…,"value":…,"k":"<hex>","v":"<base64>"}`. A value's map keys
+    /// that convert alike are both written, as everywhere CBOR is shown as JSON.
+    static func entryText(database: String, key keyJSON: JSONValue, value valueJSON: JSONValue, key: [UInt8], value: [UInt8]) throws -> String {
+        try JSONWriter.cborCompact.render([
+            "db": .string(database), "key": keyJSON, "value": valueJSON,
+            "k": .string(Hex.encode(key)), "v": .string(Data(value).base64EncodedString()),
+        ])
     }
 }

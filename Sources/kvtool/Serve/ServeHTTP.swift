@@ -76,17 +76,30 @@ struct ServeResponse: Sendable {
     var contentType: String
     var headers: [(String, String)] = []
     var body: [UInt8]
+    /// The message of an ``error(_:_:)`` response, for a page that shows it.
+    var message: String?
 
-    static func json(_ object: Any, status: HTTPResponseStatus = .ok) -> ServeResponse {
-        let options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: options)) ?? Data("null".utf8)
-        return ServeResponse(status: status, contentType: "application/json; charset=utf-8", body: Array(data))
+    /// `value` as JSON, each object's keys sorted (as `kvtool`'s `--json` output).
+    static func json(_ value: JSONValue, status: HTTPResponseStatus = .ok) throws -> ServeResponse {
+        ServeResponse(status: status, contentType: "application/json; charset=utf-8", body: Array(try sortedWriter.render(value).utf8))
     }
 
-    /// `{"error": message}`, one line.
+    /// `value` as JSON, members in the order given: a page of a collection, whose values keep their
+    /// stored maps' order.
+    static func jsonInOrder(_ value: JSONValue) throws -> ServeResponse {
+        ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(try JSONWriter.cborCompact.render(value).utf8))
+    }
+
+    /// `{"error":message}`, one line.
     static func error(_ status: HTTPResponseStatus, _ message: String) -> ServeResponse {
-        json(["error": message.singleLine], status: status)
+        // A string only: writing it cannot fail.
+        var response = (try? json(["error": .string(message.singleLine)], status: status))
+            ?? ServeResponse(status: status, contentType: "text/plain", body: [])
+        response.message = message.singleLine
+        return response
     }
+
+    private static let sortedWriter = JSONWriter(layout: .compact, trailingNewline: false, sortsKeys: true)
 }
 
 /// The bounds a client (perhaps a hostile one on the same machine) cannot push the server past.

@@ -159,7 +159,7 @@ final class ServeServer: Sendable {
 
     /// The refusal of the page itself, as a page a browser shows (no script, nothing of the container).
     static func deniedPage(_ refusal: ServeResponse) -> ServeResponse {
-        let reason = ((try? JSONSerialization.jsonObject(with: Data(refusal.body))) as? [String: String])?["error"] ?? ""
+        let reason = refusal.message ?? ""
         let escaped = reason.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
         let html = """
@@ -223,7 +223,7 @@ final class ServeServer: Sendable {
         headers.add(name: "Connection", value: "close")
         try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
         let transaction = (try? await threadPool.runIfActive { [api] in try api.container.store.read { $0.transactionID } }) ?? 0
-        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "retry: 1000\nevent: hello\ndata: {\"transaction\": \(transaction)}\n\n"))))
+        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "retry: 1000\nevent: hello\ndata: \(try Output.line(["transaction": .integer(transaction)]))\n\n"))))
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await channel.closeFuture.get() }
             group.addTask {

@@ -6,7 +6,7 @@ import SyncKit
 /// ``CSVWriter``. A `key` column, then one column per top-level field of the values (the union of the
 /// fields of every value, in the order they are first seen); a value that is not a map goes in a
 /// `value` column. Text is written as it is, null as an empty field, other scalars and nested arrays
-/// and maps as JSON text (dates, UUIDs and byte strings as `JSONBridge` renders them). `load` does not
+/// and maps as JSON text (dates, UUIDs and byte strings as `JSONValue(cbor:)` converts them). `load` does not
 /// read CSV.
 enum DumpCSV {
     struct Row: Sendable {
@@ -26,7 +26,7 @@ enum DumpCSV {
             case .map(let entries)?:
                 for entry in entries {
                     let name: String
-                    if case .text(let text) = entry.key { name = text } else { name = JSONBridge.json(entry.key) }
+                    if case .text(let text) = entry.key { name = text } else { name = JSONValue.jsonText(entry.key) }
                     column(name)
                     fields[name] = DumpCSV.cell(entry.value)
                 }
@@ -57,13 +57,9 @@ enum DumpCSV {
         case .text(let text): return text
         case .null, .undefined: return ""
         default:
-            let json = JSONBridge.json(value)
-            // Dates, UUIDs and byte strings render as JSON strings: the field holds the string itself.
-            if json.hasPrefix("\""), let node = try? DumpJSON.parseLine(Array(json.utf8), 0..<json.utf8.count, line: 1),
-               case .string(let text) = node.kind {
-                return text
-            }
-            return json
+            // Dates, UUIDs and byte strings convert to JSON strings: the field holds the string itself.
+            if case .string(let text) = JSONValue(cbor: value) { return text }
+            return JSONValue.jsonText(value)
         }
     }
 }

@@ -30,21 +30,20 @@ struct HistoryText: Sendable {
                 entry.author ?? "-", entry.operation.rawValue, target, key(entry)].joined(separator: "  ")
     }
 
-    func json(_ entry: HistoryEntry) -> String {
-        let fields: [(String, String)] = [
-            ("token", String(entry.token.rawValue)),
-            ("transaction", String(entry.transactionID)),
-            ("author", entry.author.map(JSONText.quoted) ?? "null"),
-            ("timestamp", JSONText.quoted(Self.timestamp(entry.timestamp))),
-            ("kind", JSONText.quoted(entry.kind)),
-            ("name", JSONText.quoted(entry.name)),
-            ("key", JSONText.quoted(key(entry))),
-            ("operation", JSONText.quoted(entry.operation.rawValue)),
+    func json(_ entry: HistoryEntry) -> JSONValue {
+        [
+            "token": .integer(entry.token.rawValue),
+            "transaction": .integer(entry.transactionID),
+            "author": .string(orNull: entry.author),
+            "timestamp": .string(Self.timestamp(entry.timestamp)),
+            "kind": .string(entry.kind),
+            "name": .string(entry.name),
+            "key": .string(key(entry)),
+            "operation": .string(entry.operation.rawValue),
         ]
-        return JSONText.object(fields)
     }
 
-    func print(_ entry: HistoryEntry, json: Bool) {
-        Swift.print(json ? self.json(entry) : line(entry))
+    func print(_ entry: HistoryEntry, json: Bool) throws {
+        Swift.print(json ? try Output.line(self.json(entry)) : line(entry))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KVStore
 
 /// Printing helpers: aligned tables for people, JSON for scripts.
 enum Output {
@@ -15,15 +16,19 @@ enum Output {
         }
     }
 
-    /// Prints a Foundation JSON object, keys sorted.
-    static func json(_ object: Any) {
-        let options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: options.union(.fragmentsAllowed)) else {
-            print("null")
-            return
-        }
-        print(String(decoding: data, as: UTF8.self))
+    /// Prints `value` on one line, each object's keys sorted: the `--json` output of commands that
+    /// report on the store (`info`, `check`, `collections`, …).
+    static func json(_ value: JSONValue) throws {
+        print(try sorted.render(value))
     }
+
+    /// `value` as one line of JSON, members in the order given and map keys that CBOR allowed to
+    /// repeat kept: stored values, and lines whose order is part of their format.
+    static func line(_ value: JSONValue) throws -> String {
+        try JSONWriter.cborCompact.render(value)
+    }
+
+    private static let sorted = JSONWriter(layout: .compact, trailingNewline: false, sortsKeys: true)
 
     /// Flushes standard output, so that a reader of a pipe sees each line as it is printed.
     static func flush() {

@@ -55,26 +55,30 @@ enum ValueText {
         }
     }
 
-    /// A rendered key as JSON: arrays for tuples, numbers for integers, strings otherwise.
-    static func keyJSON(_ rendered: String, entry: CatalogEntry) -> String {
-        switch KeyEncoding(entry.keyEncoding) {
-        case .tuple?: rendered
-        case .int64?, .int32?, .uint64?, .uint32?: rendered
-        default: JSONText.quoted(rendered)
+    /// A stored key as JSON: arrays for tuples, numbers for integers, strings otherwise.
+    static func keyJSON(_ bytes: [UInt8], entry: CatalogEntry) throws -> JSONValue {
+        do {
+            let key = try encoding(entry).render(bytes)
+            return switch key {
+            case .array, .integer, .unsigned: key.json
+            case .text: .string(key.description)
+            }
+        } catch {
+            throw CLIError(.failure, "stored key 0x\(Hex.encode(bytes)) in '\(entry.name)' does not decode as \(entry.keyEncoding): \(error)")
         }
     }
 
-    /// A stored value as JSON text.
-    static func render(_ bytes: [UInt8], entry: CatalogEntry, key: String) throws -> String {
+    /// A stored value as JSON.
+    static func render(_ bytes: [UInt8], entry: CatalogEntry, key: String) throws -> JSONValue {
         switch entry.valueEncoding {
         case .cbor:
             do {
-                return JSONBridge.json(try CBORValue.decode(bytes))
+                return JSONValue(cbor: try CBORValue.decode(bytes))
             } catch {
                 throw CLIError(.failure, "corrupt value in '\(entry.name)' at key \(key): \(error)")
             }
         case .bytes, .fixed, .other:
-            return JSONText.quoted("0x" + Hex.encode(bytes))
+            return .string("0x" + Hex.encode(bytes))
         }
     }
 

@@ -1,4 +1,3 @@
-import KVStore
 
 /// An error raised while rendering or writing an export.
 ///

@@ -4,8 +4,10 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A JSON value whose objects keep their keys in the order they were given, for exports whose key
-/// order is part of the format (`JSONEncoder` can only keep its own order or sort the keys).
+/// The package's one JSON value: objects keep their keys in the order they were given, for output
+/// whose key order is part of the format (`JSONEncoder` can only keep its own order or sort the keys).
+/// Exports, `kvtool`'s output, dumps and stored CBOR shown as JSON (``init(cbor:)``) are all built as
+/// a `JSONValue` and written by ``JSONWriter``.
 ///
 /// Literals build values directly; an object literal keeps the order in which it is written:
 ///
@@ -15,12 +17,17 @@ import Foundation
 /// try JSONWriter().render(event)   // {"id": "…", "amount": 1200, "memo": null} (laid out by JSONWriter)
 /// ```
 ///
-/// Numbers are `Decimal`, written exactly (see ``DecimalText``). Keys must be unique within an object:
+/// Numbers are `Decimal`, written exactly (see ``DecimalText``), or `Double` (``float(_:)``), written
+/// as the shortest text that reads back as the same `Double`. Keys must be unique within an object:
 /// ``JSONWriter/render(_:)`` throws ``ExportError/duplicateKey(_:path:)`` otherwise.
 public enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)
     case number(Decimal)
+    /// A binary floating-point number: `1.5`, `3.0` (an integral value below 10^15 keeps its `.0`),
+    /// `1e+16`. A non-finite one cannot be written: ``JSONWriter/render(_:)`` throws
+    /// ``ExportError/notANumber(path:)``.
+    case float(Double)
     case string(String)
     case array([JSONValue])
     /// Members in the order they are written.
@@ -42,6 +49,32 @@ public enum JSONValue: Hashable, Sendable {
         switch self {
         case .array, .object: false
         default: true
+        }
+    }
+
+    /// An exact integer: `.number(Decimal(n))`.
+    public static func integer(_ n: some BinaryInteger) -> JSONValue {
+        if let small = Int64(exactly: n) { return .number(Decimal(small)) }
+        if let large = UInt64(exactly: n) { return .number(Decimal(large)) }
+        return .number(Decimal(string: String(n)) ?? .nan)
+    }
+
+    /// The value of an object's member `key`, or `nil` when there is none or this is not an object.
+    /// Setting one replaces the member of that key in place or appends a new one; setting `nil`
+    /// removes it. Setting a member of a value that is not an object does nothing.
+    public subscript(key: String) -> JSONValue? {
+        get {
+            guard case .object(let members) = self else { return nil }
+            return members.first { $0.key == key }?.value
+        }
+        set {
+            guard case .object(var members) = self else { return }
+            if let index = members.firstIndex(where: { $0.key == key }) {
+                if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+            } else if let newValue {
+                members.append(Member(key, newValue))
+            }
+            self = .object(members)
         }
     }
 

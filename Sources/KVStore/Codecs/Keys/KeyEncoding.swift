@@ -241,13 +241,13 @@ public indirect enum KeyValue: Hashable, Sendable, CustomStringConvertible {
     case text(String)
     case array([KeyValue])
 
-    /// The value as a Foundation object for `JSONSerialization`.
-    public var jsonObject: Any {
+    /// The key as JSON: integers as numbers, text as strings, tuples as arrays.
+    public var json: JSONValue {
         switch self {
-        case .integer(let v): v
-        case .unsigned(let v): v
-        case .text(let v): v
-        case .array(let v): v.map(\.jsonObject)
+        case .integer(let v): .integer(v)
+        case .unsigned(let v): .integer(v)
+        case .text(let v): .string(v)
+        case .array(let v): .array(v.map(\.json))
         }
     }
 
