@@ -210,4 +210,41 @@ import Testing
         let encodedDate = try CBOREncoder().encode(date)
         #expect(JSONValue.jsonText(try CBORValue.decode(encodedDate)) == #""2023-11-14T22:13:20.250""#)
     }
+
+    struct Answer: Encodable {
+        struct Item: Encodable {
+            var name: String
+            var size: UInt64
+            var isSelf: Bool
+            enum CodingKeys: String, CodingKey { case name, size, isSelf = "self" }
+        }
+        var transaction: Int
+        var items: [Item]
+        var next: String?
+        var amount: Decimal
+        var ratio: Double
+        var raw: JSONValue
+        var tags: Set<String>
+    }
+
+    /// Typed answers (`kvtool serve`'s) become JSON values in declaration order, a nil as null, and
+    /// give what `JSONEncoder` gives where both write the same thing.
+    @Test func encodableValuesBecomeOrderedJSON() throws {
+        let answer = Answer(transaction: 7, items: [.init(name: "a\"b", size: .max, isSelf: true)], next: nil,
+                            amount: Decimal(string: "12.50")!, ratio: 0.25, raw: ["z": 1, "a": [nil]], tags: ["only"])
+        let value = try JSONValue(encoding: answer)
+        #expect(try JSONWriter.compact.render(value)
+                == #"{"transaction":7,"items":[{"name":"a\"b","size":18446744073709551615,"self":true}],"next":null,"amount":12.5,"ratio":0.25,"raw":{"z":1,"a":[null]},"tags":["only"]}"#)
+        struct Plain: Encodable { var b: [Int]; var a: String; var c: Bool }
+        let plain = Plain(b: [1, -2], a: "x/y", c: false)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let sorted = JSONWriter(layout: .compact, trailingNewline: false, sortsKeys: true)
+        #expect(try sorted.render(JSONValue(encoding: plain)) == String(decoding: try encoder.encode(plain), as: UTF8.self))
+        // A value that encodes nothing is an empty object; JSONValue through JSONEncoder keeps its shape.
+        struct Nothing: Encodable { func encode(to encoder: any Encoder) throws {} }
+        #expect(try JSONValue(encoding: Nothing()) == [:])
+        let roundTrip = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(value)) as? [String: Any]
+        #expect(roundTrip?["transaction"] as? Int == 7 && roundTrip?["next"] is NSNull)
+    }
 }

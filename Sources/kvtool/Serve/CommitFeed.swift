@@ -39,7 +39,7 @@ final class CommitFeed: Sendable {
                         text = try HistoryText(store: container.store)
                     }
                     for commit in commits {
-                        broadcast("event: commit\ndata: \(try Output.line(Self.json(commit, text: text)))\n\n")
+                        broadcast("event: commit\ndata: \(try Output.line(JSONValue(encoding: Self.json(commit, text: text))))\n\n")
                     }
                     lastProblem = nil
                 } catch {
@@ -78,14 +78,10 @@ final class CommitFeed: Sendable {
 
     /// A commit as the page's timeline takes it (the contract of `/api/events`): at most
     /// ``ServeLimits/listing`` of its entries, and how many more there were.
-    static func json(_ commit: CommitFollower.Commit, text: HistoryText) -> JSONValue {
-        [
-            "transaction": .integer(commit.transactionID),
-            "seen": .string(HistoryText.timestamp(commit.seen)),
-            "history": .bool(!commit.entries.isEmpty),
-            "entries": .array(commit.entries.prefix(ServeLimits.listing).map(text.json)),
-            "omitted": .integer(max(0, commit.entries.count - ServeLimits.listing)),
-        ]
+    static func json(_ commit: CommitFollower.Commit, text: HistoryText) -> ServeAnswer.Commit {
+        ServeAnswer.Commit(transaction: commit.transactionID, seen: HistoryText.timestamp(commit.seen), history: !commit.entries.isEmpty,
+                           entries: commit.entries.prefix(ServeLimits.listing).map(text.json),
+                           omitted: max(0, commit.entries.count - ServeLimits.listing))
     }
 }
 #endif

@@ -96,15 +96,13 @@ struct ServeAPI: Sendable {
             let target: Mutation.Target = entry.kind == .defaults ? .defaults(entry.name) : .collection(entry.name)
             return try history.isEnabled(target) ? "\(entry.kind.rawValue):\(entry.name)" : nil
         }
-        return try .json([
-            "group": .string(container.groupIdentifier.rawValue), "path": .string(container.path),
-            "transaction": .integer(try store.read { $0.transactionID }), "writesAllowed": .bool(allowWrites),
-            "history": .array(recorded.map(JSONValue.string)), "serverTime": .string(HistoryText.timestamp(Date())),
-        ])
+        return try .json(ServeAnswer.Overview(
+            group: container.groupIdentifier.rawValue, path: container.path, transaction: try store.read { $0.transactionID },
+            writesAllowed: allowWrites, history: recorded, serverTime: HistoryText.timestamp(Date())))
     }
 
     func catalog() throws -> ServeResponse {
-        try .json(["entries": .array(try store.catalogWithCounts().map { Collections.json($0.entry, count: $0.count) })])
+        try .json(ServeAnswer.Catalog(entries: try store.catalogWithCounts().map { Collections.json($0.entry, count: $0.count) }))
     }
 
     // MARK: - A collection, a page at a time
@@ -122,7 +120,7 @@ struct ServeAPI: Sendable {
             }
             if reverse { range.upper = .exclusive(ByteKey(bytes)) } else { range.lower = .exclusive(ByteKey(bytes)) }
         }
-        var rows: [JSONValue] = []
+        var rows: [ServeAnswer.Row] = []
         var lastKey: [UInt8] = []
         var next: String?
         var count = 0
@@ -140,11 +138,8 @@ struct ServeAPI: Sendable {
         }
         // (JSONSerialization took half the time of a page of 100 records: measured. The JSONWriter
         // writes a JSONValue straight to text.)
-        return try .jsonInOrder([
-            "name": .string(name), "keyEncoding": .string(entry.keyEncoding),
-            "valueEncoding": .string(entry.valueEncoding.description), "count": .integer(count),
-            "entries": .array(rows), "next": .string(orNull: next),
-        ])
+        return try .jsonInOrder(ServeAnswer.Page(name: name, keyEncoding: entry.keyEncoding, valueEncoding: entry.valueEncoding.description,
+                                                 count: count, entries: rows, next: next))
     }
 
     /// The range a query names: a prefix, or from/through, or everything.
@@ -162,7 +157,7 @@ struct ServeAPI: Sendable {
     }
 
     /// One entry for the page: its key rendered and in hex, its value pretty-printed and cut.
-    static func row(key: [UInt8], value: UnsafeRawBufferPointer, entry: CatalogEntry) -> JSONValue {
+    static func row(key: [UInt8], value: UnsafeRawBufferPointer, entry: CatalogEntry) -> ServeAnswer.Row {
         let keyText = (try? ValueText.renderKey(key, entry: entry)) ?? "0x" + Hex.encode(key)
         let shown: String
         if value.count > ServeLimits.decodedValueBytes {
@@ -175,10 +170,8 @@ struct ServeAPI: Sendable {
             shown = "\"0x" + Hex.encode(Array(value.prefix(ServeLimits.valueCharacters / 2))) + "\""
         }
         let (text, truncated) = Self.cut(shown)
-        return [
-            "key": .string(keyText), "keyHex": .string(Hex.encode(key)), "value": .string(text),
-            "size": .integer(value.count), "truncated": .bool(truncated || value.count > ServeLimits.decodedValueBytes),
-        ]
+        return ServeAnswer.Row(key: keyText, keyHex: Hex.encode(key), value: text, size: value.count,
+                               truncated: truncated || value.count > ServeLimits.decodedValueBytes)
     }
 
     /// A stored value as indented JSON, two spaces a level, each member on its own line.
@@ -200,17 +193,17 @@ struct ServeAPI: Sendable {
 
     func defaults() throws -> ServeResponse {
         let suites = try store.catalog().filter { $0.kind == .defaults }.map(\.name).sorted()
-        let listed = try suites.map { suite -> JSONValue in
+        let listed = try suites.map { suite in
             let defaults = try container.defaults(suite: suite)
             let keys = try defaults.keys()
-            let entries = try keys.prefix(ServeLimits.listing).map { key -> JSONValue in
+            let entries = try keys.prefix(ServeLimits.listing).map { key in
                 let value = try defaults.cborValue(forKey: key)
                 let (text, truncated) = Self.cut(value.map(Self.pretty) ?? "null")
-                return ["key": .string(key), "value": .string(text), "type": .string(value.map(Self.typeName) ?? "null"), "truncated": .bool(truncated)]
+                return ServeAnswer.Setting(key: key, value: text, type: value.map(Self.typeName) ?? "null", truncated: truncated)
             }
-            return ["suite": .string(suite), "entries": .array(entries), "count": .integer(keys.count)]
+            return ServeAnswer.Suite(suite: suite, entries: entries, count: keys.count)
         }
-        return try .json(["suites": .array(listed)])
+        return try .json(ServeAnswer.Defaults(suites: listed))
     }
 
     static func typeName(_ value: CBORValue) -> String {
@@ -231,14 +224,10 @@ struct ServeAPI: Sendable {
 
     func files(_ directory: String) throws -> ServeResponse {
         let entries = try container.files.entries(in: directory)
-        return try .json([
-            "dir": .string(directory), "count": .integer(entries.count),
-            "entries": .array(entries.prefix(ServeLimits.listing).map {
-                ["name": .string($0.name), "path": .string($0.path), "kind": .string(Files.kindName($0.kind)), "size": .integer($0.size),
-                 "modified": .string(Snapshot.timestamp($0.modificationDate)),
-                 "image": .bool($0.kind == .file && Self.imageType(name: $0.name) != nil)]
-            }),
-        ])
+        return try .json(ServeAnswer.Files(dir: directory, count: entries.count, entries: entries.prefix(ServeLimits.listing).map {
+            ServeAnswer.File(name: $0.name, path: $0.path, kind: Files.kindName($0.kind), size: $0.size,
+                             modified: Snapshot.timestamp($0.modificationDate), image: $0.kind == .file && Self.imageType(name: $0.name) != nil)
+        }))
     }
 
     /// A file's bytes through the same checks as `kvtool files cat` (SharedFiles: no `..`, no
@@ -272,24 +261,21 @@ struct ServeAPI: Sendable {
     // MARK: - History, snapshots, readers
 
     func consumers() throws -> ServeResponse {
-        guard let history else { return try .json(["current": 0, "consumers": [], "historyEnabled": false]) }
+        guard let history else { return try .json(ServeAnswer.Consumers(current: 0, historyEnabled: false, consumers: [])) }
         let current = try history.currentToken().rawValue
-        return try .json([
-            "current": .integer(current), "historyEnabled": true,
-            "consumers": .array(try history.consumers().map {
-                ["name": .string($0.name), "token": .integer($0.token.rawValue), "behind": .integer(current - min($0.token.rawValue, current)),
-                 "updatedAt": .string(HistoryText.timestamp($0.updatedAt))]
-            }),
-        ])
+        return try .json(ServeAnswer.Consumers(current: current, historyEnabled: true, consumers: try history.consumers().map {
+            ServeAnswer.Consumer(name: $0.name, token: $0.token.rawValue, behind: current - min($0.token.rawValue, current),
+                                 updatedAt: HistoryText.timestamp($0.updatedAt))
+        }))
     }
 
     func timeline(limit: Int) throws -> ServeResponse {
         let transaction = try store.read { $0.transactionID }
-        guard let history else { return try .json(["transaction": .integer(transaction), "events": []]) }
+        guard let history else { return try .json(ServeAnswer.Timeline(transaction: transaction, events: [])) }
         let text = try HistoryText(store: store)
         let (current, purged) = (try history.currentToken(), try history.purgedThrough())
         let since = ChangeToken(rawValue: max(purged.rawValue, current.rawValue - min(current.rawValue, UInt64(limit))))
-        var events: [JSONValue] = []
+        var events: [ServeAnswer.Commit] = []
         if case .changes(let transactions, _) = try history.changes(since: since) {
             events = transactions.map { committed in
                 CommitFeed.json(CommitFollower.Commit(transactionID: committed.transactionID, seen: committed.timestamp,
@@ -297,7 +283,7 @@ struct ServeAPI: Sendable {
             }
         }
         // The events are the very JSON the live stream sends, in the same order.
-        return try .jsonInOrder(["transaction": .integer(transaction), "events": .array(events)])
+        return try .jsonInOrder(ServeAnswer.Timeline(transaction: transaction, events: events))
     }
 
     func snapshots() throws -> ServeResponse {
@@ -308,27 +294,23 @@ struct ServeAPI: Sendable {
             entries = try snapshots.list()
             verification = try snapshots.verify()
         } catch let error as SnapshotError {
-            if case .noSnapshots = error { return try .json(["snapshots": [], "problems": []]) }
-            return try .json(["snapshots": [], "problems": [.string(error.description)]])
+            if case .noSnapshots = error { return try .json(ServeAnswer.Snapshots(snapshots: [], problems: [])) }
+            return try .json(ServeAnswer.Snapshots(snapshots: [], problems: [error.description]))
         }
-        return try .json([
-            "snapshots": .array(entries.map { entry in
-                var object = Snapshot.json(entry)
-                let problems = verification.problems.filter { $0.generation == entry.generation || $0.file == entry.file }
-                object["status"] = .string(problems.isEmpty ? "ok" : problems.map(\.description).joined(separator: "; "))
-                return object
-            }),
-            "problems": .array(verification.problems.map { .string($0.description) }),
-        ])
+        return try .json(ServeAnswer.Snapshots(snapshots: entries.map { entry in
+            var object = Snapshot.json(entry)
+            let problems = verification.problems.filter { $0.generation == entry.generation || $0.file == entry.file }
+            object["status"] = .string(problems.isEmpty ? "ok" : problems.map(\.description).joined(separator: "; "))
+            return object
+        }, problems: verification.problems.map(\.description)))
     }
 
     func readers() throws -> ServeResponse {
         let me = getpid()
-        return try .json(["readers": .array(try store.readerSlots().map { slot in
-            ["pid": .integer(slot.pid), "thread": .string(String(slot.thread, radix: 16)),
-             "transactionID": slot.transactionID.map { .integer($0) } ?? .null,
-             "alive": .bool(slot.processAlive), "self": .bool(slot.pid == me), "process": .string(orNull: Readers.processName(slot.pid))]
-        })])
+        return try .json(ServeAnswer.Readers(readers: try store.readerSlots().map { slot in
+            ServeAnswer.Reader(pid: slot.pid, thread: String(slot.thread, radix: 16), transactionID: slot.transactionID,
+                               alive: slot.processAlive, isSelf: slot.pid == me, process: Readers.processName(slot.pid))
+        }))
     }
 
     // MARK: - The dashboard
@@ -352,7 +334,7 @@ struct ServeAPI: Sendable {
             try raw.put(encoded, forKey: ByteKey(keyBytes), in: tx)
             return tx.transactionID
         }
-        return try .json(["transaction": .integer(transaction)])
+        return try .json(ServeAnswer.Stored(transaction: transaction))
     }
 
     func delete(_ request: ServeRequest) throws -> ServeResponse {
@@ -362,7 +344,7 @@ struct ServeAPI: Sendable {
         try ValueText.requireWritable(entry)
         let keyBytes = try ValueText.parseKey(key, entry: entry)
         let deleted = try store.write(author: author) { tx in try raw.delete(ByteKey(keyBytes), in: tx) }
-        return try .json(["deleted": .bool(deleted)])
+        return try .json(ServeAnswer.Deleted(deleted: deleted))
     }
 
     /// The JSON object of a write, once writes are allowed and the request is one a page of another

@@ -79,21 +79,23 @@ struct ServeResponse: Sendable {
     /// The message of an ``error(_:_:)`` response, for a page that shows it.
     var message: String?
 
-    /// `value` as JSON, each object's keys sorted (as `kvtool`'s `--json` output).
-    static func json(_ value: JSONValue, status: HTTPResponseStatus = .ok) throws -> ServeResponse {
-        ServeResponse(status: status, contentType: "application/json; charset=utf-8", body: Array(try sortedWriter.render(value).utf8))
+    /// An answer (``ServeAnswer``) as JSON, each object's keys sorted (as `kvtool`'s `--json` output).
+    static func json(_ answer: some Encodable, status: HTTPResponseStatus = .ok) throws -> ServeResponse {
+        let text = try sortedWriter.render(try JSONValue(encoding: answer))
+        return ServeResponse(status: status, contentType: "application/json; charset=utf-8", body: Array(text.utf8))
     }
 
-    /// `value` as JSON, members in the order given: a page of a collection, whose values keep their
-    /// stored maps' order.
-    static func jsonInOrder(_ value: JSONValue) throws -> ServeResponse {
-        ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(try JSONWriter.cborCompact.render(value).utf8))
+    /// An answer as JSON, members in the order its type declares them (and values' maps in their stored
+    /// order): a page of a collection, and the timeline.
+    static func jsonInOrder(_ answer: some Encodable) throws -> ServeResponse {
+        let text = try JSONWriter.cborCompact.render(try JSONValue(encoding: answer))
+        return ServeResponse(status: .ok, contentType: "application/json; charset=utf-8", body: Array(text.utf8))
     }
 
     /// `{"error":message}`, one line.
     static func error(_ status: HTTPResponseStatus, _ message: String) -> ServeResponse {
         // A string only: writing it cannot fail.
-        var response = (try? json(["error": .string(message.singleLine)], status: status))
+        var response = (try? json(ServeAnswer.Failure(error: message.singleLine), status: status))
             ?? ServeResponse(status: status, contentType: "text/plain", body: [])
         response.message = message.singleLine
         return response
