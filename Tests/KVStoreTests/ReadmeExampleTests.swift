@@ -36,4 +36,45 @@ import TestSupport
         let lastSaved = try kvtool("defaults", "read", "lastSaved")
         #expect(lastSaved.stdout == "2026-11-21\n", "\(lastSaved.stderr)")
     }
+
+    /// The README's example as an app builds it: in a package of its own that depends on this one by
+    /// version. This repository's commit is cloned and tagged 1.0.0, the example package names it
+    /// `from: "1.0.0"`, and `swift build` must build it with no warning about the example. (The clone
+    /// has what is committed: run it on a clean tree.) Not under a sanitizer: it builds nothing of this
+    /// process.
+    @Test(.enabled(if: BuildScale.sanitizer == nil), .timeLimit(.minutes(20)))
+    func theReadmeExampleBuildsInAPackageOfItsOwnThatDependsOnThisOneByVersion() throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let clone = dir.path + "/kvstore", app = dir.path + "/readme-app"
+        let cloned = try run("/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", repository, clone], timeout: 120)
+        try #require(cloned.status == 0, "\(cloned.stderr)")
+        let tagged = try run("/usr/bin/git", ["-C", clone, "-c", "user.name=test", "-c", "user.email=test@example.com",
+                                              "tag", "--no-sign", "1.0.0"], timeout: 30)
+        try #require(tagged.status == 0, "\(tagged.stderr)")
+        try FileManager.default.createDirectory(atPath: app + "/Sources/ReadmeApp", withIntermediateDirectories: true)
+        try """
+            // swift-tools-version: 6.1
+            import PackageDescription
+
+            let package = Package(
+                name: "ReadmeApp",
+                dependencies: [.package(url: "file://\(clone)", from: "1.0.0")],
+                targets: [
+                    .executableTarget(name: "ReadmeApp", dependencies: [
+                        .product(name: "KVStore", package: "kvstore"), .product(name: "SyncKit", package: "kvstore"),
+                    ]),
+                ]
+            )
+
+            """.write(toFile: app + "/Package.swift", atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: repository + "/Examples/ReadmeExample/Example.swift",
+                                         toPath: app + "/Sources/ReadmeApp/Example.swift")
+        let started = Date()
+        let built = try run("/usr/bin/env", ["swift", "build", "--package-path", app, "--product", "ReadmeApp"], timeout: 1_080)
+        print("[readme app] resolved and built in its own package in \(Int(Date().timeIntervalSince(started))) s")
+        #expect(built.status == 0, "\(built.stdout.suffix(4_000))\(built.stderr.suffix(4_000))")
+        let warnings = (built.stdout + built.stderr).split(separator: "\n").filter { $0.contains("Example.swift") && $0.contains("warning:") }
+        #expect(warnings.isEmpty, "\(warnings.joined(separator: "\n"))")
+        #expect(FileManager.default.isExecutableFile(atPath: app + "/.build/debug/ReadmeApp"))
+    }
 }
