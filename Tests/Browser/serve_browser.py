@@ -564,6 +564,27 @@ async function attempt(name, body) { try { out[name] = await body(); } catch (e)
                     fail("the readers tab's auto-refresh", "a new refresh within 3.5 s", repr(first))
             self.shot(f"{tab}.png")
 
+    def check_tabs_and_plain_answers(self):
+        """The tabs are the server's (its route table's views, in order); a tab the page has no drawing
+        for shows its route's answer as indented text, markup in it never parsed."""
+        tabs = self.js("return [...document.querySelectorAll('[data-testid=tabs] a')].map((a) => a.dataset.tab)")
+        expected = ["catalog", "collection", "defaults", "files", "timeline", "consumers", "snapshots", "readers", "dashboard"]
+        check(tabs == expected, "the tabs", expected, tabs)
+        # As if the page had no drawing for the snapshots tab (a view added to the server's table alone).
+        self.js("delete views.snapshots")
+        self.go("#consumers")
+        self.go("#snapshots")
+        script = ("const p = document.querySelector('[data-testid=view-snapshots] [data-testid=answer]');"
+                  "return p && p.textContent")
+        try:
+            text = wait_for(lambda: self.js(script), 8, "the snapshots answer")
+        except WaitTimeout:
+            text = self.js(script)
+        answer = json.loads(text) if text else None
+        check(isinstance(answer, dict) and "snapshots" in answer and "problems" in answer,
+              "the snapshots tab without its drawing", "its answer, indented", repr(text)[:200])
+        check(text is not None and "\n  " in text, "the answer's layout", "indented by two spaces", repr(text)[:80])
+
     def check_denied_in_page(self):
         """Without its cookie, the page's next fetch is refused: the full-page message replaces it."""
         self.driver.delete_all_cookies()
@@ -597,6 +618,7 @@ async function attempt(name, body) { try { out[name] = await body(); } catch (e)
                   ("files", self.check_files),
                   ("dashboard", self.check_dashboard), ("tables", self.check_tables),
                   ("hostile content", self.check_hostile_content), ("another port's page", self.check_other_port),
+                  ("tabs and plain answers", self.check_tabs_and_plain_answers),
                   ("access denied in the page", self.check_denied_in_page)]
         for name, function in checks:
             started = time.monotonic()

@@ -61,6 +61,10 @@ import Workloads
         #expect(overview.status == 200 && overview.headers["content-type"] == "application/json; charset=utf-8")
         #expect(overview.json["group"] as? String == group && overview.json["writesAllowed"] as? Bool == false)
         #expect(overview.json["history"] as? [String] == ["collection:dailyRecords", "collection:notes"])
+        // The page's tabs: the route table's views, in its order, each with the route it shows.
+        let views = overview.json["views"] as? [[String: String]] ?? []
+        #expect(views.map { $0["tab"] ?? "" } == ["catalog", "collection", "defaults", "files", "timeline", "consumers", "snapshots", "readers", "dashboard"])
+        #expect(views.allSatisfy { view in view["api"] == "/api/\(view["tab"] ?? "")" && view["label"]?.isEmpty == false }, "\(views)")
 
         let catalog = try server.get("/api/catalog").json["entries"] as? [[String: Any]] ?? []
         let counts = Dictionary(catalog.map { ($0["name"] as? String ?? "", $0["count"] as? Int ?? -1) }, uniquingKeysWith: { a, _ in a })

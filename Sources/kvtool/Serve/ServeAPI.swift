@@ -38,33 +38,55 @@ struct ServeAPI: Sendable {
         }
     }
 
-    /// One route: its method, its path, and what answers it.
+    /// One route: its method, its path, the page's tab that shows it (if one does), and what answers it.
     struct Route: Sendable {
         var method: HTTPMethod
         var path: String
+        var view: View?
         var answer: @Sendable (ServeAPI, ServeRequest) throws -> ServeResponse
+
+        init(method: HTTPMethod, path: String, view: View? = nil,
+             answer: @escaping @Sendable (ServeAPI, ServeRequest) throws -> ServeResponse) {
+            self.method = method
+            self.path = path
+            self.view = view
+            self.answer = answer
+        }
     }
 
-    /// Every route of the server, in one table: a new view is one entry here (and its drawing in
-    /// app.js). `GET /api/events` is answered by ``ServeServer`` itself (a stream, not a response).
+    /// A tab of the page: its name in the address (`#tab`) and its label. The page builds its tabs
+    /// from these (``ServeAnswer/Overview/views``), in the table's order, and draws a tab app.js has no
+    /// drawing for as its route's answer, indented.
+    struct View: Sendable {
+        var tab: String
+        var label: String
+    }
+
+    /// Every route of the server, in one table: a new view is one entry here, with its ``View``; a
+    /// drawing of its own in app.js is optional. `GET /api/events` is answered by ``ServeServer`` itself
+    /// (a stream, not a response).
     static let table: [Route] = [
         Route(method: .GET, path: "/") { _, _ in asset(PackageResources.index_html, "text/html; charset=utf-8") },
         Route(method: .GET, path: "/index.html") { _, _ in asset(PackageResources.index_html, "text/html; charset=utf-8") },
         Route(method: .GET, path: "/app.css") { _, _ in asset(PackageResources.app_css, "text/css; charset=utf-8") },
         Route(method: .GET, path: "/app.js") { _, _ in asset(PackageResources.app_js, "text/javascript; charset=utf-8") },
         Route(method: .GET, path: "/api/overview") { api, _ in try api.overview() },
-        Route(method: .GET, path: "/api/catalog") { api, _ in try api.catalog() },
-        Route(method: .GET, path: "/api/collection") { api, request in try api.collection(request.query) },
-        Route(method: .GET, path: "/api/defaults") { api, _ in try api.defaults() },
-        Route(method: .GET, path: "/api/files") { api, request in try api.files(request.query["dir"] ?? "") },
+        Route(method: .GET, path: "/api/catalog", view: View(tab: "catalog", label: "Catalog")) { api, _ in try api.catalog() },
+        Route(method: .GET, path: "/api/collection", view: View(tab: "collection", label: "Collection")) { api, request in
+            try api.collection(request.query)
+        },
+        Route(method: .GET, path: "/api/defaults", view: View(tab: "defaults", label: "Defaults")) { api, _ in try api.defaults() },
+        Route(method: .GET, path: "/api/files", view: View(tab: "files", label: "Files")) { api, request in
+            try api.files(request.query["dir"] ?? "")
+        },
         Route(method: .GET, path: "/api/file") { api, request in try api.file(try request.required("path")) },
-        Route(method: .GET, path: "/api/consumers") { api, _ in try api.consumers() },
-        Route(method: .GET, path: "/api/snapshots") { api, _ in try api.snapshots() },
-        Route(method: .GET, path: "/api/readers") { api, _ in try api.readers() },
-        Route(method: .GET, path: "/api/dashboard") { api, _ in try api.dashboard() },
-        Route(method: .GET, path: "/api/timeline") { api, request in
+        Route(method: .GET, path: "/api/timeline", view: View(tab: "timeline", label: "Timeline")) { api, request in
             try api.timeline(limit: try request.integer("limit", default: 200, in: 1...ServeLimits.listing))
         },
+        Route(method: .GET, path: "/api/consumers", view: View(tab: "consumers", label: "Consumers")) { api, _ in try api.consumers() },
+        Route(method: .GET, path: "/api/snapshots", view: View(tab: "snapshots", label: "Snapshots")) { api, _ in try api.snapshots() },
+        Route(method: .GET, path: "/api/readers", view: View(tab: "readers", label: "Readers")) { api, _ in try api.readers() },
+        Route(method: .GET, path: "/api/dashboard", view: View(tab: "dashboard", label: "Dashboard")) { api, _ in try api.dashboard() },
         Route(method: .GET, path: "/api/events") { _, _ in .error(.badRequest, "the event stream is answered by the server") },
         Route(method: .POST, path: "/api/put") { api, request in try api.put(request) },
         Route(method: .POST, path: "/api/delete") { api, request in try api.delete(request) },
@@ -98,7 +120,8 @@ struct ServeAPI: Sendable {
         }
         return try .json(ServeAnswer.Overview(
             group: container.groupIdentifier.rawValue, path: container.path, transaction: try store.read { $0.transactionID },
-            writesAllowed: allowWrites, history: recorded, serverTime: HistoryText.timestamp(Date())))
+            writesAllowed: allowWrites, history: recorded, serverTime: HistoryText.timestamp(Date()),
+            views: Self.table.compactMap { route in route.view.map { ServeAnswer.View(tab: $0.tab, label: $0.label, api: route.path) } }))
     }
 
     func catalog() throws -> ServeResponse {

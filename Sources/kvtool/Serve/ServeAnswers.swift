@@ -15,6 +15,15 @@ enum ServeAnswer {
         /// `collection:NAME` or `defaults:NAME` for each target that records history.
         var history: [String]
         var serverTime: String
+        /// The page's tabs, in order (``ServeAPI/table``).
+        var views: [View]
+    }
+
+    /// A tab of the page and the route whose answer it shows.
+    struct View: Encodable {
+        var tab: String
+        var label: String
+        var api: String
     }
 
     /// `/api/catalog`: what `kvtool collections --json` prints for each entry.

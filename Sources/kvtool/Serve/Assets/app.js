@@ -3,12 +3,14 @@
  * kvtool serve: the page. Plain JavaScript, no framework, no build step; the API is /work/serve-api.md
  * (every request carries the token in the cookie the server set on `GET /?token=T`).
  *
- * Hash routes: #catalog, #collection/NAME, #defaults, #files/DIR, #timeline, #consumers, #snapshots,
- * #readers, #dashboard.
+ * Hash routes: #TAB or #TAB/ARG for each tab the server lists (/api/overview's views, one per entry
+ * of its route table): #catalog, #collection/NAME, #defaults, #files/DIR, #timeline, #consumers,
+ * #snapshots, #readers, #dashboard.
  *
  * data-testid attributes (stable; Tests/Browser/serve_browser.py reads them):
  *   header-group, header-path, header-transaction, mode-badge, tabs, view, view-<tab>
  *   error              an API error box (any view)
+ *   answer             the indented answer of a tab with no drawing of its own
  *   access-denied      the full-page message after a 403
  *   catalog-table, catalog-row (data-name, data-kind, data-count)
  *   collection-table, collection-row (data-key), collection-count, page-info, page-size,
@@ -154,7 +156,8 @@ async function route() {
   let tab = slash < 0 ? hash : hash.slice(0, slash);
   let arg = '';
   try { arg = slash < 0 ? '' : decodeURIComponent(hash.slice(slash + 1)); } catch { /* keep '' */ }
-  if (!views[tab]) tab = 'catalog';
+  const view = overview.views.find((v) => v.tab === tab) ?? overview.views[0];
+  tab = view.tab;
   leaveView();
   const ctx = { leave: [] };
   ctx.alive = () => current === ctx;
@@ -165,7 +168,7 @@ async function route() {
   const section = h('section', { class: `view view-${tab}`, testid: `view-${tab}` });
   $('#view').replaceChildren(section);
   try {
-    await views[tab](section, arg, ctx);
+    await (views[tab] ?? ((el) => viewAnswer(el, view.api)))(section, arg, ctx);
   } catch (error) {
     if (!denied && ctx.alive()) section.append(errorBox(error.message));
   }
@@ -680,10 +683,18 @@ function chart(periods, categories) {
 
 // ---------------------------------------------------------------- start
 
+/** The tabs' drawings. The tabs themselves are the server's (/api/overview's views): a tab with no
+ * drawing here shows its route's answer as indented JSON (viewAnswer). */
 const views = {
   catalog: viewCatalog, collection: viewCollection, defaults: viewDefaults, files: viewFiles, timeline: viewTimeline,
   consumers: viewConsumers, snapshots: viewSnapshots, readers: viewReaders, dashboard: viewDashboard,
 };
+
+/** A view drawn as its route's answer, indented, as text. */
+async function viewAnswer(el, path) {
+  const answer = await api(path);
+  el.append(h('pre', { class: 'mono answer', testid: 'answer' }, JSON.stringify(answer, null, 2)));
+}
 
 async function start() {
   // The token did its work (the server set the cookie): keep it out of the address bar, the history
@@ -696,6 +707,8 @@ async function start() {
     if (!denied) $('#view').replaceChildren(errorBox(error.message));
     return;
   }
+  $('#tabs').replaceChildren(...overview.views.map((v) =>
+    h('a', { href: `#${v.tab}`, id: `tab-${v.tab}`, dataset: { tab: v.tab } }, v.label)));
   document.title = `kvtool · ${overview.group}`;
   $('#group').textContent = overview.group;
   $('#path').textContent = overview.path;
