@@ -58,7 +58,7 @@ let package = Package(
         .target(
             name: "SyncKitPostgres",
             dependencies: [
-                "KVStore", "SyncKit",
+                "KVStore", "SyncKit", "HTTPServerKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
@@ -68,7 +68,8 @@ let package = Package(
         // A throwaway PostgreSQL cluster (fsync=off) for tests, demos and benchmarks: not in any product,
         // so no app links it.
         .target(name: "PostgresTesting", dependencies: ["SyncKitPostgres"]),
-        // What the sync gateway and `kvtool serve` share of HTTP serving (empty without both traits).
+        // What the sync gateway, its client and `kvtool serve` share of HTTP over SwiftNIO (empty without
+        // both traits).
         .target(
             name: "HTTPServerKit",
             dependencies: [

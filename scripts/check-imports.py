@@ -5,12 +5,12 @@ The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
-                           HTTPServerKit <- SyncGateway, kvtool
+                           HTTPServerKit <- SyncKitPostgres, SyncGateway, kvtool
                         SyncKitPostgres <- PostgresTesting <- kvtool (a throwaway cluster: tests, demo)
 
 and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
 SyncKit and Workloads. Only SyncKitPostgres, SyncGateway (the sync gateway's server) and HTTPServerKit
-(what the gateway and `kvtool serve` share of HTTP) import NIO or postgres-nio, and kvtool's Serve/ folder
+(what the gateway, its client and `kvtool serve` share of HTTP) import NIO or postgres-nio, and kvtool's Serve/ folder
 (`kvtool serve`'s HTTP server) SwiftNIO's own modules: no library an app links depends on NIO. The lean targets (KVStore, SyncKit, Workloads, LeanProcess and the lean
 executables) never import the whole Foundation, nor FoundationNetworking, FoundationXML,
 FoundationInternationalization or ArgumentParser: they use FoundationEssentials, and `import Foundation`
@@ -35,7 +35,7 @@ ALLOWED = {
     "KVStore": {"CLMDB"},
     "SyncKit": {"KVStore"},
     "Workloads": {"KVStore", "SyncKit"},
-    "SyncKitPostgres": {"KVStore", "SyncKit"},
+    "SyncKitPostgres": {"KVStore", "SyncKit", "HTTPServerKit"},
     "HTTPServerKit": set(),
     "PostgresTesting": {"SyncKitPostgres"},
     "SyncGateway": {"KVStore", "SyncKitPostgres", "HTTPServerKit"},

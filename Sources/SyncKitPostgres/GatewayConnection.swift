@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import HTTPServerKit
 import KVStore
 import Logging
 import NIOCore
@@ -65,19 +66,6 @@ public enum SyncGatewayClient {
         let connection = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: 1 << 20,
                                                operationTimeout: .seconds(120), connectTimeout: connectTimeout)
         try await connection.live(onChange: onChange)
-    }
-}
-
-/// Closes its connection on ``IdleStateHandler``'s event.
-private final class CloseOnIdle: ChannelInboundHandler, Sendable {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
     }
 }
 
@@ -305,7 +293,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                             try channel.pipeline.syncOperations.addHandler(handler)
                         }
                         if let silence {
-                            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: silence), CloseOnIdle()])
+                            try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: silence), CloseWhenIdle()])
                         }
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
                         return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)

@@ -241,17 +241,4 @@ final class ServeServer: Sendable {
         }
     }
 }
-
-/// Closes its connection on ``IdleStateHandler``'s event.
-private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
-    }
-}
 #endif
