@@ -148,15 +148,7 @@ extension HistoryEntry {
                 offset += 1
                 return UInt64(info)
             }
-            let size: Int
-            switch info {
-            case 24: size = 1
-            case 25: size = 2
-            case 26: size = 4
-            case 27: size = 8
-            default: return nil
-            }
-            guard bytes.count - offset - 1 >= size else { return nil }
+            guard let size = CBORHead.argumentSize(info), bytes.count - offset - 1 >= size else { return nil }
             var value: UInt64 = 0
             for index in 1...size { value = value << 8 | UInt64(bytes[offset + index]) }
             offset += 1 + size

@@ -67,14 +67,8 @@ struct CBORReader {
         if info < 24 {
             return Head(major: major, info: info, argument: UInt64(info), next: p + 1)
         }
-        let size: Int
-        switch info {
-        case 24: size = 1
-        case 25: size = 2
-        case 26: size = 4
-        case 27: size = 8
-        case 31: return Head(major: major, info: info, argument: 0, next: p + 1)
-        default:
+        if info == 31 { return Head(major: major, info: info, argument: 0, next: p + 1) }
+        guard let size = CBORHead.argumentSize(info) else {
             throw CBORError(.malformed, "reserved additional information \(info) in initial byte 0x\(Hex.encode([initial]))", offset: p)
         }
         guard end - p - 1 >= size else {
@@ -610,5 +604,16 @@ struct CBORReader {
     /// The decimal text of the negative integer -1 - n.
     static func negativeString(_ n: UInt64) -> String {
         n == .max ? "-18446744073709551616" : "-\(n + 1)"
+    }
+}
+
+/// What every reader of CBOR heads shares (this one, and SyncKit's direct history-entry reader).
+package enum CBORHead {
+    /// How many bytes of argument follow an initial byte whose additional information is `info`:
+    /// 1, 2, 4 or 8 for 24 to 27; `nil` for anything else (less than 24 is the argument itself, 31 an
+    /// indefinite length, 28 to 30 reserved).
+    @inline(__always)
+    package static func argumentSize(_ info: UInt8) -> Int? {
+        info >= 24 && info <= 27 ? 1 << Int(info - 24) : nil
     }
 }
