@@ -244,6 +244,9 @@ import Testing
         // A value that encodes nothing is an empty object; JSONValue through JSONEncoder keeps its shape.
         struct Nothing: Encodable { func encode(to encoder: any Encoder) throws {} }
         #expect(try JSONValue(encoding: Nothing()) == [:])
+        struct Dated: Encodable { var at: Date; var never: Date? }
+        let dated = Dated(at: Date(timeIntervalSince1970: 1_700_000_000.75), never: nil)
+        #expect(try JSONWriter.compact.render(JSONValue(encoding: dated)) == #"{"at":"2023-11-14T22:13:20Z","never":null}"#)
         let roundTrip = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(value)) as? [String: Any]
         #expect(roundTrip?["transaction"] as? Int == 7 && roundTrip?["next"] is NSNull)
     }

@@ -42,6 +42,9 @@ import Glibc
         #expect(authors == ["app", "sync"])
         let status = try b.kvtool(["sync", "status", "--json"])
         #expect(status.status == 0 && status.stdout.contains("\"pendingChanges\":0"), "\(status.stdout)")
+        // Keys sorted, a date to the second in UTC, and no value left out for being nil.
+        #expect(status.stdout.contains("\"lastError\":null,\"lastErrorAt\":null,\"lastSyncAt\":\""), "\(status.stdout)")
+        #expect(status.stdout.range(of: #""lastSyncAt":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ""#, options: .regularExpression) != nil, "\(status.stdout)")
         let again = try a.kvtool(["sync", "run", "--once", "--json", "--server", tcp])
         #expect(again.stdout.contains("\"pushed\":0") && again.stdout.contains("\"pulled\":0"), "\(again.stdout)")
     }

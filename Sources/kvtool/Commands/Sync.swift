@@ -195,10 +195,7 @@ struct SyncCommand: ParsableCommand {
             let container = try global.openContainer(readOnly: false)
             let status = try Replication.status(of: container)
             if global.json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                print(String(decoding: try encoder.encode(status), as: UTF8.self))
+                try Output.json(JSONValue(encoding: status))
                 return
             }
             guard !status.targets.isEmpty else {

@@ -11,9 +11,9 @@ extension JSONValue {
     /// Members come in the order the type encodes them (a synthesized `Encodable` follows the
     /// declaration). A `nil` optional is written as `null`, not left out as `JSONEncoder` leaves it:
     /// an answer's shape does not depend on its values. Integers and `Decimal`s are exact numbers, `Double`s
-    /// and `Float`s ``float(_:)``, and a `JSONValue` inside the value is taken as it is. Other types
-    /// encode as their `Encodable` conformance says (a `Date` as its seconds since 2001, as `Date`
-    /// encodes itself): give such members as text.
+    /// and `Float`s ``float(_:)``, a `Date` an ISO 8601 string in UTC to the second
+    /// (`2026-11-21T09:00:00Z`, as `JSONEncoder`'s `.iso8601` writes it), and a `JSONValue` inside the
+    /// value is taken as it is. Other types encode as their `Encodable` conformance says.
     ///
     /// ```swift
     /// struct Answer: Encodable { var transaction: Int; var deleted: Bool }
@@ -51,6 +51,7 @@ private final class Slot {
         switch value {
         case let json as JSONValue: content = .value(json)
         case let decimal as Decimal: content = .value(.number(decimal))
+        case let date as Date: content = .value(.string(Date.ISO8601FormatStyle().format(date)))
         default: try value.encode(to: SlotEncoder(slot: self, codingPath: codingPath))
         }
     }
