@@ -317,8 +317,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
     /// Sends the request on a kept-alive connection, or a new one. A kept-alive connection that fails
     /// before any of its answer arrived was closed by the gateway while it was idle (its 30 s, a drain,
-    /// a restart): the request goes again on the next one. Every request may be sent twice: a push is
-    /// idempotent by its tokens, the others only read.
+    /// a restart): the request goes again on the next one. A new connection that does so is replaced
+    /// once. Every request may be sent twice: a push is idempotent by its tokens, the others only read.
     private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?,
                           current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
         let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true)
@@ -336,9 +336,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             }
             do {
                 return try await send(head, body, on: try await connect(), current: current)
-            } catch let lost as ConnectionLost where lost.requestUnsent {
-                // A new connection closed before the request went out: the gateway gave up waiting for
-                // a request head while this machine was too busy to send one. Once more, on another.
+            } catch let lost as ConnectionLost where !lost.answerBegan {
+                // A new connection closed before any of its answer came: the gateway gave up waiting for
+                // a request head while this machine was too busy to send one, or was restarted. Once more,
+                // on another (the deadline still holds: `send` refuses once it has passed).
                 return try await send(head, body, on: try await connect(), current: current)
             }
         } catch let lost as ConnectionLost {
@@ -451,11 +452,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 }
 
 /// A connection failed or closed while a request was out on it; `answerBegan`: after some of its
-/// answer had arrived; `requestUnsent`: it was closed already when the request was to be written.
+/// answer had arrived.
 struct ConnectionLost: Error {
     var answerBegan: Bool
     var reason: String
-    var requestUnsent = false
 }
 
 /// Collects the answer to the one request out on its connection. Touched only on the connection's
@@ -480,7 +480,7 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
         head = nil
         body.clear()
         guard channel.isActive else {
-            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed", requestUnsent: true))
+            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed"))
             return
         }
         pending = promise

@@ -397,6 +397,64 @@ import Glibc
         #expect(connection.idleConnections == 0)
     }
 
+    /// A gateway that closes a new connection before answering (its deadline for a request head
+    /// passed while the device's machine was busy, or it restarted): the request goes once more on
+    /// another connection, and only once.
+    @Test(arguments: [1, 2])
+    func aNewConnectionClosedBeforeItsAnswerIsReplacedOnce(closedFirst: Int) async throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        #expect(listening && listen(fd, 16) == 0)
+        // The first `closedFirst` connections are closed once the request head has come; the next one
+        // is answered.
+        let accepted = Locked(0)
+        let server = Thread {
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                let number = accepted.withLock { $0 += 1; return $0 }
+                setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+                    let count = recv(client, &buffer, buffer.count, 0)
+                    guard count > 0 else { break }
+                    received += buffer[..<count]
+                }
+                if number > closedFirst {
+                    let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
+                    _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    Thread.sleep(forTimeInterval: 0.5)
+                }
+                close(client)
+                if number > closedFirst { return }
+            }
+        }
+        server.start()
+        let url = try SyncGatewayURL("http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")
+        let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("closing"),
+                                               maxValueBytes: 1 << 20, operationTimeout: .seconds(10), connectTimeout: .seconds(5))
+        if closedFirst == 1 {
+            #expect(try await connection.request(.GET, "/v1/hello") == Array("ok".utf8))
+            #expect(connection.connectionsOpened == 2)
+        } else {
+            // Two in a row: the request fails, after two connections, not three.
+            await #expect(throws: ReplicationError.self) { try await connection.request(.GET, "/v1/hello") }
+            #expect(connection.connectionsOpened == 2)
+        }
+        await connection.close()
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
     @Test func kill9OfTheGatewayMidPushThenExactlyOnceAfterTheRestart() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("kill")
