@@ -9,16 +9,14 @@ struct Get: ParsableCommand {
         discussion: "The key is typed as the collection's key encoding: 42, 2026-11-21, a UUID, or a JSON array for tuple keys. Exits 1 if the key has no value.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The collection.") var collection: String
-    @Argument(help: "The key.") var key: String
+    @OptionGroup var target: KeyArguments
 
     func run() throws {
-        let container = try global.openContainer(readOnly: true)
-        let (entry, raw) = try container.store.untypedCollection(named: collection)
-        let keyBytes = try ValueText.parseKey(key, entry: entry)
+        let (collection, key) = (target.collection, target.key)
+        let (entry, raw, keyBytes) = try target.resolve(in: try global.openContainer(readOnly: true), forWriting: false)
         let stored: [UInt8]?
         do {
-            stored = try raw.get(ByteKey(keyBytes))
+            stored = try raw.get(keyBytes)
         } catch KVStoreError.corruptValue(_, _, let reason, _) {
             // (A value over the size limit, refused before it is copied: named with the key as typed.)
             throw CLIError(.failure, "corrupt value in '\(collection)' at key \(key): \(reason)")

@@ -9,18 +9,15 @@ struct Put: ParsableCommand {
         discussion: "Pass - as the value to read it from standard input. Collections with indexes or derived collections are written only by the app, which maintains them.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The collection.") var collection: String
-    @Argument(help: "The key.") var key: String
+    @OptionGroup var target: KeyArguments
     @Argument(help: "The value as JSON, or - for standard input.") var value: String
 
     func run() throws {
         let container = try global.openContainer(readOnly: false)
-        let (entry, raw) = try container.store.untypedCollection(named: collection)
-        try ValueText.requireWritable(entry)
-        let keyBytes = try ValueText.parseKey(key, entry: entry)
+        let (_, raw, keyBytes) = try target.resolve(in: container, forWriting: true)
         let encoded = try JSONBridge.cbor(fromJSON: try Output.readArgument(value)).encoded()
         try container.store.write(author: global.author) { tx in
-            try raw.put(encoded, forKey: ByteKey(keyBytes), in: tx)
+            try raw.put(encoded, forKey: keyBytes, in: tx)
         }
         if global.json { try Output.json(["stored": true]) }
     }

@@ -8,8 +8,7 @@ import KVStore
 enum ServeAnswer {
     /// `/api/overview`.
     struct Overview: Encodable {
-        var group: String
-        var path: String
+        var group, path: String
         var transaction: Int
         var writesAllowed: Bool
         /// `collection:NAME` or `defaults:NAME` for each target that records history.
@@ -21,9 +20,7 @@ enum ServeAnswer {
 
     /// A tab of the page and the route whose answer it shows.
     struct View: Encodable {
-        var tab: String
-        var label: String
-        var api: String
+        var tab, label, api: String
     }
 
     /// `/api/catalog`: what `kvtool collections --json` prints for each entry.
@@ -33,9 +30,7 @@ enum ServeAnswer {
 
     /// `/api/collection`: a page of entries, in key order (or reversed).
     struct Page: Encodable {
-        var name: String
-        var keyEncoding: String
-        var valueEncoding: String
+        var name, keyEncoding, valueEncoding: String
         var count: Int
         var entries: [Row]
         /// The last key of the page, in hex, when there are more: the next page's `after=`.
@@ -44,9 +39,7 @@ enum ServeAnswer {
 
     /// One entry of a ``Page``: its key rendered and in hex, its value indented and cut.
     struct Row: Encodable {
-        var key: String
-        var keyHex: String
-        var value: String
+        var key, keyHex, value: String
         var size: Int
         var truncated: Bool
     }
@@ -63,9 +56,7 @@ enum ServeAnswer {
     }
 
     struct Setting: Encodable {
-        var key: String
-        var value: String
-        var type: String
+        var key, value, type: String
         var truncated: Bool
     }
 
@@ -77,9 +68,7 @@ enum ServeAnswer {
     }
 
     struct File: Encodable {
-        var name: String
-        var path: String
-        var kind: String
+        var name, path, kind: String
         var size: Int
         var modified: String
         /// Whether the page may show it as an image (its name says so; its bytes are checked when served).
@@ -95,8 +84,7 @@ enum ServeAnswer {
 
     struct Consumer: Encodable {
         var name: String
-        var token: UInt64
-        var behind: UInt64
+        var token, behind: UInt64
         var updatedAt: String
     }
 
