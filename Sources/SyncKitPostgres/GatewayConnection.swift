@@ -336,10 +336,11 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             }
             do {
                 return try await send(head, body, on: try await connect(), current: current)
-            } catch let lost as ConnectionLost where !lost.answerBegan {
-                // A new connection closed before any of its answer came: the gateway gave up waiting for
-                // a request head while this machine was too busy to send one, or was restarted. Once more,
-                // on another (the deadline still holds: `send` refuses once it has passed).
+            } catch let lost as ConnectionLost where !lost.answerBegan && !lost.failed {
+                // A new connection the gateway closed before any of its answer came: it gave up waiting
+                // for a request head while this machine was too busy to send one, or was restarted. Once
+                // more, on another (the deadline still holds: `send` refuses once it has passed). One that
+                // failed on an error of its own (a certificate refused) is not tried again.
                 return try await send(head, body, on: try await connect(), current: current)
             }
         } catch let lost as ConnectionLost {
@@ -452,10 +453,12 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 }
 
 /// A connection failed or closed while a request was out on it; `answerBegan`: after some of its
-/// answer had arrived.
+/// answer had arrived; `failed`: on an error of its own (a TLS handshake refused, a reset), not a
+/// plain close by the gateway.
 struct ConnectionLost: Error {
     var answerBegan: Bool
     var reason: String
+    var failed = false
 }
 
 /// Collects the answer to the one request out on its connection. Touched only on the connection's
@@ -472,6 +475,9 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     private var pending: EventLoopPromise<Answer>?
     private var head: HTTPResponseHead?
     private var body = ByteBuffer()
+    /// The error the connection failed on, if one came before the request did (a TLS handshake that
+    /// failed as soon as it connected): what its request is told.
+    private var error: String?
 
     init(maxBytes: Int) { self.maxBytes = maxBytes }
 
@@ -480,7 +486,7 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
         head = nil
         body.clear()
         guard channel.isActive else {
-            promise.fail(ConnectionLost(answerBegan: false, reason: "the connection was closed"))
+            promise.fail(ConnectionLost(answerBegan: false, reason: error ?? "the connection was closed", failed: error != nil))
             return
         }
         pending = promise
@@ -511,12 +517,13 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        fail(ConnectionLost(answerBegan: head != nil, reason: "\(error)"))
+        self.error = self.error ?? "\(error)"
+        fail(ConnectionLost(answerBegan: head != nil, reason: "\(error)", failed: true))
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        fail(ConnectionLost(answerBegan: head != nil, reason: "it closed the connection before answering"))
+        fail(ConnectionLost(answerBegan: head != nil, reason: error ?? "it closed the connection before answering", failed: error != nil))
         context.fireChannelInactive()
     }
 
