@@ -342,20 +342,29 @@ import Glibc
         try await running.value
     }
 
-    /// A gateway that answers once on a kept-alive connection, then never again (a network that starts
-    /// dropping packets silently): the next request fails at its deadline, and it is not sent again on
-    /// a new connection behind the caller's back.
-    @Test func aRequestNoGatewayAnswersFailsAtItsDeadlineAndIsNotSentAgain() async throws {
+    /// A socket listening on a free port of 127.0.0.1, for a fake gateway: its descriptor and port.
+    static func listeningSocket() throws -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
+        let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
         }
-        #expect(listening && listen(fd, 16) == 0)
+        guard fd >= 0, bound, listen(fd, 16) == 0 else {
+            if fd >= 0 { close(fd) }
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        return (fd, UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A gateway that answers once on a kept-alive connection, then never again (a network that starts
+    /// dropping packets silently): the next request fails at its deadline, and it is not sent again on
+    /// a new connection behind the caller's back.
+    @Test func aRequestNoGatewayAnswersFailsAtItsDeadlineAndIsNotSentAgain() async throws {
+        let (fd, port) = try Self.listeningSocket()
+        defer { close(fd) }
         // One connection accepted; its first request answered (kept alive), nothing after. Any other
         // connection waits in the backlog, unanswered.
         let server = Thread {
@@ -379,7 +388,7 @@ import Glibc
             }
         }
         server.start()
-        let url = try SyncGatewayURL("http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")
+        let url = try SyncGatewayURL("http://127.0.0.1:\(port)")
         let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("silent"),
                                                maxValueBytes: 1 << 20, operationTimeout: .seconds(1), connectTimeout: .seconds(5))
         #expect(try await connection.request(.GET, "/v1/hello") == Array("ok".utf8))
@@ -402,16 +411,8 @@ import Glibc
     /// another connection, and only once.
     @Test(arguments: [1, 2])
     func aNewConnectionClosedBeforeItsAnswerIsReplacedOnce(closedFirst: Int) async throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (fd, port) = try Self.listeningSocket()
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        #expect(listening && listen(fd, 16) == 0)
         // The first `closedFirst` connections are closed once the request head has come; the next one
         // is answered.
         let accepted = Locked(0)
@@ -440,7 +441,7 @@ import Glibc
             }
         }
         server.start()
-        let url = try SyncGatewayURL("http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")
+        let url = try SyncGatewayURL("http://127.0.0.1:\(port)")
         let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("closing"),
                                                maxValueBytes: 1 << 20, operationTimeout: .seconds(10), connectTimeout: .seconds(5))
         if closedFirst == 1 {
