@@ -55,10 +55,14 @@ let package = Package(
         .target(name: "KVStore", dependencies: ["CLMDB", .product(name: "Logging", package: "swift-log")]),
         .target(name: "SyncKit", dependencies: ["KVStore"]),
         .target(name: "Workloads", dependencies: ["KVStore", "SyncKit"]),
+        // The sync gateway's wire format, and the parsing of everything a device sends it (the request
+        // line, the headers it is admitted on, a push body, a JWT): no networking and no database, so
+        // that the fuzz harness (`make fuzz`, target `gateway`) compiles it as it is.
+        .target(name: "SyncWire", dependencies: ["KVStore"]),
         .target(
             name: "SyncKitPostgres",
             dependencies: [
-                "KVStore", "SyncKit", "HTTPServerKit",
+                "KVStore", "SyncKit", "SyncWire", "HTTPServerKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
@@ -80,7 +84,7 @@ let package = Package(
         .target(
             name: "SyncGateway",
             dependencies: [
-                "KVStore", "SyncKitPostgres", "HTTPServerKit",
+                "KVStore", "SyncWire", "SyncKitPostgres", "HTTPServerKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
@@ -126,7 +130,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
         // Replication through a real PostgreSQL cluster the tests start and stop themselves.
         .testTarget(name: "SyncKitPostgresTests", dependencies: [
-            "KVStore", "SyncKit", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "PostgresTesting",
+            "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
         ]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with

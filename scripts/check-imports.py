@@ -5,6 +5,7 @@ The layers, each allowed to import only those below it:
 
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
+                        KVStore <- SyncWire <- SyncKitPostgres, SyncGateway (the gateway's wire and request parsing)
                            HTTPServerKit <- SyncKitPostgres, SyncGateway, kvtool
                         SyncKitPostgres <- PostgresTesting <- kvtool (a throwaway cluster: tests, demo)
 
@@ -26,7 +27,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "HTTPServerKit", "SyncKitPostgres", "PostgresTesting", "SyncGateway", "kvtool"]
+LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncWire", "HTTPServerKit", "SyncKitPostgres", "PostgresTesting", "SyncGateway", "kvtool"]
 # SwiftNIO's and postgres-nio's modules: SyncKitPostgres and SyncGateway alone may import them.
 NIO_TARGETS = {"SyncKitPostgres", "SyncGateway", "HTTPServerKit"}
 NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
@@ -35,10 +36,11 @@ ALLOWED = {
     "KVStore": {"CLMDB"},
     "SyncKit": {"KVStore"},
     "Workloads": {"KVStore", "SyncKit"},
-    "SyncKitPostgres": {"KVStore", "SyncKit", "HTTPServerKit"},
+    "SyncWire": {"KVStore"},
+    "SyncKitPostgres": {"KVStore", "SyncKit", "SyncWire", "HTTPServerKit"},
     "HTTPServerKit": set(),
     "PostgresTesting": {"SyncKitPostgres"},
-    "SyncGateway": {"KVStore", "SyncKitPostgres", "HTTPServerKit"},
+    "SyncGateway": {"KVStore", "SyncWire", "SyncKitPostgres", "HTTPServerKit"},
     "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting"},
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
@@ -47,7 +49,7 @@ ALLOWED = {
 LEAN_EXECUTABLES = {"LeanProcess", "TrainerExtension", "ChecklistWidget"}
 PROJECT = set(LAYERS) | LEAN_EXECUTABLES | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
 # What the processes with a memory budget (an extension, a widget) must not link.
-LEAN = {"KVStore", "SyncKit", "Workloads"} | LEAN_EXECUTABLES
+LEAN = {"KVStore", "SyncKit", "Workloads", "SyncWire"} | LEAN_EXECUTABLES
 HEAVY = {"Foundation", "FoundationNetworking", "FoundationXML", "FoundationInternationalization", "ArgumentParser"}
 IMPORT = re.compile(
     r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(public|package|internal|fileprivate|private)\s+)?import\s+"

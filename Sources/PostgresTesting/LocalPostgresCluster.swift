@@ -25,6 +25,22 @@ public final class LocalPostgresCluster: @unchecked Sendable {
         ServerURL(endpoint: .tcp(host: "127.0.0.1", port: port), user: user, database: database)
     }
 
+    /// The login a sync gateway uses: a member of `kvsync_gateway` and of nothing else.
+    public static let gatewayLogin = "kvsync_gateway_login"
+
+    /// The server over TCP as ``gatewayLogin``, which ``prepareForGateways(maxClockSkew:)`` makes.
+    public var gatewayURL: ServerURL {
+        ServerURL(endpoint: .tcp(host: "127.0.0.1", port: port), user: Self.gatewayLogin, database: database)
+    }
+
+    /// The owner's step before a gateway starts (`kvtool sync setup --gateway-login`): the schema,
+    /// the role `kvsync_gateway`, and the login ``gatewayLogin``; returns ``gatewayURL``.
+    @discardableResult
+    public func prepareForGateways(maxClockSkew: Duration? = nil) async throws -> ServerURL {
+        try await SyncServerSetup.prepare(on: tcpURL, gatewayLogin: Self.gatewayLogin, maxClockSkew: maxClockSkew)
+        return gatewayURL
+    }
+
     /// The server through its Unix socket.
     public var socketURL: ServerURL {
         ServerURL(endpoint: .unixSocket(path: socketDirectory + "/.s.PGSQL.\(port)"), user: user, database: database)

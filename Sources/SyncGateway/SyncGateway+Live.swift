@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import PostgresNIO
 import SyncKitPostgres
+import SyncWire
 
 /// The live devices of one gateway, by group: one `LISTEN` for the whole gateway, and a commit of a
 /// group wakes that group's streams only.
@@ -20,14 +21,14 @@ final class LiveHub: Sendable {
         var continuation: AsyncStream<Event>.Continuation
         var credential: Int64?
         var expiresAt: Date?
-        /// The presented credential's SHA-256 (its streams are counted by it).
-        var key: [UInt8]
+        /// The principal's key (its streams are counted by it).
+        var key: String
     }
 
     private struct State {
         var groups: [String: [UInt64: Subscriber]] = [:]
         var count = 0
-        var perCredential: [[UInt8]: Int] = [:]
+        var perCredential: [String: Int] = [:]
         var lastID: UInt64 = 0
         var closed = false
     }
@@ -50,9 +51,10 @@ final class LiveHub: Sendable {
     var count: Int { state.withLock { $0.count } }
 
     /// A stream of `principal`'s group's events; refused when the gateway has `maxStreams` open (or is
-    /// draining), or the credential `key` has `maxStreamsPerCredential` (so that one device cannot take
-    /// every slot).
-    func subscribe(_ principal: SyncGateway.Principal, key: [UInt8]) throws(Full) -> (id: UInt64, events: AsyncStream<Event>) {
+    /// draining), or the principal has `maxStreamsPerCredential` (so that one device cannot take every
+    /// slot, however many copies of its credential it holds).
+    func subscribe(_ principal: SyncGateway.Principal) throws(Full) -> (id: UInt64, events: AsyncStream<Event>) {
+        let key = principal.key
         let (events, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(4))
         let id: Result<UInt64, Full> = state.withLock { state in
             guard !state.closed, state.count < maxStreams else { return .failure(.gateway) }
@@ -128,32 +130,35 @@ extension SyncGateway {
     static let heartbeat: Duration = .seconds(15)
     /// How often revoked credentials are looked for (their streams close within this and a query).
     static let revocationSweep: Duration = .seconds(2)
+    /// How far back each sweep also looks, whatever its cursor.
+    static let revocationWindow: Duration = .seconds(30)
 
     /// `GET /v1/live`: after the credential is checked, server-sent events: `hello`, then `change`
     /// whenever a device commits to the group, a comment every ``heartbeat``, and `closed` with the
-    /// reason when the credential is revoked or expires, or the gateway drains.
-    func streamLive(_ head: HTTPRequestHead, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+    /// reason when the credential is revoked, changed or expires, or the gateway drains. A device that
+    /// stops reading is dropped at the answer deadline.
+    func streamLive(_ request: Admitted, to answers: AnswerWriter) async throws {
         let principal: Principal
-        let presented: Presented
         do {
-            presented = try self.presented(head).get()
             let logger = options.logger
-            principal = try await client.withTransaction(logger: logger) { connection in
-                try await Self.principal(of: presented, on: connection, logger: logger)
+            principal = try await client.withTransaction(logger: logger) { [self] connection in
+                let principal = try await Self.principal(of: request.credential, on: connection, logger: logger)
+                if !request.counted { try check(principal, against: request.head) }
+                return principal
             }
         } catch {
-            try await write(refusal(for: error), keepAlive: false, to: outbound)
+            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false)
             return
         }
         let id: UInt64, events: AsyncStream<LiveHub.Event>
         do {
-            (id, events) = try hub.subscribe(principal, key: presented.hash)
+            (id, events) = try hub.subscribe(principal)
         } catch .gateway {
-            try await write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false, to: outbound)
+            try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false)
             return
         } catch .credential {
-            try await write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
-                            keepAlive: false, to: outbound)
+            try await answers.write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
+                                    keepAlive: false)
             return
         }
         defer { hub.unsubscribe(group: principal.group, id: id) }
@@ -161,30 +166,22 @@ extension SyncGateway {
         headers.add(name: "Content-Type", value: "text/event-stream")
         headers.add(name: "Cache-Control", value: "no-store")
         headers.add(name: "Connection", value: "close")
-        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
-        try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
+        try await answers.timed(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+        try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
         // One task per stream, woken by the hub for changes, heartbeats and the end: no timer of its
         // own (a stream costs its connection, this task and a small buffer). A device that left is
-        // found at the next write.
+        // found at the next write, and one that stopped reading at the write's deadline.
         for await event in events {
             switch event {
             case .change:
-                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
+                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
             case .heartbeat:
-                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
+                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
             case .closed(let reason):
-                try await outbound.write(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
+                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
             }
         }
-        try? await outbound.write(.end(nil))
-    }
-
-    func refusal(for error: any Error) -> GatewayResponse {
-        if let refusal = error as? Refusal { return .refusal(refusal.status, refusal.line, retryAfter: refusal.retryAfter) }
-        if let error = error as? PostgresTransactionError, let refusal = error.closureError as? Refusal {
-            return .refusal(refusal.status, refusal.line, retryAfter: refusal.retryAfter)
-        }
-        return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))")
+        try? await answers.timed(.end(nil))
     }
 
     /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
@@ -217,29 +214,43 @@ extension SyncGateway {
         }
     }
 
-    /// Every ``revocationSweep``, ends the streams of credentials revoked since (and of expired ones).
-    func sweepRevocations() async {
+    /// Every ``revocationSweep``, ends the streams of credentials revoked, changed or deleted since
+    /// (and of expired ones). The revocations come from the database's log after a cursor (and from
+    /// its last ``revocationWindow``: a revocation numbered before one already seen may commit after
+    /// it), on a connection of this sweep's own that is opened anew at the next sweep when it fails:
+    /// however long the database was away, no revocation made meanwhile is missed, and the first
+    /// sweep after it returns sees them.
+    func followRevocations(after start: Int64) async {
+        var cursor = start
+        // The entries the last sweep saw: the window shows them again, and each is acted on once.
+        var seen = Set<Int64>()
+        var connection: PostgresConnection?
+        let logger = options.logger
         while !Task.isCancelled {
             try? await Task.sleep(for: Self.revocationSweep)
             guard hub.count > 0 else { continue }
             var revoked = Set<Int64>()
             do {
-                let logger = options.logger
-                let window = Double(Self.revocationSweep.components.seconds) * 5
-                revoked = try await client.withTransaction(logger: logger) { connection in
-                    try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
-                    var found = Set<Int64>()
-                    for try await id in try await connection.query("SELECT kvsync_revoked_recently(\(window))", logger: logger)
-                        .decode(Int64.self) {
-                        found.insert(id)
-                    }
-                    return found
+                if connection == nil || connection!.isClosed {
+                    let fresh = try await PostgresConnection.connect(configuration: try database.connectionConfiguration(), id: 1,
+                                                                     logger: logger)
+                    connection = fresh
+                    try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
                 }
+                let entries = try await ServerStatements.revocations(after: cursor, window: Self.revocationWindow,
+                                                                      on: connection!, logger: logger)
+                // (Those numbered before the gateway started were settled when their devices authenticated.)
+                revoked = Set(entries.filter { $0.sequence > start && !seen.contains($0.sequence) }.map(\.credential))
+                seen = Set(entries.map(\.sequence))
+                cursor = max(cursor, entries.map(\.sequence).max() ?? cursor)
             } catch {
                 options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
+                if let open = connection { try? await open.close() }
+                connection = nil
             }
             hub.close(credentials: revoked, expiredBy: Date())
         }
+        if let connection { try? await connection.close() }
     }
 }
 #endif

@@ -6,43 +6,41 @@ import NIOCore
 import NIOHTTP1
 import PostgresNIO
 import SyncKitPostgres
+import SyncWire
 
 extension SyncGateway {
-    /// The protocol's operations.
-    enum Operation: Equatable {
-        case hello
-        case push
-        case changes(after: Int64, limit: Int)
-        case state
-        case live
-    }
-
     /// A refusal found while answering: rolls the request's transaction back.
     struct Refusal: Error {
         var status: HTTPResponseStatus
         var line: String
         var retryAfter: Int?
+
+        init(status: HTTPResponseStatus, line: String, retryAfter: Int? = nil) {
+            (self.status, self.line, self.retryAfter) = (status, line, retryAfter)
+        }
+
+        init(_ refusal: GatewayRefusal) {
+            self.init(status: HTTPResponseStatus(statusCode: refusal.status), line: refusal.line, retryAfter: refusal.retryAfter)
+        }
+
+        var response: GatewayResponse { .refusal(status, line, retryAfter: retryAfter) }
     }
 
     /// Who a verified credential is.
     struct Principal: Sendable {
+        /// The token's row (0 for a JWT).
         var id: Int64
         var group: String
+        /// The device id its pushes are recorded under: the name a token was issued to, else
+        /// `credential-ID`; a JWT's `device` or `sub`. `nil`: a JWT that names no device (pulls only).
         var device: String?
         var readOnly: Bool
         /// When it stops being valid (a live stream closes then).
         var expiresAt: Date?
+        /// What its rate and its live streams are counted by: its group and device (or, for a JWT
+        /// without a device, its signed header and claims).
+        var key: String
     }
-
-    /// A request's credential as presented, its SHA-256 (the rate limit's key) and the group it
-    /// names; or the refusal.
-    struct Presented {
-        var credential: Credential
-        var hash: [UInt8]
-        var group: String
-    }
-
-    static let maxPageChanges = 10_000
 
     /// What a request presented: a token the database must check, or a JWT already verified.
     enum Credential {
@@ -50,104 +48,174 @@ extension SyncGateway {
         case verified(Principal)
     }
 
-    /// Scopes the transaction to a verified JWT's group, as the gateway's role from here on.
+    /// A request admitted from its head: its operation and credential, and the principal when it was
+    /// verified before the body (a JWT, or a push's token).
+    struct Admitted {
+        var head: GatewayRequestHead
+        var credential: Credential
+        /// Whether the principal's rate was counted already.
+        var counted: Bool
+    }
+
+    enum Admission {
+        case admitted(Admitted)
+        case refused(GatewayResponse)
+    }
+
+    /// Checks a request's head: its form, the source address's failed authentications, and the
+    /// credential (a JWT here; a token here too when a body follows, else in the request's own
+    /// transaction), with the principal's rate. Nothing of the body has been read.
+    func admit(_ head: HTTPRequestHead, from source: SourceAddress) async -> Admission {
+        let request: GatewayRequestHead
+        do {
+            request = try GatewayRequestHead(method: head.method.rawValue, uri: head.uri, header: { head.headers[$0] },
+                                             maxBodyBytes: options.limits.maxBodyBytes)
+        } catch {
+            if error.status == 401 { _ = failures.admit(source) }
+            return .refused(Refusal(error).response)
+        }
+        // An address that failed too often is refused before its credential costs anything.
+        if let wait = failures.check(source) {
+            return .refused(.refusal(.tooManyRequests, "too many refused credentials from \(source); retry in \(wait) s", retryAfter: wait))
+        }
+        do {
+            let credential: Credential
+            if CredentialText.isToken(request.credential) {
+                let hash = SyncTokens.hash(request.credential)
+                guard request.operation.hasBody else { return .admitted(Admitted(head: request, credential: .token(hash: hash), counted: false)) }
+                let logger = options.logger
+                let principal = try await client.withTransaction(logger: logger) { connection in
+                    try await Self.authenticate(hash, on: connection, logger: logger)
+                }
+                credential = .verified(principal)
+            } else if let jwt = options.jwt {
+                credential = .verified(try jwt.verify(request.credential))
+            } else {
+                throw Refusal(status: .unauthorized, line: "the credential is not a sync token (\(SyncTokens.prefix)…): this gateway takes no JWT")
+            }
+            guard case .verified(let principal) = credential else { preconditionFailure() }
+            try check(principal, against: request)
+            return .admitted(Admitted(head: request, credential: credential, counted: true))
+        } catch {
+            return .refused(refusal(for: error, from: source))
+        }
+    }
+
+    /// The principal's group against the request's, and its rate.
+    func check(_ principal: Principal, against request: GatewayRequestHead) throws(Refusal) {
+        guard principal.group == request.group else {
+            throw Refusal(status: .forbidden, line: "the credential is for another group than \(request.group)")
+        }
+        if let wait = limiter.admit(principal.key) {
+            throw Refusal(status: .tooManyRequests, line: "too many requests for this credential; retry in \(wait) s", retryAfter: wait)
+        }
+    }
+
+    /// The answer to `error`: a refusal as it is (a refused credential counted against `source`), or
+    /// 503 with the database's one line.
+    func refusal(for error: any Error, from source: SourceAddress) -> GatewayResponse {
+        var found = error as? Refusal
+        if found == nil, let error = error as? PostgresTransactionError { found = error.closureError as? Refusal }
+        if let refusal = found {
+            if refusal.status == .unauthorized || refusal.status == .forbidden { _ = failures.admit(source) }
+            return refusal.response
+        }
+        let inner = (error as? PostgresTransactionError)?.closureError ?? error
+        if let replication = inner as? ReplicationError, case .deviceInUse(let reason) = replication {
+            return .refusal(.conflict, reason)
+        }
+        return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))", retryAfter: 1)
+    }
+
+    /// The verified principal of `credential`, with the transaction on `connection` scoped to its
+    /// group and device (and running as the gateway's role) from here on.
+    static func principal(of credential: Credential, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
+        switch credential {
+        case .token(let hash): try await authenticate(hash, on: connection, logger: logger)
+        case .verified(let principal): try await scope(principal, on: connection, logger: logger)
+        }
+    }
+
+    /// Scopes the transaction to a verified principal's group and device, as the gateway's role from
+    /// here on.
     static func scope(_ principal: Principal, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
         try await connection.query("""
             SELECT set_config('kvsync.group', \(principal.group), true),
+                   set_config('kvsync.device', \(principal.device ?? ""), true),
                    set_config('kvsync.read_only', \(principal.readOnly ? "on" : "off"), true),
                    set_config('role', \(ServerStatements.gatewayRole), true)
             """, logger: logger)
         return principal
     }
 
-    /// The request's credential (a token's form, or a JWT this gateway verifies), its group header and
-    /// its rate; or the refusal.
-    func presented(_ head: HTTPRequestHead) -> Result<Presented, Refusal> {
-        guard let authorization = head.headers.first(name: "authorization") else {
-            return .failure(Refusal(status: .unauthorized, line: "no credential: send Authorization: Bearer TOKEN"))
+    /// The credential whose SHA-256 is `hash`, checked, with the transaction scoped to its group and
+    /// device and running as the gateway's role from here on.
+    static func authenticate(_ hash: [UInt8], on connection: PostgresConnection, logger: Logger) async throws -> Principal {
+        var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?)?
+        let rows = try await connection.query("""
+            SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
+                   set_config('kvsync.group', a.group_id, true),
+                   set_config('kvsync.device', coalesce(a.device, 'credential-' || a.id), true),
+                   set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
+                   set_config('role', \(ServerStatements.gatewayRole), true)
+            FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
+            """, logger: logger)
+        for try await row in rows.decode((Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String, String, String, String).self) {
+            found = (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7)
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            return .failure(Refusal(status: .unauthorized, line: "the credential is not a bearer token (Authorization: Bearer TOKEN)"))
+        guard let found, SyncTokens.constantTimeEqual(Array(found.4.readableBytesView), hash) else {
+            throw Refusal(status: .unauthorized, line: "the credential is not known here")
         }
-        let text = String(parts[1])
-        guard let group = head.headers.first(name: GatewayWire.groupHeader), !group.isEmpty else {
-            return .failure(Refusal(status: .badRequest, line: "no \(GatewayWire.groupHeader) header naming the group to sync"))
-        }
-        let hash = SyncTokens.hash(text)
-        let credential: Credential
-        if SyncTokens.isWellFormed(text) {
-            credential = .token(hash: hash)
-        } else if let jwt = options.jwt, SyncTokens.looksLikeJWT(text) {
-            do {
-                credential = .verified(try jwt.verify(text))
-            } catch {
-                return .failure(error)
-            }
-        } else {
-            return .failure(Refusal(status: .unauthorized, line: options.jwt == nil
-                ? "the credential is not a sync token (\(SyncTokens.prefix)…)"
-                : "the credential is neither a sync token (\(SyncTokens.prefix)…) nor a JWT"))
-        }
-        if let wait = limiter.admit(hash) {
-            return .failure(Refusal(status: .tooManyRequests, line: "too many requests for this credential; retry in \(wait) s", retryAfter: wait))
-        }
-        return .success(Presented(credential: credential, hash: hash, group: group))
+        if found.6 { throw Refusal(status: .unauthorized, line: "the credential was revoked") }
+        if found.5 { throw Refusal(status: .unauthorized, line: "the credential has expired") }
+        let device = found.2 ?? SyncTokens.derivedDevice(credential: found.0)
+        return Principal(id: found.0, group: found.1, device: device, readOnly: found.3, expiresAt: found.7,
+                         key: "device \(found.1)\u{0}\(device)")
     }
 
-    /// The verified principal of `presented`, with the transaction on `connection` scoped to its group
-    /// (and running as the gateway's role) from here on.
-    static func principal(of presented: Presented, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
-        let principal = switch presented.credential {
-        case .token(let hash): try await authenticate(hash, on: connection, logger: logger)
-        case .verified(let principal): try await scope(principal, on: connection, logger: logger)
-        }
-        guard principal.group == presented.group else {
-            throw Refusal(status: .forbidden, line: "the credential is for another group than \(presented.group)")
-        }
-        return principal
-    }
-
-    /// Checks the request's form, its credential and its rate, then answers it in one transaction
-    /// scoped to the credential's group.
-    func respond(to head: HTTPRequestHead, body: [UInt8]) async -> GatewayResponse {
-        let operation: Operation
-        let presented: Presented
-        do {
-            operation = try Self.operation(of: head)
-            presented = try self.presented(head).get()
-        } catch let refusal as Refusal {
-            return .refusal(refusal.status, refusal.line, retryAfter: refusal.retryAfter)
-        } catch {
-            return .refusal(.badRequest, "\(error)")
-        }
+    /// Answers an admitted request in one transaction scoped to its credential's group and device.
+    func respond(to request: Admitted, body: [UInt8], from source: SourceAddress) async -> GatewayResponse {
         var push: GatewayPushRequest?
-        if operation == .push {
+        switch request.head.operation {
+        case .push:
             do {
                 push = try GatewayPushRequest(decoding: body, maxValueBytes: options.maxValueBytes)
             } catch {
                 return .refusal(.badRequest, "the push is malformed: \(error)")
             }
+        case .changes, .state:
+            // Reads whose answers may be large wait until the answers being written leave room.
+            guard answersHaveRoom() else {
+                return .refusal(.serviceUnavailable, "the gateway is busy writing other answers; try again", retryAfter: 1)
+            }
+        case .hello, .live:
+            break
         }
         do {
-            let maxPageBytes = options.limits.maxPageBytes
+            let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
             let logger = options.logger
-            let maxValueBytes = options.maxValueBytes
-            let answer: [UInt8] = try await client.withTransaction(logger: logger) { connection in
-                let principal = try await Self.principal(of: presented, on: connection, logger: logger)
+            let answer: [UInt8] = try await client.withTransaction(logger: logger) { [self] connection in
+                let principal = try await Self.principal(of: request.credential, on: connection, logger: logger)
+                if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
-                switch operation {
+                switch request.head.operation {
                 case .hello:
                     return GatewayHello(serverID: try await statements.serverID(), group: principal.group,
                                         device: principal.device, readOnly: principal.readOnly).encoded()
                 case .push:
-                    guard !principal.readOnly else {
-                        throw Refusal(status: .forbidden, line: "the credential is read-only: it pulls and never pushes")
+                    guard let device = principal.device, !principal.readOnly else {
+                        throw Refusal(status: .forbidden, line: principal.device == nil
+                            ? "the credential names no device: it pulls and never pushes"
+                            : "the credential is read-only: it pulls and never pushes")
                     }
                     let request = push!
+                    // Who pushes is the credential's to say: the body names nobody, or this device.
+                    guard request.device.isEmpty || request.device == device else {
+                        throw Refusal(status: .forbidden, line: "the push names the device \(GatewayRequestHead.shown(request.device)), and this credential's device is \(device)")
+                    }
                     do {
-                        let outcomes = try await statements.push(group: principal.group, device: request.device, changes: request.changes,
-                                                                 maxClockSkew: .milliseconds(request.maxClockSkewMilliseconds))
+                        let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
+                                                                 maxClockSkew: maxClockSkew)
                         return GatewayPushResponse.outcomes(outcomes).encoded()
                     } catch ReplicationError.clockAhead(let ahead, _) {
                         return GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded()
@@ -162,77 +230,61 @@ extension SyncGateway {
                 }
             }
             return .ok(answer)
-        } catch let refusal as Refusal {
-            return .refusal(refusal.status, refusal.line)
-        } catch let error as PostgresTransactionError {
-            if let refusal = error.closureError as? Refusal { return .refusal(refusal.status, refusal.line) }
-            return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))")
         } catch {
-            return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))")
+            return refusal(for: error, from: source)
         }
     }
 
-    /// The credential whose SHA-256 is `hash`, checked, with the transaction scoped to its group and
-    /// running as the gateway's role from here on.
-    static func authenticate(_ hash: [UInt8], on connection: PostgresConnection, logger: Logger) async throws -> Principal {
-        var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?)?
-        let rows = try await connection.query("""
-            SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
-                   set_config('kvsync.group', a.group_id, true),
-                   set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
-                   set_config('role', \(ServerStatements.gatewayRole), true)
-            FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
-            """, logger: logger)
-        for try await row in rows.decode((Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String, String, String).self) {
-            found = (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7)
-        }
-        guard let found, SyncTokens.constantTimeEqual(Array(found.4.readableBytesView), hash) else {
-            throw Refusal(status: .unauthorized, line: "the credential is not known here")
-        }
-        if found.6 { throw Refusal(status: .unauthorized, line: "the credential was revoked") }
-        if found.5 { throw Refusal(status: .unauthorized, line: "the credential has expired") }
-        return Principal(id: found.0, group: found.1, device: found.2, readOnly: found.3, expiresAt: found.7)
-    }
+    // MARK: - The database at start
 
-    /// `/v1/hello`, `/v1/push`, `/v1/changes?after=N&limit=M`, `/v1/state`; another version is refused
-    /// in one line that names both.
-    static func operation(of head: HTTPRequestHead) throws -> Operation {
-        let (path, query) = split(head.uri)
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].first == "v", let version = Int(parts[0].dropFirst()) else {
-            throw Refusal(status: .notFound, line: "no such endpoint \(path.prefix(100)) (the sync protocol's are under /v\(GatewayWire.version)/)")
-        }
-        guard version == GatewayWire.version else {
-            throw Refusal(status: .badRequest, line: "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
-        }
-        switch (head.method, parts[1]) {
-        case (.GET, "hello"): return .hello
-        case (.POST, "push"): return .push
-        case (.GET, "state"): return .state
-        case (.GET, "live"): return .live
-        case (.GET, "changes"):
-            guard let after = query["after"].flatMap({ Int64($0) }), after >= 0 else {
-                throw Refusal(status: .badRequest, line: "changes needs ?after=CURSOR, a sequence number")
+    /// Checks that the database is ready for this gateway, and that this gateway's login is no more
+    /// than a member of `kvsync_gateway`; returns the revocation log's cursor. The gateway never
+    /// creates or migrates the schema: that is the owner's step (`kvtool sync setup`).
+    func checkDatabase() async throws -> Int64 {
+        let logger = options.logger
+        let allowPrivileged = options.allowPrivilegedRole
+        do {
+            return try await client.withTransaction(logger: logger) { connection in
+                var role: (String, Bool, Bool, Bool, Bool, Bool, String)?
+                for try await row in try await connection.query("""
+                    SELECT r.rolname, r.rolsuper, r.rolbypassrls, r.rolcreaterole,
+                           coalesce(pg_has_role(current_user, (SELECT g.oid FROM pg_roles g WHERE g.rolname = \(ServerStatements.gatewayRole)), 'MEMBER'), false),
+                           EXISTS (SELECT FROM pg_class c WHERE c.relname IN ('kvsync_schema', 'kvsync_tokens', 'kvsync_changes')
+                                   AND pg_has_role(current_user, c.relowner, 'MEMBER')),
+                           coalesce((SELECT string_agg(g.rolname, ', ' ORDER BY g.rolname) FROM pg_roles g
+                                     WHERE g.rolname <> \(ServerStatements.gatewayRole) AND g.oid <> r.oid
+                                       AND pg_has_role(current_user, g.oid, 'MEMBER')), '')
+                    FROM pg_roles r WHERE r.rolname = current_user
+                    """, logger: logger).decode((String, Bool, Bool, Bool, Bool, Bool, String).self) {
+                    role = row
+                }
+                guard let (name, superuser, bypassRLS, createRole, member, owner, others) = role else {
+                    throw ReplicationError.server("cannot read this login's role")
+                }
+                guard member || superuser else {
+                    throw ReplicationError.server("the login \(name) is not a member of \(ServerStatements.gatewayRole): run kvtool sync setup --database OWNER_URL --gateway-login \(name)")
+                }
+                var privileges: [String] = []
+                if superuser { privileges.append("a superuser") }
+                if bypassRLS { privileges.append("allowed to bypass row-level security") }
+                if createRole { privileges.append("allowed to create roles") }
+                if owner { privileges.append("the owner of the kvsync tables") }
+                if !others.isEmpty && !superuser { privileges.append("a member of \(others)") }
+                if !privileges.isEmpty && !allowPrivileged {
+                    throw ReplicationError.server("the login \(name) is \(privileges.joined(separator: ", ")): a gateway logs in as a role that is only a member of \(ServerStatements.gatewayRole) (kvtool sync setup --gateway-login NAME makes one), or pass --allow-privileged-role")
+                }
+                try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
+                try await ServerStatements.checkSchema(connection, logger: logger)
+                return try await ServerStatements.revocationCursor(connection, logger: logger)
             }
-            let limit = query["limit"].flatMap { Int($0) } ?? 1_000
-            guard (1...maxPageChanges).contains(limit) else {
-                throw Refusal(status: .badRequest, line: "limit must be from 1 to \(maxPageChanges)")
-            }
-            return .changes(after: after, limit: limit)
-        default:
-            throw Refusal(status: .notFound, line: "no such endpoint: \(head.method) \(path.prefix(100))")
+        } catch let error as ReplicationError {
+            throw error
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError as? ReplicationError { throw inner }
+            throw ReplicationError.server("cannot use the database \(database): \(ServerStatements.describe(error))")
+        } catch {
+            throw ReplicationError.server("cannot use the database \(database): \(ServerStatements.describe(error))")
         }
-    }
-
-    static func split(_ uri: String) -> (path: String, query: [String: String]) {
-        guard let mark = uri.firstIndex(of: "?") else { return (uri, [:]) }
-        var query: [String: String] = [:]
-        for pair in uri[uri.index(after: mark)...].split(separator: "&") {
-            let halves = pair.split(separator: "=", maxSplits: 1)
-            query[String(halves[0])] = halves.count > 1 ? String(halves[1]) : ""
-        }
-        return (String(uri[..<mark]), query)
     }
 }
-
 #endif

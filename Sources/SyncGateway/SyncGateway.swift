@@ -9,44 +9,70 @@ import NIOPosix
 import NIOSSL
 import PostgresNIO
 import SyncKitPostgres
+import SyncWire
 
 /// A stateless sync gateway between devices and the replication database.
 ///
-/// A device presents a credential (``SyncTokens``) with every request. The gateway checks it, then
-/// runs the request in one database transaction as the role `kvsync_gateway`, scoped to the
-/// credential's group: that role owns nothing, bypasses no row-level security, and the policies and
-/// `kvsync_push` read the scope, so PostgreSQL itself keeps each group to its own rows, whatever the
-/// gateway's code does. Several gateways can serve one database; none keeps state of its own.
+/// A device presents a credential (``SyncTokens``) with every request. The gateway checks it from the
+/// request's headers before it reads a byte of the body, then runs the request in one database
+/// transaction as the role `kvsync_gateway`, scoped to the credential's group and device: that role
+/// owns nothing, bypasses no row-level security, and the policies and `kvsync_push` read the scope, so
+/// PostgreSQL itself keeps each group to its own rows, whatever the gateway's code does. Who pushes,
+/// and how far ahead a stamp may be, come from the credential and the gateway, never from the
+/// request. Several gateways can serve one database; none keeps state of its own.
+///
+/// The gateway logs in as a role that is only a member of `kvsync_gateway` (`kvtool sync setup
+/// --gateway-login NAME` makes one), and refuses to start as the schema's owner, a superuser, or a
+/// role that bypasses row-level security or may create roles (``Options/allowPrivilegedRole``).
 ///
 /// ```swift
-/// let gateway = try SyncGateway(database: ServerURL("postgres://kv@127.0.0.1/kv"))
+/// let gateway = try SyncGateway(database: ServerURL("postgres://kvsync_gateway_login@127.0.0.1/kv"))
 /// try await gateway.run(host: "0.0.0.0", port: 8443) { url in print("gateway listening on \(url)") }
 /// ```
 public final class SyncGateway: Sendable {
     /// What one device or connection may ask of the gateway.
     public struct Limits: Sendable {
-        /// The largest request body (a push batch; devices split theirs to stay under it).
+        /// The largest request body (a push batch; devices split theirs to stay under it). A declared
+        /// `Content-Length` over it is refused (413) before the body is read.
         public var maxBodyBytes = 32 << 20
         /// Request bodies buffered at once, over every connection: past this, a request gets 503 (so
         /// that many connections each sending a large body cannot make the gateway allocate without
-        /// bound).
+        /// bound). A body is counted from its declared length, once its credential is verified.
         public var maxBufferedBytes = 256 << 20
+        /// Answers being written at once, over every connection: past this, a read (a page, a resync)
+        /// gets 503 before it is made, so that devices that never read their answers cannot make the
+        /// gateway hold them without bound.
+        public var maxAnswerBytes = 256 << 20
+        /// An answer that makes no progress for this long (a device that stopped reading) is abandoned
+        /// and its connection closed; a live stream's event too.
+        public var answerTimeout: Duration = .seconds(30)
         /// Open connections; past this, new ones get 503 and are closed.
         public var maxConnections = 4_096
         /// A request's head and body must arrive within this (a client that trickles them cannot hold
         /// a connection); a connection silent this long between requests is closed too.
         public var requestTimeout: Duration = .seconds(30)
-        /// Requests per second per credential, and the burst allowed above it.
+        /// Requests per second per verified principal (a group's device, or a JWT without one), and
+        /// the burst allowed above it.
         public var requestsPerSecond = 50.0
         public var burst = 200.0
+        /// Principals whose rate is remembered at once: the least recently seen is forgotten first.
+        public var maxRememberedPrincipals = 100_000
+        /// Failed authentications per second from one source address (an IPv4 address, an IPv6 /64),
+        /// and the burst allowed above it: past it, the address's requests get 429 before their
+        /// credential is looked up.
+        public var failedAuthenticationsPerSecond = 2.0
+        public var failedAuthenticationBurst = 20.0
+        /// Source addresses whose failures are remembered at once.
+        public var maxRememberedAddresses = 100_000
         /// A page of changes holds this many bytes of keys and values at most (its first change whatever
         /// its size); the bound is applied in the statement.
         public var maxPageBytes = ChangesPage.maxBytes
-        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`).
+        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`, and one for
+        /// following revocations).
         public var databaseConnections = 16
         /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.
         public var maxStreams = 20_000
-        /// Live streams one credential may hold open (a device needs one).
+        /// Live streams one principal may hold open (a device needs one).
         public var maxStreamsPerCredential = 16
         public init() {}
     }
@@ -54,11 +80,19 @@ public final class SyncGateway: Sendable {
     public struct Options: Sendable {
         public var limits = Limits()
         /// PEM certificate chain and private key: serve HTTPS (else plain HTTP, for loopback or a
-        /// network that is trusted).
+        /// network that is trusted). TLS 1.2 offers only ECDHE key exchange with AEAD ciphers; TLS 1.3
+        /// is as BoringSSL has it.
         public var tlsCertificate: String?
         public var tlsKey: String?
         /// JWTs an app's backend signs, accepted beside the database's tokens (`nil`: tokens only).
         public var jwt: JWTVerifier?
+        /// How far ahead of the server's clock a pushed stamp may be (within the server's own bound,
+        /// which only the database's owner sets): a device never chooses it.
+        public var maxClockSkew: Duration = .seconds(60)
+        /// Start even when the database login is the schema's owner, a superuser, or a role that
+        /// bypasses row-level security or creates roles (a deployment that knowingly gives up the
+        /// second line of isolation; `--allow-privileged-role`).
+        public var allowPrivilegedRole = false
         /// The largest value read from the database.
         public var maxValueBytes = 16 << 20
         public var logger = Logger(label: "kvstore.gateway", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -70,17 +104,29 @@ public final class SyncGateway: Sendable {
     let client: PostgresClient
     private let sslContext: NIOSSLContext?
     private let state = Locked(State())
-    let limiter: RateLimiter
+    /// Requests of verified principals.
+    let limiter: RateLimiter<String>
+    /// Failed authentications of source addresses.
+    let failures: RateLimiter<SourceAddress>
     let hub: LiveHub
 
     struct State {
         var connections = 0
         var bufferedBytes = 0
+        var answerBytes = 0
         /// Each open connection, and whether it is between requests (closed at once on a drain).
         var open: [ObjectIdentifier: (channel: Channel, idle: Bool)] = [:]
         var draining = false
         var server: Channel?
     }
+
+    /// TLS 1.2's cipher suites: ECDHE (forward secrecy) with AES-GCM or ChaCha20-Poly1305 (AEAD)
+    /// only, never RSA key exchange or CBC. TLS 1.3's are AEAD by definition.
+    static let tls12CipherSuites: [NIOTLSCipher] = [
+        .TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, .TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        .TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, .TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        .TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, .TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ]
 
     /// - Throws: ``ReplicationError/server(_:)`` if the TLS certificate or key cannot be read.
     public init(database: ServerURL, options: Options = Options()) throws {
@@ -88,8 +134,11 @@ public final class SyncGateway: Sendable {
         self.options = options
         client = PostgresClient(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                                 backgroundLogger: options.logger)
-        limiter = RateLimiter(perSecond: options.limits.requestsPerSecond, burst: options.limits.burst)
-        hub = LiveHub(maxStreams: options.limits.maxStreams, maxStreamsPerCredential: options.limits.maxStreamsPerCredential)
+        let limits = options.limits
+        limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
+        failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
+                               capacity: limits.maxRememberedAddresses)
+        hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -99,9 +148,10 @@ public final class SyncGateway: Sendable {
                 var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain,
                                                                                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
                 configuration.minimumTLSVersion = .tlsv12
+                configuration.cipherSuiteValues = Self.tls12CipherSuites
                 sslContext = try NIOSSLContext(configuration: configuration)
             } catch {
-                throw ReplicationError.server("cannot use the TLS certificate \(certificate) and key \(key): \(error)")
+                throw ReplicationError.server("cannot use the TLS certificate \(certificate) and key \(key): \(describeTLS(error))")
             }
         default:
             throw ReplicationError.server("TLS needs both a certificate and a key")
@@ -110,12 +160,15 @@ public final class SyncGateway: Sendable {
 
     /// Binds `host:port` (0: any free port), calls `ready` with the URL devices use, and serves until
     /// ``shutdown()`` (then drains: requests in flight finish) or cancellation.
+    ///
+    /// - Throws: ``ReplicationError/server(_:)`` when the database's schema is not this gateway's
+    ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged.
     public func run(host: String = "127.0.0.1", port: Int = 0, ready: @Sendable (String) -> Void) async throws {
         try await withThrowingDiscardingTaskGroup { tasks in
             tasks.addTask { await self.client.run() }
-            try await checkSchema()
+            let revocations = try await checkDatabase()
             tasks.addTask { await self.listen() }
-            tasks.addTask { await self.sweepRevocations() }
+            tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }
             let limits = options.limits
             let sslContext = self.sslContext
@@ -161,19 +214,6 @@ public final class SyncGateway: Sendable {
         for channel in idle { channel.close(promise: nil) }
     }
 
-    /// Brings the schema up to date if this login may, and checks that it is.
-    func checkSchema() async throws {
-        do {
-            try await client.withConnection { connection in
-                try await ServerStatements.migrate(connection, logger: options.logger)
-            }
-        } catch let error as ReplicationError {
-            throw error
-        } catch {
-            throw ReplicationError.server("cannot prepare the database \(database): \(String(reflecting: error).prefix(300))")
-        }
-    }
-
     // MARK: - One connection
 
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
@@ -182,8 +222,10 @@ public final class SyncGateway: Sendable {
             state.connections += 1
             return true
         }
-        let key = ObjectIdentifier(connection.channel)
-        if admitted { state.withLock { $0.open[key] = (connection.channel, true) } }
+        let channel = connection.channel
+        let key = ObjectIdentifier(channel)
+        let source = SourceAddress(channel.remoteAddress)
+        if admitted { state.withLock { $0.open[key] = (channel, true) } }
         defer {
             if admitted {
                 state.withLock { state in
@@ -197,65 +239,68 @@ public final class SyncGateway: Sendable {
                 state.open[key]?.idle = idle
                 return state.draining
             }
-            if idle && draining { connection.channel.close(promise: nil) }
+            if idle && draining { channel.close(promise: nil) }
         }
-        let limits = options.limits
         try? await connection.executeThenClose { inbound, outbound in
-            var head: HTTPRequestHead?
+            let answers = AnswerWriter(outbound: outbound, channel: channel, gateway: self)
+            // The request admitted from its head, waiting for the end of its body.
+            var pending: (head: HTTPRequestHead, request: Admitted)?
             var body = ByteBuffer()
-            var refusal: GatewayResponse?
             // Bytes of this request's body counted against the gateway's budget for all bodies.
             var reserved = 0
             defer { release(reserved) }
             for try await part in inbound {
                 switch part {
-                case .head(let requestHead):
-                    head = requestHead
+                case .head(let head):
                     idle(false)
-                    body.clear()
                     release(reserved)
                     reserved = 0
-                    refusal = nil
+                    body = ByteBuffer()
                     // Over the connection limit: refused at once, before any body is read.
                     guard admitted else {
-                        try await write(.refusal(.serviceUnavailable, "too many connections (\(limits.maxConnections)); try again"),
-                                        keepAlive: false, to: outbound)
+                        try await answers.write(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"),
+                                                keepAlive: false)
                         return
                     }
-                    if let length = requestHead.headers.first(name: "content-length").flatMap(Int.init), length > limits.maxBodyBytes {
-                        refusal = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
+                    // The credential is checked from the headers alone: a refusal answers and closes the
+                    // connection, and no byte of the body is read.
+                    let request: Admitted
+                    switch await admit(head, from: source) {
+                    case .refused(let refusal):
+                        try await answers.write(refusal, keepAlive: false)
+                        return
+                    case .admitted(let admittedRequest):
+                        request = admittedRequest
                     }
+                    if request.head.bodyLength > 0 {
+                        guard reserve(request.head.bodyLength) else {
+                            try await answers.write(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again",
+                                                             retryAfter: 1), keepAlive: false)
+                            return
+                        }
+                        reserved = request.head.bodyLength
+                        body.reserveCapacity(reserved)
+                    }
+                    pending = (head, request)
                 case .body(var buffer):
-                    guard refusal == nil else { continue }
-                    if body.readableBytes + buffer.readableBytes > limits.maxBodyBytes {
-                        refusal = .refusal(.payloadTooLarge, "the request body is over \(limits.maxBodyBytes) bytes")
-                        body = ByteBuffer()
-                    } else if !reserve(buffer.readableBytes) {
-                        // Every connection's body together stays under `maxBufferedBytes`.
-                        refusal = .refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again")
-                        body = ByteBuffer()
-                    } else {
-                        reserved += buffer.readableBytes
-                        body.writeBuffer(&buffer)
-                    }
+                    // HTTP's framing holds a body to its Content-Length; a body without an admitted
+                    // request (or longer than it said) ends the connection.
+                    guard pending != nil, body.readableBytes + buffer.readableBytes <= reserved else { return }
+                    body.writeBuffer(&buffer)
                 case .end:
-                    guard let requestHead = head else { continue }
-                    head = nil
-                    let response: GatewayResponse
-                    if let refusal {
-                        response = refusal
-                    } else if requestHead.method == .GET, (try? Self.operation(of: requestHead)) == .live {
-                        try await streamLive(requestHead, to: outbound)
+                    guard let (head, request) = pending else { continue }
+                    pending = nil
+                    if request.head.operation == .live {
+                        try await streamLive(request, to: answers)
                         return
-                    } else {
-                        response = await respond(to: requestHead, body: Array(body.readableBytesView))
                     }
+                    let response = await respond(to: request, body: Array(body.readableBytesView), from: source)
                     body = ByteBuffer()
                     release(reserved)
                     reserved = 0
                     let draining = state.withLock { $0.draining }
-                    let keepAlive = refusal == nil && !draining && requestHead.isKeepAlive
-                    try await write(response, keepAlive: keepAlive, to: outbound)
+                    let keepAlive = !response.closes && !draining && head.isKeepAlive
+                    try await answers.write(response, keepAlive: keepAlive)
                     if !keepAlive { return }
                     idle(true)
                 }
@@ -277,17 +322,58 @@ public final class SyncGateway: Sendable {
         state.withLock { $0.bufferedBytes -= bytes }
     }
 
-    func write(_ response: GatewayResponse, keepAlive: Bool,
-                       to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+    /// Whether answers may be made now: those being written are under ``Limits/maxAnswerBytes``.
+    func answersHaveRoom() -> Bool {
+        state.withLock { $0.answerBytes < options.limits.maxAnswerBytes }
+    }
+
+    /// Counts an answer being written (negative: written, or abandoned).
+    func countAnswer(_ bytes: Int) {
+        state.withLock { $0.answerBytes += bytes }
+    }
+
+    /// The bytes of answers being written now.
+    var answerBytes: Int { state.withLock { $0.answerBytes } }
+}
+
+/// Writes answers on one connection: each write must make progress within
+/// ``SyncGateway/Limits/answerTimeout`` (else the connection is closed, and the write fails), and a
+/// body goes out a slice at a time, counted against the gateway's budget for answers until written.
+struct AnswerWriter: Sendable {
+    let outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+    let channel: Channel
+    let gateway: SyncGateway
+
+    /// A slice of a body written at once: the writer waits for the device to read it before the next.
+    static let slice = 256 << 10
+
+    func write(_ response: GatewayResponse, keepAlive: Bool) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8")
         headers.add(name: "Content-Length", value: String(response.body.count))
         headers.add(name: "Cache-Control", value: "no-store")
         if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
-        try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: response.body))))
-        try await outbound.write(.end(nil))
+        gateway.countAnswer(response.body.count)
+        defer { gateway.countAnswer(-response.body.count) }
+        try await timed(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+        var buffer = ByteBuffer(bytes: response.body)
+        while buffer.readableBytes > 0 {
+            try await timed(.body(.byteBuffer(buffer.readSlice(length: min(Self.slice, buffer.readableBytes))!)))
+        }
+        try await timed(.end(nil))
+    }
+
+    /// Writes `part`, closing the connection if the device has not taken it within the deadline.
+    func timed(_ part: HTTPServerResponsePart) async throws {
+        let channel = self.channel
+        let timeout = gateway.options.limits.answerTimeout
+        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000
+                                                                       + timeout.components.attoseconds / 1_000_000_000)) {
+            channel.close(promise: nil)
+        }
+        defer { deadline.cancel() }
+        try await outbound.write(part)
     }
 }
 
@@ -296,51 +382,14 @@ struct GatewayResponse: Sendable {
     var status: HTTPResponseStatus
     var body: [UInt8]
     var retryAfter: Int?
+    /// Whether the connection is closed after it (a refused credential).
+    var closes = false
 
     static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: body) }
 
     static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil) -> GatewayResponse {
-        GatewayResponse(status: status, body: Array((line + "\n").utf8), retryAfter: retryAfter)
-    }
-}
-
-/// A token bucket per credential (its hash), bounded in the credentials it remembers.
-final class RateLimiter: Sendable {
-    private struct Bucket {
-        var tokens: Double
-        var at: ContinuousClock.Instant
-    }
-    private let perSecond: Double
-    private let burst: Double
-    private let buckets = Locked([[UInt8]: Bucket]())
-    static let maxRemembered = 100_000
-
-    init(perSecond: Double, burst: Double) {
-        self.perSecond = perSecond
-        self.burst = max(burst, 1)
-    }
-
-    /// `nil` if the request may go ahead, else how many seconds to wait.
-    func admit(_ key: [UInt8], now: ContinuousClock.Instant = .now) -> Int? {
-        buckets.withLock { buckets in
-            if buckets.count >= Self.maxRemembered && buckets[key] == nil {
-                // Full buckets are forgotten first (they would refill to `burst` anyway).
-                buckets = buckets.filter { now - $0.value.at < .seconds(burst / perSecond) }
-                if buckets.count >= Self.maxRemembered { buckets.removeAll(keepingCapacity: true) }
-            }
-            var bucket = buckets[key] ?? Bucket(tokens: burst, at: now)
-            let elapsed = now - bucket.at
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            bucket.tokens = min(burst, bucket.tokens + seconds * perSecond)
-            bucket.at = now
-            guard bucket.tokens >= 1 else {
-                buckets[key] = bucket
-                return max(1, Int(((1 - bucket.tokens) / perSecond).rounded(.up)))
-            }
-            bucket.tokens -= 1
-            buckets[key] = bucket
-            return nil
-        }
+        GatewayResponse(status: status, body: Array((line + "\n").utf8), retryAfter: retryAfter,
+                        closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests)
     }
 }
 #endif

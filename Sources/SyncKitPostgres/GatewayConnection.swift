@@ -7,21 +7,28 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import SyncWire
 
-/// Where a sync gateway is: `http://HOST[:PORT]` (loopback or a trusted network) or
-/// `https://HOST[:PORT]`, whose certificate is verified against the system's roots or ``caFile``,
-/// with no plaintext fallback.
+/// Where a sync gateway is: `https://HOST[:PORT]`, whose certificate is verified against the system's
+/// roots or ``caFile`` (the chain, and its DNS names against a DNS host, its IP addresses against an
+/// IP host), with no plaintext fallback; or `http://HOST[:PORT]` on this machine (`localhost`,
+/// 127.0.0.0/8, ::1), or on a network the user trusts (``allowsInsecureHTTP``): the credential travels
+/// in every request, so plain HTTP anywhere else is refused.
 public struct SyncGatewayURL: Hashable, Sendable, CustomStringConvertible {
     public var tls: Bool
     public var host: String
     public var port: Int
     /// PEM certificates to trust instead of the system's roots (a private CA).
     public var caFile: String?
+    /// Whether `http://` to a host other than this machine was allowed (`--allow-insecure-http`).
+    public var allowsInsecureHTTP: Bool
 
     /// Parses `text`.
     ///
+    /// - Parameter allowInsecureHTTP: allow `http://` to another machine, which sends the credential
+    ///   in clear text (a network the user trusts end to end).
     /// - Throws: ``ReplicationError/invalidServerURL(_:reason:)`` naming what is wrong.
-    public init(_ text: String, caFile: String? = nil) throws {
+    public init(_ text: String, caFile: String? = nil, allowInsecureHTTP: Bool = false) throws {
         func invalid(_ reason: String) -> ReplicationError { .invalidServerURL(ServerURL.redacted(text), reason: reason) }
         guard text.utf8.count <= 2048 else { throw invalid("it is longer than 2048 bytes") }
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
@@ -38,10 +45,14 @@ public struct SyncGatewayURL: Hashable, Sendable, CustomStringConvertible {
         let port = components.port ?? (scheme == "https" ? 443 : 80)
         guard (1...65_535).contains(port) else { throw invalid("the port must be from 1 to 65535") }
         if let caFile, scheme != "https" { throw invalid("a CA file (\(caFile)) is only for https://") }
+        if scheme == "http" && !allowInsecureHTTP && !IPAddressBytes.isLoopback(host) {
+            throw invalid("http:// would send the credential in clear text to \(host): use https://, or pass --allow-insecure-http for a network you trust end to end")
+        }
         self.tls = scheme == "https"
         self.host = host
         self.port = port
         self.caFile = caFile
+        allowsInsecureHTTP = allowInsecureHTTP
     }
 
     public var description: String { "\(tls ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
@@ -98,7 +109,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         self.maxValueBytes = maxValueBytes
         self.operationTimeout = operationTimeout
         self.connectTimeout = connectTimeout
-        sslContext = url.tls ? try clientSSLContext(verifyingTLS(trusting: url.caFile, for: url.description), for: url.description) : nil
+        sslContext = url.tls ? try GatewayTLS.context(trusting: url.caFile, for: url.description) : nil
     }
 
     var isClosed: Bool { pool.withLock { $0.closed } }
@@ -134,6 +145,12 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         return hello.serverID
     }
 
+    /// The device id the gateway records this credential's pushes under (its hello's).
+    var assignedDevice: String? { greeting.withLock { $0?.device } }
+
+    /// Pushes as the credential's device: the body names the device the gateway's hello gave (or
+    /// none, before a hello), whatever `device` says, and the clock bound is the gateway's (the body's
+    /// field is read by no gateway).
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
         let milliseconds = maxClockSkew.wholeMilliseconds
         // Requests stay under the gateway's body limit: a batch of large values goes in several.
@@ -146,7 +163,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                 bytes += Self.size(of: changes[end])
                 end += 1
             }
-            let body = GatewayPushRequest(device: device, maxClockSkewMilliseconds: milliseconds, changes: Array(changes[start..<end])).encoded()
+            let body = GatewayPushRequest(device: assignedDevice ?? "", maxClockSkewMilliseconds: milliseconds,
+                                          changes: Array(changes[start..<end])).encoded()
             let answer = try await request(.POST, "/v\(GatewayWire.version)/push", body: body)
             switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
             case .clockAhead(let ahead):
@@ -211,6 +229,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         switch status.code {
         case 200: return answer
         case 401, 403: throw ReplicationError.credentialRefused(Self.line(answer))
+        case 409: throw ReplicationError.deviceInUse(Self.line(answer))
         case 429:
             let seconds = headers.first(name: "Retry-After").flatMap { Int($0) } ?? 1
             throw ReplicationError.rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)))
@@ -265,7 +284,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         } catch let error as ReplicationError {
             throw error
         } catch {
-            throw ReplicationError.server("the sync gateway's live stream: \(error)")
+            throw ReplicationError.server("the sync gateway's live stream: \(describeTLS(error))")
         }
         if let closedBecause, closedBecause.contains("revoked") || closedBecause.contains("expired") {
             throw ReplicationError.credentialRefused(closedBecause)
@@ -289,8 +308,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
-                            let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true || host.contains(":") ? nil : host)
-                            try channel.pipeline.syncOperations.addHandler(handler)
+                            try channel.pipeline.syncOperations.addHandler(try GatewayTLS.handler(context: sslContext, host: host))
                         }
                         if let silence {
                             try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: silence), CloseWhenIdle()])
@@ -300,7 +318,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                     }
                 }
         } catch {
-            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(error)")
+            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(describeTLS(error))")
         }
     }
 
@@ -381,8 +399,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
-                            let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: host.first?.isNumber == true || host.contains(":") ? nil : host)
-                            try channel.pipeline.syncOperations.addHandler(handler)
+                            try channel.pipeline.syncOperations.addHandler(try GatewayTLS.handler(context: sslContext, host: host))
                         }
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
                         try channel.pipeline.syncOperations.addHandler(collector)
@@ -392,7 +409,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             pool.withLock { $0.opened += 1 }
             return KeptConnection(channel: channel, collector: collector)
         } catch {
-            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(error)")
+            throw ReplicationError.server("cannot connect to the sync gateway \(url): \(describeTLS(error))")
         }
     }
 
@@ -517,8 +534,8 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.error = self.error ?? "\(error)"
-        fail(ConnectionLost(answerBegan: head != nil, reason: "\(error)", failed: true))
+        self.error = self.error ?? describeTLS(error)
+        fail(ConnectionLost(answerBegan: head != nil, reason: describeTLS(error), failed: true))
         context.close(promise: nil)
     }
 

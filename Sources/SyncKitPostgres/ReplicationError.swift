@@ -33,6 +33,11 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     case credentialRefused(String)
     /// The gateway asks this device to wait (too many requests for its credential).
     case rateLimited(retryAfter: Duration)
+    /// The server refused a push that sends a token this device id sent before with another change:
+    /// another container syncs under the same device id (a copy of this one, or one that was given
+    /// this device's credential). Nothing was applied, and the changes stay pending; give each
+    /// container a credential of its own.
+    case deviceInUse(String)
 
     /// `1.5 s`, `86400 s`.
     static func seconds(_ duration: Duration) -> String {
@@ -57,6 +62,7 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .invalidCredential(let reason): "invalid credential: \(reason)"
         case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"
         case .rateLimited(let wait): "the sync gateway is rate-limiting this credential; retry in \(Self.seconds(wait))"
+        case .deviceInUse(let reason): "the server refused this device's changes: \(reason)"
         }
     }
 }

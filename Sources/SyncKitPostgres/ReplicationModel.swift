@@ -2,6 +2,7 @@
 import Foundation
 import KVStore
 import SyncKit
+import SyncWire
 
 /// What a replicator keeps about itself in the store (`_sync.state`), in the same transactions as the
 /// changes it applies.
@@ -32,12 +33,6 @@ struct ReplicaState: Codable, Hashable, Sendable {
     var nextExtraToken: UInt64 = 1 << 62
     /// Quarantined changes dropped to keep the quarantine within its bounds (oldest first).
     var quarantineEvicted: Int?
-}
-
-/// Which change a sequence number held: its device and token, unique on the server.
-package struct CursorMark: Codable, Hashable, Sendable {
-    var device: String
-    var token: UInt64
 }
 
 /// What a replicator knows of one key: the server version it last saw (the base of its next change).

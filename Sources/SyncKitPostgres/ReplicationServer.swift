@@ -1,4 +1,5 @@
 #if PostgreSQL
+import SyncWire
 
 /// What a replicator asks of its server: PostgreSQL itself (``ServerConnection``, the direct path of
 /// trusted machines) or a sync gateway (``GatewayConnection``, devices with a credential).
@@ -15,11 +16,15 @@ protocol ReplicationServer: AnyObject, Sendable {
     func prune(group: String, olderThan age: Duration) async throws -> Int64
     /// Whether this device may only pull (a read-only credential): its local writes wait unsent.
     var readOnly: Bool { get }
+    /// The device id this server records this device's pushes under, when the server decides it (a
+    /// gateway: the credential's device); `nil` on the direct path, where the container's own id is used.
+    var assignedDevice: String? { get }
     var isClosed: Bool { get }
     func close() async
 }
 
 extension ServerConnection: ReplicationServer {
     var readOnly: Bool { false }
+    var assignedDevice: String? { nil }
 }
 #endif

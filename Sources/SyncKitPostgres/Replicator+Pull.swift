@@ -2,6 +2,7 @@
 import Foundation
 import KVStore
 import SyncKit
+import SyncWire
 
 extension Replicator {
     // MARK: - Pull

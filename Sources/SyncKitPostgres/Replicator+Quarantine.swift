@@ -2,6 +2,7 @@
 import Foundation
 import KVStore
 import SyncKit
+import SyncWire
 
 /// Quarantine: a change this device cannot apply is kept with its bytes and its reason, and the pull
 /// goes on past it (PowerSync and CloudKit clients do the same with a record they cannot read). One

@@ -86,8 +86,10 @@ public final class Replicator: @unchecked Sendable {
     public let options: Options
     /// The group's id on the server: the container's group identifier.
     public let group: String
-    /// This container's device id.
-    public let device: String
+    /// This container's device id: made for it, or, through a sync gateway, its credential's
+    /// (the gateway records every push under the credential's device, whatever a request says).
+    public var device: String { deviceID.withLock { $0 } }
+    private let deviceID: Locked<String>
 
     let targets: [Mutation.Target: ReplicatedTarget]
     let versions: [Mutation.Target: KVCollection<ByteKey, KeyVersion>]
@@ -162,7 +164,7 @@ public final class Replicator: @unchecked Sendable {
         lockDescriptor = fd
         let collections = self.collections
         let home = Self.home(of: container)
-        device = try container.store.write { tx in
+        deviceID = Locked(try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
             guard state.home != home else { return state.device }
             // First start here (or state from before homes were kept: that container keeps its id),
@@ -171,7 +173,7 @@ public final class Replicator: @unchecked Sendable {
             state.home = home
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
             return state.device
-        }
+        })
     }
 
     /// `/etc/machine-id` and the store file's device and inode.
@@ -282,7 +284,7 @@ public final class Replicator: @unchecked Sendable {
             throw ReplicationError.noServer
         }
         do {
-            try adopt(server: try await fresh.serverID())
+            try adopt(server: try await fresh.serverID(), device: fresh.assignedDevice)
         } catch {
             await fresh.close()
             throw error
@@ -300,9 +302,15 @@ public final class Replicator: @unchecked Sendable {
     // MARK: - Another server
 
     /// Records the server's id; if this device synced with another one, starts over with this one.
-    func adopt(server id: String) throws {
+    /// Takes `device` as this container's device id when the server assigns one (a gateway, from the
+    /// credential).
+    func adopt(server id: String, device assigned: String? = nil) throws {
         let changed: Bool = try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
+            if let assigned, assigned != state.device {
+                state.device = assigned
+                try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            }
             guard state.server != id else { return false }
             // No id yet: the first sync, or state from before servers had ids (taken as this server).
             let known = state.server != nil
@@ -311,6 +319,7 @@ public final class Replicator: @unchecked Sendable {
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
             return known
         }
+        if let assigned { deviceID.withLock { $0 = assigned } }
         if changed { events(.serverChanged(server: id)) }
     }
 

@@ -4,45 +4,7 @@ import Logging
 import NIOCore
 import KVStore
 import PostgresNIO
-
-/// One change as it travels to the server.
-package struct OutgoingChange: Sendable {
-    var kind: String
-    var name: String
-    var key: [UInt8]
-    /// `nil`: a delete.
-    var value: [UInt8]?
-    var clock: UInt64
-    var base: Int64
-    var token: UInt64
-}
-
-/// What the server did with one change of a batch.
-package enum PushOutcome: Sendable {
-    /// Appended (or appended before: a push sent twice); `version` is its sequence number.
-    case applied(version: Int64)
-    /// Its base was not the current version: the server's current row (`problem` says why that row
-    /// cannot be used as it is: a value over the size limit, say).
-    case conflict(version: Int64, value: [UInt8]?, clock: UInt64, device: String, problem: String?)
-}
-
-/// One row of the server's change log (or, in a resync, of its current state).
-package struct ServerChange: Sendable {
-    var sequence: Int64
-    var device: String
-    var kind: String
-    var name: String
-    var key: [UInt8]
-    var value: [UInt8]?
-    var clock: UInt64
-    /// The token its device sent it with (unique per device and group).
-    var token: UInt64 = 0
-    /// Why the row cannot be applied as it came (a column missing or over its limit), found while
-    /// reading it: the row is quarantined, never applied.
-    var problem: String?
-    /// Whether `value` holds the row's value (false when it was over the limit and not read).
-    var valueKept = true
-}
+import SyncWire
 
 /// A connection to the replication server, speaking only the fixed statements of ``ServerSchema``.
 final class ServerConnection: @unchecked Sendable {

@@ -22,7 +22,7 @@ import PostgresNIO
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
 enum ServerSchema {
     /// The schema version this library writes and reads.
-    static let version = 5
+    static let version = 6
     /// Hash partitions of each sync table (schema version 5).
     static let partitions = 16
     /// The role a sync gateway's transactions run as (`SET LOCAL ROLE`): it owns nothing, bypasses no
@@ -33,11 +33,15 @@ enum ServerSchema {
     /// `pg_advisory_xact_lock` key under which migrations run (one migrator at a time).
     static let migrationLock: Int64 = 0x6B76_7379_6E63   // "kvsync"
 
-    /// The body of `kvsync_push` after its checks, the same in every version: one outcome per change,
-    /// then the group's last sequence number and a notification.
+    /// The body of `kvsync_push` version 1, after its checks: the group's lock, then ``pushLoopBody``.
     static let pushLoop = """
         INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
         PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+        """ + pushLoopBody
+
+    /// The loop of `kvsync_push`, the same in every version, run while the function holds the group's
+    /// lock: one outcome per change, then the group's last sequence number and a notification.
+    static let pushLoopBody = """
         FOR k IN 1..n LOOP
             idx := k;
             SELECT c.seq INTO found_seq FROM kvsync_changes c
@@ -77,20 +81,12 @@ enum ServerSchema {
         """
 
     /// The body of `kvsync_push` for a batch whose keys and tokens are all distinct (what replicators
-    /// send: one change per key): the same outcomes as ``pushLoop`` in a few set-based statements,
+    /// send: one change per key), run while the function holds the group's lock: the same outcomes as
+    /// ``pushLoopBody`` in a few set-based statements,
     /// about five times faster on partitioned tables (a plpgsql loop plans each of its statements per
     /// change, for every partition). Every lookup is an index probe (`LATERAL … LIMIT 1`), so a batch
     /// costs the same however large its group's log.
     static let pushSet = """
-        INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
-        SELECT g.last_seq INTO previous FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
-        -- A token greater than every token this device sent in its range (a replicator's history
-        -- tokens are below 2^62, its other changes' from 2^62 on) was never sent: two index probes
-        -- spare one per change.
-        SELECT max(c.token) INTO sent_low FROM kvsync_changes c
-            WHERE c.group_id = p_group AND c.device = p_device AND c.token < 4611686018427387904;
-        SELECT max(c.token) INTO sent_high FROM kvsync_changes c
-            WHERE c.group_id = p_group AND c.device = p_device AND c.token >= 4611686018427387904;
         RETURN QUERY
         WITH input AS (
             SELECT u.i::integer AS i, u.tok, u.kind, u.name, u.key, CASE WHEN u.del THEN NULL ELSE u.val END AS value,
@@ -151,19 +147,26 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 2"
+    static let pushRevision = "kvsync_push revision 3"
 
-    /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on).
+    /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
+    /// version 6).
     static let scopeChecks = """
-        -- A transaction scoped to a group (a gateway's) pushes to that group only, and a
-        -- read-only credential's never.
+        -- A transaction scoped to a group (a gateway's) pushes to that group only, as the device of
+        -- its credential only, and a read-only credential's never.
         IF coalesce(current_setting('kvsync.group', true), '') <> '' AND current_setting('kvsync.group', true) <> p_group THEN
             RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another group' USING ERRCODE = '42501';
+        END IF;
+        IF coalesce(current_setting('kvsync.device', true), '') <> '' AND current_setting('kvsync.device', true) <> p_device THEN
+            RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another device' USING ERRCODE = '42501';
         END IF;
         IF coalesce(current_setting('kvsync.read_only', true), '') = 'on' THEN
             RAISE EXCEPTION 'kvsync_push: this credential is read-only' USING ERRCODE = '42501';
         END IF;
     """
+
+    /// The SQLSTATE of a push that repeats a (device, token) with another key or value.
+    static let deviceInUseState = "KV001"
 
     /// Statements that take the schema from version `index` to `index + 1`.
     static let migrations: [[String]] = [
@@ -382,6 +385,62 @@ enum ServerSchema {
             groupScopePolicy(on: "kvsync_groups"),
             groupScopePolicy(on: "kvsync_changes"),
             groupScopePolicy(on: "kvsync_state"),
+        ],
+        [
+            // Version 6: what a device says is believed less. The server keeps its own clock bound
+            // (a push's bound is the lower of the caller's and this), which only the owner changes
+            // (`kvtool sync setup --max-clock-skew`); a credential's revocation, change or deletion is
+            // logged with a sequence number, so that a gateway follows them with a cursor that
+            // survives an outage of its database; `kvsync_push` revision 3 (``pushFunction``).
+            "ALTER TABLE kvsync_schema ADD COLUMN max_clock_skew_ms bigint NOT NULL DEFAULT 60000 CHECK (max_clock_skew_ms >= 0)",
+            """
+            CREATE TABLE kvsync_revocations (
+                seq bigserial PRIMARY KEY,
+                credential bigint NOT NULL,
+                at timestamptz NOT NULL DEFAULT now())
+            """,
+            "CREATE INDEX kvsync_revocations_at ON kvsync_revocations (at)",
+            "ALTER TABLE kvsync_revocations ENABLE ROW LEVEL SECURITY",
+            """
+            CREATE FUNCTION kvsync_log_revocation() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO kvsync_revocations (credential) VALUES (OLD.id);
+                RETURN NULL;
+            END
+            $$
+            """,
+            // Revoked, deleted, or changed in what it grants (its group, device, read-only flag,
+            // hash or expiry): a gateway closes its streams, and the device authenticates anew.
+            """
+            CREATE TRIGGER kvsync_tokens_revoked AFTER UPDATE ON kvsync_tokens FOR EACH ROW
+            WHEN ((OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL)
+                  OR (OLD.group_id, OLD.device, OLD.read_only, OLD.hash, OLD.expires_at)
+                     IS DISTINCT FROM (NEW.group_id, NEW.device, NEW.read_only, NEW.hash, NEW.expires_at))
+            EXECUTE FUNCTION kvsync_log_revocation()
+            """,
+            "CREATE TRIGGER kvsync_tokens_deleted AFTER DELETE ON kvsync_tokens FOR EACH ROW EXECUTE FUNCTION kvsync_log_revocation()",
+            // The one way a gateway reads the log (it has no privilege on the table): the entries
+            // after its cursor, and those of the last `p_window` seconds (a revocation that took its
+            // number before one the gateway already saw, and committed after it).
+            """
+            CREATE FUNCTION kvsync_revocations_after(p_seq bigint, p_window double precision)
+            RETURNS TABLE (seq bigint, credential bigint)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+                SELECT r.seq, r.credential FROM kvsync_revocations r
+                WHERE r.seq > p_seq OR r.at > now() - make_interval(secs => p_window)
+                ORDER BY r.seq LIMIT 100000
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION kvsync_revocations_after(bigint, double precision) FROM PUBLIC",
+            // Where a gateway that starts begins following the log.
+            """
+            CREATE FUNCTION kvsync_revocation_cursor() RETURNS bigint
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
+                SELECT coalesce(max(r.seq), 0) FROM kvsync_revocations r
+            $$
+            """,
+            "REVOKE ALL ON FUNCTION kvsync_revocation_cursor() FROM PUBLIC",
+            pushFunction(scopeChecks: scopeChecks),
             grants,
         ],
     ]
@@ -407,11 +466,20 @@ enum ServerSchema {
                 GRANT USAGE ON SEQUENCE kvsync_changes_seq_seq TO \(gatewayRole);
                 GRANT EXECUTE ON FUNCTION kvsync_authenticate(bytea) TO \(gatewayRole);
                 GRANT EXECUTE ON FUNCTION kvsync_revoked_recently(double precision) TO \(gatewayRole);
+                IF to_regprocedure('kvsync_revocations_after(bigint, double precision)') IS NOT NULL THEN
+                    GRANT EXECUTE ON FUNCTION kvsync_revocations_after(bigint, double precision) TO \(gatewayRole);
+                    GRANT EXECUTE ON FUNCTION kvsync_revocation_cursor() TO \(gatewayRole);
+                END IF;
             END IF;
         END $$
         """
 
-    /// `kvsync_push` from version 3 on, with `scopeChecks` run first.
+    /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):
+    /// the clock bound is the lower of the caller's and the server's own (`kvsync_schema.max_clock_skew_ms`,
+    /// which only the owner changes), a stamp of 2^63 or more is refused whatever the bound, a scoped
+    /// transaction pushes as its credential's device only, and a (device, token) sent before with
+    /// another kind, name, key or value refuses the batch (``deviceInUseState``) instead of being
+    /// answered `duplicate`.
     static func pushFunction(scopeChecks: String) -> String {
             """
             CREATE OR REPLACE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[],
@@ -433,28 +501,71 @@ enum ServerSchema {
                 v bytea;
                 server_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
                 ahead_ms bigint;
+                bound bigint;
+                reused integer;
+                distinct_tokens boolean;
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
                 -- A stamp further ahead of this server's clock than the bound refuses the whole
                 -- batch: one device's fast clock must not win every conflict, nor move the others'.
-                -- (A stamp with its top bit set travels as a negative bigint: the year 6429 and on.)
+                -- The bound is the caller's, within the server's own (least() skips a NULL). A stamp
+                -- with its top bit set (2^63 and on) travels as a negative bigint: always refused.
+                SELECT least(p_max_skew_ms, (SELECT max(s.max_clock_skew_ms) FROM kvsync_schema s)) INTO bound;
                 SELECT max(CASE WHEN h < 0 THEN 9223372036854775807 ELSE (h >> 16) - server_ms END) INTO ahead_ms
                     FROM unnest(p_hlcs) AS h;
-                IF ahead_ms IS NOT NULL AND ahead_ms > p_max_skew_ms THEN
+                IF ahead_ms IS NOT NULL AND (ahead_ms > bound OR ahead_ms = 9223372036854775807) THEN
                     idx := 0; outcome := 'clock_ahead'; version := ahead_ms; s_value := NULL; s_hlc := server_ms << 16;
                     s_device := NULL;
                     RETURN NEXT;
                     RETURN;
                 END IF;
+                INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
+                SELECT g.last_seq INTO previous FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                -- A token greater than every token this device sent in its range (a replicator's history
+                -- tokens are below 2^62, its other changes' from 2^62 on) was never sent: two index probes
+                -- spare one per change.
+                SELECT max(c.token) INTO sent_low FROM kvsync_changes c
+                    WHERE c.group_id = p_group AND c.device = p_device AND c.token < 4611686018427387904;
+                SELECT max(c.token) INTO sent_high FROM kvsync_changes c
+                    WHERE c.group_id = p_group AND c.device = p_device AND c.token >= 4611686018427387904;
+                -- A token this device sent before comes again with the same change (a batch sent twice),
+                -- or another container sends under this device id: refused, never answered 'duplicate'
+                -- (which would tell that container its write reached the server when it did not).
+                SELECT u.i INTO reused
+                FROM unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted)
+                     WITH ORDINALITY AS u(tok, kind, name, key, val, del, i)
+                CROSS JOIN LATERAL (SELECT c.kind, c.name, c.key, c.value FROM kvsync_changes c
+                                    WHERE CASE WHEN u.tok < 4611686018427387904 THEN u.tok <= sent_low
+                                               ELSE u.tok <= sent_high END
+                                      AND c.group_id = p_group AND c.device = p_device AND c.token = u.tok LIMIT 1) d
+                WHERE d.kind <> u.kind OR d.name <> u.name OR d.key <> u.key
+                   OR d.value IS DISTINCT FROM CASE WHEN u.del THEN NULL ELSE u.val END
+                LIMIT 1;
+                distinct_tokens := (SELECT count(DISTINCT t) FROM unnest(p_tokens) AS t) = n;
+                -- The same within the batch: a token twice with two different changes.
+                IF reused IS NULL AND NOT distinct_tokens THEN
+                    SELECT b.i INTO reused
+                    FROM unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted)
+                         WITH ORDINALITY AS a(tok, kind, name, key, val, del, i)
+                    JOIN unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted)
+                         WITH ORDINALITY AS b(tok, kind, name, key, val, del, i) ON a.tok = b.tok AND a.i < b.i
+                    WHERE a.kind <> b.kind OR a.name <> b.name OR a.key <> b.key
+                       OR (CASE WHEN a.del THEN NULL ELSE a.val END) IS DISTINCT FROM (CASE WHEN b.del THEN NULL ELSE b.val END)
+                    LIMIT 1;
+                END IF;
+                IF reused IS NOT NULL THEN
+                    RAISE EXCEPTION 'kvsync_push: device % sent token % before with another key or value: this device id is in use by another container',
+                        p_device, p_tokens[reused] USING ERRCODE = '\(deviceInUseState)';
+                END IF;
                 -- A batch that repeats a key or a token (no replicator sends one) takes the loop:
                 -- one statement cannot write a row twice.
-                IF (SELECT count(DISTINCT t) FROM unnest(p_tokens) AS t) = n
+                IF distinct_tokens
                    AND (SELECT count(*) FROM (SELECT DISTINCT kind, name, key
                         FROM unnest(p_kinds, p_names, p_keys) AS u(kind, name, key)) AS keys) = n THEN
                     \(pushSet)
                 END IF;
-                \(pushLoop)
+                \(pushLoopBody)
             END
             $kvsync_push$
             """

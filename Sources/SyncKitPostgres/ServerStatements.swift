@@ -4,22 +4,7 @@ import KVStore
 import Logging
 import NIOCore
 import PostgresNIO
-
-/// One page of a group's log after a cursor.
-package struct ChangesPage: Sendable {
-    /// The keys and values of a page, at most (beyond its first change): a sync gateway's default
-    /// (``SyncGateway/Limits/maxPageBytes``), and the direct path's.
-    package static let maxBytes = 32 << 20
-    /// The group's pruning horizon.
-    var prunedThrough: Int64 = 0
-    /// The group's last sequence number.
-    var lastSequence: Int64 = 0
-    /// The change at the cursor itself, if the log still has it.
-    var atCursor: CursorMark?
-    /// Changes after the cursor, in sequence order (none when the cursor is before the horizon or
-    /// after the last sequence).
-    var changes: [ServerChange] = []
-}
+import SyncWire
 
 /// The fixed statements of ``ServerSchema`` on one PostgreSQL connection: a device's own (through
 /// ``ServerConnection``, which bounds each in time), or a sync gateway's transaction scoped to one
@@ -45,6 +30,56 @@ package struct ServerStatements: Sendable {
         try await ServerConnection.mapErrors { try await ServerSchema.migrate(connection, logger: logger) }
     }
 
+    /// The schema's version is this library's (what a sync gateway, which never migrates, checks at
+    /// start); else the error says which step is missing.
+    package static func checkSchema(_ connection: PostgresConnection, logger: Logger) async throws {
+        var exists = false
+        for try await (found) in try await connection.query("SELECT to_regclass('kvsync_schema') IS NOT NULL", logger: logger)
+            .decode(Bool.self) {
+            exists = found
+        }
+        guard exists else {
+            throw ReplicationError.server("the database has no kvsync schema: its owner runs kvtool sync setup --database OWNER_URL first")
+        }
+        var version = 0
+        for try await (found) in try await connection.query("SELECT max(version) FROM kvsync_schema", logger: logger).decode(Int?.self) {
+            version = found ?? 0
+        }
+        guard version <= ServerSchema.version else {
+            throw ReplicationError.serverSchemaTooNew(found: version, supported: ServerSchema.version)
+        }
+        guard version == ServerSchema.version else {
+            throw ReplicationError.server("the database's kvsync schema is version \(version), and this gateway needs \(ServerSchema.version): its owner runs kvtool sync setup --database OWNER_URL")
+        }
+    }
+
+    /// Where the log of revoked, changed and deleted credentials ends now.
+    package static func revocationCursor(_ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        var cursor: Int64 = 0
+        for try await (found) in try await connection.query("SELECT kvsync_revocation_cursor()", logger: logger).decode(Int64.self) {
+            cursor = found
+        }
+        return cursor
+    }
+
+    /// One entry of the revocation log: a credential revoked, changed or deleted.
+    package struct Revocation: Sendable, Hashable {
+        package var sequence: Int64
+        package var credential: Int64
+    }
+
+    /// The revocation log's entries after `cursor`, and those of the last `window`.
+    package static func revocations(after cursor: Int64, window: Duration, on connection: PostgresConnection,
+                                    logger: Logger) async throws -> [Revocation] {
+        let seconds = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
+        var found: [Revocation] = []
+        for try await (sequence, credential) in try await connection.query(
+            "SELECT seq, credential FROM kvsync_revocations_after(\(cursor), \(seconds))", logger: logger).decode((Int64, Int64).self) {
+            found.append(Revocation(sequence: sequence, credential: credential))
+        }
+        return found
+    }
+
     /// One line about a PostgreSQL error.
     package static func describe(_ error: any Error) -> String { SyncKitPostgres.describe(error) }
 
@@ -54,7 +89,20 @@ package struct ServerStatements: Sendable {
     }
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
+    ///
+    /// - Throws: ``ReplicationError/clockAhead(by:limit:)`` for a batch stamped too far ahead;
+    ///   ``ReplicationError/deviceInUse(_:)`` for a batch that sends a token this device id sent
+    ///   before with another change (another container under the same id).
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        do {
+            return try await pushBatch(group: group, device: device, changes: changes, maxClockSkew: maxClockSkew)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == ServerSchema.deviceInUseState {
+            throw ReplicationError.deviceInUse(error.serverInfo?[.message].map { String($0.dropFirst("kvsync_push: ".count).prefix(400)) }
+                ?? "this device id is in use by another container")
+        }
+    }
+
+    private func pushBatch(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
         // Nothing to apply (a device through a gateway may send it): no outcomes, and no statement,
         // whose one row of arrays would be NULLs.
         guard !changes.isEmpty else { return [] }
@@ -249,7 +297,7 @@ package struct ServerStatements: Sendable {
 
     /// The longest device id, kind or name read from the server; longer ones are refused unread (and
     /// ``Replicator``'s checks allow 200 bytes).
-    package static let maxNameBytes = 200
+    package static let maxNameBytes = GatewayWire.maxNameBytes
 
     /// Rows of the log or the state. Every variable-length column comes with its limit applied in the
     /// statement, so that a planted row cannot make this process allocate more than the limits.

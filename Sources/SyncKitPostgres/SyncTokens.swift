@@ -4,6 +4,7 @@ import Foundation
 import KVStore
 import Logging
 import PostgresNIO
+import SyncWire
 
 /// A device credential as the database keeps it: never the token itself, only its SHA-256.
 public struct SyncCredential: Hashable, Sendable, Codable {
@@ -28,7 +29,7 @@ public struct SyncCredential: Hashable, Sendable, Codable {
 /// revoked or expired token is refused at its next request.
 public enum SyncTokens {
     /// Every token starts with this (so that a leaked one is recognisable, as with GitHub's `ghp_`).
-    public static let prefix = "kvs1_"
+    public static let prefix = CredentialText.tokenPrefix
 
     /// Issues a credential for `group`; returns the token, which nothing keeps.
     ///
@@ -98,26 +99,14 @@ public enum SyncTokens {
 
     /// Whether `token` has the form of one (`kvs1_` and 43 base64url characters): anything else is
     /// refused before the database is asked.
-    package static func isWellFormed(_ token: String) -> Bool {
-        let utf8 = Array(token.utf8)
-        guard utf8.count == prefix.utf8.count + 43, token.hasPrefix(prefix) else { return false }
-        return utf8.dropFirst(prefix.utf8.count).allSatisfy { byte in
-            (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
-        }
-    }
+    package static func isWellFormed(_ token: String) -> Bool { CredentialText.isToken(token) }
 
     /// Whether `text` has a JWT's form (three base64url parts, at most 8 KiB), as an app's backend
     /// signs for a gateway that accepts them.
-    package static func looksLikeJWT(_ text: String) -> Bool {
-        guard text.utf8.count <= 8_192, !text.hasPrefix(prefix) else { return false }
-        var dots = 0
-        for byte in text.utf8 {
-            if byte == UInt8(ascii: ".") { dots += 1; continue }
-            guard (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
-                    || byte == 0x2D || byte == 0x5F else { return false }
-        }
-        return dots == 2
-    }
+    package static func looksLikeJWT(_ text: String) -> Bool { CredentialText.isJWT(text) }
+
+    /// The device id a gateway records the pushes of a token issued without a device name under.
+    package static func derivedDevice(credential id: Int64) -> String { JWTClaims.reservedDevicePrefix + String(id) }
 
     /// Whether a device may present `text` to a gateway: a token's form or a JWT's.
     package static func isPresentable(_ text: String) -> Bool { isWellFormed(text) || looksLikeJWT(text) }
@@ -128,11 +117,15 @@ public enum SyncTokens {
         return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    /// A device name: 1 to 200 bytes of UTF-8 with no control characters.
+    /// A device name: 1 to 200 bytes of UTF-8 with no control characters, not starting with
+    /// `credential-` (the device ids of tokens issued without a name).
     static func checkDeviceName(_ device: String) throws {
         guard !device.isEmpty, device.utf8.count <= ServerStatements.maxNameBytes,
               !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw ReplicationError.invalidCredential("a device name is 1 to \(ServerStatements.maxNameBytes) bytes with no control characters")
+        }
+        guard !device.hasPrefix(JWTClaims.reservedDevicePrefix) else {
+            throw ReplicationError.invalidCredential("a device name cannot start with \(JWTClaims.reservedDevicePrefix): it names the tokens issued without one")
         }
     }
 
@@ -154,7 +147,7 @@ public enum SyncTokens {
 
     /// Runs `body` on a connection of the database's owner, with the schema migrated and the gateway's
     /// role granted what it needs (an administrator may have created it since the migration).
-    private static func withOwner<R: Sendable>(_ server: ServerURL, logger: Logger,
+    static func withOwner<R: Sendable>(_ server: ServerURL, logger: Logger,
                                                _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         let connection = try await ServerConnection.connect(server, logger: logger, maxValueBytes: 1 << 20)
         do {

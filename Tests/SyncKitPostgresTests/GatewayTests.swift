@@ -6,6 +6,7 @@ import Logging
 import SyncGateway
 import SyncKit
 @testable import SyncKitPostgres
+import SyncWire
 @testable import PostgresTesting
 import TestSupport
 import Testing
@@ -18,10 +19,12 @@ import Glibc
 @Suite(.serialized) struct GatewayTests {
     static func group(_ name: String) -> String { "group.com.example.gateway.\(name)" }
 
-    /// `kvtool sync gateway` on a free port (or `port`); returns the process and the URL it printed first.
+    /// `kvtool sync gateway` on a free port (or `port`), logged in as the cluster's gateway login (made
+    /// here, as `kvtool sync setup --gateway-login` does); returns the process and the URL it printed first.
     static func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: [String] = []) async throws -> (BackgroundProcess, String) {
+        let database = try await cluster.prepareForGateways()
         let process = try BackgroundProcess(productsDirectory() + "/kvtool",
-                                            ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:\(port)"] + extra)
+                                            ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:\(port)"] + extra)
         let line = try await offPool { process.waitForLine(timeout: 60, where: { $0.hasPrefix("gateway listening on ") }) }
         guard let line else {
             let ended = try await offPool { process.wait(timeout: 5) }
@@ -258,7 +261,7 @@ import Glibc
         }
         // An empty batch is answered with no outcomes (not a database error).
         let empty = try RawHTTP.request(url, "POST /v1/push", headers: auth,
-                                        body: GatewayPushRequest(device: "d", maxClockSkewMilliseconds: 60_000, changes: []).encoded())
+                                        body: GatewayPushRequest(device: "", maxClockSkewMilliseconds: 60_000, changes: []).encoded())
         #expect(empty.status == 200, "\(empty.text)")
         guard case .outcomes(let none) = try GatewayPushResponse(decoding: empty.body, maxValueBytes: 1 << 20) else {
             Issue.record("an empty push was not answered with outcomes")
@@ -272,7 +275,7 @@ import Glibc
         let cluster = try await offPool { try LocalPostgresCluster() }
         var options = SyncGateway.Options()
         options.limits.requestTimeout = .seconds(1)
-        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let gateway = try SyncGateway(database: try await cluster.prepareForGateways(), options: options)
         let url = Locked<String?>(nil)
         let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { bound in url.withLock { $0 = bound } } }
         #expect(await eventuallyAsync(30) { url.withLock { $0 } != nil })
@@ -306,7 +309,7 @@ import Glibc
             options.tlsCertificate = pki.serverCertificate
             options.tlsKey = pki.serverKey
         }
-        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let gateway = try SyncGateway(database: try await cluster.prepareForGateways(), options: options)
         let bound = Locked<String?>(nil)
         let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { url in bound.withLock { $0 = url } } }
         #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
@@ -462,6 +465,7 @@ import Glibc
         let port = try LocalPostgresCluster.freePort()
         var (gateway, url) = try await Self.startGateway(cluster, port: port)
         let token = try await Self.issue(cluster, ["--group", group])
+        let tokenB = try await Self.issue(cluster, ["--group", group])
         let a = try Device(group: group), b = try Device(group: group)
         let count = 6_000
         try a.write { tx in
@@ -477,8 +481,8 @@ import Glibc
         print("[gateway] kill -9 mid-push: \(before) of \(count) changes in, the device exited \(interrupted.status)")
         (gateway, url) = try await Self.startGateway(cluster, port: port)
         defer { gateway.kill(SIGKILL) }
-        for device in [a, b, a, b] {
-            let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", token])
+        for (device, credential) in [(a, token), (b, tokenB), (a, token), (b, tokenB)] {
+            let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token", credential])
             #expect(result.status == 0, "\(result.stderr)")
         }
         // Each change once in the log, each key once in B.
@@ -690,8 +694,8 @@ extension GatewayTests {
         let reader = try Device(group: group)
         var options = Replicator.Options()
         options.pollInterval = .seconds(600)
-        let replicator = try Replicator(container: reader.container, gateway: SyncGatewayURL(firstURL), token: token,
-                                        targets: reader.targets, options: options)
+        let replicator = try Replicator(container: reader.container, gateway: SyncGatewayURL(firstURL),
+                                        token: try await Self.issue(cluster, ["--group", group]), targets: reader.targets, options: options)
         let live = Task { try await replicator.run(until: ContinuousClock.now + .seconds(60)) }
         #expect(await eventuallyAsync(30) { (try? reader.notes.get("k")) == "through the second gateway" })
         try mine.put("later", "k")
@@ -781,9 +785,11 @@ extension GatewayTests {
         let system = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", base + "?sslmode=verify-full"])
         #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 2)
-        // The gateway reaches its database over TLS the same way.
+        // The gateway reaches its database over TLS the same way, as its own login.
+        try await cluster.prepareForGateways()
+        let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/kv"
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
-            "sync", "gateway", "--database", base + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
+            "sync", "gateway", "--database", gatewayLogin + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
         let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
         let token = try await kvtoolRun(["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])
@@ -807,7 +813,7 @@ extension GatewayTests {
         options.limits.maxBodyBytes = 4_096
         options.limits.maxBufferedBytes = 2_048
         options.limits.maxStreamsPerCredential = 2
-        let gateway = try SyncGateway(database: cluster.tcpURL, options: options)
+        let gateway = try SyncGateway(database: try await cluster.prepareForGateways(), options: options)
         let bound = Locked<String?>(nil)
         let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { url in bound.withLock { $0 = url } } }
         #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
@@ -874,9 +880,10 @@ extension GatewayTests {
         if path == "gateway" {
             let (process, url) = try await Self.startGateway(cluster)
             gateway = process
-            let token = try await Self.issue(cluster, ["--group", group])
-            ra = try Replicator(container: a.container, gateway: SyncGatewayURL(url), token: token, targets: a.targets, options: options)
-            rb = try Replicator(container: b.container, gateway: SyncGatewayURL(url), token: token, targets: b.targets)
+            ra = try Replicator(container: a.container, gateway: SyncGatewayURL(url), token: try await Self.issue(cluster, ["--group", group]),
+                                targets: a.targets, options: options)
+            rb = try Replicator(container: b.container, gateway: SyncGatewayURL(url), token: try await Self.issue(cluster, ["--group", group]),
+                                targets: b.targets)
         } else {
             ra = try a.replicator(cluster.tcpURL, options: options)
             rb = try b.replicator(cluster.tcpURL)
@@ -1035,13 +1042,14 @@ extension GatewayTests {
         let (gateway, url) = try await Self.startGateway(cluster)
         defer { gateway.kill(SIGKILL) }
         let token = try await Self.issue(cluster, ["--group", group])
+        let tokenB = try await Self.issue(cluster, ["--group", group])
         let gatewayURL = try SyncGatewayURL(url)
         let a = try Device(group: group), b = try Device(group: group)
         // (In a block: a replicator holds its container until it is gone, and kvtool needs it below.)
         do {
             let resynced = Locked(false)
             let ra = try Replicator(container: a.container, gateway: gatewayURL, token: token, targets: a.targets)
-            let rb = try Replicator(container: b.container, gateway: gatewayURL, token: token, targets: b.targets) { event in
+            let rb = try Replicator(container: b.container, gateway: gatewayURL, token: tokenB, targets: b.targets) { event in
                 if case .resynchronized = event { resynced.withLock { $0 = true } }
             }
             // (The owner's prune runs on the direct path, from a machine of its own.)

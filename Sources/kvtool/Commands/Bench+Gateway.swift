@@ -64,7 +64,9 @@ extension Bench {
         func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (Process, SyncGatewayURL) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-            process.arguments = ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:0",
+            // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
+            let database = try blocking { try await cluster.prepareForGateways() }
+            process.arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
                                  "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
                 + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
             let output = Pipe()

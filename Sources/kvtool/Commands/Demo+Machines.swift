@@ -42,16 +42,24 @@ extension Demo {
         // Machine A is trusted with the database; machine B is a device: it gets a credential of this
         // group only, and syncs through a gateway (kvtool sync gateway) that PostgreSQL's row-level
         // security keeps to that group.
-        print("   a sync gateway in front of the database, and a credential for machine B (kvtool sync token issue --group \(group) --device machine-b):")
-        let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", server, "--listen", "127.0.0.1:0"])
+        print("   the owner prepares the database for gateways: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login \(LocalPostgresCluster.gatewayLogin)):")
+        try ChildProcess(arguments: ["sync", "setup", "--database", server, "--gateway-login", LocalPostgresCluster.gatewayLogin]).finish()
+        let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/\(cluster.database)"
+        print("   a sync gateway logged in as it, and a credential for machine B (kvtool sync token issue --group \(group) --device machine-b):")
+        let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", gatewayLogin, "--listen", "127.0.0.1:0"])
         guard let listening = gateway.relay(untilLineContaining: "gateway listening on "),
               let gatewayURL = listening.components(separatedBy: "gateway listening on ").last else {
             throw CLIError(.failure, "the gateway did not start")
         }
         let serverURL = try ServerURL(server)
         let token = try blocking { try await SyncTokens.issue(on: serverURL, group: group, device: "machine-b").token }
-        print("   issued \(token.prefix(9))… (\(token.count) characters, shown once; the database keeps its SHA-256)")
-        let viaGateway = ["--server", gatewayURL, "--token", token]
+        // The token goes in a file only machine B's user reads: on the command line, `ps` would show it.
+        let tokenFile = machineB + "/sync-token"
+        guard FileManager.default.createFile(atPath: tokenFile, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CLIError(.failure, "cannot write \(tokenFile)")
+        }
+        print("   issued \(token.prefix(9))… (\(token.count) characters, shown once; the database keeps its SHA-256), kept in \(tokenFile) (0600)")
+        let viaGateway = ["--server", gatewayURL, "--token-file", tokenFile]
 
         print("   machine B: its app starts empty, declares the same, and its widget waits; B's first sync wakes it:")
         try on(b, ["demo", "machine", "--label", "B"])

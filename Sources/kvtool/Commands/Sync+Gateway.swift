@@ -9,17 +9,73 @@ import Glibc
 #endif
 
 extension SyncCommand {
-    /// `--database URL`: the database itself, as its owner (`$KVSTORE_SYNC_SERVER` by default).
+    /// `--database URL` or `--database-url-file FILE`: the database (`$KVSTORE_SYNC_SERVER` by
+    /// default). A URL with a password on the command line is visible to every user of the machine
+    /// (`ps`), so the file, or the environment, is the way to give one.
     struct DatabaseOption: ParsableArguments {
-        @Option(name: .long, help: "The database, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
+        @Option(name: .long, help: "The database, postgres://USER@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER). A password here is visible to `ps`: use --database-url-file.")
         var database: String?
+        @Option(name: .customLong("database-url-file"), help: "A file holding the database's URL (with its password), instead of --database.")
+        var databaseURLFile: String?
+
+        func validate() throws {
+            if database != nil && databaseURLFile != nil { throw ValidationError("pass --database or --database-url-file, not both") }
+        }
 
         func url() throws -> ServerURL {
-            guard let text = SyncCommand.given(database, orEnvironment: "KVSTORE_SYNC_SERVER") else {
-                throw CLIError(.usage, "no database: pass --database URL or set KVSTORE_SYNC_SERVER")
+            let given = try databaseURLFile.map { try SyncCommand.secret(fromFile: $0, what: "database URL") } ?? database
+            guard let text = SyncCommand.given(given, orEnvironment: "KVSTORE_SYNC_SERVER") else {
+                throw CLIError(.usage, "no database: pass --database URL (or --database-url-file FILE) or set KVSTORE_SYNC_SERVER")
             }
             if SyncGatewayURL.isGateway(text) { throw CLIError(.usage, "--database takes a postgres:// URL, not a gateway's") }
             return try ServerURL(text)
+        }
+    }
+
+    /// `kvtool sync setup`.
+    struct Setup: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "setup",
+            abstract: "As the database's owner: create or migrate the schema, the role kvsync_gateway, and a login for gateways.",
+            discussion: """
+                The owner's step before a gateway serves devices (a gateway never creates or migrates the schema, and \
+                refuses to log in as the owner). --gateway-login NAME creates a login role that is a member of \
+                kvsync_gateway and of nothing else (or grants that role to an existing one that is not privileged); \
+                run the gateway with it. --max-clock-skew sets the server's own clock bound: a push is refused when a \
+                stamp is further ahead of the server's clock than the lower of this and its caller's bound. Safe to run again.
+                """)
+        @OptionGroup var database: DatabaseOption
+        @Option(name: .customLong("gateway-login"), help: "A login role for gateways, a member of kvsync_gateway only.") var gatewayLogin: String?
+        @Option(name: .customLong("gateway-password-file"), help: "A file holding that login's password (else it has none: trust, peer or certificate authentication).")
+        var gatewayPasswordFile: String?
+        @Option(name: .customLong("max-clock-skew"), help: "The server's clock bound, in seconds (60 at first).") var maxClockSkew: Double?
+        @Flag(help: "One JSON object.") var json = false
+
+        func validate() throws {
+            if gatewayPasswordFile != nil && gatewayLogin == nil { throw ValidationError("--gateway-password-file goes with --gateway-login") }
+            if let maxClockSkew, !(maxClockSkew >= 0 && maxClockSkew <= 31_536_000) {
+                throw ValidationError("--max-clock-skew must be from 0 to 31536000 seconds")
+            }
+        }
+
+        func run() throws {
+            let url = try database.url()
+            let password = try gatewayPasswordFile.map { try SyncCommand.secret(fromFile: $0, what: "password") }
+            let (login, skew) = (gatewayLogin, maxClockSkew.map { Duration.milliseconds(Int64(($0 * 1000).rounded())) })
+            let report = try blocking {
+                try await SyncServerSetup.prepare(on: url, gatewayLogin: login, gatewayPassword: password, maxClockSkew: skew)
+            }
+            if json {
+                print(try Output.line([
+                    "schemaVersion": .integer(report.schemaVersion), "gatewayLogin": .string(orNull: report.gatewayLogin),
+                    "createdLogin": .bool(report.createdLogin), "maxClockSkewMilliseconds": .integer(report.maxClockSkewMilliseconds),
+                ]))
+                return
+            }
+            print("schema version \(report.schemaVersion); role kvsync_gateway ready; clock bound \(Double(report.maxClockSkewMilliseconds) / 1000) s")
+            if let login = report.gatewayLogin {
+                print("\(report.createdLogin ? "created" : "granted") the gateway login \(login): kvtool sync gateway --database postgres://\(login)@HOST:PORT/DATABASE")
+            }
         }
     }
 
@@ -128,8 +184,11 @@ extension SyncCommand {
             abstract: "Serve devices that sync with a credential (sync token issue) in front of the database.",
             discussion: """
                 Each request runs in one database transaction as the role kvsync_gateway, scoped by PostgreSQL's \
-                row-level security to the group of the credential presented. Prints `gateway listening on URL` first. \
-                SIGTERM or SIGINT drains it: requests in flight finish, then it exits.
+                row-level security to the group of the credential presented; a push is recorded under the credential's \
+                device, with this gateway's clock bound. --database names a login that is a member of kvsync_gateway \
+                only (kvtool sync setup --gateway-login NAME makes one): the gateway refuses the owner, a superuser or a \
+                role that bypasses row-level security. Prints `gateway listening on URL` first. SIGTERM or SIGINT \
+                drains it: requests in flight finish, then it exits.
                 """)
         @OptionGroup var database: DatabaseOption
         @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8390"
@@ -141,6 +200,20 @@ extension SyncCommand {
         @Option(name: .customLong("jwt-es256-public-key"),
                 help: "Also accept JWTs signed with ES256 by the private key of this P-256 public key (PEM).")
         var jwtPublicKey: String?
+        @Option(name: .customLong("jwt-audience"), help: "The aud a JWT must carry (without it, a JWT that carries an aud is refused).")
+        var jwtAudience: String?
+        @Option(name: .customLong("jwt-issuer"), help: "The iss a JWT must carry.") var jwtIssuer: String?
+        @Option(name: .customLong("jwt-max-lifetime"), help: "The longest a JWT may live, in seconds (exp - iat, and exp - now).")
+        var jwtMaxLifetime: Double = 86_400
+        @Option(name: .customLong("max-clock-skew"),
+                help: "How far ahead of the server's clock a pushed stamp may be, in seconds (within the server's own bound).")
+        var maxClockSkew: Double = 60
+        @Flag(name: .customLong("allow-privileged-role"),
+              help: "Start even when the database login is the schema's owner, a superuser, or bypasses row-level security.")
+        var allowPrivilegedRole = false
+        @Option(name: .customLong("request-timeout"), help: "Seconds a request's head and body may take to arrive.") var requestTimeout: Double = 30
+        @Option(name: .customLong("answer-timeout"), help: "Seconds an answer may go without progress before its connection is closed.")
+        var answerTimeout: Double = 30
         @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
@@ -148,6 +221,14 @@ extension SyncCommand {
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
+            guard maxClockSkew >= 0 && maxClockSkew <= 31_536_000 else { throw ValidationError("--max-clock-skew must be from 0 to 31536000 seconds") }
+            guard jwtMaxLifetime >= 1 && jwtMaxLifetime <= 2_592_000 else { throw ValidationError("--jwt-max-lifetime must be from 1 to 2592000 seconds") }
+            guard requestTimeout >= 0.1 && requestTimeout <= 3_600, answerTimeout >= 0.1 && answerTimeout <= 3_600 else {
+                throw ValidationError("--request-timeout and --answer-timeout must be from 0.1 to 3600 seconds")
+            }
+            if (jwtAudience != nil || jwtIssuer != nil) && jwtSecretFile == nil && jwtPublicKey == nil {
+                throw ValidationError("--jwt-audience and --jwt-issuer go with a JWT key (--jwt-hs256-secret-file or --jwt-es256-public-key)")
+            }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
             guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
             guard (1...1_000_000).contains(maxStreamsPerCredential) else {
@@ -176,6 +257,10 @@ extension SyncCommand {
             options.limits.burst = max(rate * 4, 1)
             options.limits.maxConnections = maxConnections
             options.limits.maxStreamsPerCredential = maxStreamsPerCredential
+            options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+            options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
+            options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
+            options.allowPrivilegedRole = allowPrivilegedRole
             var keys: [JWTVerifier.Key] = []
             if let jwtSecretFile {
                 guard let secret = FileManager.default.contents(atPath: jwtSecretFile) else {
@@ -192,7 +277,10 @@ extension SyncCommand {
                 }
                 keys.append(.es256(publicKeyPEM: pem))
             }
-            if !keys.isEmpty { options.jwt = try JWTVerifier(keys: keys) }
+            if !keys.isEmpty {
+                options.jwt = try JWTVerifier(keys: keys, audience: jwtAudience, issuer: jwtIssuer,
+                                              maxLifetime: .milliseconds(Int64(jwtMaxLifetime * 1000)))
+            }
             let gateway = try SyncGateway(database: url, options: options)
             // SIGTERM and SIGINT drain: the listener closes, requests in flight finish.
             signal(SIGTERM, SIG_IGN)

@@ -17,11 +17,23 @@ struct SyncCommand: ParsableCommand {
             (devices with a credential of their own group: sync token issue, sync gateway); \
             $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults.
             """,
-        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Token.self, Gateway.self])
+        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Setup.self, Token.self, Gateway.self])
 
     /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
     static func given(_ value: String?, orEnvironment name: String) -> String? {
         guard let text = value ?? ProcessInfo.processInfo.environment[name], !text.isEmpty else { return nil }
+        return text
+    }
+
+    /// The secret a file holds (a token, a URL with its password), its trailing newline dropped: a
+    /// secret on the command line is visible to every user of the machine through `ps`.
+    static func secret(fromFile path: String, what: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError(.notFound, "cannot read the \(what) file \(path)") }
+        guard data.count <= 64 << 10, var text = String(data: data, encoding: .utf8) else {
+            throw CLIError(.badInput, "the \(what) file \(path) is not UTF-8 text of at most 64 KiB")
+        }
+        while text.last == "\n" || text.last == "\r" { text.removeLast() }
+        guard !text.isEmpty, !text.contains("\n") else { throw CLIError(.badInput, "the \(what) file \(path) must hold one line") }
         return text
     }
 
@@ -35,10 +47,19 @@ struct SyncCommand: ParsableCommand {
         @Option(name: .long, help: "The server, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
         var server: String?
 
-        @Option(name: .long, help: "A sync gateway's credential, for an http(s):// --server (default: $KVSTORE_SYNC_TOKEN).")
+        @Option(name: .long, help: "A sync gateway's credential, for an http(s):// --server (default: $KVSTORE_SYNC_TOKEN). Visible to `ps`: prefer --token-file or the variable.")
         var token: String?
+        @Option(name: .customLong("token-file"), help: "A file holding the credential, instead of --token.")
+        var tokenFile: String?
         @Option(name: .customLong("ca-file"), help: "PEM certificates to trust for an https:// gateway instead of the system's.")
         var caFile: String?
+        @Flag(name: .customLong("allow-insecure-http"),
+              help: "Allow an http:// gateway on another machine (the credential then travels in clear text).")
+        var allowInsecureHTTP = false
+
+        func validate() throws {
+            if token != nil && tokenFile != nil { throw ValidationError("pass --token or --token-file, not both") }
+        }
 
         var text: String? { SyncCommand.given(server, orEnvironment: "KVSTORE_SYNC_SERVER") }
 
@@ -55,14 +76,16 @@ struct SyncCommand: ParsableCommand {
         func endpoint() throws -> Endpoint {
             guard let text else { throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER") }
             guard SyncGatewayURL.isGateway(text) else {
-                if token != nil { throw CLIError(.usage, "--token is for a gateway (http(s)://…); a postgres:// server takes none") }
+                if token != nil || tokenFile != nil { throw CLIError(.usage, "--token is for a gateway (http(s)://…); a postgres:// server takes none") }
                 if caFile != nil { throw CLIError(.usage, "--ca-file is for an https:// gateway") }
+                if allowInsecureHTTP { throw CLIError(.usage, "--allow-insecure-http is for an http:// gateway") }
                 return .direct(try ServerURL(text))
             }
-            guard let token = SyncCommand.given(token, orEnvironment: "KVSTORE_SYNC_TOKEN") else {
-                throw CLIError(.usage, "a gateway needs a credential: pass --token TOKEN or set KVSTORE_SYNC_TOKEN")
+            let given = try tokenFile.map { try SyncCommand.secret(fromFile: $0, what: "token") } ?? token
+            guard let token = SyncCommand.given(given, orEnvironment: "KVSTORE_SYNC_TOKEN") else {
+                throw CLIError(.usage, "a gateway needs a credential: pass --token-file FILE (or --token TOKEN) or set KVSTORE_SYNC_TOKEN")
             }
-            return .gateway(try SyncGatewayURL(text, caFile: caFile), token: token)
+            return .gateway(try SyncGatewayURL(text, caFile: caFile, allowInsecureHTTP: allowInsecureHTTP), token: token)
         }
     }
 

@@ -22,7 +22,7 @@ enum DumpJSON {
 
     /// Parses one whole line as one JSON value.
     static func parseLine(_ bytes: [UInt8], _ range: Range<Int>, line: Int) throws -> JSONNode {
-        var parser = JSONParser(bytes, range: range, firstLine: line)
+        var parser = JSONParser(bytes, range: range, firstLine: line, maxDepth: DumpLimits.maxJSONDepth)
         do throws(JSONParser.SyntaxError) {
             let node = try parser.parseValue()
             parser.skipWhitespace()
@@ -51,7 +51,7 @@ enum DumpJSON {
 
     /// A JSON dump: `{"header":{…},"entries":[…]}`, the header and entries in any order.
     static func readDocument(_ bytes: [UInt8]) throws -> (DumpHeader, [RawDumpLine], endLine: Int) {
-        var parser = JSONParser(bytes, range: 0..<bytes.count, firstLine: 1)
+        var parser = JSONParser(bytes, range: 0..<bytes.count, firstLine: 1, maxDepth: DumpLimits.maxJSONDepth)
         var header: DumpHeader?
         var raw: [RawDumpLine]?
         var endLine = 1

@@ -47,7 +47,7 @@ struct CLIError: Error, CustomStringConvertible {
         case let error as ReplicationError:
             switch error {
             case .invalidServerURL, .unsupportedTarget, .invalidCredential: self.init(.badInput, error.description)
-            case .credentialRefused: self.init(.credential, error.description)
+            case .credentialRefused, .deviceInUse: self.init(.credential, error.description)
             case .rateLimited: self.init(.failure, error.description)
             case .malformedServerRow: self.init(.badInput, error.description)
             case .notDeclared: self.init(.notFound, error.description)

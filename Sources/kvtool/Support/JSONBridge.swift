@@ -14,7 +14,7 @@ enum JSONBridge {
 
     /// Parses one JSON value (strict RFC 8259: duplicate keys refused, errors naming the column).
     static func parse(_ bytes: [UInt8]) throws -> JSONNode {
-        var parser = JSONParser(bytes, range: 0 ..< bytes.count, firstLine: 1)
+        var parser = JSONParser(bytes, range: 0 ..< bytes.count, firstLine: 1, maxDepth: DumpLimits.maxJSONDepth)
         let node: JSONNode
         do throws(JSONParser.SyntaxError) {
             node = try parser.parseValue()

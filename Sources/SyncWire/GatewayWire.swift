@@ -1,5 +1,3 @@
-#if PostgreSQL
-import Foundation
 import KVStore
 
 /// The sync gateway's protocol, version 1: HTTP/1.1 requests under `/v1/`, their bodies in this
@@ -13,10 +11,12 @@ import KVStore
 /// - `GET /v1/state`: the group's current state (a resync).
 ///
 /// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`; a refusal is an HTTP
-/// status with one line of text (``GatewayRefusal``). Another version's path (`/v2/…`) is refused with
+/// status with one line of text. Another version's path (`/v2/…`) is refused with
 /// 400 and a line that names both versions.
 package enum GatewayWire {
     package static let version = 1
+    /// The longest device id, kind or name the protocol carries (and the server's statements read).
+    package static let maxNameBytes = 200
     package static let contentType = "application/vnd.kvsync.v1"
     /// The header naming the group the device syncs (checked against its credential's).
     package static let groupHeader = "KVSync-Group"
@@ -139,18 +139,10 @@ package struct WireReader {
         guard let previous else { return try text(max: max) }
         let start = offset
         let length = try unsigned()
-        if length <= UInt64(bytes.count - offset), Int(length) == previous.utf8.count {
-            let at = offset
-            let same: Bool = bytes.withUnsafeBufferPointer { all -> Bool in
-                let equal: Bool? = previous.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-                    utf8.isEmpty || memcmp(all.baseAddress! + at, utf8.baseAddress!, utf8.count) == 0
-                }
-                return equal ?? false
-            }
-            if same {
-                offset += Int(length)
-                return previous
-            }
+        if length <= UInt64(bytes.count - offset), Int(length) == previous.utf8.count,
+           previous.utf8.elementsEqual(bytes[offset..<offset + Int(length)]) {
+            offset += Int(length)
+            return previous
         }
         offset = start
         return try text(max: max)
@@ -173,7 +165,9 @@ package struct WireReader {
 package struct GatewayHello: Sendable, Equatable {
     package var serverID: String
     package var group: String
-    /// The name the credential was issued to, if any.
+    /// The device id the gateway records this credential's pushes under (from the credential: the
+    /// name it was issued to, or one derived from it), which the device takes as its own; `nil` for a
+    /// credential that names no device (it pulls only).
     package var device: String?
     package var readOnly: Bool
 
@@ -199,19 +193,25 @@ package struct GatewayHello: Sendable, Equatable {
         }
         serverID = try reader.text(max: 200)
         group = try reader.text(max: 1024)
-        device = try reader.optionalText(max: ServerStatements.maxNameBytes)
+        device = try reader.optionalText(max: GatewayWire.maxNameBytes)
         readOnly = try reader.bool()
         try reader.end()
     }
 }
 
 /// `POST /v1/push`'s body.
+///
+/// Who pushes, and how far ahead of the server's clock a stamp may be, are the gateway's to say, not
+/// the body's: the device of every change is the verified credential's, and the clock bound is the
+/// gateway's (`--max-clock-skew`) within the server's. The body's `device` is empty, or the device id
+/// the gateway's hello gave this credential (anything else is refused: 403); its
+/// `maxClockSkewMilliseconds` keeps version 1's layout and is read by no gateway.
 package struct GatewayPushRequest: Sendable {
     package var device: String
     package var maxClockSkewMilliseconds: Int64
     package var changes: [OutgoingChange]
 
-    package init(device: String, maxClockSkewMilliseconds: Int64, changes: [OutgoingChange]) {
+    package init(device: String, maxClockSkewMilliseconds: Int64 = 0, changes: [OutgoingChange]) {
         (self.device, self.maxClockSkewMilliseconds, self.changes) = (device, maxClockSkewMilliseconds, changes)
     }
 
@@ -232,24 +232,47 @@ package struct GatewayPushRequest: Sendable {
         return writer.bytes
     }
 
+    /// Decodes a body from a device: every length is checked before anything is allocated, and what
+    /// no replicator sends is refused here, before the database sees it: a kind or name that is empty
+    /// or holds a control character (a NUL byte cannot be stored in PostgreSQL's text), a key over
+    /// LMDB's 511 bytes, and a clock or token of 2^63 or more (the server keeps both as `bigint`).
     package init(decoding bytes: [UInt8], maxValueBytes: Int) throws {
         var reader = WireReader(bytes)
-        device = try reader.text(max: ServerStatements.maxNameBytes)
+        device = try reader.text(max: GatewayWire.maxNameBytes)
+        try Self.checkName(device, "the device", allowEmpty: true)
         maxClockSkewMilliseconds = try reader.signed()
         let count = try reader.count("the batch")
         changes = []
         changes.reserveCapacity(count)
         var last: (kind: String, name: String)?
-        for _ in 0..<count {
-            let kind = try reader.text(max: ServerStatements.maxNameBytes, sameAs: last?.kind)
-            let name = try reader.text(max: ServerStatements.maxNameBytes, sameAs: last?.name)
+        for index in 0..<count {
+            let kind = try reader.text(max: GatewayWire.maxNameBytes, sameAs: last?.kind)
+            let name = try reader.text(max: GatewayWire.maxNameBytes, sameAs: last?.name)
+            if last?.kind != kind { try Self.checkName(kind, "change \(index + 1)'s kind") }
+            if last?.name != name { try Self.checkName(name, "change \(index + 1)'s name") }
             last = (kind, name)
-            changes.append(OutgoingChange(kind: kind, name: name,
-                                          key: try reader.data(max: Store.maxKeySize),
-                                          value: try reader.optionalData(max: maxValueBytes),
-                                          clock: try reader.unsigned(), base: try reader.signed(), token: try reader.unsigned()))
+            let change = OutgoingChange(kind: kind, name: name,
+                                        key: try reader.data(max: Store.maxKeySize),
+                                        value: try reader.optionalData(max: maxValueBytes),
+                                        clock: try reader.unsigned(), base: try reader.signed(), token: try reader.unsigned())
+            guard change.clock <= UInt64(Int64.max) else {
+                throw GatewayWireError(description: "change \(index + 1)'s clock is 2^63 or more")
+            }
+            guard change.token <= UInt64(Int64.max) else {
+                throw GatewayWireError(description: "change \(index + 1)'s token is 2^63 or more")
+            }
+            changes.append(change)
         }
         try reader.end()
+    }
+
+    /// Refuses an empty name (unless `allowEmpty`) and one with a control character (U+0000–U+001F,
+    /// U+007F–U+009F).
+    static func checkName(_ name: String, _ what: String, allowEmpty: Bool = false) throws {
+        if name.isEmpty && !allowEmpty { throw GatewayWireError(description: "\(what) is empty") }
+        if name.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
+            throw GatewayWireError(description: "\(what) holds a control character")
+        }
     }
 }
 
@@ -299,7 +322,7 @@ package enum GatewayPushResponse: Sendable {
                 case 0: outcomes.append(.applied(version: try reader.signed()))
                 case 1:
                     outcomes.append(.conflict(version: try reader.signed(), value: try reader.optionalData(max: maxValueBytes),
-                                              clock: try reader.unsigned(), device: try reader.text(max: ServerStatements.maxNameBytes),
+                                              clock: try reader.unsigned(), device: try reader.text(max: GatewayWire.maxNameBytes),
                                               problem: try reader.optionalText(max: 1024)))
                 case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
                 }
@@ -327,8 +350,8 @@ extension ServerChange {
     }
 
     init(reading reader: inout WireReader, maxValueBytes: Int) throws {
-        self.init(sequence: try reader.signed(), device: try reader.text(max: ServerStatements.maxNameBytes + 1),
-                  kind: try reader.text(max: ServerStatements.maxNameBytes), name: try reader.text(max: ServerStatements.maxNameBytes),
+        self.init(sequence: try reader.signed(), device: try reader.text(max: GatewayWire.maxNameBytes + 1),
+                  kind: try reader.text(max: GatewayWire.maxNameBytes), name: try reader.text(max: GatewayWire.maxNameBytes),
                   key: try reader.data(max: Store.maxKeySize), value: try reader.optionalData(max: maxValueBytes),
                   clock: try reader.unsigned(), token: try reader.unsigned(), problem: try reader.optionalText(max: 1024),
                   valueKept: try reader.bool())
@@ -356,7 +379,7 @@ extension ChangesPage {
         prunedThrough = try reader.signed()
         lastSequence = try reader.signed()
         if try reader.bool() {
-            atCursor = CursorMark(device: try reader.text(max: ServerStatements.maxNameBytes + 1), token: try reader.unsigned())
+            atCursor = CursorMark(device: try reader.text(max: GatewayWire.maxNameBytes + 1), token: try reader.unsigned())
         }
         let count = try reader.count("the page")
         changes.reserveCapacity(count)
@@ -390,4 +413,3 @@ package struct GatewayState: Sendable {
         try reader.end()
     }
 }
-#endif

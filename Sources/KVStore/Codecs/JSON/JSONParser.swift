@@ -1,39 +1,42 @@
-import Foundation
-import KVStore
+/// The package's one JSON reader (what `kvtool put`, `kvtool load` and the sync gateway's JWTs are
+/// read with), over a range of bytes, tracking lines: RFC 8259, UTF-8, nesting at most `maxDepth`
+/// deep, duplicate object keys rejected (two members of one name are refused, never read as the first
+/// or the last). Every byte access is checked against the range; errors carry the line and column.
+package struct JSONParser {
+    package struct SyntaxError: Error, CustomStringConvertible {
+        package var line: Int
+        package var column: Int
+        package var message: String
 
-/// A JSON parser over a range of bytes that tracks lines: RFC 8259, UTF-8, nesting at most
-/// ``DumpLimits/maxJSONDepth`` deep, duplicate object keys rejected. Every byte access is checked
-/// against the range; errors carry the line and column.
-struct JSONParser {
-    struct SyntaxError: Error {
-        var line: Int
-        var column: Int
-        var message: String
+        package var description: String { "line \(line), column \(column): \(message)" }
     }
 
     private let bytes: [UInt8]
-    private(set) var position: Int
+    package private(set) var position: Int
     private let end: Int
-    private(set) var line: Int
+    package private(set) var line: Int
     private var lineStart: Int
+    /// Arrays and objects nest at most this deep.
+    package let maxDepth: Int
 
-    init(_ bytes: [UInt8], range: Range<Int>, firstLine: Int) {
+    package init(_ bytes: [UInt8], range: Range<Int>, firstLine: Int = 1, maxDepth: Int = 80) {
         self.bytes = bytes
+        self.maxDepth = maxDepth
         position = max(0, min(range.lowerBound, bytes.count))
         end = max(position, min(range.upperBound, bytes.count))
         line = firstLine
         lineStart = position
     }
 
-    var isAtEnd: Bool { position >= end }
+    package var isAtEnd: Bool { position >= end }
 
-    func peek() -> UInt8? { position < end ? bytes[position] : nil }
+    package func peek() -> UInt8? { position < end ? bytes[position] : nil }
 
-    func error(_ message: String) -> SyntaxError {
+    package func error(_ message: String) -> SyntaxError {
         SyntaxError(line: line, column: position - lineStart + 1, message: message)
     }
 
-    mutating func skipWhitespace() {
+    package mutating func skipWhitespace() {
         while position < end {
             let byte = bytes[position]
             if byte == 0x0A {
@@ -48,25 +51,25 @@ struct JSONParser {
         }
     }
 
-    static func describe(_ byte: UInt8) -> String {
+    package static func describe(_ byte: UInt8) -> String {
         (0x21...0x7E).contains(byte) ? "'\(Character(UnicodeScalar(byte)))'" : "byte 0x" + Hex.encode([byte])
     }
 
-    func unexpected(_ expected: String) -> SyntaxError {
+    package func unexpected(_ expected: String) -> SyntaxError {
         guard let byte = peek() else { return error("the text ends where \(expected) should be") }
         return error("unexpected \(Self.describe(byte)); expected \(expected)")
     }
 
-    mutating func expect(_ byte: UInt8, _ what: String) throws(SyntaxError) {
+    package mutating func expect(_ byte: UInt8, _ what: String) throws(SyntaxError) {
         skipWhitespace()
         guard peek() == byte else { throw unexpected(what) }
         position += 1
     }
 
     /// Parses one value, skipping whitespace before it.
-    mutating func parseValue(depth: Int = 0) throws(SyntaxError) -> JSONNode {
+    package mutating func parseValue(depth: Int = 0) throws(SyntaxError) -> JSONNode {
         skipWhitespace()
-        guard depth <= DumpLimits.maxJSONDepth else { throw error("arrays and objects nest deeper than \(DumpLimits.maxJSONDepth) levels") }
+        guard depth <= maxDepth else { throw error("arrays and objects nest deeper than \(maxDepth) levels") }
         guard let byte = peek() else { throw error("the text ends where a value should be") }
         let startLine = line
         switch byte {
@@ -185,7 +188,7 @@ struct JSONParser {
     }
 
     /// Parses a string at a double quote.
-    mutating func parseString() throws(SyntaxError) -> String {
+    package mutating func parseString() throws(SyntaxError) -> String {
         guard peek() == UInt8(ascii: "\"") else { throw unexpected("a string") }
         position += 1
         let start = position

@@ -1,0 +1,186 @@
+import KVStore
+
+/// A refusal of a device's request: an HTTP status and one line of text (never the credential).
+package struct GatewayRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    package var status: Int
+    package var line: String
+    /// Seconds to wait, for a 429 or 503 (`Retry-After`).
+    package var retryAfter: Int?
+
+    package init(_ status: Int, _ line: String, retryAfter: Int? = nil) {
+        (self.status, self.line, self.retryAfter) = (status, line, retryAfter)
+    }
+
+    package var description: String { "\(status) \(line)" }
+}
+
+/// The forms a device's credential takes: a token the database issued (`kvs1_` and 43 base64url
+/// characters) or a JWT an app's backend signed (three base64url parts, at most 8 KiB).
+package enum CredentialText {
+    /// Every token starts with this (so that a leaked one is recognisable, as with GitHub's `ghp_`).
+    package static let tokenPrefix = "kvs1_"
+    /// The longest JWT read.
+    package static let maxJWTBytes = 8_192
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+    }
+
+    /// Whether `text` has a token's form.
+    package static func isToken(_ text: String) -> Bool {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == tokenPrefix.utf8.count + 43, text.hasPrefix(tokenPrefix) else { return false }
+        return utf8.dropFirst(tokenPrefix.utf8.count).allSatisfy(isBase64URL)
+    }
+
+    /// Whether `text` has a JWT's form.
+    package static func isJWT(_ text: String) -> Bool {
+        guard text.utf8.count <= maxJWTBytes, !text.hasPrefix(tokenPrefix) else { return false }
+        var dots = 0
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: ".") { dots += 1; continue }
+            guard isBase64URL(byte) else { return false }
+        }
+        return dots == 2
+    }
+}
+
+/// What a device asks of a gateway, read from its request line and headers alone: everything here is
+/// decided before a byte of the body is read.
+package enum GatewayOperation: Equatable, Sendable {
+    case hello
+    case push
+    case changes(after: Int64, limit: Int)
+    case state
+    case live
+
+    /// Whether the operation carries a body (a push's batch); the others must not.
+    package var hasBody: Bool { self == .push }
+}
+
+/// A request as the gateway admits it: its operation, its credential's text and the group it names,
+/// and the length of its body. Built from the request line and headers (every header as received,
+/// repeated ones included), before the body is read.
+package struct GatewayRequestHead: Equatable, Sendable {
+    package var operation: GatewayOperation
+    package var credential: String
+    package var group: String
+    /// The declared `Content-Length` (0 when absent, which only a request without a body may be).
+    package var bodyLength: Int
+
+    /// The largest page a device may ask for.
+    package static let maxPageChanges = 10_000
+
+    /// Reads `method` and `uri`, then the headers a request is admitted on. The order of the checks
+    /// is the order of the answers: a request line no gateway serves (404, 400), then the credential
+    /// (401), the group (400), the framing of the body (400, 411, 413).
+    ///
+    /// - Parameter header: every value of a header, by its name in lower case.
+    package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int) throws(GatewayRefusal) {
+        operation = try Self.operation(method: method, uri: uri)
+        let authorizations = header("authorization")
+        guard let authorization = authorizations.first else {
+            throw GatewayRefusal(401, "no credential: send Authorization: Bearer TOKEN")
+        }
+        guard authorizations.count == 1 else { throw GatewayRefusal(400, "more than one Authorization header") }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            throw GatewayRefusal(401, "the credential is not a bearer token (Authorization: Bearer TOKEN)")
+        }
+        credential = String(parts[1])
+        guard CredentialText.isToken(credential) || CredentialText.isJWT(credential) else {
+            throw GatewayRefusal(401, "the credential is neither a sync token (\(CredentialText.tokenPrefix)…) nor a JWT")
+        }
+        let groups = header(GatewayWire.groupHeader.lowercased())
+        guard let named = groups.first, !named.isEmpty else {
+            throw GatewayRefusal(400, "no \(GatewayWire.groupHeader) header naming the group to sync")
+        }
+        guard groups.count == 1 else { throw GatewayRefusal(400, "more than one \(GatewayWire.groupHeader) header") }
+        guard (try? GroupIdentifier(named)) != nil else {
+            throw GatewayRefusal(400, "the \(GatewayWire.groupHeader) header is not a group identifier")
+        }
+        group = named
+        // Bodies come with a Content-Length, and only with a push: a chunked body (or one with two
+        // lengths, which HTTP parsing already refuses) never reaches the budget of bodies unmeasured.
+        guard header("transfer-encoding").isEmpty else {
+            throw GatewayRefusal(400, "a request body must come with a Content-Length, not a Transfer-Encoding")
+        }
+        let lengths = header("content-length")
+        guard lengths.count <= 1 else { throw GatewayRefusal(400, "more than one Content-Length header") }
+        if let text = lengths.first {
+            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(text) else {
+                throw GatewayRefusal(400, "the Content-Length is not a number of bytes")
+            }
+            bodyLength = length
+        } else {
+            bodyLength = 0
+        }
+        if operation.hasBody {
+            guard !lengths.isEmpty else { throw GatewayRefusal(411, "a push needs a Content-Length") }
+            guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(413, "the request body is over \(maxBodyBytes) bytes") }
+        } else if bodyLength != 0 {
+            throw GatewayRefusal(400, "this request takes no body")
+        }
+    }
+
+    /// `/v1/hello`, `/v1/push`, `/v1/changes?after=N&limit=M`, `/v1/state`, `/v1/live`; another
+    /// version is refused in one line that names both.
+    package static func operation(method: String, uri: String) throws(GatewayRefusal) -> GatewayOperation {
+        guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(414, "the request target is over 2048 bytes") }
+        let (path, query) = try split(uri)
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        guard path.hasPrefix("/"), parts.count == 2, parts[0].first == "v", parts[0].count <= 10,
+              parts[0].dropFirst().allSatisfy(\.isASCII), let version = Int(parts[0].dropFirst()) else {
+            throw GatewayRefusal(404, "no such endpoint \(Self.shown(path)) (the sync protocol's are under /v\(GatewayWire.version)/)")
+        }
+        guard version == GatewayWire.version else {
+            throw GatewayRefusal(400, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
+        }
+        let operation: GatewayOperation
+        switch (method, parts[1]) {
+        case ("GET", "hello"): operation = .hello
+        case ("POST", "push"): operation = .push
+        case ("GET", "state"): operation = .state
+        case ("GET", "live"): operation = .live
+        case ("GET", "changes"):
+            guard let text = query["after"], let after = Int64(text), after >= 0, text.first != "+" else {
+                throw GatewayRefusal(400, "changes needs ?after=CURSOR, a sequence number")
+            }
+            var limit = 1_000
+            if let text = query["limit"] {
+                guard let asked = Int(text), text.first != "+", (1...maxPageChanges).contains(asked) else {
+                    throw GatewayRefusal(400, "limit must be from 1 to \(maxPageChanges)")
+                }
+                limit = asked
+            }
+            guard Set(query.keys).isSubset(of: ["after", "limit"]) else {
+                throw GatewayRefusal(400, "changes takes only ?after=CURSOR&limit=N")
+            }
+            return .changes(after: after, limit: limit)
+        default:
+            throw GatewayRefusal(404, "no such endpoint: \(Self.shown(method)) \(Self.shown(path))")
+        }
+        guard query.isEmpty else { throw GatewayRefusal(400, "\(Self.shown(path)) takes no query") }
+        return operation
+    }
+
+    /// The path and the query's parameters; a parameter given twice is refused.
+    static func split(_ uri: String) throws(GatewayRefusal) -> (path: String, query: [String: String]) {
+        guard let mark = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+            let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(halves[0])
+            guard query.updateValue(halves.count > 1 ? String(halves[1]) : "", forKey: name) == nil else {
+                throw GatewayRefusal(400, "the query names \(Self.shown(name)) twice")
+            }
+        }
+        return (String(uri[..<mark]), query)
+    }
+
+    /// At most 100 characters of what a device sent, its control characters dropped, for a refusal's
+    /// line.
+    package static func shown(_ text: some StringProtocol) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(100)))
+    }
+}
