@@ -128,9 +128,12 @@ let package = Package(
         ),
         // Temporary containers and process runners shared by the test targets.
         .target(name: "TestSupport", dependencies: ["KVStore"], path: "Tests/TestSupport"),
+        // Devices, gateways and raw HTTP for the replication and gateway tests.
+        .target(name: "SyncTestSupport", dependencies: ["KVStore", "SyncKit", "SyncKitPostgres", "PostgresTesting", "TestSupport"],
+                path: "Tests/SyncTestSupport"),
         // Replication through a real PostgreSQL cluster the tests start and stop themselves.
         .testTarget(name: "SyncKitPostgresTests", dependencies: [
-            "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "PostgresTesting",
+            "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "SyncTestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
         ]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with

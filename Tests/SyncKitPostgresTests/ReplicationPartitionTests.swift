@@ -5,6 +5,7 @@ import SyncKit
 import SyncKitPostgres
 import PostgresTesting
 import TestSupport
+import SyncTestSupport
 import Testing
 
 /// A network that drops packets silently: a proxy between a device and the server black-holes the

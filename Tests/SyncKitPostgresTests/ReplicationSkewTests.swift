@@ -5,6 +5,7 @@ import SyncKit
 import SyncKitPostgres
 import PostgresTesting
 import TestSupport
+import SyncTestSupport
 import Testing
 
 /// Devices that disagree: a clock that is wrong, and values a device cannot read. Through a real

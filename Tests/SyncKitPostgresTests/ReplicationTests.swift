@@ -5,6 +5,7 @@ import SyncKit
 import SyncKitPostgres
 import PostgresTesting
 import TestSupport
+import SyncTestSupport
 import Testing
 import Workloads
 #if canImport(Glibc)

@@ -4,6 +4,7 @@ import KVStore
 @testable import SyncKitPostgres
 import PostgresTesting
 import TestSupport
+import SyncTestSupport
 import Testing
 
 /// The server's push function, called as a replicator calls it: its set-based body (a batch of
