@@ -136,6 +136,13 @@ let package = Package(
             "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "SyncTestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
         ]),
+        // A malicious device against real gateway processes, through the wire format: impersonation, the
+        // clock bound, framing, smuggling, bodies before authentication, slow readers, JWTs, TLS and
+        // revocation (RELIABILITY.md's sync threat model names the test of each finding).
+        .testTarget(name: "GatewayAdversarialTests", dependencies: [
+            "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "PostgresTesting", "TestSupport", "SyncTestSupport",
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
+        ]),
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),

@@ -101,11 +101,12 @@ public final class LocalPostgresCluster: @unchecked Sendable {
         try run(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60", "stop"])
     }
 
-    /// Runs SQL through `psql` (for tests that plant rows a replicator never writes).
+    /// Runs SQL through `psql` (for tests that plant rows a replicator never writes), as the owner or
+    /// as `user`.
     @discardableResult
-    public func psql(_ sql: String) throws -> String {
+    public func psql(_ sql: String, as user: String? = nil) throws -> String {
         try run(binaries + "/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", socketDirectory, "-p", "\(port)",
-                                     "-U", user, "-d", database, "-c", sql])
+                                     "-U", user ?? self.user, "-d", database, "-c", sql])
     }
 
     /// Runs `program` to completion (killed after 120 s), its output captured in a file: not a pipe,

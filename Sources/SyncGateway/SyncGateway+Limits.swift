@@ -111,6 +111,38 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     var remembered: Int { buckets.withLock { $0.count } }
 }
 
+/// At most `permits` holders at once; the others wait in order, without a thread.
+final class AsyncSemaphore: Sendable {
+    private let state: Locked<(permits: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    init(permits: Int) { state = Locked((permits, [])) }
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                guard state.permits > 0 else {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.permits -= 1
+                return true
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiting.isEmpty else {
+                state.permits += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}
+
 /// Where a request came from, as the failed-authentication limit counts it: an IPv4 address, or an
 /// IPv6 address's /64 (what one host or one home network holds), or a Unix socket's path.
 struct SourceAddress: Hashable, Sendable, CustomStringConvertible {

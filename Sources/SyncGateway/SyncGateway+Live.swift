@@ -132,6 +132,8 @@ extension SyncGateway {
     static let revocationSweep: Duration = .seconds(2)
     /// How far back each sweep also looks, whatever its cursor.
     static let revocationWindow: Duration = .seconds(30)
+    /// How long a sweep's connecting or query may take before the connection is dropped.
+    static let sweepTimeout: Duration = .seconds(3)
 
     /// `GET /v1/live`: after the credential is checked, server-sent events: `hello`, then `change`
     /// whenever a device commits to the group, a comment every ``heartbeat``, and `closed` with the
@@ -231,14 +233,24 @@ extension SyncGateway {
             guard hub.count > 0 else { continue }
             var revoked = Set<Int64>()
             do {
+                // Each step has a deadline: a database behind a network that drops packets silently
+                // must not hold the sweep.
                 if connection == nil || connection!.isClosed {
-                    let fresh = try await PostgresConnection.connect(configuration: try database.connectionConfiguration(), id: 1,
-                                                                     logger: logger)
+                    let configuration = try database.connectionConfiguration()
+                    let fresh = try await withDeadline(Self.sweepTimeout, what: "the database") {
+                        try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                    } abandoned: { late in
+                        try? await late.close()
+                    }
                     connection = fresh
-                    try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
+                    try await withDeadline(Self.sweepTimeout, what: "the database", onTimeout: { try? await fresh.close() }) {
+                        try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
+                    }
                 }
-                let entries = try await ServerStatements.revocations(after: cursor, window: Self.revocationWindow,
-                                                                      on: connection!, logger: logger)
+                let (open, after) = (connection!, cursor)
+                let entries = try await withDeadline(Self.sweepTimeout, what: "the database", onTimeout: { try? await open.close() }) {
+                    try await ServerStatements.revocations(after: after, window: Self.revocationWindow, on: open, logger: logger)
+                }
                 // (Those numbered before the gateway started were settled when their devices authenticated.)
                 revoked = Set(entries.filter { $0.sequence > start && !seen.contains($0.sequence) }.map(\.credential))
                 seen = Set(entries.map(\.sequence))

@@ -184,13 +184,14 @@ extension SyncGateway {
                 return .refusal(.badRequest, "the push is malformed: \(error)")
             }
         case .changes, .state:
-            // Reads whose answers may be large wait until the answers being written leave room.
-            guard answersHaveRoom() else {
-                return .refusal(.serviceUnavailable, "the gateway is busy writing other answers; try again", retryAfter: 1)
-            }
+            // Reads whose answers may be large start only while the answers being written leave room.
+            guard answersHaveRoom() else { return Self.busyWriting }
         case .hello, .live:
             break
         }
+        // A resync reads a group's whole state: two at a time, the others wait their turn.
+        if request.head.operation == .state { await resyncs.acquire() }
+        defer { if request.head.operation == .state { resyncs.release() } }
         do {
             let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
             let logger = options.logger
@@ -229,10 +230,22 @@ extension SyncGateway {
                     throw Refusal(status: .badRequest, line: "a live stream is not a request")
                 }
             }
+            // An answer that would take the answers being written past their budget is dropped now,
+            // rather than held for a device that may never read it.
+            guard answer.count <= Self.smallAnswer || answerBytes + answer.count <= options.limits.maxAnswerBytes else {
+                return Self.busyWriting
+            }
             return .ok(answer)
         } catch {
             return refusal(for: error, from: source)
         }
+    }
+
+    /// Answers this small are written whatever the budget (a hello, a push's outcomes, a short page).
+    static let smallAnswer = 64 << 10
+
+    static var busyWriting: GatewayResponse {
+        .refusal(.serviceUnavailable, "the gateway is busy writing other answers; try again", retryAfter: 1)
     }
 
     // MARK: - The database at start
@@ -244,7 +257,17 @@ extension SyncGateway {
         let logger = options.logger
         let allowPrivileged = options.allowPrivilegedRole
         do {
-            return try await client.withTransaction(logger: logger) { connection in
+            // A connection of its own, with a deadline: the pool would try a refused login again and
+            // again, and the gateway would hang at its start instead of saying why it cannot.
+            let configuration = try database.connectionConfiguration()
+            let connection = try await withDeadline(.seconds(15), what: "the database") {
+                try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
+            } abandoned: { late in
+                try? await late.close()
+            }
+            defer { Task { try? await connection.close() } }
+            return try await connection.withTransaction(logger: logger) { connection in
+                try await ServerStatements.checkSchemaExists(connection, logger: logger)
                 var role: (String, Bool, Bool, Bool, Bool, Bool, String)?
                 for try await row in try await connection.query("""
                     SELECT r.rolname, r.rolsuper, r.rolbypassrls, r.rolcreaterole,

@@ -42,7 +42,7 @@ public final class SyncGateway: Sendable {
         /// Answers being written at once, over every connection: past this, a read (a page, a resync)
         /// gets 503 before it is made, so that devices that never read their answers cannot make the
         /// gateway hold them without bound.
-        public var maxAnswerBytes = 256 << 20
+        public var maxAnswerBytes = 128 << 20
         /// An answer that makes no progress for this long (a device that stopped reading) is abandoned
         /// and its connection closed; a live stream's event too.
         public var answerTimeout: Duration = .seconds(30)
@@ -109,6 +109,8 @@ public final class SyncGateway: Sendable {
     /// Failed authentications of source addresses.
     let failures: RateLimiter<SourceAddress>
     let hub: LiveHub
+    /// Resyncs (`/v1/state`, a group's whole state) being read at once.
+    let resyncs = AsyncSemaphore(permits: 2)
 
     struct State {
         var connections = 0
@@ -241,15 +243,27 @@ public final class SyncGateway: Sendable {
             }
             if idle && draining { channel.close(promise: nil) }
         }
-        try? await connection.executeThenClose { inbound, outbound in
-            let answers = AnswerWriter(outbound: outbound, channel: channel, gateway: self)
+        try? await connection.executeThenClose { inbound, _ in
+            // Answers are written on the channel itself (each write awaited until it is in the socket).
+            let answers = AnswerWriter(channel: channel, gateway: self)
             // The request admitted from its head, waiting for the end of its body.
             var pending: (head: HTTPRequestHead, request: Admitted)?
             var body = ByteBuffer()
             // Bytes of this request's body counted against the gateway's budget for all bodies.
             var reserved = 0
             defer { release(reserved) }
+            // Refused at its head: the answer is out and the output closed; what the client still sends
+            // is read and dropped (never kept) until it closes or ``lingerTimeout`` passes, so that its
+            // socket does not reset before it read the refusal.
+            var lingering = false
+            func refuse(_ refusal: GatewayResponse) async throws {
+                try await answers.write(refusal, keepAlive: false)
+                lingering = true
+                channel.close(mode: .output, promise: nil)
+                channel.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+            }
             for try await part in inbound {
+                if lingering { continue }
                 switch part {
                 case .head(let head):
                     idle(false)
@@ -258,25 +272,23 @@ public final class SyncGateway: Sendable {
                     body = ByteBuffer()
                     // Over the connection limit: refused at once, before any body is read.
                     guard admitted else {
-                        try await answers.write(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"),
-                                                keepAlive: false)
-                        return
+                        try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
+                        continue
                     }
                     // The credential is checked from the headers alone: a refusal answers and closes the
-                    // connection, and no byte of the body is read.
+                    // connection, and no byte of the body is kept.
                     let request: Admitted
                     switch await admit(head, from: source) {
                     case .refused(let refusal):
-                        try await answers.write(refusal, keepAlive: false)
-                        return
+                        try await refuse(refusal)
+                        continue
                     case .admitted(let admittedRequest):
                         request = admittedRequest
                     }
                     if request.head.bodyLength > 0 {
                         guard reserve(request.head.bodyLength) else {
-                            try await answers.write(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again",
-                                                             retryAfter: 1), keepAlive: false)
-                            return
+                            try await refuse(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again", retryAfter: 1))
+                            continue
                         }
                         reserved = request.head.bodyLength
                         body.reserveCapacity(reserved)
@@ -308,6 +320,10 @@ public final class SyncGateway: Sendable {
         }
     }
 
+    /// How long a connection refused at its request's head goes on taking (and dropping) what its client
+    /// still sends.
+    static let lingerTimeout: TimeAmount = .seconds(5)
+
     /// Counts `bytes` of a request body against ``Limits/maxBufferedBytes``; false if over.
     private func reserve(_ bytes: Int) -> Bool {
         state.withLock { state in
@@ -336,11 +352,12 @@ public final class SyncGateway: Sendable {
     var answerBytes: Int { state.withLock { $0.answerBytes } }
 }
 
-/// Writes answers on one connection: each write must make progress within
-/// ``SyncGateway/Limits/answerTimeout`` (else the connection is closed, and the write fails), and a
-/// body goes out a slice at a time, counted against the gateway's budget for answers until written.
+/// Writes answers on one connection, a slice at a time, each slice awaited until it is in the
+/// socket: a slice that does not get there within ``SyncGateway/Limits/answerTimeout`` (a device that
+/// stopped reading) closes the connection, and the write fails. A body is counted against the
+/// gateway's budget for answers until written; and since every write is awaited, an answer is whole
+/// in the socket before its connection is closed (Connection: close), never cut short by the close.
 struct AnswerWriter: Sendable {
-    let outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
     let channel: Channel
     let gateway: SyncGateway
 
@@ -350,21 +367,23 @@ struct AnswerWriter: Sendable {
     func write(_ response: GatewayResponse, keepAlive: Bool) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8")
-        headers.add(name: "Content-Length", value: String(response.body.count))
+        headers.add(name: "Content-Length", value: String(response.body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-store")
         if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
-        gateway.countAnswer(response.body.count)
-        defer { gateway.countAnswer(-response.body.count) }
+        let size = response.body.readableBytes
+        gateway.countAnswer(size)
+        defer { gateway.countAnswer(-size) }
         try await timed(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
-        var buffer = ByteBuffer(bytes: response.body)
+        var buffer = response.body
         while buffer.readableBytes > 0 {
             try await timed(.body(.byteBuffer(buffer.readSlice(length: min(Self.slice, buffer.readableBytes))!)))
         }
         try await timed(.end(nil))
     }
 
-    /// Writes `part`, closing the connection if the device has not taken it within the deadline.
+    /// Writes `part` and waits until it is in the socket, closing the connection if the device has not
+    /// taken it within the deadline.
     func timed(_ part: HTTPServerResponsePart) async throws {
         let channel = self.channel
         let timeout = gateway.options.limits.answerTimeout
@@ -373,22 +392,23 @@ struct AnswerWriter: Sendable {
             channel.close(promise: nil)
         }
         defer { deadline.cancel() }
-        try await outbound.write(part)
+        try await channel.writeAndFlush(part)
     }
 }
 
 /// One answer: the protocol's bytes, or a refusal as one line of text.
 struct GatewayResponse: Sendable {
     var status: HTTPResponseStatus
-    var body: [UInt8]
+    /// The body, in the buffer it is written from (one copy of a large answer, not two).
+    var body: ByteBuffer
     var retryAfter: Int?
     /// Whether the connection is closed after it (a refused credential).
     var closes = false
 
-    static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: body) }
+    static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: ByteBuffer(bytes: body)) }
 
     static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil) -> GatewayResponse {
-        GatewayResponse(status: status, body: Array((line + "\n").utf8), retryAfter: retryAfter,
+        GatewayResponse(status: status, body: ByteBuffer(string: line + "\n"), retryAfter: retryAfter,
                         closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests)
     }
 }

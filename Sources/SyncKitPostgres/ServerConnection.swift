@@ -155,7 +155,7 @@ func describe(_ error: any Error) -> String {
 /// without waiting for it any longer: a task that ignores cancellation (a connect to a server that went
 /// silent, say) cannot hold its caller, as it would in a task group, which waits for all its children.
 /// `onTimeout` runs when the deadline wins, and `abandoned` gets what `body` returns after that.
-func withDeadline<R: Sendable>(_ timeout: Duration, what: String,
+package func withDeadline<R: Sendable>(_ timeout: Duration, what: String,
                                onTimeout: @escaping @Sendable () async -> Void = {},
                                abandonWhen: @escaping @Sendable () -> String? = { nil },
                                _ body: @escaping @Sendable () async throws -> R,

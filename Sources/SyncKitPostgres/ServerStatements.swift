@@ -33,14 +33,7 @@ package struct ServerStatements: Sendable {
     /// The schema's version is this library's (what a sync gateway, which never migrates, checks at
     /// start); else the error says which step is missing.
     package static func checkSchema(_ connection: PostgresConnection, logger: Logger) async throws {
-        var exists = false
-        for try await (found) in try await connection.query("SELECT to_regclass('kvsync_schema') IS NOT NULL", logger: logger)
-            .decode(Bool.self) {
-            exists = found
-        }
-        guard exists else {
-            throw ReplicationError.server("the database has no kvsync schema: its owner runs kvtool sync setup --database OWNER_URL first")
-        }
+        try await checkSchemaExists(connection, logger: logger)
         var version = 0
         for try await (found) in try await connection.query("SELECT max(version) FROM kvsync_schema", logger: logger).decode(Int?.self) {
             version = found ?? 0
@@ -50,6 +43,20 @@ package struct ServerStatements: Sendable {
         }
         guard version == ServerSchema.version else {
             throw ReplicationError.server("the database's kvsync schema is version \(version), and this gateway needs \(ServerSchema.version): its owner runs kvtool sync setup --database OWNER_URL")
+        }
+    }
+
+    /// The schema's tables and the gateway's role exist (what any login may ask); else the error says
+    /// that the owner's step is missing.
+    package static func checkSchemaExists(_ connection: PostgresConnection, logger: Logger) async throws {
+        var found: (Bool, Bool)?
+        for try await row in try await connection.query("""
+            SELECT to_regclass('kvsync_schema') IS NOT NULL, EXISTS (SELECT FROM pg_roles WHERE rolname = \(gatewayRole))
+            """, logger: logger).decode((Bool, Bool).self) {
+            found = row
+        }
+        guard let (schema, role) = found, schema, role else {
+            throw ReplicationError.server("the database has no kvsync schema or no role \(gatewayRole): its owner runs kvtool sync setup --database OWNER_URL first")
         }
     }
 

@@ -776,7 +776,7 @@ extension GatewayTests {
         #expect(system.status == 74 && system.stderr.lowercased().contains("certificate"), "\(system.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 2)
         // The gateway reaches its database over TLS the same way, as its own login.
-        try await cluster.prepareForGateways()
+        try await SyncServerSetup.prepare(on: try ServerURL(base + "?sslmode=require"), gatewayLogin: LocalPostgresCluster.gatewayLogin)
         let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/kv"
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
             "sync", "gateway", "--database", gatewayLogin + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])

@@ -79,19 +79,55 @@ public struct TestPKI: Sendable {
         try openssl(["x509", "-req", "-in", "\(dir)/server.csr", "-CA", caCertificate, "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
                      "-days", "2", "-extfile", "\(dir)/san.ext", "-out", serverCertificate])
     }
+
+    /// A certificate the CA signs for `names` (`IP:127.0.0.1`, `DNS:localhost`), with an EC key or an
+    /// RSA one; its certificate and key files.
+    public func certificate(_ name: String, names: String, rsa: Bool = false) throws -> (certificate: String, key: String) {
+        let dir = directory.path
+        func openssl(_ arguments: [String]) throws {
+            let result = try run("/usr/bin/openssl", arguments, timeout: 60)
+            guard result.status == 0 else { throw ReplicationError.server("openssl \(arguments.first ?? ""): \(result.stderr)") }
+        }
+        let key = rsa ? ["-newkey", "rsa:2048"] : ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+        try openssl(["req"] + key + ["-nodes", "-subj", "/CN=\(name)", "-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr"])
+        try "subjectAltName=\(names)\n".write(toFile: "\(dir)/\(name).ext", atomically: true, encoding: .utf8)
+        try openssl(["x509", "-req", "-in", "\(dir)/\(name).csr", "-CA", caCertificate, "-CAkey", "\(dir)/ca.key", "-CAcreateserial",
+                     "-days", "2", "-extfile", "\(dir)/\(name).ext", "-out", "\(dir)/\(name).pem"])
+        return ("\(dir)/\(name).pem", "\(dir)/\(name).key")
+    }
 }
 
 /// HTTP/1.1 by hand, for requests no client of the library would send.
 public enum RawHTTP {
     public struct Answer: Sendable {
         public var status: Int
+        /// The header lines, as sent (`Name: value`).
+        public var headers: [String]
         public var body: [UInt8]
         public var text: String { String(decoding: body, as: UTF8.self) }
+
+        /// The value of the header `name` (case-insensitive), if sent.
+        public func header(_ name: String) -> String? {
+            headers.first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+        }
     }
 
-    public static func connect(_ url: String) throws -> Int32 {
+    /// A TCP connection to the port of `url` on 127.0.0.1, from `source` (any 127.0.0.0/8 address:
+    /// the gateway counts it as another client), with `timeout` seconds for each receive.
+    public static func connect(_ url: String, source: String? = nil, timeout: Int = 30) throws -> Int32 {
         guard let port = Int(url.split(separator: ":").last ?? "") else { throw ReplicationError.server("no port in \(url)") }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ReplicationError.server("socket: errno \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { close(fd); throw ReplicationError.server("bind \(source): errno \(errno)") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -99,33 +135,71 @@ public enum RawHTTP {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw ReplicationError.server("connect: errno \(errno)") }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard connected == 0 else { close(fd); throw ReplicationError.server("connect: errno \(errno)") }
+        var limit = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         return fd
     }
 
-    /// `requestLine` (`GET /v1/hello`) with `headers` and `body`; the status and body of the answer.
-    public static func request(_ url: String, _ requestLine: String, headers: [String], body: [UInt8] = []) throws -> Answer {
-        let fd = try connect(url)
+    /// The head of a request: `requestLine`, Host, `Connection: close`, a Content-Length of
+    /// `length` (none if `nil`), then `headers`.
+    public static func head(_ requestLine: String, headers: [String], length: Int?) -> [UInt8] {
+        let lengthLine = length.map { "Content-Length: \($0)\r\n" } ?? ""
+        return Array(("\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + lengthLine
+                      + headers.map { $0 + "\r\n" }.joined() + "\r\n").utf8)
+    }
+
+    /// `requestLine` (`GET /v1/hello`) with `headers` and `body`; the answer.
+    public static func request(_ url: String, _ requestLine: String, headers: [String], body: [UInt8] = [],
+                               source: String? = nil) throws -> Answer {
+        try exchange(url, head(requestLine, headers: headers, length: body.count) + body, source: source)
+    }
+
+    /// Sends `bytes` as they are (a request no client would send), then reads until the gateway
+    /// closes the connection; the answer.
+    public static func exchange(_ url: String, _ bytes: [UInt8], source: String? = nil, timeout: Int = 30) throws -> Answer {
+        let fd = try connect(url, source: source, timeout: timeout)
         defer { close(fd) }
-        let head = "\(requestLine) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.count)\r\n"
-            + headers.map { $0 + "\r\n" }.joined() + "\r\n"
-        let bytes = Array(head.utf8) + body
-        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        _ = sendAll(fd, bytes)
+        return try parse(readToEnd(fd))
+    }
+
+    /// Writes as much of `bytes` as the peer takes; how many went (fewer when it closed).
+    @discardableResult
+    public static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Int {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, min(bytes.count - sent, 1 << 20), Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            sent += n
+        }
+        return sent
+    }
+
+    /// Everything received until the peer closes (or a receive times out, or is reset).
+    public static func readToEnd(_ fd: Int32) -> [UInt8] {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let n = recv(fd, &buffer, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             received += buffer[0..<n]
         }
+        return received
+    }
+
+    /// An answer's status, headers and body.
+    public static func parse(_ received: [UInt8]) throws -> Answer {
         let separator = Array("\r\n\r\n".utf8)
         guard let end = (0..<max(0, received.count - 3)).first(where: { Array(received[$0..<$0 + 4]) == separator }) else {
-            throw ReplicationError.server("no HTTP answer to \(requestLine) (\(received.count) bytes received, errno \(errno))")
+            throw ReplicationError.server("no HTTP answer (\(received.count) bytes received, errno \(errno))")
         }
-        let statusLine = String(decoding: received[0..<end], as: UTF8.self).split(separator: " ")
-        return Answer(status: Int(statusLine.count > 1 ? statusLine[1] : "") ?? 0, body: Array(received[(end + 4)...]))
+        let lines = String(decoding: received[0..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusLine = lines.first?.split(separator: " ") ?? []
+        return Answer(status: Int(statusLine.count > 1 ? statusLine[1] : "") ?? 0, headers: Array(lines.dropFirst()),
+                      body: Array(received[(end + 4)...]))
     }
 
     /// Sends `bytes` one at a time, `every` apart, until the server closes the connection; how long
@@ -147,5 +221,15 @@ public enum RawHTTP {
         }
         return ContinuousClock.now - started
     }
+}
+
+/// A process's peak and current resident set, in MiB (`/proc/PID/status`).
+public func residentMemory(of pid: Int32) -> (peak: Double, now: Double) {
+    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Double {
+        let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+    }
+    return (field("VmHWM"), field("VmRSS"))
 }
 #endif

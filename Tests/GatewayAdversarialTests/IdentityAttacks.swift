@@ -1,0 +1,189 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import Logging
+import SyncKit
+@testable import SyncKitPostgres
+import SyncTestSupport
+import SyncWire
+import PostgresTesting
+import TestSupport
+import Testing
+
+/// Who pushes, and how far ahead its clock may be, are the credential's and the server's to say.
+@Suite(.serialized) struct IdentityAttacks {
+    /// A member of the group reads alice's device id and her last token from a page of the log, then
+    /// pushes junk under her id with her next tokens. Refused; the junk it may push is its own; and
+    /// alice's next real write is applied, not answered "duplicate", and reaches the others.
+    @Test func aDeviceCannotPushInAnotherDevicesNameNorMakeItsWritesVanish() async throws {
+        let arena = try await Arena("impersonation")
+        let alice = try Device(group: arena.group), bob = try Device(group: arena.group)
+        let aliceToken = try await arena.token(["--device", "alice"])
+        let bobToken = try await arena.token(["--device", "bob"])
+        let mallory = try await arena.token(["--device", "mallory"])
+        try alice.put("alice 1", "k1")
+        #expect(try await arena.sync(alice, aliceToken).status == 0)
+        #expect(try await arena.sync(bob, bobToken).status == 0)
+        #expect(try bob.notes.get("k1") == "alice 1")
+        #expect(try alice.status().device == "alice")
+
+        // What any member can read: the device and token of every change.
+        let page = try ChangesPage(decoding: try await arena.get("/v1/changes?after=0", mallory).body, maxValueBytes: 1 << 20)
+        let last = try #require(page.changes.last { $0.device == "alice" })
+        let junk = try (1...5).map { try note("junk\($0)", "junk", token: last.token + UInt64($0)) }
+        let before = try await arena.log()
+        let impersonated = try await arena.push(mallory, device: "alice", changes: junk)
+        #expect(impersonated.status == 403 && impersonated.text.contains("this credential's device is mallory"), "\(impersonated.status) \(impersonated.text)")
+        #expect(try await arena.log() == before, "the impersonating push reached the log")
+        // Naming nobody, the same tokens are mallory's own: the log credits mallory, not alice.
+        let own = try await arena.push(mallory, changes: junk)
+        #expect(own.status == 200, "\(own.text)")
+        let rows = try await arena.log()
+        #expect(rows.filter { $0.contains("|alice|") }.count == 1, "\(rows)")
+        #expect(rows.filter { $0.contains("|mallory|") }.count == 5, "\(rows)")
+
+        // Alice's next write is hers, applied, and reaches bob.
+        try alice.put("alice 2", "k2")
+        let second = try await arena.sync(alice, aliceToken)
+        #expect(second.status == 0 && second.stdout.contains("pushed 1,"), "\(second.stdout)\(second.stderr)")
+        #expect(try alice.status().pendingChanges == 0)
+        #expect(try await arena.sync(bob, bobToken).status == 0)
+        #expect(try bob.notes.get("k2") == "alice 2")
+        // A device that names itself is taken at its word only when that is its credential's device.
+        let named = try await arena.push(aliceToken, device: "alice", changes: [try note("k3", "named", token: 1 << 40)])
+        #expect(named.status == 200, "\(named.text)")
+        #expect(try await arena.log().filter { $0.contains("|alice|") }.count == 3)
+    }
+
+    /// The clock bound is the gateway's (within the server's): a push that asks for `Int64.max` and is
+    /// stamped ten years ahead is refused whole, and so is any stamp of 2^63 or more; on the direct
+    /// path the owner's server bound caps what a device asks for.
+    @Test func theClockBoundIsTheGatewaysAndTheServersNeverTheDevices() async throws {
+        let arena = try await Arena("clock")
+        let mallory = try await arena.token(["--device", "mallory"])
+        let tenYears = HybridTimestamp(date: Date().addingTimeInterval(10 * 365 * 86_400)).rawValue
+        let lifted = try await arena.push(mallory, skew: .max, changes: [try note("k", "from 2036", clock: tenYears, token: 1)])
+        #expect(lifted.status == 200, "\(lifted.text)")
+        guard case .clockAhead(let ahead) = try GatewayPushResponse(decoding: lifted.body, maxValueBytes: 1 << 20) else {
+            Issue.record("a push stamped ten years ahead was not refused for its clock")
+            return
+        }
+        #expect(ahead > 300 * 86_400_000)
+        for clock: UInt64 in [1 << 63, .max] {
+            let answer = try await arena.push(mallory, skew: .max, changes: [try note("k", "top bit", clock: clock, token: 2)])
+            #expect(answer.status == 400 && answer.text.contains("clock is 2^63 or more"), "\(clock): \(answer.status) \(answer.text)")
+        }
+        #expect(try await arena.log().isEmpty)
+
+        // Behind the gateway, kvsync_push itself: a stamp with its top bit set is refused whatever the
+        // caller's bound, and the caller's bound never exceeds the server's.
+        let refusedTopBit = try await offPool { [cluster = arena.cluster, group = arena.group] in
+            try cluster.psql("""
+                SELECT outcome FROM kvsync_push('\(group)', 'owner', ARRAY[9]::bigint[], ARRAY['collection'], ARRAY['notes'],
+                    ARRAY['k'::bytea], ARRAY['v'::bytea], ARRAY[false], ARRAY[-5]::bigint[], ARRAY[0]::bigint[], 9223372036854775807)
+                """)
+        }
+        #expect(refusedTopBit.trimmingCharacters(in: .whitespacesAndNewlines) == "clock_ahead")
+        let setup = try await kvtoolRun(["sync", "setup", "--database", arena.cluster.tcpURL.description, "--max-clock-skew", "5"])
+        #expect(setup.status == 0 && setup.stdout.contains("clock bound 5.0 s"), "\(setup.stdout)\(setup.stderr)")
+        let direct = try Device(group: arena.group)
+        try ReplicationSkewTestsClock.move(direct, ahead: 60)
+        try direct.put("a minute ahead", "k")
+        let asked = try await direct.kvtoolOffPool(["sync", "run", "--once", "--server", arena.cluster.tcpURL.description, "--max-clock-skew", "3600"])
+        #expect(asked.status == 75 && asked.stderr.contains("ahead of the server's"), "\(asked.stderr)")
+        #expect(try await arena.log().isEmpty)
+        // A device within the server's bound pushes as before.
+        let honest = try Device(group: arena.group)
+        try honest.put("on time", "k")
+        #expect(try await honest.kvtoolOffPool(["sync", "run", "--once", "--server", arena.cluster.tcpURL.description]).status == 0)
+        #expect(try await arena.log().count == 1)
+    }
+
+    /// Two containers given one credential send different changes under one device id and the same
+    /// history tokens. The second is refused ("in use by another container"), never answered
+    /// "duplicate" (which would tell it its writes had reached the server); the direct path's
+    /// `kvsync_push` refuses the same.
+    @Test func aReusedDeviceTokenWithAnotherChangeIsRefusedNeverAnsweredDuplicate() async throws {
+        let arena = try await Arena("reuse")
+        let shared = try await arena.token(["--device", "phone"])
+        let first = try Device(group: arena.group), copy = try Device(group: arena.group)
+        for index in 0..<3 { try first.put("first \(index)", "k\(index)") }
+        #expect(try await arena.sync(first, shared).status == 0)
+        let before = try await arena.log()
+        for index in 0..<3 { try copy.put("copy \(index)", "c\(index)") }
+        let refused = try await arena.sync(copy, shared)
+        #expect(refused.status == 77 && refused.stderr.contains("in use by another container"), "\(refused.status) \(refused.stderr)")
+        #expect(try copy.status().pendingChanges == 3)
+        #expect(try await arena.log() == before)
+
+        // The direct path, statement by statement.
+        let server = try await ServerConnection.connect(arena.cluster.tcpURL, logger: Logger(label: "test"), maxValueBytes: 1 << 20)
+        try await server.migrate()
+        let group = arena.group + ".direct"
+        func push(_ changes: [OutgoingChange]) async throws -> [PushOutcome] {
+            try await server.push(group: group, device: "d", changes: changes, maxClockSkew: .seconds(60))
+        }
+        let applied = try await push([try note("k", "v1", token: 7)])
+        #expect(try await push([try note("k", "v1", token: 7)]) == applied, "a batch sent again is answered as the first time")
+        for changes in [[try note("k", "v2", token: 7)], [try note("k2", "v1", token: 7)], [try note("k", nil, token: 7)],
+                        [try note("a", "1", token: 8), try note("b", "2", token: 8)]] {
+            await #expect {
+                _ = try await push(changes)
+            } throws: { error in
+                guard case .deviceInUse(let reason) = error as? ReplicationError else { return false }
+                return reason.contains("in use by another container")
+            }
+        }
+        #expect(try await arena.log().filter { $0.hasPrefix(group + "|") }.count == 1)
+        await server.close()
+    }
+
+    /// What no replicator sends is refused with 400 and one line, before the database sees it: a NUL
+    /// (or another control character) in a kind or name, an empty kind.
+    @Test func controlCharactersInAPushAreRefusedAsMalformedNotAsADatabaseError() async throws {
+        let arena = try await Arena("nul")
+        let token = try await arena.token(["--device", "d"])
+        for (kind, name) in [("collection\u{0}", "notes"), ("collection", "no\u{0}tes"), ("", "notes"), ("collection", "\u{7}")] {
+            let change = OutgoingChange(kind: kind, name: name, key: [0x6B], value: [0x61], clock: HybridTimestamp(date: Date()).rawValue,
+                                        base: 0, token: 1)
+            let answer = try await arena.push(token, changes: [change])
+            #expect(answer.status == 400 && answer.text.hasPrefix("the push is malformed: "), "\(answer.status) \(answer.text)")
+        }
+        // A NUL in the device the body names.
+        let device = try await arena.push(token, device: "d\u{0}", changes: [try note("k", "v", token: 1)])
+        #expect(device.status == 400 && device.text.contains("control character"), "\(device.status) \(device.text)")
+        #expect(try await arena.log().isEmpty)
+    }
+
+    /// A credential that names no device (a JWT without `device` or `sub`) pulls and never pushes;
+    /// a token issued without a name pushes as `credential-ID`.
+    @Test func aCredentialWithoutADeviceNameGetsOneFromTheServerOrPullsOnly() async throws {
+        let arena = try await Arena("unnamed")
+        let unnamed = try await arena.token()
+        let hello = try GatewayHello(decoding: try await arena.get("/v1/hello", unnamed).body)
+        let id = try await offPool { [cluster = arena.cluster] in
+            try cluster.psql("SELECT id FROM kvsync_tokens ORDER BY id DESC LIMIT 1").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(hello.device == "credential-\(id)" && !hello.readOnly, "\(hello)")
+        let device = try Device(group: arena.group)
+        try device.put("v", "k")
+        #expect(try await arena.sync(device, unnamed).status == 0)
+        #expect(try device.status().device == "credential-\(id)")
+        #expect(try await arena.log().first?.contains("|credential-\(id)|") == true)
+        // The name is reserved: no token is issued with it.
+        let reserved = try await kvtoolRun(["sync", "token", "issue", "--database", arena.cluster.tcpURL.description,
+                                            "--group", arena.group, "--device", "credential-\(id)"])
+        #expect(reserved.status == 65 && reserved.stderr.contains("cannot start with credential-"), "\(reserved.stderr)")
+    }
+}
+
+/// Moves a device's history clock ahead (as ReplicationSkewTests does).
+enum ReplicationSkewTestsClock {
+    static func move(_ device: Device, ahead seconds: TimeInterval) throws {
+        let future = Date().addingTimeInterval(seconds)
+        _ = try device.container.store.write { tx in
+            try device.history.observeClock(HybridTimestamp(date: future), now: future, in: tx)
+        }
+    }
+}
+#endif

@@ -1,0 +1,165 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+import SyncKitPostgres
+import SyncTestSupport
+import SyncWire
+import PostgresTesting
+import TestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a client can make the gateway hold, or the database do, before it proves who it is, and what
+/// a client that stops reading can make it keep.
+@Suite(.serialized) struct ResourceAttacks {
+    /// A push that declares 32 MiB with a never-issued token is refused from its head: the 401 comes
+    /// before a byte of the body is sent, and four such bodies sent in full at once leave the
+    /// gateway's peak memory where it was.
+    @Test func aBodyWithAnUnknownCredentialIsRefusedFromItsHeadAndNeverKept() async throws {
+        let arena = try await Arena("pre-auth")
+        let bogus = SyncTokens.prefix + String(repeating: "B", count: 43)
+        let head = RawHTTP.head("POST /v1/push", headers: arena.headers(bogus), length: 32 << 20)
+        // The head alone: the answer comes without the body.
+        let started = ContinuousClock.now
+        let answer = try await offPool { [url = arena.url] in
+            let fd = try RawHTTP.connect(url, timeout: 20)
+            defer { close(fd) }
+            RawHTTP.sendAll(fd, head)
+            return try RawHTTP.parse(RawHTTP.readToEnd(fd))
+        }
+        #expect(answer.status == 401 && answer.text.contains("not known here"), "\(answer.status) \(answer.text)")
+        #expect(ContinuousClock.now - started < .seconds(BuildScale.seconds(10)))
+        // Four bodies of 32 MiB, sent whole at once: read and dropped, never kept.
+        let before = residentMemory(of: arena.gateway.pid)
+        let body = [UInt8](repeating: 0, count: 32 << 20)
+        let answers = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<4 {
+                group.addTask { [url = arena.url] in
+                    try await offPool {
+                        let fd = try RawHTTP.connect(url, timeout: 30)
+                        defer { close(fd) }
+                        RawHTTP.sendAll(fd, head + body)
+                        return (try? RawHTTP.parse(RawHTTP.readToEnd(fd)).status) ?? 0
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let after = residentMemory(of: arena.gateway.pid)
+        print("[adversary] four 32 MiB bodies with an unknown token: gateway peak RSS \(before.peak) -> \(after.peak) MiB; answers \(answers)")
+        #expect(answers.allSatisfy { $0 == 401 || $0 == 0 }, "\(answers)")
+        #expect(answers.contains(401))
+        #expect(after.peak - before.peak < 48, "the gateway's peak RSS grew by \(after.peak - before.peak) MiB")
+        // A declared length over the cap is refused from the head too, whoever sends it.
+        let token = try await arena.token(["--device", "d"])
+        let over = try await offPool { [url = arena.url, headers = arena.headers(token)] in
+            let fd = try RawHTTP.connect(url, timeout: 20)
+            defer { close(fd) }
+            RawHTTP.sendAll(fd, RawHTTP.head("POST /v1/push", headers: headers, length: (32 << 20) + 1))
+            return try RawHTTP.parse(RawHTTP.readToEnd(fd))
+        }
+        #expect(over.status == 413 && over.text.contains("over 33554432 bytes"), "\(over.status) \(over.text)")
+        #expect(try await arena.log().isEmpty)
+    }
+
+    /// A flood of random well-formed tokens from one address: past its failures' burst the address
+    /// gets 429 without a database lookup (a 401 is a lookup), while a real credential from another
+    /// address keeps syncing, and keeps its own limit: past its burst, it gets 429 with Retry-After.
+    @Test func aFloodOfBogusTokensIsLimitedByAddressAndARealCredentialKeepsItsOwnLimit() async throws {
+        let arena = try await Arena("flood", gatewayArguments: ["--rate", "2"])
+        let real = try await arena.token(["--device", "honest"])
+        let honest = try Device(group: arena.group)
+        try honest.put("before", "k")
+        #expect(try await arena.sync(honest, real).status == 0)
+        let started = ContinuousClock.now
+        var statuses: [Int: Int] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let bogus = SyncTokens.prefix + String((0..<43).map { _ in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".randomElement(using: &generator)! })
+            let answer = try await arena.get("/v1/hello", bogus, source: "127.0.0.2")
+            statuses[answer.status, default: 0] += 1
+        }
+        let elapsed = Double((ContinuousClock.now - started).components.seconds) + 1
+        print("[adversary] 200 bogus tokens from 127.0.0.2 in \(elapsed) s: \(statuses)")
+        // The failures' burst is 20, refilled at 2 a second: that many lookups at most.
+        #expect((statuses[401] ?? 0) <= 20 + Int(2 * elapsed) + 1, "\(statuses)")
+        #expect((statuses[429] ?? 0) >= 200 - 20 - Int(2 * elapsed) - 1, "\(statuses)")
+        #expect(Set(statuses.keys).isSubset(of: [401, 429]))
+        // The honest device, from 127.0.0.1, syncs meanwhile.
+        try honest.put("during", "k")
+        let during = try await arena.sync(honest, real)
+        #expect(during.status == 0, "\(during.stderr)")
+        // And its own limit holds: 2 a second, a burst of 8.
+        var limited: RawHTTP.Answer?
+        for _ in 0..<20 {
+            let answer = try await arena.get("/v1/hello", real)
+            if answer.status == 429 { limited = answer; break }
+            #expect(answer.status == 200, "\(answer.status) \(answer.text)")
+        }
+        let refused = try #require(limited, "20 requests in a row were never limited")
+        #expect(refused.text.contains("too many requests for this credential") && (Int(refused.header("Retry-After") ?? "") ?? 0) >= 1,
+                "\(refused.headers) \(refused.text)")
+        // A device told to wait says so in one line.
+        let waited = try await arena.sync(honest, real)
+        #expect(waited.status == 74 && waited.stderr.contains("rate-limiting"), "\(waited.status) \(waited.stderr)")
+        #expect(try await arena.log().count == 2)
+    }
+
+    /// Devices that ask for a large answer and never read it: each connection is closed at the answer
+    /// deadline, and the gateway's memory stays bounded by its answer budget.
+    @Test func slowReadersAreCutOffAtTheAnswerDeadline() async throws {
+        let arena = try await Arena("slow-readers", gatewayArguments: ["--answer-timeout", "2"])
+        // About 24 MiB of state: three values of 8 MiB, written on the direct path.
+        let writer = try Device(group: arena.group)
+        try writer.write { tx in
+            for index in 0..<3 { try writer.notes.put(String(repeating: "\(index)", count: 8 << 20), forKey: "big\(index)", in: tx) }
+        }
+        #expect(try await writer.kvtoolOffPool(["sync", "run", "--once", "--server", arena.cluster.tcpURL.description]).status == 0)
+        let token = try await arena.token(["--device", "reader"])
+        let before = residentMemory(of: arena.gateway.pid)
+        let request = RawHTTP.head("GET /v1/state", headers: arena.headers(token), length: nil)
+        let started = ContinuousClock.now
+        // Ten connections ask, read nothing for 8 s, then read what is left: the gateway closed them
+        // long before the answer's end.
+        let received = try await withThrowingTaskGroup(of: (Int, Duration).self) { group in
+            for _ in 0..<10 {
+                group.addTask { [url = arena.url] in
+                    try await offPool {
+                        let fd = try RawHTTP.connect(url, timeout: 30)
+                        defer { close(fd) }
+                        var small: Int32 = 64 << 10
+                        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+                        RawHTTP.sendAll(fd, request)
+                        Thread.sleep(forTimeInterval: 8)
+                        let bytes = RawHTTP.readToEnd(fd)
+                        return (bytes.count, ContinuousClock.now - started)
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let after = residentMemory(of: arena.gateway.pid)
+        print("[adversary] ten readers of a 24 MiB state that stopped reading: received \(received.map(\.0)); gateway peak RSS \(before.peak) -> \(after.peak) MiB, now \(after.now) MiB")
+        for (bytes, _) in received {
+            #expect(bytes < 20 << 20, "a reader that stopped reading got \(bytes) bytes: the answer was not abandoned")
+        }
+        #expect(after.peak - before.peak < 400, "the gateway's peak RSS grew by \(after.peak - before.peak) MiB")
+        // The gateway still serves, and a reader that reads gets the whole state.
+        let whole = try GatewayState(decoding: try await arena.get("/v1/state", token).body, maxValueBytes: 16 << 20)
+        #expect(whole.rows.count == 3)
+    }
+
+    /// A client that trickles its request head a byte every 200 ms is cut off at the request deadline.
+    @Test func slowlorisIsCutOffAtTheRequestDeadline() async throws {
+        let arena = try await Arena("slowloris", gatewayArguments: ["--request-timeout", "1"])
+        let closedAfter = try await offPool { [url = arena.url] in
+            try RawHTTP.trickle(url, bytes: Array("GET /v1/hello HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + Array(repeating: 0x61, count: 200),
+                                every: .milliseconds(200))
+        }
+        #expect(closedAfter < .seconds(BuildScale.seconds(10)), "\(closedAfter)")
+    }
+}
+#endif
