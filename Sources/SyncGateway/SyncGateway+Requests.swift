@@ -117,7 +117,10 @@ extension SyncGateway {
         var found = error as? Refusal
         if found == nil, let error = error as? PostgresTransactionError { found = error.closureError as? Refusal }
         if let refusal = found {
-            if refusal.status == .unauthorized || refusal.status == .forbidden { _ = failures.admit(source) }
+            // Only a credential that did not authenticate counts against its address: a verified one
+            // refused for what it asked (another group, a push as another device) is its own principal's
+            // to answer for, and must not throttle the other devices behind the same address.
+            if refusal.status == .unauthorized { _ = failures.admit(source) }
             return refusal.response
         }
         let inner = (error as? PostgresTransactionError)?.closureError ?? error

@@ -7,11 +7,12 @@ import SyncKit
 import SyncKitPostgres
 #endif
 
-/// `sync-device ROOT GROUP URL SKEW_MS TIMEOUT_MS`: runs one `sync()` of the collection `notes`
-/// (String → String) with this process's clock `SKEW_MS` off (its history's stamps and its
-/// replicator's checks), and statements abandoned after `TIMEOUT_MS`. Prints `ok pushed P pulled Q
-/// quarantined R` and exits 0; a replication error prints `error MESSAGE` and exits 2 (3 for a clock
-/// the server refused), as a partition or a server down makes expected.
+/// `sync-device ROOT GROUP URL SKEW_MS TIMEOUT_MS [TOKEN_FILE]`: runs one `sync()` of the collection
+/// `notes` (String → String) with this process's clock `SKEW_MS` off (its history's stamps and its
+/// replicator's checks), and statements abandoned after `TIMEOUT_MS`, with the database at URL, or
+/// through the sync gateway at URL (http://) with the credential in TOKEN_FILE. Prints `ok pushed P
+/// pulled Q quarantined R` and exits 0; a replication error prints `error MESSAGE` and exits 2 (3 for a
+/// clock the server refused), as a partition or a server down makes expected.
 func syncCommand(_ command: String, root: String, group: String, rest: [String]) throws -> Bool {
     guard command == "sync-device" else { return false }
     #if PostgreSQL
@@ -26,8 +27,14 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
     options.statementTimeout = .milliseconds(Int64(rest[2])!)
     options.connectTimeout = .milliseconds(Int64(rest[2])!)
     options.minimumBackoff = .milliseconds(10)
-    let replicator = try Replicator(container: container, server: try ServerURL(rest[0]), targets: [.collection(notes)],
+    let replicator: Replicator
+    if rest.count > 3 {
+        let token = try String(contentsOfFile: rest[3], encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        replicator = try Replicator(container: container, gateway: try SyncGatewayURL(rest[0]), token: token, targets: [.collection(notes)],
                                     options: options)
+    } else {
+        replicator = try Replicator(container: container, server: try ServerURL(rest[0]), targets: [.collection(notes)], options: options)
+    }
     let outcome = Locked<Result<SyncReport, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
