@@ -146,6 +146,10 @@ let package = Package(
         // The properties the fuzz harnesses check (fuzz/Targets, built by scripts/fuzz.sh with
         // swiftc, which compiles these same files), so that the replay tests check the same ones.
         .target(name: "FuzzProperties", dependencies: ["KVStore"], path: "fuzz/Properties"),
+        // The same for the sync gateway's parsers of what devices send (SyncWire).
+        .target(name: "GatewayFuzzProperties", dependencies: ["KVStore", "SyncWire", "FuzzProperties"], path: "fuzz/GatewayProperties"),
+        // SyncWire's parsers, and the replay of the `gateway` fuzz corpus (no PostgreSQL needed).
+        .testTarget(name: "SyncWireTests", dependencies: ["KVStore", "SyncWire", "FuzzProperties", "GatewayFuzzProperties"]),
         // The same for SyncKit's parsers of live metadata (feeds, the snapshot manifest, history).
         .target(name: "SyncFuzzProperties", dependencies: ["KVStore", "SyncKit", "FuzzProperties"], path: "fuzz/SyncProperties"),
         .testTarget(

@@ -423,11 +423,129 @@ def manifest_seeds():
     }
 
 
+# --- the sync gateway (fuzz/GatewayProperties): the adversarial suite's cases, by parser ---
+
+
+def leb(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def zigzag(n):
+    return leb((n << 1) ^ (n >> 63) & 0xFFFFFFFFFFFFFFFF if n < 0 else n << 1)
+
+
+def wtext(t):
+    b = t.encode() if isinstance(t, str) else t
+    return leb(len(b)) + b
+
+
+def push_body(changes, device="", skew=60000):
+    out = wtext(device) + zigzag(skew) + leb(len(changes))
+    for kind, name, key, value, clock, base, token in changes:
+        out += wtext(kind) + wtext(name) + wtext(key) + (b"\x00" if value is None else b"\x01" + wtext(value))
+        out += leb(clock) + zigzag(base) + leb(token)
+    return out
+
+
+def b64url(b):
+    import base64
+    return base64.urlsafe_b64encode(b).rstrip(b"=")
+
+
+def jwt(header, claims, signature=b"sig"):
+    return b64url(header.encode()) + b"." + b64url(claims.encode()) + b"." + b64url(signature)
+
+
+def gateway_seeds():
+    now = 1800000000
+    change = ("collection", "notes", "k", b"\x61v", 1 << 16, 0, 1)
+    valid = push_body([change])
+    prefix = wtext("") + zigzag(0) + leb(1) + wtext("collection") + wtext("notes")
+    seeds = {
+        "push-valid": b"\x00" + valid,
+        "push-empty": b"\x00" + push_body([]),
+        "push-two": b"\x00" + push_body([change, ("collection", "notes", "k2", None, 1 << 17, 3, 2)]),
+        "push-key-2-63": b"\x00" + prefix + leb(1 << 63) + b"k",
+        "push-key-2-64-1": b"\x00" + prefix + leb((1 << 64) - 1) + b"k",
+        "push-over-64-bits": b"\x00" + prefix + b"\xff" * 9 + b"\x7f",
+        "push-count-2-63": b"\x00" + wtext("") + zigzag(0) + leb(1 << 63),
+        "push-count-over-body": b"\x00" + wtext("") + zigzag(0) + leb(1000) + b"\x00",
+        "push-trailing": b"\x00" + valid + b"\x00",
+        "push-not-utf8": b"\x00" + wtext("") + zigzag(0) + leb(1) + b"\x02\xc3\x28",
+        "push-nul-kind": b"\x00" + push_body([("collection\x00", "notes", "k", b"v", 1, 0, 1)]),
+        "push-nul-device": b"\x00" + push_body([change], device="d\x00"),
+        "push-clock-2-63": b"\x00" + push_body([("collection", "notes", "k", b"v", 1 << 63, 0, 1)]),
+        "push-token-2-64-1": b"\x00" + push_body([("collection", "notes", "k", b"v", 1, 0, (1 << 64) - 1)]),
+        "push-lifted-bound": b"\x00" + push_body([change], skew=(1 << 63) - 1),
+        "push-impersonation": b"\x00" + push_body([change], device="alice"),
+    }
+    for n, target in enumerate(["GET /v1/hello", "POST /v1/push", "GET /v1/changes?after=0&limit=100", "GET /v1/changes?after=-1",
+                                "GET /v1/changes?after=0&after=3", "GET /v1/changes?after=0&limit=100000", "GET /v2/hello",
+                                "GET /v1/state?group=x", "GET /v1/changes?after=%30", "GET /v1/live", "DELETE /v1/push",
+                                "GET /../etc/passwd", "GET /v1/changes?after=9223372036854775808", "GET /v1/changes?after=+1",
+                                "GET /v99999999999999999999/hello"]):
+        seeds[f"target-{n}"] = b"\x01" + target.encode()
+    token = "kvs1_" + "A" * 43
+    heads = [
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: 10",
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: 4\ntransfer-encoding: chunked",
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: 0\ncontent-length: 10",
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: 33554433",
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: 5",
+        f"GET /v1/hello\nauthorization: Basic a2V5OnZhbHVl\nkvsync-group: group.com.example.app",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: ../../etc",
+        f"GET /v1/hello\nauthorization: Bearer {token}",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: +5",
+        "GET /v1/hello\nauthorization: Bearer " + jwt('{"alg":"HS256"}', '{"group":"g"}').decode() + "\nkvsync-group: group.com.example.app",
+    ]
+    for n, text in enumerate(heads):
+        seeds[f"head-{n}"] = b"\x02" + text.encode()
+    exp = now + 3600
+    good = f'"group":"group.com.example.app","device":"tablet","aud":"kvsync","exp":{exp}'
+    jwts = {
+        "jwt-valid": jwt('{"alg":"HS256","typ":"JWT"}', "{" + good + "}"),
+        "jwt-none": jwt('{"alg":"none"}', "{" + good + "}", b""),
+        "jwt-crit": jwt('{"alg":"HS256","crit":["exp"]}', "{" + good + "}"),
+        "jwt-two-alg": jwt('{"alg":"none","alg":"HS256"}', "{" + good + "}"),
+        "jwt-two-groups": jwt('{"alg":"HS256"}', '{"group":"group.com.example.other",' + good + "}"),
+        "jwt-no-exp": jwt('{"alg":"HS256"}', '{"group":"group.com.example.app","aud":"kvsync"}'),
+        "jwt-long-lived": jwt('{"alg":"HS256"}', '{"group":"g","aud":"kvsync","exp":%d}' % (now + 172800)),
+        "jwt-iat-old": jwt('{"alg":"HS256"}', '{"group":"g","aud":"kvsync","iat":%d,"exp":%d}' % (now - 172800, exp)),
+        "jwt-aud-array": jwt('{"alg":"ES256"}', '{"group":"g","aud":["x","kvsync"],"exp":%d}' % exp),
+        "jwt-aud-other": jwt('{"alg":"ES256"}', '{"group":"g","aud":"x","exp":%d}' % exp),
+        "jwt-reserved-device": jwt('{"alg":"HS256"}', '{"group":"g","device":"credential-7","aud":"kvsync","exp":%d}' % exp),
+        "jwt-nested": jwt('{"alg":"HS256","x":' + "[" * 40 + "]" * 40 + "}", "{" + good + "}"),
+        "jwt-two-parts": b"e30.e30",
+        "jwt-bad-base64": b"e30.e3*.e30",
+    }
+    for name, token_bytes in jwts.items():
+        seeds[name] = b"\x03" + token_bytes
+    for n, claims in enumerate(["{" + good + "}", "{" + good + ',"read_only":true}', '{"group":1,"exp":1}',
+                                "{" + good + "} trailing", '{"group":"g","exp":"1800003600","aud":"kvsync"}',
+                                "{" + good + ',"sub":"\u0000"}', "[]", '{"exp":1e999}']):
+        seeds[f"claims-{n}"] = b"\x04" + claims.encode()
+    page = zigzag(0) + zigzag(5) + b"\x00" + leb(1) + zigzag(5) + wtext("d") + wtext("collection") + wtext("notes") + wtext("k") \
+        + b"\x01" + wtext(b"v") + leb(1 << 16) + leb(1) + b"\x00" + b"\x00"
+    seeds["answer-page"] = b"\x05" + page
+    seeds["answer-page-count-lies"] = b"\x05" + zigzag(0) + zigzag(5) + b"\x00" + leb(1 << 62)
+    seeds["answer-push-outcomes"] = b"\x06" + leb(0) + leb(2) + leb(0) + zigzag(7) + leb(1) + zigzag(8) + b"\x00" + leb(1) + wtext("d") + b"\x00"
+    seeds["answer-push-clock-ahead"] = b"\x06" + leb(1) + zigzag(86400000)
+    seeds["answer-state"] = b"\x07" + zigzag(5) + leb(0)
+    return seeds
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".build-fuzz-libfuzzer/seeds"
     for target, seeds in (("cbor", cbor_seeds()), ("keys", key_seeds()), ("paths", path_seeds()), ("dump", dump_seeds()),
                           ("catalog", catalog_seeds()), ("history", history_seeds()), ("feed", feed_seeds()),
-                          ("manifest", manifest_seeds())):
+                          ("manifest", manifest_seeds()), ("gateway", gateway_seeds())):
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
         for name, data in seeds.items():

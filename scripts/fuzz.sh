@@ -10,15 +10,18 @@
 # one instrumented static library, fuzz/Properties/ (the same files the FuzzProperties target of
 # Package.swift builds for the replay tests) a second, and each fuzz/Targets/NAME.swift is linked with
 # both and libFuzzer's main; the SyncKit targets (feed, manifest, history) also with SyncKit's sources
-# and fuzz/SyncProperties/ (the SyncFuzzProperties target). Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
+# and fuzz/SyncProperties/ (the SyncFuzzProperties target), and `gateway` with SyncWire's sources and
+# fuzz/GatewayProperties/ (the GatewayFuzzProperties target). Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
 # corpora (new inputs go there, never straight into fuzz/corpus/) and crash artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(cbor keys paths dump catalog feed manifest history)
+TARGETS=(cbor keys paths dump catalog feed manifest history gateway)
 # SyncKit's parsers: SyncKit (compiled with testing enabled, as the properties reach its internal
 # parsers with @testable import) and fuzz/SyncProperties/ are two more libraries for these targets.
 SYNC_TARGETS=(feed manifest history)
+# The sync gateway's parsers (SyncWire, which needs no networking) and fuzz/GatewayProperties/.
+GATEWAY_TARGETS=(gateway)
 # The dump target is kvtool's dump parser: these kvtool files are compiled into its harness, with its
 # property (which needs their internal types, so it is not in fuzz/Properties/).
 # Sources/kvtool/Dump/ holds the dump's reader and checker and nothing else (writers such as the CSV
@@ -47,6 +50,12 @@ is_sync() {
     return 1
 }
 
+is_gateway() {
+    local t
+    for t in "${GATEWAY_TARGETS[@]}"; do [[ $t == "$1" ]] && return 0; done
+    return 1
+}
+
 # True when $1 exists and is newer than every other argument. (Not `ls -t | head -1`: under
 # pipefail, head closing the pipe early kills ls with SIGPIPE once the list outgrows one write.)
 up_to_date() {
@@ -64,6 +73,8 @@ build_module() {
         SyncKit) extra=(-enable-testing); deps=("$OUT/libKVStore.a") ;;
         FuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libLogging.a") ;;
         SyncFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncKit.a" "$OUT/libFuzzProperties.a") ;;
+        SyncWire) deps=("$OUT/libKVStore.a") ;;
+        GatewayFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncWire.a" "$OUT/libFuzzProperties.a") ;;
     esac
     local lib=$OUT/lib$name.a
     if up_to_date "$lib" "$@" "${deps[@]}"; then return; fi
@@ -93,6 +104,15 @@ build() {
         build_module SyncKit "${synckit[@]}"
         build_module SyncFuzzProperties "${sync_properties[@]}"
     fi
+    local needs_gateway=0
+    for t in "$@"; do is_gateway "$t" && needs_gateway=1; done
+    if ((needs_gateway)); then
+        local syncwire gateway_properties
+        mapfile -t syncwire < <(find Sources/SyncWire -name '*.swift' | sort)
+        mapfile -t gateway_properties < <(find fuzz/GatewayProperties -name '*.swift' | sort)
+        build_module SyncWire "${syncwire[@]}"
+        build_module GatewayFuzzProperties "${gateway_properties[@]}"
+    fi
     for t in "$@"; do
         known "$t"
         local exe=$OUT/fuzz-$t
@@ -100,6 +120,7 @@ build() {
         [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
         local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" "$OUT/libLogging.a")
         is_sync "$t" && libs=("$OUT/libSyncFuzzProperties.a" "$OUT/libSyncKit.a" "${libs[@]}")
+        is_gateway "$t" && libs=("$OUT/libGatewayFuzzProperties.a" "$OUT/libSyncWire.a" "${libs[@]}")
         if up_to_date "$exe" "${sources[@]}" "${libs[@]}"; then continue; fi
         echo "fuzz.sh: compiling and linking fuzz-$t" >&2
         # gold warns once per ASan helper symbol ("Cannot export local symbol"); that is noise.

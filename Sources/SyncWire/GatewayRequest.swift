@@ -128,16 +128,19 @@ package struct GatewayRequestHead: Equatable, Sendable {
     package static func operation(method: String, uri: String) throws(GatewayRefusal) -> GatewayOperation {
         guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(414, "the request target is over 2048 bytes") }
         let (path, query) = try split(uri)
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        guard path.hasPrefix("/"), parts.count == 2, parts[0].first == "v", parts[0].count <= 10,
-              parts[0].dropFirst().allSatisfy(\.isASCII), let version = Int(parts[0].dropFirst()) else {
+        // Exactly `/vN/NAME`: no empty segment (`//v1/push`), none more (`/v1/push/`).
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = segments.dropFirst()
+        guard segments.count == 3, segments[0].isEmpty, let first = parts.first, first.first == "v", first.count <= 10,
+              first.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let version = Int(first.dropFirst()),
+              String(first.dropFirst()) == String(version), let name = parts.last, !name.isEmpty else {
             throw GatewayRefusal(404, "no such endpoint \(Self.shown(path)) (the sync protocol's are under /v\(GatewayWire.version)/)")
         }
         guard version == GatewayWire.version else {
             throw GatewayRefusal(400, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
         }
         let operation: GatewayOperation
-        switch (method, parts[1]) {
+        switch (method, name) {
         case ("GET", "hello"): operation = .hello
         case ("POST", "push"): operation = .push
         case ("GET", "state"): operation = .state

@@ -40,9 +40,11 @@ package struct JWT: Sendable {
 
     /// Nesting in a header or claims, at most.
     static let maxDepth = 8
+    /// The algorithms a gateway may be given a key for; any other (`none` first) is refused here.
+    package static let algorithms: Set<String> = ["HS256", "ES256"]
 
     /// Splits `token` into its three base64url parts and reads its header: a JSON object (no member
-    /// twice) with an `alg` and no `crit` (this gateway understands no extension, and RFC 7515
+    /// twice) with an `alg` of HS256 or ES256 and no `crit` (this gateway understands no extension, and RFC 7515
     /// §4.1.11 says a recipient must then refuse).
     package init(_ token: String) throws(JWTRefusal) {
         guard CredentialText.isJWT(token) else { throw JWTRefusal("is not three base64url parts") }
@@ -54,6 +56,9 @@ package struct JWT: Sendable {
         let members = try Self.object(header, "header")
         guard case .string(let algorithm)? = members.first(where: { $0.key == "alg" })?.value.kind else {
             throw JWTRefusal("has no alg in its header")
+        }
+        guard Self.algorithms.contains(algorithm) else {
+            throw JWTRefusal("is signed with \(GatewayRequestHead.shown(algorithm.prefix(20))), which this gateway does not accept (HS256 or ES256 only)")
         }
         if members.contains(where: { $0.key == "crit" }) {
             throw JWTRefusal("has a crit header parameter, and this gateway understands no extension")

@@ -1,0 +1,133 @@
+import Foundation
+import KVStore
+import SyncWire
+import Testing
+
+/// What the gateway decides from a request's head and a JWT alone, before a byte of the body or a
+/// database row: each rule with the case that breaks it.
+struct SyncWireTests {
+    static let token = "kvs1_" + String(repeating: "A", count: 43)
+    static let group = "group.com.example.app"
+
+    static func head(_ method: String, _ uri: String, _ headers: [(String, String)], maxBody: Int = 1_000) throws(GatewayRefusal) -> GatewayRequestHead {
+        try GatewayRequestHead(method: method, uri: uri, header: { name in headers.filter { $0.0 == name }.map(\.1) }, maxBodyBytes: maxBody)
+    }
+
+    static let auth = [("authorization", "Bearer \(token)"), ("kvsync-group", group)]
+
+    @Test func aRequestHeadIsAdmittedOrRefusedFromItsHeadersAlone() throws {
+        let push = try Self.head("POST", "/v1/push", Self.auth + [("content-length", "10")])
+        #expect(push.operation == .push && push.bodyLength == 10 && push.credential == Self.token && push.group == Self.group)
+        #expect(try Self.head("GET", "/v1/changes?after=5&limit=7", Self.auth).operation == .changes(after: 5, limit: 7))
+        func refused(_ method: String, _ uri: String, _ headers: [(String, String)], _ status: Int, _ text: String,
+                     sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(throws: GatewayRefusal.self, sourceLocation: sourceLocation) { _ = try Self.head(method, uri, headers) }
+            do {
+                _ = try Self.head(method, uri, headers)
+            } catch {
+                #expect(error.status == status && error.line.contains(text), "\(error)", sourceLocation: sourceLocation)
+            }
+        }
+        refused("POST", "/v1/push", Self.auth + [("content-length", "1001")], 413, "over 1000 bytes")
+        refused("POST", "/v1/push", Self.auth, 411, "Content-Length")
+        refused("POST", "/v1/push", Self.auth + [("content-length", "4"), ("transfer-encoding", "chunked")], 400, "Transfer-Encoding")
+        refused("POST", "/v1/push", Self.auth + [("content-length", "1"), ("content-length", "2")], 400, "more than one Content-Length")
+        refused("POST", "/v1/push", Self.auth + [("content-length", "+1")], 400, "not a number")
+        refused("GET", "/v1/hello", Self.auth + [("content-length", "3")], 400, "takes no body")
+        refused("GET", "/v1/hello", [("kvsync-group", Self.group)], 401, "no credential")
+        refused("GET", "/v1/hello", [("authorization", "Basic eA=="), ("kvsync-group", Self.group)], 401, "not a bearer token")
+        refused("GET", "/v1/hello", [("authorization", "Bearer not-a-token"), ("kvsync-group", Self.group)], 401, "neither a sync token")
+        refused("GET", "/v1/hello", Self.auth + [("authorization", "Bearer \(Self.token)")], 400, "more than one Authorization")
+        refused("GET", "/v1/hello", [("authorization", "Bearer \(Self.token)")], 400, "no KVSync-Group")
+        refused("GET", "/v1/hello", [("authorization", "Bearer \(Self.token)"), ("kvsync-group", "../etc")], 400, "not a group identifier")
+        refused("GET", "/v2/hello", Self.auth, 400, "version 2")
+        refused("GET", "/v1/nothing", Self.auth, 404, "no such endpoint")
+        refused("GET", "/v1/changes?after=1&after=2", Self.auth, 400, "twice")
+        refused("GET", "/v1/changes?after=1&group=x", Self.auth, 400, "only ?after")
+        refused("GET", "/v1/state?x=1", Self.auth, 400, "takes no query")
+        refused("GET", "/v1/changes?after=-1", Self.auth, 400, "after=CURSOR")
+        refused("GET", "/v1/changes?after=0&limit=10001", Self.auth, 400, "limit must be")
+    }
+
+    static func claims(_ json: String, audience: String? = nil, issuer: String? = nil) throws(JWTRefusal) -> JWTClaims {
+        try JWTClaims(Array(json.utf8), policy: JWTPolicy(audience: audience, issuer: issuer), now: 1_000_000)
+    }
+
+    @Test func jwtClaimsAreStrictJSONAndTheirRulesHold() throws {
+        let ok = try Self.claims(#"{"group":"g","sub":"u1","exp":1003600}"#)
+        #expect(ok.group == "g" && ok.device == "u1" && !ok.readOnly && ok.expiresAt == 1_003_600)
+        #expect(try Self.claims(#"{"group":"g","device":"d","sub":"u","exp":1003600}"#).device == "d")
+        #expect(try Self.claims(#"{"group":"g","exp":1003600}"#).device == nil)
+        for (json, reason) in [
+            (#"{"group":"g","group":"h","exp":1003600}"#, "duplicate member"),
+            (#"{"group":"g","exp":1003600,"x":{"a":1,"a":2}}"#, "duplicate member"),
+            (#"{"group":"g","exp":1003600} {}"#, "text after"),
+            (#"{"group":"g","exp":999999}"#, "has expired"),
+            (#"{"group":"g","exp":1086401}"#, "past this gateway's longest lifetime"),
+            (#"{"group":"g","iat":900000,"exp":1003600}"#, "exp - iat"),
+            (#"{"group":"g","iat":1000100,"exp":1003600}"#, "issued in the future"),
+            (#"{"group":"g","nbf":1000100,"exp":1003600}"#, "not valid yet"),
+            (#"{"group":"g","exp":"1003600"}"#, "not a number"),
+            (#"{"exp":1003600}"#, "no group"),
+            (#"{"group":"g","exp":1003600,"aud":"x"}"#, "no audience to check it against"),
+            (#"{"group":"g","device":"","exp":1003600}"#, "empty"),
+            (#"{"group":"g","device":"credential-3","exp":1003600}"#, "credential-"),
+            (#"{"group":"g","sub":"a\u0000b","exp":1003600}"#, "control character"),
+            (#"{"group":"g","exp":1003600,"read_only":"yes"}"#, "read_only"),
+            (#"["group"]"#, "not a JSON object"),
+        ] {
+            #expect(throws: JWTRefusal.self) { _ = try Self.claims(json) }
+            do {
+                _ = try Self.claims(json)
+            } catch {
+                #expect(error.description.contains(reason), "\(json): \(error)")
+            }
+        }
+        #expect(try Self.claims(#"{"group":"g","exp":1003600,"aud":["a","k"]}"#, audience: "k").group == "g")
+        #expect(throws: JWTRefusal.self) { _ = try Self.claims(#"{"group":"g","exp":1003600}"#, audience: "k") }
+        #expect(throws: JWTRefusal.self) { _ = try Self.claims(#"{"group":"g","exp":1003600,"iss":"a"}"#, issuer: "b") }
+        #expect(try Self.claims(#"{"group":"g","exp":1003600,"iss":"b"}"#, issuer: "b").group == "g")
+    }
+
+    static func b64(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test func aJWTsHeaderIsReadBeforeItsClaimsAndRefusesWhatIsNotUnderstood() throws {
+        let claims = Self.b64(#"{"group":"g","exp":1003600}"#)
+        let jwt = try JWT(Self.b64(#"{"alg":"HS256","typ":"JWT"}"#) + "." + claims + ".c2ln")
+        #expect(jwt.algorithm == "HS256" && jwt.signature == Array("sig".utf8))
+        #expect(jwt.signingInput == Array((Self.b64(#"{"alg":"HS256","typ":"JWT"}"#) + "." + claims).utf8))
+        for (header, reason) in [(#"{"alg":"HS256","crit":["b64"]}"#, "crit"), (#"{"alg":"none","alg":"HS256"}"#, "duplicate member"),
+                                 (#"{"typ":"JWT"}"#, "no alg"), (#"{"alg":1}"#, "no alg"), ("[]", "not a JSON object")] {
+            #expect(throws: JWTRefusal.self) { _ = try JWT(Self.b64(header) + "." + claims + ".c2ln") }
+            do {
+                _ = try JWT(Self.b64(header) + "." + claims + ".c2ln")
+            } catch {
+                #expect(error.description.contains(reason), "\(header): \(error)")
+            }
+        }
+        #expect(throws: JWTRefusal.self) { _ = try JWT("a.b") }
+        #expect(throws: JWTRefusal.self) { _ = try JWT("a.b!.c") }
+    }
+
+    @Test func aPushBodyHoldsWhatAReplicatorSendsAndNothingElse() throws {
+        let change = OutgoingChange(kind: "collection", name: "notes", key: [0x6B], value: [0x61], clock: 1 << 16, base: 0, token: 1)
+        let body = GatewayPushRequest(device: "d", maxClockSkewMilliseconds: 60_000, changes: [change, change]).encoded()
+        let decoded = try GatewayPushRequest(decoding: body, maxValueBytes: 10)
+        #expect(decoded.device == "d" && decoded.changes == [change, change])
+        for bad in [
+            OutgoingChange(kind: "", name: "notes", key: [], value: nil, clock: 1, base: 0, token: 1),
+            OutgoingChange(kind: "collection", name: "no\u{0}tes", key: [], value: nil, clock: 1, base: 0, token: 1),
+            OutgoingChange(kind: "collection", name: "notes", key: [], value: nil, clock: 1 << 63, base: 0, token: 1),
+            OutgoingChange(kind: "collection", name: "notes", key: [], value: nil, clock: 1, base: 0, token: .max),
+            OutgoingChange(kind: "collection", name: "notes", key: [UInt8](repeating: 1, count: 512), value: nil, clock: 1, base: 0, token: 1),
+            OutgoingChange(kind: "collection", name: "notes", key: [], value: [UInt8](repeating: 1, count: 11), clock: 1, base: 0, token: 1),
+        ] {
+            #expect(throws: GatewayWireError.self) {
+                _ = try GatewayPushRequest(decoding: GatewayPushRequest(device: "", changes: [bad]).encoded(), maxValueBytes: 10)
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+// The property of the sync gateway's parsers of what a device sends (SyncWire: a push body, a request
+// target, the headers a request is admitted or refused on, a JWT and its claims) and of what a device
+// reads back from a gateway (a page of changes, a push's answer, a resync), checked by the harness
+// fuzz/Targets/gateway.swift (built by scripts/fuzz.sh) and replayed from fuzz/corpus/gateway by
+// GatewayFuzzCorpusReplayTests (SyncWireTests). SwiftPM builds this folder as the
+// `GatewayFuzzProperties` target.
+import FuzzProperties
+import KVStore
+import SyncWire
+
+@inline(__always)
+func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) throws(PropertyViolation) {
+    if !condition() { throw PropertyViolation(message()) }
+}
+
+/// A refusal must be one line, of bounded length.
+func requireOneLine(_ text: String, _ what: String) throws(PropertyViolation) {
+    try require(!text.contains("\n") && !text.contains("\r"), "\(what) is not one line: \(text)")
+    try require(text.utf8.count <= 2_000, "\(what) is \(text.utf8.count) bytes long")
+}
+
+/// The first byte of an input selects the parser (mod 8); the rest is its input:
+///
+/// 0. a push body (`GatewayPushRequest`); 1. a request line `METHOD TARGET`; 2. a method, a target
+/// and headers (`GatewayRequestHead`), one `Name: value` a line; 3. a JWT's text (`JWT`, then its
+/// claims as if its signature held); 4. a JWT's claims (`JWTClaims`); 5. a page of changes
+/// (`ChangesPage`); 6. a push's answer (`GatewayPushResponse`); 7. a resync's answer (`GatewayState`).
+///
+/// Nothing traps; every refusal is the parser's typed error, one line; and what is accepted holds the
+/// rules the gateway relies on, and round-trips through its encoder where it has one.
+public enum GatewayProperty {
+    static let maxValueBytes = 1 << 16
+    static let maxBodyBytes = 1 << 20
+    /// The clock the JWT checks see: 2027-01-15.
+    static let now = 1_800_000_000.0
+    static let policy = JWTPolicy(audience: "kvsync", issuer: nil, maxLifetime: .seconds(86_400))
+
+    public static func check(_ input: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        guard let selector = input.first else { return .rejected("empty") }
+        let rest = Array(input.dropFirst())
+        switch selector % 8 {
+        case 0: return try push(rest)
+        case 1: return try target(rest)
+        case 2: return try head(rest)
+        case 3: return try jwt(rest)
+        case 4: return try claims(rest)
+        default: return try answer(selector % 8, rest)
+        }
+    }
+
+    static func push(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        let request: GatewayPushRequest
+        do {
+            request = try GatewayPushRequest(decoding: bytes, maxValueBytes: maxValueBytes)
+        } catch let error as GatewayWireError {
+            try requireOneLine(error.description, "the push's error")
+            return .rejected("push")
+        } catch {
+            throw PropertyViolation("a push body threw a \(type(of: error)): \(error)")
+        }
+        try require(request.changes.count <= bytes.count, "\(request.changes.count) changes from \(bytes.count) bytes")
+        for change in request.changes {
+            try require(!change.kind.isEmpty && !change.name.isEmpty, "an accepted change has an empty kind or name")
+            for text in [change.kind, change.name, request.device] {
+                try require(!text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) },
+                            "an accepted push holds a control character: \(text.debugDescription)")
+                try require(text.utf8.count <= GatewayWire.maxNameBytes, "an accepted name is \(text.utf8.count) bytes")
+            }
+            try require(change.key.count <= Store.maxKeySize, "an accepted key is \(change.key.count) bytes")
+            try require((change.value?.count ?? 0) <= maxValueBytes, "an accepted value is over the limit")
+            try require(change.clock <= UInt64(Int64.max) && change.token <= UInt64(Int64.max), "an accepted clock or token is 2^63 or more")
+        }
+        let again: GatewayPushRequest
+        do {
+            again = try GatewayPushRequest(decoding: request.encoded(), maxValueBytes: maxValueBytes)
+        } catch {
+            throw PropertyViolation("an accepted push does not decode once encoded again: \(error)")
+        }
+        try require(again.changes == request.changes && again.device == request.device, "a push does not round-trip")
+        return .accepted
+    }
+
+    /// `METHOD TARGET` from UTF-8 text (its first space splits them).
+    static func target(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let parts = text.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+        let method = String(parts[0]), uri = parts.count > 1 ? String(parts[1]) : ""
+        let operation: GatewayOperation
+        do {
+            operation = try GatewayRequestHead.operation(method: method, uri: uri)
+        } catch {
+            try requireOneLine(error.line, "the refusal")
+            try require([400, 404, 414].contains(error.status), "a request target got status \(error.status)")
+            return .rejected("target \(error.status)")
+        }
+        switch operation {
+        case .changes(let after, let limit):
+            try require(method == "GET" && after >= 0 && (1...GatewayRequestHead.maxPageChanges).contains(limit),
+                        "accepted changes after \(after), limit \(limit), by \(method)")
+        case .push: try require(method == "POST", "a push by \(method)")
+        case .hello, .state, .live: try require(method == "GET", "\(operation) by \(method)")
+        }
+        try require(uri.hasPrefix("/v\(GatewayWire.version)/"), "accepted the target \(uri.debugDescription)")
+        return .accepted
+    }
+
+    /// A request line, then header lines (`Name: value`).
+    static func head(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        let requestLine = lines.first.map(String.init) ?? ""
+        let parts = requestLine.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+        let method = String(parts[0]), uri = parts.count > 1 ? String(parts[1]) : ""
+        var headers: [(String, String)] = []
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append((line[..<colon].lowercased(), String(line[line.index(after: colon)...].drop { $0 == " " })))
+        }
+        let admitted: GatewayRequestHead
+        do {
+            admitted = try GatewayRequestHead(method: method, uri: uri, header: { name in headers.filter { $0.0 == name }.map(\.1) },
+                                              maxBodyBytes: maxBodyBytes)
+        } catch {
+            try requireOneLine(error.line, "the refusal")
+            try require([400, 401, 404, 411, 413, 414].contains(error.status), "a request head got status \(error.status)")
+            try require(!error.line.contains("kvs1_") || !headers.contains { $0.1.contains(error.line) }, "a refusal repeats the credential")
+            return .rejected("head \(error.status)")
+        }
+        try require(CredentialText.isToken(admitted.credential) || CredentialText.isJWT(admitted.credential),
+                    "admitted the credential \(admitted.credential.debugDescription)")
+        try require((try? GroupIdentifier(admitted.group)) != nil, "admitted the group \(admitted.group.debugDescription)")
+        try require(headers.filter { $0.0 == "transfer-encoding" }.isEmpty, "admitted a Transfer-Encoding")
+        if admitted.operation.hasBody {
+            try require((0...maxBodyBytes).contains(admitted.bodyLength), "admitted a body of \(admitted.bodyLength) bytes")
+        } else {
+            try require(admitted.bodyLength == 0, "admitted a body for \(admitted.operation)")
+        }
+        return .accepted
+    }
+
+    static func jwt(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        let jwt: JWT
+        do {
+            jwt = try JWT(String(decoding: bytes, as: UTF8.self))
+        } catch {
+            try requireOneLine(error.description, "the JWT's refusal")
+            return .rejected("jwt")
+        }
+        try require(jwt.signingInput.count < bytes.count, "the signing input is the whole token")
+        return try claims(jwt.payload)
+    }
+
+    static func claims(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        let claims: JWTClaims
+        do {
+            claims = try JWTClaims(bytes, policy: policy, now: now)
+        } catch {
+            try requireOneLine(error.description, "the claims' refusal")
+            return .rejected("claims")
+        }
+        try require(claims.expiresAt > now && claims.expiresAt - now <= 86_400, "accepted an exp of \(claims.expiresAt)")
+        try require(!claims.group.isEmpty && claims.group.utf8.count <= 1024, "accepted the group \(claims.group.debugDescription)")
+        if let device = claims.device {
+            try require(!device.isEmpty && device.utf8.count <= GatewayWire.maxNameBytes && !device.hasPrefix(JWTClaims.reservedDevicePrefix)
+                        && !device.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) },
+                        "accepted the device \(device.debugDescription)")
+        }
+        return .accepted
+    }
+
+    /// What a device reads from a gateway: a page (5), a push's answer (6), a resync (7).
+    static func answer(_ kind: UInt8, _ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {
+        do {
+            switch kind {
+            case 5:
+                let page = try ChangesPage(decoding: bytes, maxValueBytes: maxValueBytes)
+                try require(page.changes.count <= bytes.count, "a page of \(page.changes.count) changes from \(bytes.count) bytes")
+                let again = try ChangesPage(decoding: page.encoded(), maxValueBytes: maxValueBytes)
+                try require(again == page, "a page does not round-trip")
+            case 6:
+                let answer = try GatewayPushResponse(decoding: bytes, maxValueBytes: maxValueBytes)
+                if case .outcomes(let outcomes) = answer {
+                    try require(outcomes.count <= bytes.count, "\(outcomes.count) outcomes from \(bytes.count) bytes")
+                }
+            default:
+                let state = try GatewayState(decoding: bytes, maxValueBytes: maxValueBytes)
+                try require(state.rows.count <= bytes.count, "a state of \(state.rows.count) rows from \(bytes.count) bytes")
+            }
+            return .accepted
+        } catch let violation as PropertyViolation {
+            throw violation
+        } catch let error as GatewayWireError {
+            try requireOneLine(error.description, "the answer's error")
+            return .rejected("answer \(kind)")
+        } catch {
+            throw PropertyViolation("an answer threw a \(type(of: error)): \(error)")
+        }
+    }
+}
