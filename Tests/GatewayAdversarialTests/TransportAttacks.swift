@@ -8,6 +8,9 @@ import SyncWire
 import PostgresTesting
 import TestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The network between a device and its gateway: old TLS versions, RSA key exchange and CBC suites
 /// offered by a client (`openssl s_client`), a certificate that names another host, plain HTTP, and
@@ -99,6 +102,35 @@ import Testing
             #expect(throws: Never.self) { _ = try SyncGatewayURL(loopback) }
         }
         #expect(try await arena.log().isEmpty)
+    }
+
+    /// A secret given in a file (or the environment) is not on the command line, where `ps` shows it
+    /// to every user of the machine: the gateway's database URL with its password, a device's token.
+    @Test func secretsFromFilesStayOffTheCommandLine() async throws {
+        let arena = try await Arena("secrets")
+        let files = TemporaryDirectory()
+        let urlFile = files.path + "/database-url"
+        try "postgres://\(LocalPostgresCluster.gatewayLogin):not-for-ps-eyes@127.0.0.1:\(arena.cluster.port)/kv\n"
+            .write(toFile: urlFile, atomically: true, encoding: .utf8)
+        let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database-url-file", urlFile,
+                                                                              "--listen", "127.0.0.1:0"])
+        defer { gateway.kill(SIGKILL) }
+        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
+        let url = String(line.dropFirst("gateway listening on ".count))
+        func commandLine(_ pid: Int32) throws -> String {
+            String(decoding: try Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")), as: UTF8.self)
+        }
+        #expect(try !commandLine(gateway.pid).contains("not-for-ps-eyes"))
+        let token = try await arena.token(["--device", "d"])
+        let device = try Device(group: arena.group)
+        try device.put("v", "k")
+        let tokenFile = files.path + "/token"
+        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let live = try device.kvtoolInBackground(["sync", "run", "--server", url, "--token-file", tokenFile, "--seconds", "60"])
+        defer { live.kill(SIGKILL) }
+        #expect(try await offPool { live.waitForLine(timeout: 60) { $0.hasPrefix("device ") } } != nil)
+        #expect(try !commandLine(live.pid).contains(token))
+        #expect(await eventuallyAsync(30) { ((try? await arena.log()) ?? []).count == 1 })
     }
 }
 #endif
