@@ -133,7 +133,9 @@ extension SyncGateway {
     /// How far back each sweep also looks, whatever its cursor.
     static let revocationWindow: Duration = .seconds(30)
     /// How long a sweep's connecting or query may take before the connection is dropped.
-    static let sweepTimeout: Duration = .seconds(3)
+    static let sweepTimeout: Duration = .seconds(2)
+    /// How soon a failed sweep is tried again.
+    static let revocationRetry: Duration = .milliseconds(500)
 
     /// `GET /v1/live`: after the credential is checked, server-sent events: `hello`, then `change`
     /// whenever a device commits to the group, a comment every ``heartbeat``, and `closed` with the
@@ -228,8 +230,12 @@ extension SyncGateway {
         var seen = Set<Int64>()
         var connection: PostgresConnection?
         let logger = options.logger
+        // After a failed sweep the next comes sooner: the first one after the database is back must not
+        // wait a whole period.
+        var pause = Self.revocationSweep
         while !Task.isCancelled {
-            try? await Task.sleep(for: Self.revocationSweep)
+            try? await Task.sleep(for: pause)
+            pause = Self.revocationSweep
             guard hub.count > 0 else { continue }
             var revoked = Set<Int64>()
             do {
@@ -259,6 +265,7 @@ extension SyncGateway {
                 options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
                 if let open = connection { try? await open.close() }
                 connection = nil
+                pause = Self.revocationRetry
             }
             hub.close(credentials: revoked, expiredBy: Date())
         }

@@ -20,12 +20,12 @@ import TestSupport
         }
         walk(KVTool.self, path: "kvtool")
         // The whole tree was walked: kvtool and every command under it (38), with `sync` and its
-        // subcommands (with `sync quarantine`, its `list` and `retry`, `sync token` and its `issue`,
-        // `list` and `revoke`, and `sync gateway`), `demo machine` and `bench sync` and `bench gateway`
-        // (16) only under the PostgreSQL trait, and `serve` under Serve.
+        // subcommands (with `sync quarantine`, its `list` and `retry`, `sync setup`, `sync token` and
+        // its `issue`, `list` and `revoke`, and `sync gateway`), `demo machine` and `bench sync` and
+        // `bench gateway` (17) only under the PostgreSQL trait, and `serve` under Serve.
         var expected = 38
         #if PostgreSQL
-        expected += 16
+        expected += 17
         #endif
         #if Serve
         expected += 1

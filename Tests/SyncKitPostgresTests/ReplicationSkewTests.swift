@@ -65,7 +65,13 @@ import Testing
         let refused = try a.kvtool(["sync", "run", "--once", "--server", url])
         #expect(refused.status == 75, "\(refused.stderr)")
         #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains("clock is 86"), "\(refused.stderr)")
-        // The bound is a setting: one wide enough lets the change through.
+        // The bound is a setting, the server's first: a device's wider one alone changes nothing (the
+        // server takes the lower of the two); once the owner widens the server's, the change goes through.
+        let asked = try a.kvtool(["sync", "run", "--once", "--server", url, "--max-clock-skew", "90000"])
+        #expect(asked.status == 75, "\(asked.stderr)")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE key = '\\x6b'::bytea") == 0)
+        let owner = try run(productsDirectory() + "/kvtool", ["sync", "setup", "--database", url, "--max-clock-skew", "90000"])
+        #expect(owner.status == 0, "\(owner.stderr)")
         let wide = try a.kvtool(["sync", "run", "--once", "--server", url, "--max-clock-skew", "90000"])
         #expect(wide.status == 0, "\(wide.stderr)")
         #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE key = '\\x6b'::bytea") == 1)

@@ -349,8 +349,9 @@ import Glibc
             _ = try cluster.psql("TRUNCATE kvsync_changes, kvsync_state, kvsync_groups RESTART IDENTITY")
         } else {
             _ = try cluster.psql("""
-                DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens;
-                DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently
+                DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens, kvsync_revocations;
+                DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
+                DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation
                 """)
         }
         // A writes after the loss: few changes, so its new sequence numbers stay below B's cursor.
@@ -377,9 +378,12 @@ import Glibc
             try await ra.sync()
             await ra.close()
         }
-        // Version 1's push function took no clock bound, and it had no credentials nor row-level security.
+        // Version 1's push function took no clock bound, and it had no credentials, row-level security,
+        // server clock bound nor revocation log.
         try cluster.psql("""
-            DROP TABLE kvsync_tokens; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
+            DROP TABLE kvsync_tokens, kvsync_revocations; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
+            DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation;
+            ALTER TABLE kvsync_schema DROP COLUMN max_clock_skew_ms;
             DROP POLICY kvsync_group_scope ON kvsync_groups; DROP POLICY kvsync_group_scope ON kvsync_changes;
             DROP POLICY kvsync_group_scope ON kvsync_state; DROP POLICY kvsync_schema_read ON kvsync_schema;
             ALTER TABLE kvsync_groups DISABLE ROW LEVEL SECURITY; ALTER TABLE kvsync_changes DISABLE ROW LEVEL SECURITY;
@@ -396,7 +400,7 @@ import Glibc
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "5|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "6|36")
         // Version 5's partitions (by a hash of the group), with the rows moved over.
         #expect(try cluster.count("""
             SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent

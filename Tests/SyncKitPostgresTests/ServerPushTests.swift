@@ -86,7 +86,16 @@ import Testing
         // A repeated key, then a repeated token: the loop, change by change.
         #expect(try await pushed("d3", [Change(token: 1, key: "k", value: "k1"), Change(token: 2, key: "k", value: "k2", base: first + 5)])
                 == ["1:applied:\(first + 5)", "2:applied:\(first + 6)"])
-        #expect(try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "y", value: "y1"),
+        // A token repeated with another change (two containers under one device id) refuses the batch
+        // whole (revision 3): never "duplicate" for a change the server does not have.
+        await #expect {
+            _ = try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "y", value: "y1"),
+                                        Change(token: 4, key: "a", value: "a3")])
+        } throws: { error in
+            "\(error)".contains("this device id is in use by another container")
+        }
+        #expect(try await stateNow().filter { $0.hasPrefix("x=") || $0.hasPrefix("y=") }.isEmpty)
+        #expect(try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 3, key: "x", value: "x1"),
                                                                     Change(token: 4, key: "a", value: "a3")])
                 == ["1:applied:\(first + 7)", "2:duplicate:\(first + 7)", "3:conflict:\(first + 4):a2"])
         #expect(try await stateNow().filter { $0.hasPrefix("k=") || $0.hasPrefix("x=") || $0.hasPrefix("y=") }
