@@ -84,6 +84,15 @@ build_module() {
         -I Sources/CLMDB -I "$OUT" -o "$lib" "$@"
 }
 
+# A module and the properties that test it: every .swift file of each folder, in name order.
+build_pair() {
+    local module sources
+    mapfile -t module < <(find "$2" -name '*.swift' | sort)
+    mapfile -t sources < <(find "$4" -name '*.swift' | sort)
+    build_module "$1" "${module[@]}"
+    build_module "$3" "${sources[@]}"
+}
+
 build() {
     mkdir -p "$OUT"
     local kvstore properties logging
@@ -95,24 +104,14 @@ build() {
     mapfile -t properties < <(find fuzz/Properties -name '*.swift' | sort)
     build_module KVStore "${kvstore[@]}"
     build_module FuzzProperties "${properties[@]}"
-    local t needs_sync=0
-    for t in "$@"; do is_sync "$t" && needs_sync=1; done
-    if ((needs_sync)); then
-        local synckit sync_properties
-        mapfile -t synckit < <(find Sources/SyncKit -name '*.swift' | sort)
-        mapfile -t sync_properties < <(find fuzz/SyncProperties -name '*.swift' | sort)
-        build_module SyncKit "${synckit[@]}"
-        build_module SyncFuzzProperties "${sync_properties[@]}"
-    fi
-    local needs_gateway=0
-    for t in "$@"; do is_gateway "$t" && needs_gateway=1; done
-    if ((needs_gateway)); then
-        local syncwire gateway_properties
-        mapfile -t syncwire < <(find Sources/SyncWire -name '*.swift' | sort)
-        mapfile -t gateway_properties < <(find fuzz/GatewayProperties -name '*.swift' | sort)
-        build_module SyncWire "${syncwire[@]}"
-        build_module GatewayFuzzProperties "${gateway_properties[@]}"
-    fi
+    # The module and properties some targets link besides KVStore's, built when one of them is asked for.
+    local t needs_sync=0 needs_gateway=0
+    for t in "$@"; do
+        is_sync "$t" && needs_sync=1
+        is_gateway "$t" && needs_gateway=1
+    done
+    ((needs_sync)) && build_pair SyncKit Sources/SyncKit SyncFuzzProperties fuzz/SyncProperties
+    ((needs_gateway)) && build_pair SyncWire Sources/SyncWire GatewayFuzzProperties fuzz/GatewayProperties
     for t in "$@"; do
         known "$t"
         local exe=$OUT/fuzz-$t

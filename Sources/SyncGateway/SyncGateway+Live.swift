@@ -144,12 +144,16 @@ extension SyncGateway {
     func streamLive(_ request: Admitted, to answers: AnswerWriter) async throws {
         let principal: Principal
         do {
+            // In a task of its own: the stream's task lives as long as the stream, and keeps the memory
+            // its deepest frames took (a database transaction's are deep); this one's is freed now.
             let logger = options.logger
-            principal = try await client.withTransaction(logger: logger) { [self] connection in
-                let principal = try await Self.principal(of: request.credential, on: connection, logger: logger)
-                if !request.counted { try check(principal, against: request.head) }
-                return principal
-            }
+            principal = try await Task { [self] in
+                try await client.withTransaction(logger: logger) { connection in
+                    let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
+                    if !request.counted { try check(principal, against: request.head) }
+                    return principal
+                }
+            }.value
         } catch {
             try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false)
             return
@@ -170,22 +174,22 @@ extension SyncGateway {
         headers.add(name: "Content-Type", value: "text/event-stream")
         headers.add(name: "Cache-Control", value: "no-store")
         headers.add(name: "Connection", value: "close")
-        try await answers.timed(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
-        try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
+        try await answers.event(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+        try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
         // One task per stream, woken by the hub for changes, heartbeats and the end: no timer of its
         // own (a stream costs its connection, this task and a small buffer). A device that left is
         // found at the next write, and one that stopped reading at the write's deadline.
         for await event in events {
             switch event {
             case .change:
-                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
             case .heartbeat:
-                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
             case .closed(let reason):
-                try await answers.timed(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
             }
         }
-        try? await answers.timed(.end(nil))
+        try? await answers.event(.end(nil))
     }
 
     /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
@@ -250,7 +254,7 @@ extension SyncGateway {
                     }
                     connection = fresh
                     try await withDeadline(Self.sweepTimeout, what: "the database", onTimeout: { try? await fresh.close() }) {
-                        try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
+                        _ = try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
                     }
                 }
                 let (open, after) = (connection!, cursor)

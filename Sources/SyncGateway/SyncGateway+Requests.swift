@@ -43,17 +43,17 @@ extension SyncGateway {
     }
 
     /// What a request presented: a token the database must check, or a JWT already verified.
-    enum Credential {
+    enum Credential: Sendable {
         case token(hash: [UInt8])
         case verified(Principal)
     }
 
-    /// A request admitted from its head: its operation and credential, and the principal when it was
-    /// verified before the body (a JWT, or a push's token).
-    struct Admitted {
+    /// A request admitted from its head: its operation and its credential (a token is looked up again
+    /// in the request's own transaction, so that one revoked meanwhile is refused there).
+    struct Admitted: Sendable {
         var head: GatewayRequestHead
         var credential: Credential
-        /// Whether the principal's rate was counted already.
+        /// Whether the principal's group and rate were checked already (a JWT, or a push's token).
         var counted: Bool
     }
 
@@ -79,23 +79,32 @@ extension SyncGateway {
             return .refused(.refusal(.tooManyRequests, "too many refused credentials from \(source); retry in \(wait) s", retryAfter: wait))
         }
         do {
-            let credential: Credential
             if CredentialText.isToken(request.credential) {
                 let hash = SyncTokens.hash(request.credential)
+                // A request without a body is checked in its own transaction, in one round trip.
                 guard request.operation.hasBody else { return .admitted(Admitted(head: request, credential: .token(hash: hash), counted: false)) }
-                let logger = options.logger
-                let principal = try await client.withTransaction(logger: logger) { connection in
-                    try await Self.authenticate(hash, on: connection, logger: logger)
+                // Before its body: the token as it was verified in the last seconds (a device's push
+                // follows its hello), else looked up now, in one statement. The push's own transaction
+                // looks it up again, so one revoked meanwhile is refused there.
+                let principal: Principal
+                if let recent = verified.recent(hash) {
+                    principal = recent
+                } else {
+                    let logger = options.logger
+                    principal = try await client.withConnection { connection in
+                        try await Self.authenticate(hash, on: connection, logger: logger)
+                    }
+                    verified.remember(hash, principal)
                 }
-                credential = .verified(principal)
-            } else if let jwt = options.jwt {
-                credential = .verified(try jwt.verify(request.credential))
-            } else {
+                try check(principal, against: request)
+                return .admitted(Admitted(head: request, credential: .token(hash: hash), counted: true))
+            }
+            guard let jwt = options.jwt else {
                 throw Refusal(status: .unauthorized, line: "the credential is not a sync token (\(SyncTokens.prefix)…): this gateway takes no JWT")
             }
-            guard case .verified(let principal) = credential else { preconditionFailure() }
+            let principal = try jwt.verify(request.credential)
             try check(principal, against: request)
-            return .admitted(Admitted(head: request, credential: credential, counted: true))
+            return .admitted(Admitted(head: request, credential: .verified(principal), counted: true))
         } catch {
             return .refused(refusal(for: error, from: source))
         }
@@ -132,10 +141,14 @@ extension SyncGateway {
 
     /// The verified principal of `credential`, with the transaction on `connection` scoped to its
     /// group and device (and running as the gateway's role) from here on.
-    static func principal(of credential: Credential, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
+    func principal(of credential: Credential, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
         switch credential {
-        case .token(let hash): try await authenticate(hash, on: connection, logger: logger)
-        case .verified(let principal): try await scope(principal, on: connection, logger: logger)
+        case .token(let hash):
+            let principal = try await Self.authenticate(hash, on: connection, logger: logger)
+            verified.remember(hash, principal)
+            return principal
+        case .verified(let principal):
+            return try await Self.scope(principal, on: connection, logger: logger)
         }
     }
 
@@ -199,7 +212,7 @@ extension SyncGateway {
             let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
             let logger = options.logger
             let answer: [UInt8] = try await client.withTransaction(logger: logger) { [self] connection in
-                let principal = try await Self.principal(of: request.credential, on: connection, logger: logger)
+                let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
                 switch request.head.operation {

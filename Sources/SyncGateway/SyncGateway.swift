@@ -111,6 +111,8 @@ public final class SyncGateway: Sendable {
     let hub: LiveHub
     /// Resyncs (`/v1/state`, a group's whole state) being read at once.
     let resyncs = AsyncSemaphore(permits: 2)
+    /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
+    let verified: RecentlyVerified
 
     struct State {
         var connections = 0
@@ -141,6 +143,7 @@ public final class SyncGateway: Sendable {
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
                                capacity: limits.maxRememberedAddresses)
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
+        verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -184,6 +187,7 @@ public final class SyncGateway: Sendable {
                         }
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                         try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: limits.requestTimeout))
+                        try channel.pipeline.syncOperations.addHandler(WriteStallDeadline(timeout: limits.answerTimeout))
                         return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
                     }
                 }
@@ -243,9 +247,10 @@ public final class SyncGateway: Sendable {
             }
             if idle && draining { channel.close(promise: nil) }
         }
-        try? await connection.executeThenClose { inbound, _ in
-            // Answers are written on the channel itself (each write awaited until it is in the socket).
-            let answers = AnswerWriter(channel: channel, gateway: self)
+        try? await connection.executeThenClose { inbound, outbound in
+            // Answers are written on the channel itself (each write awaited until it is in the socket),
+            // a live stream's events through the connection's writer.
+            let answers = AnswerWriter(channel: channel, gateway: self, events: outbound)
             // The request admitted from its head, waiting for the end of its body.
             var pending: (head: HTTPRequestHead, request: Admitted)?
             var body = ByteBuffer()
@@ -352,14 +357,19 @@ public final class SyncGateway: Sendable {
     var answerBytes: Int { state.withLock { $0.answerBytes } }
 }
 
-/// Writes answers on one connection, a slice at a time, each slice awaited until it is in the
-/// socket: a slice that does not get there within ``SyncGateway/Limits/answerTimeout`` (a device that
-/// stopped reading) closes the connection, and the write fails. A body is counted against the
-/// gateway's budget for answers until written; and since every write is awaited, an answer is whole
-/// in the socket before its connection is closed (Connection: close), never cut short by the close.
+/// Writes answers on one connection: the head, and a body of one slice, with the end in one flush; a
+/// larger body a 256 KiB slice at a time, each awaited until it is in the socket, so that a device that
+/// stopped reading holds one slice of the gateway's memory, and the connection's ``WriteStallDeadline``
+/// (``SyncGateway/Limits/answerTimeout``) closes it, failing the write. A body is counted against the
+/// gateway's budget for answers until written; and since the last write is awaited too, an answer is
+/// whole in the socket before its connection is closed (Connection: close), never cut short by the close.
 struct AnswerWriter: Sendable {
     let channel: Channel
     let gateway: SyncGateway
+    /// The connection's writer, for a live stream's events: a write returns once the event is handed to
+    /// the channel (waiting only while the channel is unwritable), so that a commit's fan-out to a
+    /// group's streams waits for none of them.
+    let events: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
 
     /// A slice of a body written at once: the writer waits for the device to read it before the next.
     static let slice = 256 << 10
@@ -374,25 +384,25 @@ struct AnswerWriter: Sendable {
         let size = response.body.readableBytes
         gateway.countAnswer(size)
         defer { gateway.countAnswer(-size) }
-        try await timed(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
+                      promise: nil)
         var buffer = response.body
-        while buffer.readableBytes > 0 {
-            try await timed(.body(.byteBuffer(buffer.readSlice(length: min(Self.slice, buffer.readableBytes))!)))
+        while buffer.readableBytes > Self.slice {
+            try await send(.body(.byteBuffer(buffer.readSlice(length: Self.slice)!)))
         }
-        try await timed(.end(nil))
+        if buffer.readableBytes > 0 { channel.write(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil) }
+        try await send(.end(nil))
     }
 
-    /// Writes `part` and waits until it is in the socket, closing the connection if the device has not
-    /// taken it within the deadline.
-    func timed(_ part: HTTPServerResponsePart) async throws {
-        let channel = self.channel
-        let timeout = gateway.options.limits.answerTimeout
-        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000
-                                                                       + timeout.components.attoseconds / 1_000_000_000)) {
-            channel.close(promise: nil)
-        }
-        defer { deadline.cancel() }
+    /// Writes `part` and what was written before it, and waits until they are in the socket.
+    func send(_ part: HTTPServerResponsePart) async throws {
         try await channel.writeAndFlush(part)
+    }
+
+    /// Writes a live stream's `part` (its head, an event, its end). Only a live stream's parts come this
+    /// way, after every answer on the connection was written whole.
+    func event(_ part: HTTPServerResponsePart) async throws {
+        try await events.write(part)
     }
 }
 

@@ -504,6 +504,8 @@ enum ServerSchema {
                 bound bigint;
                 reused integer;
                 distinct_tokens boolean;
+                first_low bigint;
+                first_high bigint;
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
@@ -531,7 +533,11 @@ enum ServerSchema {
                     WHERE c.group_id = p_group AND c.device = p_device AND c.token >= 4611686018427387904;
                 -- A token this device sent before comes again with the same change (a batch sent twice),
                 -- or another container sends under this device id: refused, never answered 'duplicate'
-                -- (which would tell that container its write reached the server when it did not).
+                -- (which would tell that container its write reached the server when it did not). A batch
+                -- whose tokens are all past what this device sent in their range (a fresh push) skips it.
+                SELECT min(t) FILTER (WHERE t < 4611686018427387904), min(t) FILTER (WHERE t >= 4611686018427387904)
+                    INTO first_low, first_high FROM unnest(p_tokens) AS t;
+                IF first_low <= sent_low OR first_high <= sent_high THEN
                 SELECT u.i INTO reused
                 FROM unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted)
                      WITH ORDINALITY AS u(tok, kind, name, key, val, del, i)
@@ -542,6 +548,7 @@ enum ServerSchema {
                 WHERE d.kind <> u.kind OR d.name <> u.name OR d.key <> u.key
                    OR d.value IS DISTINCT FROM CASE WHEN u.del THEN NULL ELSE u.val END
                 LIMIT 1;
+                END IF;
                 distinct_tokens := (SELECT count(DISTINCT t) FROM unnest(p_tokens) AS t) = n;
                 -- The same within the batch: a token twice with two different changes.
                 IF reused IS NULL AND NOT distinct_tokens THEN

@@ -217,6 +217,19 @@ import Glibc
         refused("SELECT * FROM kvsync_push('\(theirs)', 'x', ARRAY[7]::bigint[], ARRAY['collection'], ARRAY['notes'], ARRAY['k'::bytea], ARRAY['owned'::bytea], ARRAY[false], ARRAY[65536]::bigint[], ARRAY[0]::bigint[], 60000);",
                 "scoped to another group")
         refused("UPDATE kvsync_schema SET version = 99;", "permission denied")
+        // Scoped to a device too (as a gateway's transaction is, from the credential), it pushes as that
+        // device only: a second line behind the gateway's own check of a push's device.
+        do {
+            _ = try cluster.psql(scoped + """
+                SET LOCAL kvsync.device = 'alice';
+                SELECT * FROM kvsync_push('\(mine)', 'mallory', ARRAY[7]::bigint[], ARRAY['collection'], ARRAY['notes'], ARRAY['k2'::bytea],
+                    ARRAY['owned'::bytea], ARRAY[false], ARRAY[65536]::bigint[], ARRAY[0]::bigint[], 60000);
+                COMMIT;
+                """)
+            Issue.record("a push as another device than the scope's was accepted")
+        } catch {
+            #expect("\(error)".contains("scoped to another device"), "\(error)")
+        }
         // Unscoped, it sees nothing at all.
         #expect(try cluster.psql("BEGIN; SET LOCAL ROLE kvsync_gateway; SELECT count(*) FROM kvsync_state; COMMIT;")
             .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
