@@ -474,6 +474,26 @@ enum ServerSchema {
         END $$
         """
 
+    /// Whether the gateway's role exists and lacks a privilege ``grants`` gives: a `GRANT` rewrites the
+    /// catalog even when it changes nothing, and every session's cached plans of the tables are then
+    /// made again (a gateway's next pushes pay for it), so the owner's commands grant only when needed.
+    static let grantsNeeded = """
+        SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = '\(gatewayRole)') AND NOT (
+            has_table_privilege('\(gatewayRole)', 'kvsync_groups', 'SELECT') AND has_table_privilege('\(gatewayRole)', 'kvsync_groups', 'INSERT')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_groups', 'UPDATE')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_changes', 'SELECT') AND has_table_privilege('\(gatewayRole)', 'kvsync_changes', 'INSERT')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_changes', 'UPDATE')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_state', 'SELECT') AND has_table_privilege('\(gatewayRole)', 'kvsync_state', 'INSERT')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_state', 'UPDATE')
+            AND has_table_privilege('\(gatewayRole)', 'kvsync_schema', 'SELECT')
+            AND has_sequence_privilege('\(gatewayRole)', 'kvsync_changes_seq_seq', 'USAGE')
+            AND has_function_privilege('\(gatewayRole)', 'kvsync_authenticate(bytea)', 'EXECUTE')
+            AND has_function_privilege('\(gatewayRole)', 'kvsync_revoked_recently(double precision)', 'EXECUTE')
+            AND (to_regprocedure('kvsync_revocations_after(bigint, double precision)') IS NULL
+                 OR (has_function_privilege('\(gatewayRole)', 'kvsync_revocations_after(bigint, double precision)', 'EXECUTE')
+                     AND has_function_privilege('\(gatewayRole)', 'kvsync_revocation_cursor()', 'EXECUTE'))))
+        """
+
     /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):
     /// the clock bound is the lower of the caller's and the server's own (`kvsync_schema.max_clock_skew_ms`,
     /// which only the owner changes), a stamp of 2^63 or more is refused whatever the bound, a scoped

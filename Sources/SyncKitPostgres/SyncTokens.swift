@@ -146,14 +146,20 @@ public enum SyncTokens {
     }
 
     /// Runs `body` on a connection of the database's owner, with the schema migrated and the gateway's
-    /// role granted what it needs (an administrator may have created it since the migration).
+    /// role granted what it needs (an administrator may have created it since the migration), only if it
+    /// lacks something (``ServerSchema/grantsNeeded``).
     static func withOwner<R: Sendable>(_ server: ServerURL, logger: Logger,
                                                _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         let connection = try await ServerConnection.connect(server, logger: logger, maxValueBytes: 1 << 20)
         do {
             try await connection.migrate()
             let result = try await connection.mapErrors {
-                try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grants), logger: logger)
+                var needed = false
+                for try await (found) in try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grantsNeeded), logger: logger)
+                    .decode(Bool.self) {
+                    needed = found
+                }
+                if needed { try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grants), logger: logger) }
                 return try await body(connection.connection)
             }
             await connection.close()

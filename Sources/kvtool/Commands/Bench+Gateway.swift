@@ -167,7 +167,12 @@ extension Bench {
             var latencies: [Double] = []
             for sample in 0..<samples {
                 let group = sample % groupIDs.count
-                let writer = try BenchDevice(group: groupIDs[group], gateway: url, token: tokens[group])
+                // A credential of its own: a credential is one device, and the live devices of the group
+                // (which never push) share theirs.
+                let writerToken = try blocking {
+                    try await SyncTokens.issue(on: cluster.tcpURL, group: groupIDs[group], device: "writer-\(count)-\(sample)").token
+                }
+                let writer = try BenchDevice(group: groupIDs[group], gateway: url, token: writerToken)
                 _ = try blocking { try await writer.replicator.sync() }
                 let members = stride(from: group, to: count, by: groupIDs.count).map { $0 }
                 let before = arrivals.withLock { state in members.map { state[$0].events } }
