@@ -40,11 +40,11 @@ public final class SyncGateway: Sendable {
         /// bound). A body is counted from its declared length, once its credential is verified.
         public var maxBufferedBytes = 256 << 20
         /// Answers being written at once, over every connection: past this, a read (a page, a resync)
-        /// gets 503 before it is made, so that devices that never read their answers cannot make the
-        /// gateway hold them without bound.
+        /// gets 503 before it is made, and an answer made that would pass it is dropped (503), so that
+        /// devices that never read their answers cannot make the gateway hold them without bound.
         public var maxAnswerBytes = 128 << 20
-        /// An answer that makes no progress for this long (a device that stopped reading) is abandoned
-        /// and its connection closed; a live stream's event too.
+        /// A connection that stays unwritable this long (its device stopped reading an answer, or a live
+        /// stream) is closed, and what it held released.
         public var answerTimeout: Duration = .seconds(30)
         /// Open connections; past this, new ones get 503 and are closed.
         public var maxConnections = 4_096
