@@ -84,6 +84,28 @@ import Testing
                 """)
         }
         #expect(refusedTopBit.trimmingCharacters(in: .whitespacesAndNewlines) == "clock_ahead")
+        // Even with both bounds at their widest (an owner who set the server's by hand), a stamp with its
+        // top bit set is refused.
+        let widest = try await offPool { [cluster = arena.cluster, group = arena.group] in
+            try cluster.psql("""
+                UPDATE kvsync_schema SET max_clock_skew_ms = 9223372036854775807;
+                SELECT outcome FROM kvsync_push('\(group)', 'owner', ARRAY[10]::bigint[], ARRAY['collection'], ARRAY['notes'],
+                    ARRAY['k'::bytea], ARRAY['v'::bytea], ARRAY[false], ARRAY[-5]::bigint[], ARRAY[0]::bigint[], 9223372036854775807);
+                UPDATE kvsync_schema SET max_clock_skew_ms = 60000;
+                """)
+        }
+        #expect(widest.trimmingCharacters(in: .whitespacesAndNewlines) == "clock_ahead", "\(widest)")
+        // The gateway's bound holds where the server's is wider: with the server's at a year, a push
+        // stamped a day ahead (asking for Int64.max) is still refused by the gateway's 60 s.
+        let year = try await kvtoolRun(["sync", "setup", "--database", arena.cluster.tcpURL.description, "--max-clock-skew", "31536000"])
+        #expect(year.status == 0, "\(year.stderr)")
+        let tomorrow = HybridTimestamp(date: Date().addingTimeInterval(86_400)).rawValue
+        let dayAhead = try await arena.push(mallory, skew: .max, changes: [try note("k", "from tomorrow", clock: tomorrow, token: 3)])
+        guard case .clockAhead? = try? GatewayPushResponse(decoding: dayAhead.body, maxValueBytes: 1 << 20) else {
+            Issue.record("a push stamped a day ahead went through a gateway whose bound is 60 s: \(dayAhead.status) \(dayAhead.text)")
+            return
+        }
+        #expect(try await arena.log().isEmpty)
         let setup = try await kvtoolRun(["sync", "setup", "--database", arena.cluster.tcpURL.description, "--max-clock-skew", "5"])
         #expect(setup.status == 0 && setup.stdout.contains("clock bound 5.0 s"), "\(setup.stdout)\(setup.stderr)")
         let direct = try Device(group: arena.group)

@@ -125,10 +125,20 @@ import Testing
             Task { try await SyncGatewayClient.followChanges(gateway: url, token: original, group: arena.group) { opened.withLock { $0 += 1 } } }
         }
         #expect(await eventuallyAsync(30) { opened.withLock { $0 } == 2 })
-        await #expect {
-            try await SyncGatewayClient.followChanges(gateway: url, token: malleated, group: arena.group) {}
-        } throws: { error in
-            "\(error)".contains("too many live streams for this credential (2)")
+        // The third stream, with the malleated copy, is refused at once (an accepted one would stay open:
+        // the test waits 15 s for its end, then fails).
+        let third = Task { () -> (any Error)? in
+            do {
+                try await SyncGatewayClient.followChanges(gateway: url, token: malleated, group: arena.group) {}
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let error = await outcome(of: third, within: 15) {
+            #expect("\(String(describing: error))".contains("too many live streams for this credential (2)"), "\(String(describing: error))")
+        } else {
+            Issue.record("a stream with the malleated signature was accepted past the credential's limit of 2")
         }
         for stream in streams { stream.cancel() }
     }
@@ -139,13 +149,19 @@ import Testing
         let expiry = Self.now + 4
         let token = Self.hs256("{\"group\":\"\(arena.group)\",\"device\":\"tablet\",\"exp\":\(expiry)}")
         let started = ContinuousClock.now
-        let outcome: Result<Void, any Error> = await Result(catching: { () async throws -> Void in
-            try await SyncGatewayClient.followChanges(gateway: try SyncGatewayURL(arena.url), token: token, group: arena.group) {}
-        })
+        let stream = Task { () -> Result<Void, any Error> in
+            await Result(catching: { () async throws -> Void in
+                try await SyncGatewayClient.followChanges(gateway: try SyncGatewayURL(arena.url), token: token, group: arena.group) {}
+            })
+        }
+        guard let ended = await outcome(of: stream, within: BuildScale.seconds(30)) else {
+            Issue.record("the JWT's live stream was still open 30 s later, long past its exp")
+            return
+        }
         let lasted = ContinuousClock.now - started
         let late = Date().timeIntervalSince1970 - Double(expiry)
         print("[adversary] a JWT's live stream ended \(late) s after its exp (open \(lasted))")
-        guard case .failure(let error) = outcome else {
+        guard case .failure(let error) = ended else {
             Issue.record("the stream ended without a refusal")
             return
         }

@@ -723,7 +723,7 @@ extension GatewayTests {
         #expect(await eventuallyAsync(30) { follower.count == 1 })
         let revoked = ContinuousClock.now
         #expect(try await SyncTokens.revoke(on: cluster.tcpURL, device: "stolen", group: group) == 1)
-        let ended = await follower.task.value
+        let ended = try #require(await outcome(of: follower.task, within: BuildScale.seconds(30)), "the revoked credential's stream stayed open")
         let took = ContinuousClock.now - revoked
         // Within 5 s (scaled under a sanitizer, whose build is several times slower).
         #expect(took < .seconds(BuildScale.seconds(5)), "\(took)")
@@ -731,7 +731,7 @@ extension GatewayTests {
         print("[gateway] a revoked credential's live stream closed \(took) after the revocation")
         // And it cannot open another.
         let again = try LiveFollower(url, token: token, group: group)
-        let refused = await again.task.value
+        let refused = try #require(await outcome(of: again.task, within: BuildScale.seconds(30)), "a revoked credential opened a stream")
         #expect(refused as? ReplicationError == .credentialRefused("the credential was revoked"), "\(String(describing: refused))")
     }
 
@@ -744,7 +744,7 @@ extension GatewayTests {
         #expect(await eventuallyAsync(30) { followers.allSatisfy { $0.count == 1 } })
         gateway.kill(SIGTERM)
         for follower in followers {
-            let ended = await follower.task.value
+            let ended = try #require(await outcome(of: follower.task, within: BuildScale.seconds(30)), "a stream outlived the drain")
             #expect(ended == nil, "a stream ended with \(String(describing: ended)) instead of closing cleanly")
         }
         let exited = try await offPool { gateway.wait(timeout: 30) }
@@ -835,7 +835,7 @@ extension GatewayTests {
         let followers = try (0..<2).map { _ in try LiveFollower(url, token: token, group: group) }
         #expect(await eventuallyAsync(30) { followers.allSatisfy { $0.count == 1 } })
         let third = try LiveFollower(url, token: token, group: group)
-        let refused = await third.task.value
+        let refused = try #require(await outcome(of: third.task, within: BuildScale.seconds(30)), "a third stream was accepted")
         #expect("\(String(describing: refused))".contains("too many live streams for this credential (2)"), "\(String(describing: refused))")
         // Three connections open (the two streams and one idle): a fourth is refused before its body.
         // An idle connection the gateway accepted while the refused follower's was still open (its close

@@ -223,6 +223,19 @@ public enum RawHTTP {
     }
 }
 
+/// What `task` ended with, if it ends within `seconds`; else `nil`, and it is cancelled (a live stream
+/// that should have been closed must fail its test, not hang it).
+public func outcome<Success: Sendable>(of task: Task<Success, Never>, within seconds: Double) async -> Success? {
+    let ended = Locked(false)
+    let watcher = Task { _ = await task.value; ended.withLock { $0 = true } }
+    defer { watcher.cancel() }
+    guard await eventuallyAsync(seconds, { ended.withLock { $0 } }) else {
+        task.cancel()
+        return nil
+    }
+    return await task.value
+}
+
 /// A process's peak and current resident set, in MiB (`/proc/PID/status`).
 public func residentMemory(of pid: Int32) -> (peak: Double, now: Double) {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
