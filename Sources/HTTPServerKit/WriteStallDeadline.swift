@@ -1,31 +1,54 @@
 #if PostgreSQL || Serve
 import NIOCore
 
-/// Closes a connection that stays unwritable for `timeout`: its peer stopped reading, the socket's
-/// buffer is full, and more than the channel's high watermark waits to be written. An answer that
-/// makes no progress is abandoned then, and what it held is released; a peer that reads, however
-/// slowly, makes the channel writable again and disarms the deadline. One timer per stall, not per
-/// write.
-public final class WriteStallDeadline: ChannelInboundHandler, @unchecked Sendable {
+/// Closes a connection whose writes make no progress for `timeout`: a write waits that long and no
+/// write completes meanwhile (its peer stopped reading, and the socket's buffer is full). The answer
+/// is abandoned then, failing its write, and what it held is released; a peer that reads, however
+/// slowly, completes writes and keeps the connection. One timer per stall, re-armed from the last
+/// progress, not one per write.
+///
+/// Progress is a write's promise completing, not the channel's writability: a stalled write whose
+/// unwritten rest is below the channel's high watermark leaves the channel writable for good, and a
+/// deadline armed by writability never fires (a device that stopped reading held a 24 MiB answer of
+/// the gateway's memory until it read again, issue 35's CI run).
+public final class WriteStallDeadline: ChannelDuplexHandler, @unchecked Sendable {
     public typealias InboundIn = NIOAny
+    public typealias OutboundIn = NIOAny
 
     private let timeout: TimeAmount
     private var timer: Scheduled<Void>?
+    /// Writes passed on and not yet completed (written, or failed).
+    private var waiting = 0
+    /// When a write last completed, or the first of the waiting ones was passed on.
+    private var progress = NIODeadline.now()
 
     public init(timeout: Duration) {
         let (seconds, attoseconds) = timeout.components
         self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
-    public func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            timer?.cancel()
-            timer = nil
-        } else if timer == nil {
-            let channel = context.channel
-            timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let promise = promise ?? context.eventLoop.makePromise()
+        if waiting == 0 { progress = .now() }
+        waiting += 1
+        promise.futureResult.whenComplete { _ in
+            self.waiting -= 1
+            self.progress = .now()
         }
-        context.fireChannelWritabilityChanged()
+        if timer == nil { arm(context.eventLoop, context.channel, at: progress + timeout) }
+        context.write(data, promise: promise)
+    }
+
+    private func arm(_ eventLoop: any EventLoop, _ channel: any Channel, at deadline: NIODeadline) {
+        timer = eventLoop.scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            guard waiting > 0 else { return }
+            if NIODeadline.now() - progress >= timeout {
+                channel.close(promise: nil)
+            } else {
+                arm(eventLoop, channel, at: progress + timeout)
+            }
+        }
     }
 
     public func channelInactive(context: ChannelHandlerContext) {

@@ -43,8 +43,9 @@ public final class SyncGateway: Sendable {
         /// gets 503 before it is made, and an answer made that would pass it is dropped (503), so that
         /// devices that never read their answers cannot make the gateway hold them without bound.
         public var maxAnswerBytes = 128 << 20
-        /// A connection that stays unwritable this long (its device stopped reading an answer, or a live
-        /// stream) is closed, and what it held released.
+        /// A connection whose writes make no progress this long (its device stopped reading an answer,
+        /// or a live stream: a write waited this long and none completed meanwhile) is closed, and what
+        /// it held released. A device must take each 256 KiB slice of an answer within it.
         public var answerTimeout: Duration = .seconds(30)
         /// Open connections; past this, new ones get 503 and are closed.
         public var maxConnections = 4_096
@@ -359,8 +360,9 @@ public final class SyncGateway: Sendable {
 
 /// Writes answers on one connection: the head, and a body of one slice, with the end in one flush; a
 /// larger body a 256 KiB slice at a time, each awaited until it is in the socket, so that a device that
-/// stopped reading holds one slice of the gateway's memory, and the connection's ``WriteStallDeadline``
-/// (``SyncGateway/Limits/answerTimeout``) closes it, failing the write. A body is counted against the
+/// stopped reading leaves at most one slice in the channel, and the connection's ``WriteStallDeadline``
+/// (``SyncGateway/Limits/answerTimeout``) closes it when a slice makes no progress that long, failing
+/// the write and releasing the answer. A body is counted against the
 /// gateway's budget for answers until written; and since the last write is awaited too, an answer is
 /// whole in the socket before its connection is closed (Connection: close), never cut short by the close.
 struct AnswerWriter: Sendable {

@@ -177,6 +177,59 @@ public enum RawHTTP {
         return sent
     }
 
+    /// Reads nothing until the peer (a server on this machine) has closed its end, or its answer's
+    /// status is not 200 (a refusal that need not close the connection), or `deadline` passes: the
+    /// condition itself, not a fixed wait, so that a slow server on a loaded machine is waited for.
+    /// A server's FIN waits behind the bytes its socket still holds, unseen by a reader that reads
+    /// nothing, so the server's own socket is looked up in `/proc/net/tcp`: it leaves ESTABLISHED
+    /// when the server closes it. Whether the peer closed or refused before the deadline.
+    public static func awaitCloseUnread(_ fd: Int32, until deadline: ContinuousClock.Instant) -> Bool {
+        let readHangUp: Int16 = 0x2000 // POLLRDHUP (Linux), which Glibc's module does not export.
+        while ContinuousClock.now < deadline {
+            var entry = pollfd(fd: fd, events: readHangUp, revents: 0)
+            if poll(&entry, 1, 100) > 0, entry.revents & (readHangUp | Int16(POLLHUP) | Int16(POLLERR)) != 0 { return true }
+            if !serverSideEstablished(fd) { return true }
+            var status = [UInt8](repeating: 0, count: 12)
+            if recv(fd, &status, status.count, Int32(MSG_PEEK | MSG_DONTWAIT)) == 12,
+               String(decoding: status[9..<12], as: UTF8.self) != "200" { return true }
+        }
+        return false
+    }
+
+    /// Whether the server's end of `fd`'s connection (a server on this machine, over IPv4) is still
+    /// ESTABLISHED, by `/proc/net/tcp`: its local port is `fd`'s peer's, its remote port `fd`'s own.
+    static func serverSideEstablished(_ fd: Int32) -> Bool {
+        func port(_ read: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> UInt16? {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let result = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { read($0, &length) }
+            }
+            return result == 0 ? UInt16(bigEndian: address.sin_port) : nil
+        }
+        guard let mine = port({ getsockname(fd, $0, $1) }), let server = port({ getpeername(fd, $0, $1) }) else { return true }
+        // A /proc file reports no size: read it to its end.
+        let table = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)
+        guard table >= 0 else { return true }
+        defer { close(table) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = read(table, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        let local = String(format: ":%04X", server), remote = String(format: ":%04X", mine)
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, fields[1].hasSuffix(local), fields[2].hasSuffix(remote) else { continue }
+            return fields[3] == "01"
+        }
+        // Not listed (yet, or no more): the server's close shows as a hang-up or a reset then.
+        return true
+    }
+
     /// Everything received until the peer closes (or a receive times out, or is reset).
     public static func readToEnd(_ fd: Int32) -> [UInt8] {
         var received: [UInt8] = []
