@@ -208,20 +208,8 @@ public enum RawHTTP {
             return result == 0 ? UInt16(bigEndian: address.sin_port) : nil
         }
         guard let mine = port({ getsockname(fd, $0, $1) }), let server = port({ getpeername(fd, $0, $1) }) else { return true }
-        // A /proc file reports no size: read it to its end.
-        let table = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)
-        guard table >= 0 else { return true }
-        defer { close(table) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = read(table, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
         let local = String(format: ":%04X", server), remote = String(format: ":%04X", mine)
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n").dropFirst() {
+        for line in procFile("/proc/net/tcp").split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
             guard fields.count > 3, fields[1].hasSuffix(local), fields[2].hasSuffix(remote) else { continue }
             return fields[3] == "01"
@@ -289,13 +277,4 @@ public func outcome<Success: Sendable>(of task: Task<Success, Never>, within sec
     return await task.value
 }
 
-/// A process's peak and current resident set, in MiB (`/proc/PID/status`).
-public func residentMemory(of pid: Int32) -> (peak: Double, now: Double) {
-    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-    func field(_ name: String) -> Double {
-        let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
-        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
-    }
-    return (field("VmHWM"), field("VmRSS"))
-}
 #endif

@@ -113,7 +113,7 @@ extension Bench {
 
         /// User and system CPU time of another process (`/proc/PID/stat`), in seconds.
         static func cpuSeconds(of pid: Int32) -> Double {
-            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            let stat = procFile("/proc/\(pid)/stat")
             // The fields after the command name (which is in parentheses and may hold spaces).
             guard let close = stat.lastIndex(of: ")") else { return 0 }
             let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -122,23 +122,13 @@ extension Bench {
             return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
         }
 
-        /// The process's peak and current resident set, in MiB (`/proc/PID/status`).
-        static func memory(of pid: Int32) -> (peak: Double, now: Double) {
-            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-            func field(_ name: String) -> Double {
-                let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
-                return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
-            }
-            return (field("VmHWM"), field("VmRSS"))
-        }
-
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
             let (gateway, url) = try startGateway(cluster)
             defer {
                 gateway.terminate()
                 gateway.waitUntilExit()
             }
-            let idle = Self.memory(of: gateway.processIdentifier)
+            let idle = residentMemory(of: gateway.processIdentifier)
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
             let openStart = Bench.now()
@@ -161,7 +151,7 @@ extension Bench {
                 usleep(10_000)
             }
             let openSeconds = Double(Bench.now() - openStart) / 1e9
-            let opened = Self.memory(of: gateway.processIdentifier)
+            let opened = residentMemory(of: gateway.processIdentifier)
 
             // One device per sampled group commits through the gateway; each device of the group is timed.
             var latencies: [Double] = []
@@ -196,7 +186,7 @@ extension Bench {
             }
             latencies.sort()
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-            let after = Self.memory(of: gateway.processIdentifier)
+            let after = residentMemory(of: gateway.processIdentifier)
             print(String(format: "%6d live devices in %d groups: opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
                          percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak))
