@@ -51,6 +51,12 @@ public final class LocalPostgresCluster: @unchecked Sendable {
 
     public var socketDirectory: String { directory + "/socket" }
     var dataDirectory: String { directory + "/data" }
+
+    /// The running server's process id (the first line of `postmaster.pid`), or nil when it is stopped.
+    public var serverProcessID: Int32? {
+        guard let text = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").first.flatMap { Int32($0) }
+    }
     var logFile: String { directory + "/server.log" }
 
     /// Creates the cluster and starts its server.
@@ -123,6 +129,11 @@ public final class LocalPostgresCluster: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process's: a pipe another thread made for its own child (Foundation's
+        // pipes are not close-on-exec) would stay open in the server `pg_ctl start` leaves running,
+        // and that child's reader would wait for its end as long as the server runs (a test's
+        // `openssl req` took 60 s and more that way, though it had exited).
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { for pointer in cArguments { free(pointer) } }
         var pid: pid_t = 0
@@ -148,6 +159,15 @@ public final class LocalPostgresCluster: @unchecked Sendable {
             throw ReplicationError.server("\((program as NSString).lastPathComponent) failed (\(code)): \(said)\(log.isEmpty ? "" : "; log: " + log)")
         }
         return text
+    }
+
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc module
+    /// does not export; nil where the C library lacks it.
+    static var addCloseFrom: AddCloseFrom? {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
     }
 
     static func findBinaries() throws -> String {

@@ -83,11 +83,19 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     let finished = DispatchSemaphore(value: 0)
     let killed = LockedData()
     let pid = process.processIdentifier
+    let heldOpen = LockedData()
     let watchdog = Thread {
         if finished.wait(timeout: .now() + limit) == .timedOut {
-            killed.set(Data())
-            kill(pid, SIGCONT)
-            kill(pid, SIGKILL)
+            // Only a process still running is killed: one that exited was reaped, and its pid may be
+            // another process's by now. One that exited while its output stays open had its pipe
+            // inherited by a process that outlives it.
+            if process.isRunning {
+                killed.set(Data())
+                kill(pid, SIGCONT)
+                kill(pid, SIGKILL)
+            } else {
+                heldOpen.set(Data())
+            }
         }
     }
     watchdog.start()
@@ -108,10 +116,13 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     process.waitUntilExit()
     finished.signal()
     while !errData.isSet || !fed.isSet { usleep(1000) }
+    let name = ([URL(fileURLWithPath: executable).lastPathComponent] + arguments.prefix(2)).joined(separator: " ")
     if killed.isSet {
-        let name = ([URL(fileURLWithPath: executable).lastPathComponent] + arguments.prefix(2)).joined(separator: " ")
         ProcessTimeout.recordTimeout("process \(pid) (\(name))", after: limit,
                                      output: String(decoding: outData, as: UTF8.self), sourceLocation: sourceLocation)
+    } else if heldOpen.isSet {
+        Issue.record(Comment(rawValue: "process \(pid) (\(name)) exited, but its output stayed open past \(Int(limit)) s: another process inherited its pipe"),
+                     sourceLocation: sourceLocation)
     }
     return ProcessResult(status: process.terminationStatus,
                          stdout: String(decoding: outData, as: UTF8.self),
