@@ -120,8 +120,10 @@ public final class BackgroundProcess: @unchecked Sendable {
         return (process.terminationStatus, lines, String(decoding: errorData, as: UTF8.self))
     }
 
-    /// Sends `signal` to the process.
+    /// Sends `signal` to the process, while it runs: once it has exited and been reaped, its pid may
+    /// be another process's (the pids of a machine that starts thousands of processes wrap).
     public func kill(_ signal: Int32 = SIGKILL) {
+        guard process.isRunning else { return }
         _ = Glibc.kill(process.processIdentifier, signal)
     }
 }
