@@ -21,7 +21,8 @@ final class Arena: @unchecked Sendable {
     let url: String
     let group: String
 
-    init(_ name: String, gatewayArguments: [String] = [], clusterOptions: [String] = []) async throws {
+    init(_ name: String, gatewayArguments: [String] = [], clusterOptions: [String] = [],
+         gatewayEnvironment: [String: String] = [:]) async throws {
         group = "group.com.example.adversary.\(name)"
         cluster = try await offPool { try LocalPostgresCluster() }
         if !clusterOptions.isEmpty {
@@ -29,7 +30,7 @@ final class Arena: @unchecked Sendable {
             try cluster.stop()
             try cluster.start()
         }
-        (gateway, url) = try await startGateway(cluster, extra: gatewayArguments)
+        (gateway, url) = try await startGateway(cluster, extra: gatewayArguments, environment: gatewayEnvironment)
     }
 
     deinit { gateway.kill(SIGKILL) }
