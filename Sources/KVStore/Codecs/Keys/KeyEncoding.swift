@@ -102,7 +102,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
         case .string: .text(try String.decodeKey(from: &reader, terminal: terminal))
         case .uuid: .text(try UUID.decodeKey(from: &reader, terminal: terminal).uuidString)
         case .day: .text(try LogicalDay.decodeKey(from: &reader, terminal: terminal).description)
-        case .date: .text(Self.iso8601(try Date.decodeKey(from: &reader, terminal: terminal)))
+        case .date: .text(Self.dateKeyText(try Date.decodeKey(from: &reader, terminal: terminal)))
         case .bytes: .text(try ByteKey.decodeKey(from: &reader, terminal: terminal).description)
         case .tuple(let parts):
             .array(try parts.enumerated().map { (i, part) throws(KeyDecodingError) -> KeyValue in
@@ -176,7 +176,10 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
             guard let v = LogicalDay(text) else { throw fail("a day (YYYY-MM-DD)") }
             v.encodeKey(into: &bytes, terminal: terminal)
         case .date:
-            if let seconds = Double(text) {
+            if let exact = Self.exactDateKey(text) {
+                // What dateKeyText writes, read back to the same bits (see KeyEncoding+DateText).
+                bytes.append(contentsOf: exact)
+            } else if let seconds = Double(text) {
                 Date(timeIntervalSince1970: seconds).encodeKey(into: &bytes, terminal: terminal)
             } else if let v = Self.parseISO8601(text) {
                 v.encodeKey(into: &bytes, terminal: terminal)
@@ -219,7 +222,7 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
             + pad(inDay / 60_000 % 60, 2) + ":" + pad(inDay / 1000 % 60, 2) + "." + pad(inDay % 1000, 3) + "Z"
     }
 
-    static func parseISO8601(_ text: String) -> Date? {
+    package static func parseISO8601(_ text: String) -> Date? {
         // What iso8601(_:) writes is RFC 3339, read here in the proleptic Gregorian calendar as it was
         // written (and as LogicalDay counts days): Foundation's parser switches to the Julian calendar
         // before 1582-10-15, which moved the year 20 by two days. Foundation's parser stays for the
