@@ -15,7 +15,7 @@ struct KVTool: ParsableCommand {
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self,
             Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,
-            Readers.self, Check.self, Compact.self, Bench.self, Demo.self,
+            Readers.self, Check.self, Repair.self, Compact.self, Bench.self, Demo.self,
         ] + KVTool.serveCommands + KVTool.replicationCommands
     )
 }

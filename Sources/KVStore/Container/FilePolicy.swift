@@ -32,15 +32,22 @@ struct FilePolicy: Sendable {
 
     /// The policy for files created with `fileMode` in a directory whose status is `directory`: group
     /// bits in `fileMode` mean group-shared.
-    init(fileMode: mode_t, directory: stat) {
+    /// Whether a mode this process may change is repaired (`fchmod`). A read-only open repairs
+    /// nothing: it accepts a mode narrower than the policy's as it is, and refuses a wider one, naming
+    /// the repair, so that a command documented as writing nothing (`kvtool info`) changes no
+    /// permission either.
+    var repairs = true
+
+    init(fileMode: mode_t, directory: stat, repairs: Bool = true) {
+        self.repairs = repairs
         self.fileMode = fileMode & 0o777
         let shared = fileMode & 0o070 != 0
         directoryMode = shared ? 0o2770 : 0o700
         group = shared ? directory.st_gid : nil
     }
 
-    init(sharing: SharingMode, directory: stat) {
-        self.init(fileMode: sharing.fileMode, directory: directory)
+    init(sharing: SharingMode, directory: stat, repairs: Bool = true) {
+        self.init(fileMode: sharing.fileMode, directory: directory, repairs: repairs)
     }
 
     var isGroupShared: Bool { group != nil }
@@ -97,6 +104,13 @@ struct FilePolicy: Sendable {
         let actual = st.st_mode & mask
         guard actual != wanted else { return }
         let me = geteuid()
+        guard repairs else {
+            // Narrower: usable as it is for reading (or the open itself fails). Wider: not repaired here.
+            guard actual & ~wanted == 0 else {
+                throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), wider than \(Self.octal(wanted)), and a read-only open changes nothing: open the container for writing once (`kvtool repair`) to narrow it")
+            }
+            return
+        }
         guard st.st_uid == me || me == 0 else {
             let problem = actual & ~wanted & 0o777 != 0 ? "wider" : "narrower"
             throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), \(problem) than \(Self.octal(wanted)), and only its owner (uid \(st.st_uid)) may change it")

@@ -137,7 +137,7 @@ public final class SharedContainer: Sendable {
         let path = layout.path
         let containerFD = try openContainer(rootFD, name: layout.groupIdentifier.rawValue, path: path, options: options)
         do {
-            let policy = FilePolicy(sharing: options.sharing, directory: try FilePolicy.status(containerFD, path: path))
+            let policy = FilePolicy(sharing: options.sharing, directory: try FilePolicy.status(containerFD, path: path), repairs: !options.readOnly)
             for sub in ContainerLayout.directoryNames {
                 let required = sub == ContainerLayout.storeName || sub == ContainerLayout.filesName
                 let existing = SafePath.lstat(at: containerFD, sub)
@@ -184,7 +184,7 @@ public final class SharedContainer: Sendable {
         }
         do {
             let st = try FilePolicy.status(fd, path: path)
-            try FilePolicy(sharing: options.sharing, directory: st).checkDirectory(fd, st, path: path)
+            try FilePolicy(sharing: options.sharing, directory: st, repairs: !options.readOnly).checkDirectory(fd, st, path: path)
         } catch {
             close(fd)
             throw error

@@ -33,7 +33,7 @@ struct EnvironmentFiles {
     /// Opens and checks `directory/data.mdb` and `directory/lock.mdb`, creating them unless read-only.
     /// `identity` is the directory's status, already taken by the caller.
     static func openDirectory(_ dirFD: Int32, identity: stat, path directory: String, configuration: Environment.Configuration) throws -> EnvironmentFiles {
-        let policy = FilePolicy(fileMode: configuration.fileMode, directory: identity)
+        let policy = FilePolicy(fileMode: configuration.fileMode, directory: identity, repairs: !configuration.readOnly)
         let dataPath = directory + "/data.mdb", lockPath = directory + "/lock.mdb"
         let data: Int32
         do {
