@@ -52,7 +52,13 @@ struct Files: ParsableCommand {
         @Argument(help: "A file relative to Files/.") var path: String
 
         func run() throws {
-            let data = try global.openContainer(readOnly: true).files.read(path, maxSize: Files.sizeLimit)
+            let data: Data
+            do {
+                data = try global.openContainer(readOnly: true).files.read(path, maxSize: Files.sizeLimit)
+            } catch KVStoreError.io(_, _, EISDIR) {
+                // The same fault as `files put`'s source being a directory, with the same status.
+                throw CLIError(.badInput, "Files/\(path) is a directory, not a file (kvtool files ls \(path) lists it)")
+            }
             FileHandle.standardOutput.write(data)
         }
     }
@@ -83,7 +89,7 @@ struct Files: ParsableCommand {
                 defer { try? handle.close() }
                 data = try Output.readAll(handle, limit: Files.sizeLimit, name: source, what: "file")
             }
-            let files = try global.openContainer(readOnly: false).files
+            let files = try global.openContainer(readOnly: false, create: true).files
             try files.write(data, to: path)
             if global.json { try Output.json(["path": .string(path), "size": .integer(data.count)]) }
         }
@@ -96,7 +102,7 @@ struct Files: ParsableCommand {
 
         func run() throws {
             try global.openContainer(readOnly: false).files.remove(path)
-            if global.json { try Output.json(["removed": .string(path)]) }
+            if global.json { try Output.json(["path": .string(path), "removed": true]) }
         }
     }
 

@@ -14,7 +14,7 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: .long, help: "Print machine-readable JSON.")
     var json = false
 
-    @Option(name: .long, help: "The author recorded for writes (default: kvtool).")
+    @Option(name: .long, help: "The author recorded for writes.")
     var author: String = "kvtool"
 
     /// The group identifier from `--group` or `$KVSTORE_GROUP`.
@@ -24,19 +24,23 @@ struct GlobalOptions: ParsableArguments {
         throw CLIError(.usage, "no App Group given: pass --group ID or set KVSTORE_GROUP")
     }
 
-    /// Opens the container; read-only ones must already exist.
+    /// Opens the container. Only a command asked to write something new (`create`: `defaults write`,
+    /// `files put`, `load`) creates one, and if that command then fails, what it created is removed
+    /// again (``CreatedPaths``): a mistyped `--group` leaves the root as it was.
     /// - Parameter clearStaleReaders: whether opening clears the reader slots of dead processes.
-    func openContainer(readOnly: Bool, clearStaleReaders: Bool = true) throws -> SharedContainer {
+    func openContainer(readOnly: Bool, clearStaleReaders: Bool = true, create: Bool = false) throws -> SharedContainer {
         let group = try groupIdentifier()
         var options = SharedContainer.Options()
         options.readOnly = readOnly
         options.store.clearStaleReadersOnOpen = clearStaleReaders
-        if readOnly {
+        let layout = try ContainerLayout(groupIdentifier: group, root: root)
+        if readOnly || !create {
             // Say "not found" rather than an I/O error when there is simply no container yet.
-            let layout = try ContainerLayout(groupIdentifier: group, root: root)
             guard FileManager.default.fileExists(atPath: layout.storeDataFile) else {
-                throw CLIError(.notFound, "no container for \(layout.groupIdentifier.rawValue) at \(layout.path)")
+                throw CLIError(.notFound, "no container for \(layout.groupIdentifier.rawValue) at \(layout.path) (check --group and --root; `kvtool collections` lists a container's contents)")
             }
+        } else {
+            CreatedPaths.recordIfMissing(layout: layout)
         }
         let container = try SharedContainer(groupIdentifier: group, root: root, options: options)
         // Every write records history where it is enabled, and wakes the container's observers. History
@@ -90,5 +94,34 @@ struct GlobalOptions: ParsableArguments {
         if let subs = nested[rest[0]], rest.count > 1, subs.contains(rest[1]) { pathLength = 2 }
         rest.insert(contentsOf: leading, at: pathLength)
         return rest
+    }
+}
+
+/// What this kvtool process created (a container, or the root above it), removed again if the
+/// command fails: "a failed command changes nothing" holds for a mistyped `--group` too.
+enum CreatedPaths {
+    nonisolated(unsafe) private static var paths: [String] = []
+
+    /// Records the topmost directory of `layout` that does not exist yet (the root's first missing
+    /// ancestor, or the container), before the open creates it.
+    static func recordIfMissing(layout: ContainerLayout) {
+        let manager = FileManager.default
+        guard !manager.fileExists(atPath: layout.path) else { return }
+        var topmost = layout.path
+        var parent = (layout.root as NSString).standardizingPath
+        while !parent.isEmpty, parent != "/", !manager.fileExists(atPath: parent) {
+            topmost = parent
+            parent = (parent as NSString).deletingLastPathComponent
+        }
+        paths.append(topmost)
+    }
+
+    /// Forgets the record: the command succeeded, or what it made must stay.
+    static func keep() { paths.removeAll() }
+
+    /// Removes what this process created (links inside are removed, never followed).
+    static func removeAll() {
+        for path in paths.reversed() { try? FileManager.default.removeItem(atPath: path) }
+        paths.removeAll()
     }
 }
