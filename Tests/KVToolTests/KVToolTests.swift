@@ -122,7 +122,10 @@ import Workloads
     @Test func defaultsTakeTheSuiteAsMacOSTakesTheDomain() throws {
         _ = try fixture()
         let widgets = "com.example.widgets"
+        // The domain word writes into a suite that exists (a typo must not make one); --suite creates it.
         var r = try tool("defaults", "write", widgets, "theme", "dark")
+        #expect(r.status == 1 && r.stderr.contains("no defaults suite named '\(widgets)'"), "\(r.stderr)")
+        r = try tool("defaults", "write", "--suite", widgets, "theme", "dark")
         #expect(r.status == 0, "\(r.stderr)")
         r = try tool("defaults", "write", widgets, "size", "3", "--type", "int")
         #expect(r.status == 0, "\(r.stderr)")

@@ -60,6 +60,10 @@ struct ChecklistApp: KVToolApp {
         ]
     }
 
+    func typedValue(forCollection collection: String) -> TypedValue? {
+        collection == ChecklistStore.recordsName ? .of(DailyRecord.self) : nil
+    }
+
     static func json(_ period: DashboardPeriodResult) -> JSONValue {
         ["period": .string(period.period.rawValue), "days": .integer(period.period.days), "records": .integer(period.records),
          "categories": .array(ChecklistCategory.allCases.map { category in

@@ -26,6 +26,18 @@ protocol KVToolApp: Sendable {
     /// The dashboard `kvtool serve` draws, as its JSON object (`available`, `periods`…); `nil` when the
     /// container holds none of this app's data.
     func dashboard(of container: SharedContainer) throws -> JSONValue?
+    /// The type this app stores in `collection`, which `kvtool put` checks values against; `nil` when
+    /// the app does not own it.
+    func typedValue(forCollection collection: String) -> TypedValue?
+}
+
+extension KVToolApp {
+#if PostgreSQL
+    func replicatedTarget(_ target: Mutation.Target, in container: SharedContainer) throws -> ReplicatedTarget? { nil }
+#endif
+    func afterSync(in container: SharedContainer) throws -> (@Sendable (_ changed: Set<Mutation.Target>?) -> KVToolNote?)? { nil }
+    func dashboard(of container: SharedContainer) throws -> JSONValue? { nil }
+    func typedValue(forCollection collection: String) -> TypedValue? { nil }
 }
 
 /// One line kvtool prints for an app: a kind (`feed`, `error`) and the message.
@@ -36,7 +48,15 @@ struct KVToolNote: Sendable {
 
 /// The apps this kvtool knows.
 enum KVToolApps {
-    static let registered: [any KVToolApp] = [ChecklistApp()]
+    static let registered: [any KVToolApp] = [ChecklistApp(), SubscriptionsApp()]
+
+    /// The type a registered app stores in `collection`, if one claims it.
+    static func typedValue(forCollection collection: String) -> (app: String, type: TypedValue)? {
+        for app in registered {
+            if let typed = app.typedValue(forCollection: collection) { return (app.name, typed) }
+        }
+        return nil
+    }
 
 #if PostgreSQL
     /// The declared replication targets, typed by the app that owns each, untyped otherwise.

@@ -16,7 +16,8 @@ struct Check: ParsableCommand {
             (IntegrityCheck.workloads: for each collection whose Swift types they own, it recomputes every \
             index entry and derived value from each record); checks that history has no gap and holds nothing SyncKit never writes; verifies every snapshot's \
             size and SHA-256 (and that the manifest parses); and reads every widget feed file back. \
-            Prints one line per problem, naming the collection and the key.
+            Values of collections whose type an app registered with kvtool are decoded as that type. \
+            Prints one line per problem, naming the collection and the key, and under it the repair.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -46,6 +47,23 @@ struct Check: ParsableCommand {
             } catch let error as KVStoreError {
                 notes.append("could not open '\(check.name)' with kvtool's types (\(error)); its records were checked with the catalog only")
             }
+        }
+        // Values of collections whose type an app registered with kvtool must decode as that type.
+        for name in names.sorted() {
+            guard let typed = KVToolApps.typedValue(forCollection: name) else { continue }
+            let (entry, raw) = try container.store.untypedCollection(named: name)
+            guard entry.valueEncoding == .cbor else { continue }
+            try container.store.read { tx in try raw.forEach(in: tx) { key, value in
+                do {
+                    try typed.type.check(value)
+                } catch let refusal as TypedValue.Refusal {
+                    let keyText = (try? ValueText.renderKey(key.bytes, entry: entry)) ?? "0x" + Hex.encode(key.bytes)
+                    problems.append(IntegrityProblem(kind: .corruptValue, location: name, key: keyText,
+                                                     detail: refusal.description.replacingOccurrences(of: "the merged value", with: "the value") + " (the \(typed.app) app cannot read it)"))
+                }
+                return problems.count <= maxProblems
+            } }
+            notes.append("decoded every value of '\(name)' as \(typed.app)'s \(typed.type.typeName)")
         }
         var historyChecked = false
         if !names.isDisjoint(with: History.collectionNames) {
@@ -88,13 +106,17 @@ struct Check: ParsableCommand {
                 "notes": .array(notes.map(JSONValue.string)),
                 "problems": .array(problems.map {
                     var object: JSONValue = ["kind": .string($0.kind.rawValue), "location": .string($0.location),
-                                             "detail": .string($0.detail), "message": .string($0.description)]
+                                             "detail": .string($0.detail), "message": .string($0.description),
+                                             "repair": .string(RepairAdvice.advice(for: $0))]
                     if let key = $0.key { object["key"] = .string(key) }
                     return object
                 }),
             ])
         } else {
-            for problem in problems { print(problem) }
+            for problem in problems {
+                print(problem)
+                print("  repair: \(RepairAdvice.advice(for: problem))")
+            }
             for note in notes { print("note: \(note)") }
             let summary = "\(report.entries) entries in \(report.databases) databases at txn \(report.transactionID)"
                 + (historyChecked ? ", history" : "")

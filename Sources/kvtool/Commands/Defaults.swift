@@ -15,7 +15,10 @@ struct Defaults: ParsableCommand {
             The suite is --suite NAME (default: the App Group's own suite), or, as macOS defaults takes \
             its domain, the first word: "read DOMAIN KEY", "write DOMAIN KEY VALUE", "delete DOMAIN KEY", \
             and "read DOMAIN" when DOMAIN is a suite and not a key of the App Group's suite (a word that \
-            is both is refused: say --suite). macOS's -int, -float and -bool are --type int|float|bool.
+            is both is refused: say --suite). write DOMAIN KEY VALUE writes only into a suite that exists \
+            (or the App Group's own); --suite NAME creates one. macOS's -string, -int (-integer), -float and \
+            -bool (-boolean) before the value are --type string|int|float|bool, as on macOS: \
+            "defaults write KEY -bool yes".
             """,
         subcommands: [Read.self, Write.self, DeleteKey.self, Domains.self])
 
@@ -105,27 +108,43 @@ struct Defaults: ParsableCommand {
             let (suiteName, rest) = try Defaults.domain(words, plain: 2, suite: suite.suite, usage: "[DOMAIN] KEY VALUE")
             let (key, value) = (rest[0], rest[1])
             let text = try Output.readArgument(value, limit: SharedDefaults.maxValueSize * 4)
-            let container = try global.openContainer(readOnly: false)
+            // The value is checked before anything is opened or created.
+            let typed = try Self.value(text, as: type)
+            let container = try global.openContainer(readOnly: false, create: true)
+            if suiteName != nil, suite.suite == nil, suiteName != container.groupIdentifier.rawValue,
+               try !container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == suiteName }) {
+                // `write DOMAIN KEY VALUE` names a suite that does not exist: most likely a typo, or a
+                // key meant for the App Group's suite. Creating a suite takes --suite.
+                throw CLIError(.notFound, "no defaults suite named '\(suiteName!)' (kvtool defaults domains lists them): say --suite \(suiteName!) to create it, or leave the domain out to write in the App Group's suite")
+            }
             let defaults = try container.defaults(suite: suiteName)
             try container.store.write(author: global.author) { tx in
-                switch type {
-                case .string:
-                    try defaults.set(text, forKey: key, in: tx)
-                case .int:
-                    guard let v = Int(text) else { throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not an integer") }
-                    try defaults.set(v, forKey: key, in: tx)
-                case .float:
-                    guard let v = Double(text), v.isFinite else { throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not a number") }
-                    try defaults.set(v, forKey: key, in: tx)
-                case .bool:
-                    switch text.lowercased() {
-                    case "true", "yes", "1": try defaults.set(true, forKey: key, in: tx)
-                    case "false", "no", "0": try defaults.set(false, forKey: key, in: tx)
-                    default: throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not a bool (true/false/yes/no/1/0)")
-                    }
-                case .json:
-                    try defaults.set(cborValue: try JSONBridge.cbor(fromJSON: text), forKey: key, in: tx)
+                try defaults.set(cborValue: typed, forKey: key, in: tx)
+            }
+            if global.json {
+                try Output.json(["suite": .string(defaults.suiteName), "key": .string(key), "stored": true, "type": .string(type.rawValue)])
+            }
+        }
+
+        /// The value as the type says, as stored: the errors name the text.
+        static func value(_ text: String, as type: ValueType) throws -> CBORValue {
+            switch type {
+            case .string:
+                return .text(text)
+            case .int:
+                guard let v = Int64(text) else { throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not an integer") }
+                return v >= 0 ? .unsigned(UInt64(v)) : .negative(UInt64(~v))
+            case .float:
+                guard let v = Double(text), v.isFinite else { throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not a number") }
+                return .float(v)
+            case .bool:
+                switch text.lowercased() {
+                case "true", "yes", "1": return .bool(true)
+                case "false", "no", "0": return .bool(false)
+                default: throw CLIError(.badInput, "\(KVStoreError.quote(text)) is not a bool (true/false/yes/no/1/0)")
                 }
+            case .json:
+                return try JSONBridge.cbor(fromJSON: text)
             }
         }
     }
@@ -151,6 +170,7 @@ struct Defaults: ParsableCommand {
                 return true
             }
             guard existed else { throw CLIError(.notFound, "no value for key '\(key)' in suite '\(defaults.suiteName)'") }
+            if global.json { try Output.json(["suite": .string(defaults.suiteName), "key": .string(key), "deleted": true]) }
         }
     }
 
@@ -163,5 +183,24 @@ struct Defaults: ParsableCommand {
             let suites = try container.store.catalog().filter { $0.kind == .defaults }.map(\.name)
             if global.json { try Output.json(.array(suites.map(JSONValue.string))) } else { suites.forEach { print($0) } }
         }
+    }
+}
+
+extension Defaults {
+    /// macOS `defaults write` takes the value's type as `-bool`, `-int`, `-float` or `-string` before the
+    /// value; swift-argument-parser would read those as short flags, so they become `--type …`.
+    static func translatingMacOSTypeFlags(_ arguments: [String]) -> [String] {
+        guard let at = arguments.indices.first(where: { arguments[$0] == "defaults" }),
+              at + 1 < arguments.count, arguments[at + 1] == "write" else { return arguments }
+        let types = ["-string": "string", "-int": "int", "-integer": "int", "-float": "float", "-bool": "bool", "-boolean": "bool"]
+        var result = Array(arguments[...(at + 1)])
+        for argument in arguments[(at + 2)...] {
+            if let type = types[argument] {
+                result += ["--type", type]
+            } else {
+                result.append(argument)
+            }
+        }
+        return result
     }
 }

@@ -44,6 +44,9 @@ struct HistoryCommand: ParsableCommand {
             let filter = HistoryFilter(targets: targets, transactionLimit: limit)
             let reader = try consumer.map { try history.consumer(named: $0, startingAt: .oldest) }
             var token = try reader?.token() ?? since.map { ChangeToken(rawValue: $0) } ?? history.purgedThrough()
+            if let since, since > (try history.currentToken()).rawValue {
+                throw CLIError(.notFound, "token \(since) is ahead of the history, whose last token is \(try history.currentToken()); was it taken from another container?")
+            }
             let changes = follow ? try ChangeNotifier(container: container).subscribe() : nil
             repeat {
                 switch try history.changes(since: token, matching: filter) {
@@ -67,9 +70,9 @@ struct HistoryCommand: ParsableCommand {
             discussion: "Consumers silent for longer than --max-age or more than --max-lag entries behind count as gone and no longer hold history back.")
 
         @OptionGroup var global: GlobalOptions
-        @Option(parsing: .unconditional, help: "Seconds of silence after which a consumer counts as gone (default: 7 days).")
+        @Option(parsing: .unconditional, help: "Seconds of silence after which a consumer counts as gone (604800: 7 days).")
         var maxAge: Double = RetentionPolicy.default.maxAge ?? 0
-        @Option(parsing: .unconditional, help: "Entries a consumer may lag before it counts as gone (default: 100000).")
+        @Option(parsing: .unconditional, help: "Entries a consumer may lag before it counts as gone.")
         var maxLag: UInt64 = RetentionPolicy.default.maxLag ?? 0
 
         func validate() throws {
@@ -116,6 +119,7 @@ struct HistoryCommand: ParsableCommand {
                 throw CLIError(.notFound, "no \(target.target) in the catalog")
             }
             try History.attach(to: container).enable(target.target)
+            if global.json { try Output.json([target.suite == nil ? "collection" : "suite": .string(target.target.name), "history": "enabled"]) } else { print("history is recorded for \(target.target)") }
         }
     }
 
@@ -128,6 +132,7 @@ struct HistoryCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             try History.attach(to: container).disable(target.target)
+            if global.json { try Output.json([target.suite == nil ? "collection" : "suite": .string(target.target.name), "history": "disabled"]) } else { print("history is no longer recorded for \(target.target)") }
         }
     }
 

@@ -16,10 +16,17 @@ struct Load: ParsableCommand {
             gets one error line naming the line at fault (exit 65).
 
             By default entries are merged: each is put, replacing an equal key. The history databases \
-            are skipped (a note says so). --replace empties each database the dump holds first, writes \
+            and the other internal collections (_…, such as sync state) are skipped (a note says so; \
+            --force merges the internal collections other than history). --replace empties each database the dump holds first, writes \
             the dump's catalog entries, and restores the history as it is in the dump. Puts and deletes \
             in collections and suites are recorded, so history-enabled ones record the load, except \
             when --replace restores the history itself: then the container becomes the dump exactly.
+
+            Each entry line carries its key and value twice: readable (key, value) and raw (k, v). A \
+            line where they disagree (a readable field edited by hand) is refused with its line \
+            number; to load an edited line, delete its k and v, and the readable form is loaded. The \
+            header's entry counts must match the lines, unless --partial: then a dump with lines \
+            removed by hand loads, and the report says how many entries it held of those announced.
 
             Input caps: a line over 64 MiB (--max-line-bytes) or an input over 1 GiB (--max-input-bytes) \
             is rejected; both caps can be lowered, not raised. CSV dumps are not read.
@@ -29,6 +36,9 @@ struct Load: ParsableCommand {
     @Argument(help: "The dump file, or - for standard input.") var file: String = "-"
     @Flag(help: "Empty each database in the dump first, write its catalog entries, and restore the history.") var replace = false
     @Flag(name: .customLong("dry-run"), help: "Validate and report what would be loaded, without writing.") var dryRun = false
+    @Flag(help: "Accept fewer entries than the header announces (a dump with lines removed by hand).") var partial = false
+    @Flag(help: "Also merge the internal collections other than history (_sync…): hand-edited entries there can break sync.")
+    var force = false
     @Option(name: .customLong("max-line-bytes"), help: "Reject a line longer than this (at most 67108864).")
     var maxLineBytes = DumpLimits.defaultMaxLineBytes
     @Option(name: .customLong("max-input-bytes"), help: "Reject an input larger than this (at most 1073741824).")
@@ -46,15 +56,18 @@ struct Load: ParsableCommand {
     func run() throws {
         let group = try GroupIdentifier(try global.groupIdentifier())
         let limits = DumpLimits(maxLineBytes: maxLineBytes, maxInputBytes: maxInputBytes)
+        if file == "-" && isatty(STDIN_FILENO) == 1 {
+            throw CLIError(.usage, "load reads a dump: name the file (kvtool load FILE), or pipe one in (kvtool load - < FILE)")
+        }
         let input = try readInput(limit: limits.maxInputBytes)
         var validating: ProgressBar?
-        let document = try DumpReader.read(input, limits: limits) { done, total in
+        let document = try DumpReader.read(input, limits: limits, partial: partial) { done, total in
             let bar = validating ?? ProgressBar(total: total, label: "validating")
             validating = bar
             bar.advance(by: done - bar.done)
         }
         validating?.finish()
-        let plan = LoadPlan(document: document, replace: replace)
+        let plan = LoadPlan(document: document, replace: replace, mergesInternal: force)
         try plan.checkDatabaseCount(group: group.rawValue, limit: Int(Store.Options().maxDatabases))
 
         // Check against the target before touching it: a container that does not exist yet is empty.
@@ -75,7 +88,7 @@ struct Load: ParsableCommand {
             try report(plan, dryRun: true)
             return
         }
-        let target = try container ?? global.openContainer(readOnly: false)
+        let target = try container ?? global.openContainer(readOnly: false, create: true)
         // Every write records history where it is enabled, and wakes the container's observers.
         let history = try History.attach(to: target)
         let progress = ProgressBar(total: plan.entryCount, label: "loading")
@@ -95,15 +108,19 @@ struct Load: ParsableCommand {
 
     private func report(_ plan: LoadPlan, dryRun: Bool) throws {
         if plan.skippedEntries > 0 {
-            Dump.note("skipped \(plan.skippedEntries) entries of the history databases (\(plan.skippedDatabases.joined(separator: ", "))): a merge does not load history; --replace restores it")
+            Dump.note("skipped \(plan.skippedEntries) entries of internal collections (\(plan.skippedDatabases.joined(separator: ", "))): a merge does not load history or sync state; --replace restores a container whole, and --force merges sync state")
         }
+        let announced = plan.document.header.databases.reduce(0) { $0 + $1.entries }
+        let missing = announced - plan.document.entries.count
         if global.json {
             try Output.json(["entries": .integer(plan.entryCount), "databases": .integer(plan.databaseCount),
                              "skipped": .integer(plan.skippedEntries), "dryRun": .bool(dryRun), "replace": .bool(replace),
-                             "format": .string(plan.document.format.rawValue)])
+                             "format": .string(plan.document.format.rawValue), "announced": .integer(announced),
+                             "missing": .integer(missing)])
         } else {
             let counts = "\(plan.entryCount) \(plan.entryCount == 1 ? "entry" : "entries") into \(plan.databaseCount) \(plan.databaseCount == 1 ? "database" : "databases")"
-            print(dryRun ? "would load \(counts) (dry run: nothing written)" : "loaded \(counts)")
+            let partialNote = missing > 0 ? " (--partial: the dump held \(plan.document.entries.count) of the \(announced) entries its header announces)" : ""
+            print((dryRun ? "would load \(counts) (dry run: nothing written)" : "loaded \(counts)") + partialNote)
         }
     }
 
@@ -144,15 +161,20 @@ struct Load: ParsableCommand {
 struct LoadPlan {
     let document: DumpDocument
     let replace: Bool
+    /// Whether a merge loads the internal collections other than history (`--force`).
+    let mergesInternal: Bool
 
-    init(document: DumpDocument, replace: Bool) {
+    init(document: DumpDocument, replace: Bool, mergesInternal: Bool = false) {
         self.document = document
         self.replace = replace
+        self.mergesInternal = mergesInternal
     }
 
-    /// Whether a database of the dump is left alone: the history, in a merge.
+    /// Whether a database of the dump is left alone: in a merge, the history, and the other internal
+    /// collections (and their indexes) unless `--force`.
     func skips(_ name: String) -> Bool {
-        !replace && document.roles[name]?.isHistory == true
+        guard !replace, let role = document.roles[name] else { return false }
+        return role.isHistory || (!mergesInternal && role.isInternal)
     }
 
     /// Whether puts and deletes are recorded as changes of their collection or suite, which history
@@ -167,7 +189,7 @@ struct LoadPlan {
     var databaseCount: Int { loadedDatabases.count }
     var entryCount: Int { document.entries.count - skippedEntries }
     var skippedDatabases: [String] { document.header.databases.filter { skips($0.name) && $0.entries > 0 }.map(\.name) }
-    var skippedEntries: Int { document.header.databases.filter { skips($0.name) }.reduce(0) { $0 + $1.entries } }
+    var skippedEntries: Int { document.entries.filter { skips($0.database) }.count }
 
     /// Throws if loading would open more named databases than a process may (LMDB's `maxdbs`): the
     /// dump's, plus the catalog, the requirements, the container's suite and the history.

@@ -34,6 +34,14 @@ enum DumpDatabaseRole: Sendable {
         return false
     }
 
+    /// A collection KVStore or SyncKit keeps for itself (its name starts with `_`), or one of its indexes.
+    var isInternal: Bool {
+        switch self {
+        case .collection(let entry), .index(collection: let entry, index: _): entry.name.hasPrefix("_")
+        case .suite, .requirements: false
+        }
+    }
+
     /// The collection or suite a put is recorded as, so that write observers (history) see it; `nil`
     /// for databases whose changes are not mutations of a collection or suite.
     var target: Mutation.Target? {

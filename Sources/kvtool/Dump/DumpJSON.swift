@@ -271,9 +271,7 @@ enum DumpJSON {
         }
         guard let database else { throw DumpError.at(node.line, "the entry has no \"db\"") }
         raw.database = database
-        // Keep the rendered forms only where they are needed.
-        if raw.key != nil { raw.keyNode = nil }
-        if raw.value != nil { raw.valueNode = nil }
+        // Both forms are kept: the validator checks that they agree.
         return raw
     }
 

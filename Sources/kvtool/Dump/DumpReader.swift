@@ -13,7 +13,7 @@ enum DumpReader {
     ///
     /// - Throws: a ``CLIError`` of kind `badInput` naming the line at fault.
     /// - Parameter progress: called as entries are validated, with the count so far and the total.
-    static func read(_ bytes: [UInt8], limits: DumpLimits = .default,
+    static func read(_ bytes: [UInt8], limits: DumpLimits = .default, partial: Bool = false,
                      progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) throws -> DumpDocument {
         guard bytes.count <= limits.maxInputBytes else {
             throw CLIError(.badInput, "the input is over the \(limits.maxInputBytes)-byte limit of a dump")
@@ -22,7 +22,7 @@ enum DumpReader {
         guard let first = lines.first, !bytes.isEmpty else {
             throw DumpError.at(1, "the input is empty; expected a kvtool dump")
         }
-        let validator = DumpValidator(limits: limits)
+        let validator = DumpValidator(limits: limits, partial: partial)
         switch try detect(bytes, firstLine: first) {
         case .mdb:
             let (header, raw, end) = try DumpMDB.read(bytes, lines: lines)

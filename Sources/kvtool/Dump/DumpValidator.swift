@@ -4,6 +4,8 @@ import KVStore
 /// Turns a header and raw lines (from any syntax) into a validated ``DumpDocument``.
 struct DumpValidator {
     let limits: DumpLimits
+    /// Whether fewer entries than the header announces are accepted (`load --partial`).
+    var partial = false
 
     func validate(format: DumpInputFormat, header: DumpHeader, lines: [RawDumpLine], endLine: Int,
                   progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }) throws -> DumpDocument {
@@ -53,8 +55,8 @@ struct DumpValidator {
             entries.append(entry)
             progress(entries.count, lines.count)
         }
-        for database in header.databases where (found[database.name] ?? 0) < database.entries {
-            throw DumpError.at(endLine, "the dump ends early: the header announces \(database.entries) entries for '\(database.name)', found \(found[database.name] ?? 0) (truncated?)")
+        for database in header.databases where !partial && (found[database.name] ?? 0) < database.entries {
+            throw DumpError.at(endLine, "the dump ends early: the header announces \(database.entries) entries for '\(database.name)', found \(found[database.name] ?? 0) (truncated? --partial loads a dump with lines removed by hand)")
         }
         return DumpDocument(format: format, header: header, entries: entries, roles: roles)
     }
@@ -109,7 +111,39 @@ struct DumpValidator {
             throw DumpError.at(line, "the entry has no value (\"v\" or \"value\")")
         }
         try checkValue(value, key: key, role: role, database: raw.database, line: line)
+        try checkAgreement(raw, key: key, value: value, role: role)
         return DumpEntry(database: raw.database, key: key, value: value, line: line)
+    }
+
+    /// A line with both forms (the raw `k`/`v` and the readable `key`/`value`) must say the same thing
+    /// in both: a readable field edited by hand would otherwise be ignored without a word, since the
+    /// raw bytes are what is loaded.
+    private func checkAgreement(_ raw: RawDumpLine, key: [UInt8], value: [UInt8], role: DumpDatabaseRole) throws {
+        guard (raw.key != nil && raw.keyNode != nil) || (raw.value != nil && raw.valueNode != nil) else { return }
+        let advice = "edited by hand? delete \"k\" and \"v\" from the line to load its readable form, or \"key\" and \"value\" to load the raw bytes"
+        // What `dump` writes for these bytes now, against what the line says.
+        let (keyJSON, valueJSON) = Dump.render(key: key, value: value, role: role, database: raw.database, line: raw.line)
+        func readable(_ node: JSONNode) -> JSONValue? { (try? node.cbor(depth: 0)).map { JSONValue(cbor: $0) } }
+        let keyText = DumpError.describeKey(key, encoding: role.keyEncoding())
+        if raw.key != nil, let node = raw.keyNode, keyJSON != .null {
+            guard let typed = readable(node), Self.sameJSON(typed, keyJSON) else {
+                throw DumpError.at(raw.line, "the readable \"key\" \(node.jsonText.prefix(80)) and the raw \"k\" (\(keyText)) disagree in '\(raw.database)': \(advice)")
+            }
+        }
+        if raw.value != nil, let node = raw.valueNode, valueJSON != .null {
+            guard let typed = readable(node), Self.sameJSON(typed, valueJSON) else {
+                throw DumpError.at(raw.line, "the readable \"value\" and the raw \"v\" at key \(keyText) in '\(raw.database)' disagree: \(advice)")
+            }
+        }
+    }
+
+    private static let comparing = JSONWriter(layout: .compact, trailingNewline: false, sortsKeys: true)
+
+    /// Whether two values print the same with members sorted (the readable form sorts nothing, and
+    /// converting it sorts members; only what is printed can be compared).
+    static func sameJSON(_ a: JSONValue, _ b: JSONValue) -> Bool {
+        guard let left = try? comparing.render(a), let right = try? comparing.render(b) else { return false }
+        return left == right
     }
 
     private func parseKey(_ node: JSONNode, encoding: KeyEncoding, role: DumpDatabaseRole, line: Int) throws -> [UInt8] {

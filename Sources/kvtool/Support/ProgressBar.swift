@@ -14,7 +14,7 @@ import Glibc
 /// ```
 ///
 /// It redraws at most every 100 ms (and when the percentage changes), on one line ending in `\r`;
-/// ``finish()`` draws the final state and ends the line. Not thread-safe: use it from one thread.
+/// ``finish()`` clears that line. Not thread-safe: use it from one thread.
 final class ProgressBar {
     let total: Int
     let label: String
@@ -51,14 +51,13 @@ final class ProgressBar {
         advance(by: max(count, 0) - done)
     }
 
-    /// Draws the state reached (100% when every unit was advanced; less when the operation stopped
-    /// on an error) and ends the line. Calling it again does nothing.
+    /// Clears the bar from the terminal, leaving the line to what the command prints next (its
+    /// summary, or its error). Calling it again does nothing.
     func finish() {
         guard !finished else { return }
         finished = true
-        guard enabled else { return }
-        draw(percentDone)
-        FileHandle.standardError.write(Data("\n".utf8))
+        guard enabled, lastPercent >= 0 else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }
 
     private var percentDone: Int {

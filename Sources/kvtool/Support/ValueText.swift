@@ -87,6 +87,13 @@ enum ValueText {
         text.count <= 40 ? JSONText.quoted(text) : JSONText.quoted(String(text.prefix(40))) + "…"
     }
 
+    /// Refuses `put`, `delete` and a merging `load` of a collection KVStore or SyncKit keeps for itself
+    /// (its name starts with `_`: history, its state and consumers, sync state) unless `--force`.
+    static func requireNotInternal(_ collection: String, force: Bool, verb: String) throws {
+        guard collection.hasPrefix("_"), !force else { return }
+        throw CLIError(.badInput, "'\(collection)' is an internal collection (history, consumers or sync state); a hand-made \(verb) there can break them for good. Pass --force to \(verb) anyway")
+    }
+
     static func requireWritable(_ entry: CatalogEntry) throws {
         guard entry.valueEncoding == .cbor else {
             throw CLIError(.badInput, "collection '\(entry.name)' stores \(entry.valueEncoding) values, which kvtool cannot write")

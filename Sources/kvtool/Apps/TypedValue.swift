@@ -1,0 +1,95 @@
+import Foundation
+import KVStore
+import Workloads
+
+/// The Swift type an app stores in one of its collections, so that `kvtool put` writes only values
+/// the app can read: JSON is decoded as the type (and checked as the app checks it), then encoded as
+/// the app encodes it; a merged value (`put --merge`) must decode as the type before it is written.
+struct TypedValue: Sendable {
+    /// The type's name, for messages.
+    let typeName: String
+    /// JSON text to the stored bytes, through the type.
+    let fromJSON: @Sendable (_ json: String) throws -> [UInt8]
+    /// Throws unless the stored bytes decode as the type (and pass its checks).
+    let check: @Sendable (_ stored: [UInt8]) throws -> Void
+
+    /// Why a value was refused, in one line.
+    struct Refusal: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func of<T: Codable & Sendable>(_ type: T.Type, validate: @escaping @Sendable (T) throws -> Void = { _ in }) -> TypedValue {
+        let name = String(describing: type)
+        return TypedValue(
+            typeName: name,
+            fromJSON: { json in
+                let decoder = JSONDecoder()
+                decoder.dateDecodingStrategy = .custom { decoder in
+                    let container = try decoder.singleValueContainer()
+                    if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSince1970: seconds) }
+                    let text = try container.decode(String.self)
+                    guard let date = KeyEncoding.parseISO8601(text) else {
+                        throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(KVStoreError.quote(text)) is not an ISO 8601 date")
+                    }
+                    return date
+                }
+                let value: T
+                do {
+                    value = try decoder.decode(T.self, from: Data(json.utf8))
+                } catch {
+                    throw Refusal(description: "the value is not a \(name): \(Self.reason(error))")
+                }
+                try checked(value, name: name, validate)
+                return try CBOREncoder().encode(value)
+            },
+            check: { bytes in
+                let value: T
+                do {
+                    value = try CBORDecoder().decode(T.self, from: bytes)
+                } catch {
+                    throw Refusal(description: "the merged value is not a \(name): \(Self.reason(error))")
+                }
+                try checked(value, name: name, validate)
+            })
+    }
+
+    private static func checked<T>(_ value: T, name: String, _ validate: (T) throws -> Void) throws {
+        do {
+            try validate(value)
+        } catch {
+            throw Refusal(description: "the \(name) is not valid: \(error)")
+        }
+    }
+
+    /// A decoding error in one line: what is missing or wrong, and where.
+    static func reason(_ error: any Error) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.isEmpty ? "the value" : keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case DecodingError.keyNotFound(let key, let context):
+            return "\(path(context.codingPath + [key])) is missing"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        case DecodingError.dataCorrupted(let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}
+
+/// The demo's subscriptions app and notification inbox, registered for their value types (the
+/// checklist app is ``ChecklistApp``).
+struct SubscriptionsApp: KVToolApp {
+    let name = "subscriptions"
+
+    func typedValue(forCollection collection: String) -> TypedValue? {
+        switch collection {
+        case "subscriptions": .of(Subscription.self) { try $0.validate() }
+        case "billingEvents": .of(BillingEvent.self) { try $0.validate() }
+        case PushSDKStore.collectionName: .of(ReceivedNotification.self)
+        default: nil
+        }
+    }
+}
