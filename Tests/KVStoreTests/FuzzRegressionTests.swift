@@ -105,24 +105,34 @@ struct FuzzRegressionTests {
 
     // Eight key bytes can hold any Double; `KeyEncoding.date` rendered those outside the years 1-9999
     // (and NaN) as a made-up ISO 8601 date ("-4712-01-01T12:00:00.000Z") that parse rejected.
-    @Test("dates outside ISO 8601's four-digit years render as seconds, which parse reads back",
+    // Since issue 36 they render as their eight key bytes (`0x…`), which name the key exactly (seconds
+    // since 1970 did not always: the conversion to the reference date rounds).
+    @Test("dates outside ISO 8601's four-digit years render as their key bytes, which parse reads back",
           arguments: [1e300, -1e300, -1e12, 253_402_300_800, .infinity, -.infinity, .nan])
     func dateKeyOutsideISORange(_ seconds: Double) throws {
         let key = Date(timeIntervalSince1970: seconds).encodedKey
         let text = try KeyEncoding.date.render(key).description
-        #expect(text == "\(Date(timeIntervalSince1970: seconds).timeIntervalSince1970)")
+        #expect(text == "0x" + Hex.encode(key))
+        #expect(try KeyEncoding.date.parse(text) == key)
         #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
     }
 
     // Found by `make fuzz` (keys, first minute): Foundation's ISO8601FormatStyle rounds the fraction
     // without carrying into the seconds, so a date key at 23:59:59.9996 rendered as
     // "2000-12-31T23:59:59.1000Z", which parse read as 59.1 s.
-    @Test("date keys render rounded to the millisecond, carrying into the seconds")
+    // Since issue 36 a date key is not rounded at all: it prints the digits that name it exactly (this
+    // one, 0.0004 s before the reference date with a long binary fraction, needs more than 17, so it
+    // prints as its key bytes), and a fraction of .9996 s (.9995999 as a Double) stays in its second.
+    @Test("date keys render exactly, never carrying a rounded fraction into the next second")
     func dateKeyMillisecondCarry() throws {
         let key = Date(timeIntervalSince1970: 978_307_199.9996).encodedKey
         let text = try KeyEncoding.date.render(key).description
-        #expect(text == "2001-01-01T00:00:00.000Z")
+        #expect(try KeyEncoding.date.parse(text) == key)
         #expect(try KeyEncoding.date.render(KeyEncoding.date.parse(text)).description == text)
+        let later = Date(timeIntervalSince1970: 1_795_831_199.9996).encodedKey
+        let laterText = try KeyEncoding.date.render(later).description
+        #expect(laterText.hasPrefix("2026-11-28T01:59:59.999"), "\(laterText)")
+        #expect(try KeyEncoding.date.parse(laterText) == later)
         #expect(try KeyEncoding.date.render(Date(timeIntervalSince1970: -62_135_596_800).encodedKey).description
                 == "0001-01-01T00:00:00.000Z")
         #expect(try KeyEncoding.date.render(Date(timeIntervalSince1970: 1_709_263_815.25).encodedKey).description

@@ -99,6 +99,9 @@ import Workloads
         #expect(lines == [
             "note: recomputed the index entries and derived values of 'dailyRecords'",
             "note: recomputed the index entries and derived values of 'billingEvents'",
+            "note: decoded every value of 'billingEvents' as the subscriptions app's BillingEvent",
+            "note: decoded every value of 'dailyRecords' as the checklist app's DailyRecord",
+            "note: decoded every value of 'subscriptions' as the subscriptions app's Subscription",
             lines.last ?? "",
         ])
         #expect(lines.last?.hasPrefix("ok: ") == true && lines.last?.contains(", history, 1 snapshot; 0 stale reader slots cleared") == true)
@@ -196,7 +199,7 @@ import Workloads
         let base = ["--root", dir.path, "--group", group]
         let check = try run("/usr/bin/python3", ["-c", script, kvtool, "check"] + base)
         #expect(check.stdout.contains("check [==============================] 100% "), "\(check.stdout.debugDescription)")
-        #expect(check.stdout.hasSuffix("\u{1B}[K\r\n"), "the bar ends its line when done")
+        #expect(check.stdout.hasSuffix("\r\u{1B}[K"), "the bar is erased when done: \(check.stdout.debugDescription)")
         let compact = try run("/usr/bin/python3", ["-c", script, kvtool, "compact", dir.path + "/tty.mdb"] + base)
         #expect(compact.stdout.contains("compact ["), "\(compact.stdout.debugDescription)")
         // Not a terminal: nothing at all on standard error.

@@ -19,11 +19,11 @@ import TestSupport
             for child in children { walk(child, path: path + " " + (child.configuration.commandName ?? "?")) }
         }
         walk(KVTool.self, path: "kvtool")
-        // The whole tree was walked: kvtool and every command under it (38), with `sync` and its
+        // The whole tree was walked: kvtool and every command under it (39, with `repair`), with `sync` and its
         // subcommands (with `sync quarantine`, its `list` and `retry`, `sync setup`, `sync token` and
         // its `issue`, `list` and `revoke`, and `sync gateway`), `demo machine` and `bench sync` and
         // `bench gateway` (17) only under the PostgreSQL trait, and `serve` under Serve.
-        var expected = 38
+        var expected = 39
         #if PostgreSQL
         expected += 17
         #endif

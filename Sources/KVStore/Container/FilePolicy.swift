@@ -104,16 +104,16 @@ struct FilePolicy: Sendable {
         let actual = st.st_mode & mask
         guard actual != wanted else { return }
         let me = geteuid()
+        guard st.st_uid == me || me == 0 else {
+            let problem = actual & ~wanted & 0o777 != 0 ? "wider" : "narrower"
+            throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), \(problem) than \(Self.octal(wanted)), and only its owner (uid \(st.st_uid)) may change it")
+        }
         guard repairs else {
             // Narrower: usable as it is for reading (or the open itself fails). Wider: not repaired here.
             guard actual & ~wanted == 0 else {
                 throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), wider than \(Self.octal(wanted)), and a read-only open changes nothing: open the container for writing once (`kvtool repair`) to narrow it")
             }
             return
-        }
-        guard st.st_uid == me || me == 0 else {
-            let problem = actual & ~wanted & 0o777 != 0 ? "wider" : "narrower"
-            throw .unsafeFile(path: path, reason: "its mode is \(Self.octal(actual)), \(problem) than \(Self.octal(wanted)), and only its owner (uid \(st.st_uid)) may change it")
         }
         if SystemCall.retry({ fchmod(fd, wanted) }) != 0 {
             throw .io(operation: "set permissions of", path: path, errno: errno)

@@ -63,7 +63,7 @@ struct Check: ParsableCommand {
                 }
                 return problems.count <= maxProblems
             } }
-            notes.append("decoded every value of '\(name)' as \(typed.app)'s \(typed.type.typeName)")
+            notes.append("decoded every value of '\(name)' as the \(typed.app) app's \(typed.type.typeName)")
         }
         var historyChecked = false
         if !names.isDisjoint(with: History.collectionNames) {

@@ -122,7 +122,7 @@ struct DumpValidator {
         guard (raw.key != nil && raw.keyNode != nil) || (raw.value != nil && raw.valueNode != nil) else { return }
         let advice = "edited by hand? delete \"k\" and \"v\" from the line to load its readable form, or \"key\" and \"value\" to load the raw bytes"
         // What `dump` writes for these bytes now, against what the line says.
-        let (keyJSON, valueJSON) = Dump.render(key: key, value: value, role: role, database: raw.database, line: raw.line)
+        let (keyJSON, valueJSON) = DumpRendering.render(key: key, value: value, role: role, database: raw.database, line: raw.line)
         func readable(_ node: JSONNode) -> JSONValue? { (try? node.cbor(depth: 0)).map { JSONValue(cbor: $0) } }
         let keyText = DumpError.describeKey(key, encoding: role.keyEncoding())
         if raw.key != nil, let node = raw.keyNode, keyJSON != .null {
