@@ -15,7 +15,8 @@ struct SyncCommand: ParsableCommand {
             postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory \
             (machines trusted with the database), or a sync gateway's http(s)://HOST:PORT with --token \
             (devices with a credential of their own group: sync token issue, sync gateway); \
-            $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults.
+            $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults. Errors are one line on standard error; \
+            sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
         subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Setup.self, Token.self, Gateway.self])
 
@@ -149,6 +150,12 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let endpoint = try server.endpoint()
             let container = try global.openContainer(readOnly: false)
+            guard try !Replication.declaredTargets(in: container.store).isEmpty else {
+                throw CLIError(.usage, "nothing replicates here: enable a collection or suite first (kvtool sync enable COLLECTION, or --suite SUITE)")
+            }
+            // A failed round: --once reports it once, as its error; a live run reports each distinct
+            // failure once on standard error (again only after a round that succeeded).
+            let failures = FailureLog(live: !once)
             var options = Replicator.Options()
             options.batchSize = batchSize
             options.maxClockSkew = clock.duration
@@ -171,7 +178,7 @@ struct SyncCommand: ParsableCommand {
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
                     note(Set(targets))
                 case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
-                case .failed(let message): SyncCommand.say(json, "error", message)
+                case .failed(let message): failures.report(message)
                 }
             }
             let replicator: Replicator
@@ -186,6 +193,7 @@ struct SyncCommand: ParsableCommand {
                                             options: options, events: events)
                 shown = url.description
             }
+            failures.attach(replicator)
             if once {
                 let report = try blocking { try await replicator.sync() }
                 if json {
@@ -203,6 +211,13 @@ struct SyncCommand: ParsableCommand {
                 Output.flush()
                 let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
                 try blocking { try await replicator.run(until: deadline) }
+                if replicator.successfulRounds == 0 {
+                    // Never reached its server: a failure, whose error was printed once already.
+                    _ = try? blocking { await replicator.close() }
+                    guard failures.printed else { throw CLIError(.failure, "the run ended before it reached \(shown)") }
+                    Output.flush()
+                    Foundation.exit(CLIError.Kind.failure.rawValue)
+                }
             }
             _ = try? blocking { await replicator.close() }
         }
@@ -321,6 +336,35 @@ struct SyncCommand: ParsableCommand {
     /// The declared targets, typed by the app that owns each (``KVToolApps``), untyped otherwise.
     static func targets(of container: SharedContainer) throws -> [ReplicatedTarget] {
         try KVToolApps.replicatedTargets(of: container)
+    }
+
+    /// The failed rounds of one `sync run`, each distinct error printed once on standard error.
+    final class FailureLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private let live: Bool
+        private var replicator: Replicator?
+        private var last: (message: String, rounds: Int)?
+
+        init(live: Bool) { self.live = live }
+
+        func attach(_ replicator: Replicator) { lock.withLock { self.replicator = replicator } }
+
+        /// Whether an error was printed.
+        var printed: Bool { lock.withLock { last != nil } }
+
+        func report(_ message: String) {
+            // --once throws the round's error, which is printed then.
+            guard live else { return }
+            let shouldPrint = lock.withLock { () -> Bool in
+                let rounds = replicator?.successfulRounds ?? 0
+                if let last, last.message == message, last.rounds == rounds { return false }
+                last = (message, rounds)
+                return true
+            }
+            guard shouldPrint else { return }
+            Output.flush()
+            FileHandle.standardError.write(Data(("kvtool: error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n").utf8))
+        }
     }
 
     static func say(_ json: Bool, _ kind: String, _ message: String) {

@@ -1,0 +1,69 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+import SyncKitPostgres
+import TestSupport
+import SyncTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `kvtool sync`'s errors and its setup from the help alone (issue 36, items 6 and 7): real kvtool
+/// processes, each with a timeout, against servers nobody listens on.
+@Suite struct SyncCommandUsabilityTests {
+    static func group(_ name: String) -> String { "group.com.example.usability.\(name)" }
+
+    /// Nothing listens on port 1 of the loopback: every connection is refused at once.
+    static let deadServer = "postgres://u@127.0.0.1:1/db"
+    static let deadGateway = "http://127.0.0.1:1"
+    /// A token of the form `kvtool sync token issue` prints (no gateway will ever see it).
+    static let wellFormedToken = "kvs1_" + String(repeating: "A", count: 43)
+
+    /// `kvtool ARGS` off the cooperative pool, killed (and the test failed) after `timeout` seconds.
+    static func kvtool(_ arguments: [String], timeout: TimeInterval = 60) async throws -> ProcessResult {
+        try await offPool { try run(productsDirectory() + "/kvtool", arguments, timeout: timeout) }
+    }
+
+    static func lines(_ text: String) -> [Substring] { text.split(separator: "\n", omittingEmptySubsequences: true) }
+
+    @Test func onceAgainstADeadServerPrintsOneLineOnStandardErrorInOurWords() async throws {
+        let device = try Device(group: Self.group("once"))
+        let result = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", Self.deadServer])
+        #expect(result.status == 74, "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        #expect(Self.lines(result.stderr).count == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("kvtool: error: cannot reach the sync server at 127.0.0.1:1: connection refused; check that PostgreSQL is running"),
+                "\(result.stderr)")
+        #expect(!result.stderr.contains("SingleConnectionFailure") && !result.stderr.contains("errno"), "\(result.stderr)")
+
+        let gateway = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", Self.deadGateway, "--token", Self.wellFormedToken])
+        #expect(gateway.status == 74, "\(gateway.stderr)")
+        #expect(gateway.stdout.isEmpty, "\(gateway.stdout)")
+        #expect(Self.lines(gateway.stderr).count == 1, "\(gateway.stderr)")
+        #expect(gateway.stderr.hasPrefix("kvtool: error: cannot connect to the sync gateway at 127.0.0.1:1: connection refused; check that the gateway is running"),
+                "\(gateway.stderr)")
+    }
+
+    @Test func aLiveRunThatNeverReachesItsServerExits74WithItsErrorOnce() async throws {
+        let device = try Device(group: Self.group("live"))
+        let result = try await offPool { try device.kvtool(["sync", "run", "--seconds", "3", "--server", Self.deadServer], timeout: 60) }
+        #expect(result.status == 74, "\(result.stdout)\(result.stderr)")
+        // The same error each round: printed once, whatever the number of rounds.
+        #expect(Self.lines(result.stderr).count == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("kvtool: error: cannot reach the sync server at 127.0.0.1:1"), "\(result.stderr)")
+        #expect(!result.stdout.contains("error"), "\(result.stdout)")
+    }
+
+    @Test func syncRunWithNothingEnabledSaysHowToEnableAndExits64() async throws {
+        let root = TemporaryDirectory()
+        let result = try await Self.kvtool(["sync", "run", "--once", "--server", Self.deadServer,
+                                          "--root", root.path, "--group", Self.group("nothing")])
+        #expect(result.status == 64, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        #expect(Self.lines(result.stderr).count == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("nothing replicates") && result.stderr.contains("kvtool sync enable COLLECTION"), "\(result.stderr)")
+    }
+}
+#endif
