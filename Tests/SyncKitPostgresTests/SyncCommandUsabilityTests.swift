@@ -65,5 +65,37 @@ import Glibc
         #expect(Self.lines(result.stderr).count == 1, "\(result.stderr)")
         #expect(result.stderr.contains("nothing replicates") && result.stderr.contains("kvtool sync enable COLLECTION"), "\(result.stderr)")
     }
+
+    @Test func aGatewayWhoseDatabaseNeverAnswersSaysWhatItWaitsForThenFails() async throws {
+        let result = try await Self.kvtool(["sync", "gateway", "--database", Self.deadServer, "--database-timeout", "2",
+                                          "--listen", "127.0.0.1:0"], timeout: 60)
+        #expect(result.status == 74, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        let lines = Self.lines(result.stderr)
+        #expect(lines.count == 2, "\(result.stderr)")
+        #expect(lines.first?.hasPrefix("kvtool: waiting for the database at 127.0.0.1:1 (connection refused)") == true, "\(result.stderr)")
+        #expect(lines.last?.hasPrefix("kvtool: error: cannot reach the database at 127.0.0.1:1 within 2 s: connection refused") == true,
+                "\(result.stderr)")
+
+        // A database that accepts the connection and never answers (a server hung at its start).
+        let (fd, port) = try GatewayTests.listeningSocket()
+        defer { close(fd) }
+        let silent = try await Self.kvtool(["sync", "gateway", "--database", "postgres://u@127.0.0.1:\(port)/db", "--database-timeout", "3",
+                                          "--listen", "127.0.0.1:0"], timeout: 60)
+        #expect(silent.status == 74, "\(silent.stdout)\(silent.stderr)")
+        let told = Self.lines(silent.stderr)
+        #expect(told.count == 2, "\(silent.stderr)")
+        #expect(told.first?.hasPrefix("kvtool: waiting for the database at 127.0.0.1:\(port)") == true, "\(silent.stderr)")
+        #expect(told.last?.hasPrefix("kvtool: error: cannot reach the database at 127.0.0.1:\(port) within 3 s: no answer") == true,
+                "\(silent.stderr)")
+    }
+
+    @Test func theGatewaysDefaultPortIsNotServes() async throws {
+        let gateway = try await Self.kvtool(["sync", "gateway", "--help"])
+        let serve = try await Self.kvtool(["serve", "--help"])
+        #expect(gateway.stdout.contains("127.0.0.1:8391"), "\(gateway.stdout)")
+        #expect(serve.stdout.contains("8390"), "\(serve.stdout)")
+        #expect(!gateway.stdout.contains("127.0.0.1:8390"), "\(gateway.stdout)")
+    }
 }
 #endif
