@@ -66,6 +66,59 @@ import Glibc
         #expect(result.stderr.contains("nothing replicates") && result.stderr.contains("kvtool sync enable COLLECTION"), "\(result.stderr)")
     }
 
+    @Test func enableRefusesASuiteThatDoesNotExistAndPrintsWhatItChangedInJSON() async throws {
+        let device = try Device(group: Self.group("enable"))
+        let nope = try await device.kvtoolOffPool(["sync", "enable", "--suite", "nope"])
+        #expect(nope.status == 1, "\(nope.stdout)\(nope.stderr)")
+        #expect(nope.stderr == "kvtool: error: no defaults suite named 'nope' (kvtool collections lists them)\n", "\(nope.stderr)")
+        #expect(try Replication.declaredTargets(in: device.container.store).contains(.defaults("nope")) == false)
+        #expect(try device.container.store.catalog().contains { $0.name == "nope" } == false)
+        let missing = try await device.kvtoolOffPool(["sync", "enable", "nope"])
+        #expect(missing.status == 1 && Self.lines(missing.stderr).count == 1, "\(missing.stderr)")
+
+        _ = try device.container.store.collection("more", key: String.self, value: String.self)
+        let enabled = try await device.kvtoolOffPool(["sync", "enable", "more", "--json"])
+        #expect(enabled.status == 0, "\(enabled.stderr)")
+        #expect(enabled.stdout == #"{"enabled":"more","kind":"collection","changed":true}"# + "\n", "\(enabled.stdout)")
+        let again = try await device.kvtoolOffPool(["sync", "enable", "--suite", "settings", "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout == #"{"enabled":"settings","kind":"defaults","changed":false}"# + "\n", "\(again.stdout)")
+    }
+
+    @Test func pruneOffersNoGatewayOptionsAndRefusesAGatewayInOneLine() async throws {
+        let prune = try await Self.kvtool(["sync", "prune", "--help"])
+        #expect(prune.status == 0)
+        for option in ["--token", "--token-file", "--ca-file", "--allow-insecure-http"] {
+            #expect(!prune.stdout.contains(option), "\(option) in \(prune.stdout)")
+        }
+        let run = try await Self.kvtool(["sync", "run", "--help"])
+        #expect(run.stdout.contains("--token-file") && run.stdout.contains("--ca-file"), "\(run.stdout)")
+
+        let device = try Device(group: Self.group("prune"))
+        let refused = try await device.kvtoolOffPool(["sync", "prune", "--server", Self.deadGateway, "--older-than", "1"])
+        #expect(refused.status == 64 && Self.lines(refused.stderr).count == 1 && refused.stderr.contains("needs the database"), "\(refused.stderr)")
+        let token = try await device.kvtoolOffPool(["sync", "prune", "--server", Self.deadServer, "--older-than", "1", "--token", "x"])
+        #expect(token.status == 64 && Self.lines(token.stderr).count == 1, "\(token.stderr)")
+    }
+
+    @Test func statusPrintsDatesInISO8601InTextAndJSON() async throws {
+        let device = try Device(group: Self.group("status"))
+        // A failed round records its error and when.
+        _ = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", Self.deadServer])
+        let iso = #"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"#
+        let text = try await device.kvtoolOffPool(["sync", "status"])
+        #expect(text.status == 0, "\(text.stderr)")
+        let errorLine = Self.lines(text.stdout).first { $0.hasPrefix("last error ") }.map(String.init) ?? ""
+        #expect(errorLine.range(of: " at " + iso + "$", options: .regularExpression) != nil, "\(text.stdout)")
+        #expect(!text.stdout.contains("+0000"), "\(text.stdout)")
+        let json = try await device.kvtoolOffPool(["sync", "status", "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let at = object?["lastErrorAt"] as? String ?? ""
+        #expect(at.range(of: "^" + iso + "$", options: .regularExpression) != nil, "\(json.stdout)")
+        #expect(object?["lastSyncAt"] is NSNull, "\(json.stdout)")
+    }
+
     @Test func aGatewayWhoseDatabaseNeverAnswersSaysWhatItWaitsForThenFails() async throws {
         let result = try await Self.kvtool(["sync", "gateway", "--database", Self.deadServer, "--database-timeout", "2",
                                           "--listen", "127.0.0.1:0"], timeout: 60)

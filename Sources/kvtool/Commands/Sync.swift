@@ -44,6 +44,22 @@ struct SyncCommand: ParsableCommand {
         case gateway(SyncGatewayURL, token: String)
     }
 
+    /// `--server URL` for the commands that need the database itself (prune): no gateway options.
+    struct DatabaseServerOption: ParsableArguments {
+        @Option(name: .long, help: "The database, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER); not a gateway.")
+        var server: String?
+
+        func url() throws -> ServerURL {
+            guard let text = SyncCommand.given(server, orEnvironment: "KVSTORE_SYNC_SERVER") else {
+                throw CLIError(.usage, "no server: pass --server postgres://USER@HOST:PORT/DATABASE or set KVSTORE_SYNC_SERVER")
+            }
+            if SyncGatewayURL.isGateway(text) {
+                throw CLIError(.usage, "this command needs the database (postgres://…), not a gateway: run it as the database's owner")
+            }
+            return try ServerURL(text)
+        }
+    }
+
     struct ServerOption: ParsableArguments {
         @Option(name: .long, help: "The server, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER).")
         var server: String?
@@ -105,8 +121,20 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             let target: Mutation.Target = suite.map { .defaults($0) } ?? .collection(collection!)
+            // A suite that does not exist is refused as a collection is (enabling one would create it).
+            if let suite, try !container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == suite }) {
+                throw CLIError(.notFound, "no defaults suite named '\(suite)' (kvtool collections lists them)")
+            }
+            let already = try Replication.declaredTargets(in: container.store).contains(target)
             try Replication.enable(target, in: container)
-            if !global.json { print("\(target) replicates from the next sync") }
+            if global.json {
+                print(try Output.line([
+                    "enabled": .string(target.name), "kind": .string(suite == nil ? "collection" : "defaults"),
+                    "changed": .bool(!already),
+                ]))
+            } else {
+                print(already ? "\(target) already replicates" : "\(target) replicates from the next sync")
+            }
         }
     }
 
@@ -232,8 +260,17 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             let status = try Replication.status(of: container)
+            let format = ISO8601DateFormatter()   // 2026-11-27T04:48:32Z, in text and JSON alike
+            func date(_ date: Date?) -> JSONValue { date.map { .string(format.string(from: $0)) } ?? .null }
             if global.json {
-                try Output.json(JSONValue(encoding: status))
+                try Output.json([
+                    "device": .string(orNull: status.device), "cursor": .integer(status.cursor),
+                    "targets": .array(status.targets.map(JSONValue.string)), "pendingChanges": .integer(status.pendingChanges),
+                    "pushed": .integer(status.pushed), "pulled": .integer(status.pulled),
+                    "conflictsResolved": .integer(status.conflictsResolved), "resyncs": .integer(status.resyncs),
+                    "lastSyncAt": date(status.lastSyncAt), "lastError": .string(orNull: status.lastError),
+                    "lastErrorAt": date(status.lastErrorAt), "quarantined": .integer(status.quarantined),
+                ])
                 return
             }
             guard !status.targets.isEmpty else {
@@ -244,8 +281,8 @@ struct SyncCommand: ParsableCommand {
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
-            print("last sync \(status.lastSyncAt.map { "\($0)" } ?? "never")")
-            if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map { "\($0)" } ?? "?")") }
+            print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
+            if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
         }
     }
 
@@ -316,7 +353,7 @@ struct SyncCommand: ParsableCommand {
             commandName: "prune",
             abstract: "Remove the server's changes and tombstones of this group older than --older-than seconds; devices behind that resync.")
         @OptionGroup var global: GlobalOptions
-        @OptionGroup var server: ServerOption
+        @OptionGroup var server: DatabaseServerOption
         @Option(name: .customLong("older-than"), help: "Age in seconds.") var olderThan: Double
 
         func validate() throws {
