@@ -260,19 +260,12 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             let status = try Replication.status(of: container)
-            let format = ISO8601DateFormatter()   // 2026-11-27T04:48:32Z, in text and JSON alike
-            func date(_ date: Date?) -> JSONValue { date.map { .string(format.string(from: $0)) } ?? .null }
             if global.json {
-                try Output.json([
-                    "device": .string(orNull: status.device), "cursor": .integer(status.cursor),
-                    "targets": .array(status.targets.map(JSONValue.string)), "pendingChanges": .integer(status.pendingChanges),
-                    "pushed": .integer(status.pushed), "pulled": .integer(status.pulled),
-                    "conflictsResolved": .integer(status.conflictsResolved), "resyncs": .integer(status.resyncs),
-                    "lastSyncAt": date(status.lastSyncAt), "lastError": .string(orNull: status.lastError),
-                    "lastErrorAt": date(status.lastErrorAt), "quarantined": .integer(status.quarantined),
-                ])
+                // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below.
+                try Output.json(JSONValue(encoding: status))
                 return
             }
+            let format = ISO8601DateFormatter()
             guard !status.targets.isEmpty else {
                 print("nothing replicates (kvtool sync enable COLLECTION, or --suite SUITE)")
                 return
