@@ -156,6 +156,11 @@ public final class Replicator: @unchecked Sendable {
             byTarget[target.target] = target
             versions[target.target] = try collections.versions(for: target.target)
         }
+        // SyncKit's replicated catalog (``Replication/catalogCollection``) syncs whenever it is declared.
+        if declared.contains(Replication.catalogTarget) && byTarget[Replication.catalogTarget] == nil {
+            byTarget[Replication.catalogTarget] = try .untypedCollection(named: Replication.catalogCollection, in: container.store)
+            versions[Replication.catalogTarget] = try collections.versions(for: Replication.catalogTarget)
+        }
         self.targets = byTarget
         self.versions = versions
         consumer = try history.consumer(named: Replication.consumerName)

@@ -4,6 +4,7 @@ import KVStore
 import SyncKit
 import SyncKitPostgres
 import TestSupport
+@testable import PostgresTesting
 import SyncTestSupport
 import Testing
 #if canImport(Glibc)
@@ -79,10 +80,10 @@ import Glibc
         _ = try device.container.store.collection("more", key: String.self, value: String.self)
         let enabled = try await device.kvtoolOffPool(["sync", "enable", "more", "--json"])
         #expect(enabled.status == 0, "\(enabled.stderr)")
-        #expect(enabled.stdout == #"{"enabled":"more","kind":"collection","changed":true}"# + "\n", "\(enabled.stdout)")
+        #expect(enabled.stdout == #"{"enabled":"more","kind":"collection","changed":true,"created":false}"# + "\n", "\(enabled.stdout)")
         let again = try await device.kvtoolOffPool(["sync", "enable", "--suite", "settings", "--json"])
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout == #"{"enabled":"settings","kind":"defaults","changed":false}"# + "\n", "\(again.stdout)")
+        #expect(again.stdout == #"{"enabled":"settings","kind":"defaults","changed":false,"created":false}"# + "\n", "\(again.stdout)")
     }
 
     @Test func pruneOffersNoGatewayOptionsAndRefusesAGatewayInOneLine() async throws {
@@ -149,6 +150,57 @@ import Glibc
         #expect(gateway.stdout.contains("127.0.0.1:8391"), "\(gateway.stdout)")
         #expect(serve.stdout.contains("8390"), "\(serve.stdout)")
         #expect(!gateway.stdout.contains("127.0.0.1:8390"), "\(gateway.stdout)")
+    }
+
+    /// Device A has a collection with data, enables it and syncs; device B, a fresh container that has
+    /// never opened the collection, joins from the command line alone and receives the data. A third
+    /// container with a collection of that name and other encodings is refused.
+    @Test func aSecondDeviceJoinsACollectionFromTheCommandLineAlone() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let url = cluster.tcpURL.description
+        let group = Self.group("join")
+        let a = try Device(group: group)
+        let recipes = try a.container.store.collection("recipes", key: String.self, value: String.self)
+        try a.write { tx in
+            try recipes.put("flour, water", forKey: "bread", in: tx)
+            try recipes.put("eggs", forKey: "omelette", in: tx)
+        }
+        let enabledA = try await a.kvtoolOffPool(["sync", "enable", "recipes", "--json"])
+        #expect(enabledA.status == 0, "\(enabledA.stderr)")
+        #expect(enabledA.stdout == #"{"enabled":"recipes","kind":"collection","changed":true,"created":false}"# + "\n", "\(enabledA.stdout)")
+        let pushed = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", url])
+        #expect(pushed.status == 0, "\(pushed.stderr)")
+
+        // B: never opened recipes. Without a server it is told how to join.
+        let b = TemporaryDirectory()
+        func kvtoolB(_ arguments: [String]) async throws -> ProcessResult {
+            try await Self.kvtool(arguments + ["--root", b.path, "--group", group], timeout: 120)
+        }
+        let alone = try await kvtoolB(["sync", "enable", "recipes"])
+        #expect(alone.status == 1 && Self.lines(alone.stderr).count == 1 && alone.stderr.contains("kvtool sync enable recipes --server URL"),
+                "\(alone.stderr)")
+        let joined = try await kvtoolB(["sync", "enable", "recipes", "--server", url, "--json"])
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect(joined.stdout == #"{"enabled":"recipes","kind":"collection","changed":true,"created":true}"# + "\n", "\(joined.stdout)")
+        let pulled = try await kvtoolB(["sync", "run", "--once", "--server", url])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        let container = try SharedContainer(groupIdentifier: group, root: b.path)
+        let received = try container.store.collection("recipes", key: String.self, value: String.self)
+        #expect(try received.entries().map { "\($0.key)=\($0.value)" } == ["bread=flour, water", "omelette=eggs"])
+        #expect(try container.store.catalogEntry(forCollection: "recipes")?.keyEncoding == a.container.store.catalogEntry(forCollection: "recipes")?.keyEncoding)
+        let status = try await kvtoolB(["sync", "status", "--json"])
+        #expect(status.stdout.contains(#""targets":["collection 'recipes'"]"#), "\(status.stdout)")
+
+        // C: a recipes of its own, keyed by integers: refused, and nothing is declared.
+        let c = try Device(group: group)
+        _ = try c.container.store.collection("recipes", key: Int64.self, value: String.self)
+        let clash = try await c.kvtoolOffPool(["sync", "enable", "recipes", "--server", url])
+        #expect(clash.status == 65 && Self.lines(clash.stderr).count == 1 && clash.stderr.contains("cannot replicate together"), "\(clash.stderr)")
+        #expect(try Replication.declaredTargets(in: c.container.store).contains(.collection("recipes")) == false)
+
+        // A collection nobody published.
+        let unknown = try await kvtoolB(["sync", "enable", "nothing-here", "--server", url])
+        #expect(unknown.status == 1 && Self.lines(unknown.stderr).count == 1 && unknown.stderr.contains("no device has published"), "\(unknown.stderr)")
     }
 }
 #endif

@@ -109,10 +109,20 @@ struct SyncCommand: ParsableCommand {
     struct Enable: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "enable",
-            abstract: "Replicate a collection (or --suite SUITE), enabling its history if needed; existing keys are sent at the next sync.")
+            abstract: "Replicate a collection (or --suite SUITE), enabling its history if needed; existing keys are sent at the next sync.",
+            discussion: """
+                Enabling a collection also publishes its catalog entry (how its keys and values are encoded) \
+                through the server at the next sync. A device that has never opened the collection joins it with \
+                --server URL: the entry another device published is fetched, the collection is created here empty, \
+                and the next sync run fills it. A collection here whose encodings differ from the published one is \
+                refused (exit 65), as is one with indexes or derived collections (its app creates those). A defaults \
+                suite must exist here (exit 1 otherwise, as for a collection). --json prints what changed: \
+                {"enabled":NAME,"kind":"collection"|"defaults","changed":BOOL,"created":BOOL}.
+                """)
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The collection.") var collection: String?
         @Option(help: "A defaults suite instead of a collection.") var suite: String?
+        @OptionGroup var server: ServerOption
 
         func validate() throws {
             if (collection == nil) == (suite == nil) { throw ValidationError("name a collection or --suite SUITE, not both") }
@@ -125,16 +135,50 @@ struct SyncCommand: ParsableCommand {
             if let suite, try !container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == suite }) {
                 throw CLIError(.notFound, "no defaults suite named '\(suite)' (kvtool collections lists them)")
             }
+            var created = false
+            if let collection, !collection.hasPrefix("_") {
+                let local = try container.store.catalogEntry(forCollection: collection)
+                // The server is asked when the collection is not here, or when --server is given.
+                if let text = server.text, local == nil || server.server != nil {
+                    try Self.pullCatalog(of: container, from: try server.endpoint())
+                    if let published = try Replication.publishedCatalogEntry(ofCollection: collection, in: container) {
+                        if let local {
+                            try Replication.checkAgrees(local, published)
+                        } else {
+                            try Replication.createCollection(from: published, in: container)
+                            created = true
+                        }
+                    } else if local == nil {
+                        throw CLIError(.notFound, "no collection named '\(collection)' here, and no device has published one through \(SyncCommand.shown(text)): run kvtool sync enable \(collection) and kvtool sync run on a device that has it, then this again")
+                    }
+                } else if local == nil {
+                    throw CLIError(.notFound, "no collection named '\(collection)' here; to join the one other devices replicate: kvtool sync enable \(collection) --server URL")
+                }
+            }
             let already = try Replication.declaredTargets(in: container.store).contains(target)
             try Replication.enable(target, in: container)
+            if case .collection(let name) = target { try Replication.publishCatalogEntry(ofCollection: name, in: container) }
             if global.json {
                 print(try Output.line([
                     "enabled": .string(target.name), "kind": .string(suite == nil ? "collection" : "defaults"),
-                    "changed": .bool(!already),
+                    "changed": .bool(!already), "created": .bool(created),
                 ]))
             } else {
-                print(already ? "\(target) already replicates" : "\(target) replicates from the next sync")
+                print(created ? "created \(target) as other devices have it; it replicates from the next sync (kvtool sync run)"
+                      : already ? "\(target) already replicates" : "\(target) replicates from the next sync")
             }
+        }
+
+        /// Pulls what other devices published of the catalog (and of the targets replicated here).
+        static func pullCatalog(of container: SharedContainer, from endpoint: Endpoint) throws {
+            try Replication.enableCatalog(in: container)
+            let targets = try SyncCommand.targets(of: container)
+            let replicator: Replicator = switch endpoint {
+            case .direct(let url): try Replicator(container: container, server: url, targets: targets)
+            case .gateway(let url, let token): try Replicator(container: container, gateway: url, token: token, targets: targets)
+            }
+            defer { _ = try? blocking { await replicator.close() } }
+            try blocking { _ = try await replicator.pull() }
         }
     }
 
@@ -178,7 +222,7 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let endpoint = try server.endpoint()
             let container = try global.openContainer(readOnly: false)
-            guard try !Replication.declaredTargets(in: container.store).isEmpty else {
+            guard try Replication.declaredTargets(in: container.store).contains(where: { !$0.name.hasPrefix("_") }) else {
                 throw CLIError(.usage, "nothing replicates here: enable a collection or suite first (kvtool sync enable COLLECTION, or --suite SUITE)")
             }
             // A failed round: --once reports it once, as its error; a live run reports each distinct
@@ -361,6 +405,12 @@ struct SyncCommand: ParsableCommand {
             _ = try? blocking { await replicator.close() }
             print(global.json ? try Output.line(["prunedThrough": .integer(horizon)]) : "pruned through \(horizon)")
         }
+    }
+
+    /// A server URL as shown in messages: its password hidden.
+    static func shown(_ text: String) -> String {
+        if SyncGatewayURL.isGateway(text) { return text }
+        return (try? ServerURL(text).description) ?? "the server"
     }
 
     /// The declared targets, typed by the app that owns each (``KVToolApps``), untyped otherwise.
