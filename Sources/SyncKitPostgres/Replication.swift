@@ -106,7 +106,7 @@ public enum Replication {
         return try store.read { tx in
             let state = try collections.state.get(stateKey, in: tx)
             var pending = 0
-            let filter = HistoryFilter(targets: Set(declared), excludingAuthor: author)
+            let filter = HistoryFilter(targets: Set(declared.filter { $0 != catalogTarget }), excludingAuthor: author)
             if case .changes(let transactions, _) = try history.changes(since: token, matching: filter, in: tx) {
                 pending = transactions.reduce(0) { $0 + $1.entries.count }
             }
