@@ -191,6 +191,22 @@ import Glibc
         let status = try await kvtoolB(["sync", "status", "--json"])
         #expect(status.stdout.contains(#""targets":["collection 'recipes'"]"#), "\(status.stdout)")
 
+        // D joins the same way through a sync gateway, with a credential of the group.
+        let (gateway, gatewayURL) = try await startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let token = try await issueToken(cluster, ["--group", group, "--device", "d"])
+        let d = TemporaryDirectory()
+        func kvtoolD(_ arguments: [String]) async throws -> ProcessResult {
+            try await Self.kvtool(arguments + ["--server", gatewayURL, "--token", token, "--root", d.path, "--group", group], timeout: 120)
+        }
+        let joinedD = try await kvtoolD(["sync", "enable", "recipes"])
+        #expect(joinedD.status == 0 && joinedD.stdout.hasPrefix("created collection 'recipes'"), "\(joinedD.stdout)\(joinedD.stderr)")
+        let pulledD = try await kvtoolD(["sync", "run", "--once"])
+        #expect(pulledD.status == 0, "\(pulledD.stderr)")
+        let containerD = try SharedContainer(groupIdentifier: group, root: d.path)
+        #expect(try containerD.store.collection("recipes", key: String.self, value: String.self).entries().map { "\($0.key)=\($0.value)" }
+                == ["bread=flour, water", "omelette=eggs"])
+
         // C: a recipes of its own, keyed by integers: refused, and nothing is declared.
         let c = try Device(group: group)
         _ = try c.container.store.collection("recipes", key: Int64.self, value: String.self)
