@@ -96,6 +96,12 @@ public final class SyncGateway: Sendable {
         public var allowPrivilegedRole = false
         /// The largest value read from the database.
         public var maxValueBytes = 16 << 20
+        /// How long ``SyncGateway/run(host:port:ready:)`` waits for a database that nothing answers
+        /// for (not started yet, say) before it fails with ``ReplicationError/unreachable(_:)``.
+        public var databaseTimeout: Duration = .seconds(30)
+        /// Told once, with a line saying what it waits for, when the database does not answer the
+        /// first attempt to connect (`kvtool sync gateway` prints it on standard error).
+        public var waitingForDatabase: (@Sendable (String) -> Void)?
         public var logger = Logger(label: "kvstore.gateway", factory: { _ in SwiftLogNoOpLogHandler() })
         public init() {}
     }
@@ -171,8 +177,9 @@ public final class SyncGateway: Sendable {
     ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged.
     public func run(host: String = "127.0.0.1", port: Int = 0, ready: @Sendable (String) -> Void) async throws {
         try await withThrowingDiscardingTaskGroup { tasks in
-            tasks.addTask { await self.client.run() }
+            // Checked before the pool runs: a database that cannot be used fails the start at once.
             let revocations = try await checkDatabase()
+            tasks.addTask { await self.client.run() }
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }

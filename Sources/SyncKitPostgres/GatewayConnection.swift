@@ -318,6 +318,9 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                     }
                 }
         } catch {
+            if let reason = unreachableReason(error) {
+                throw ReplicationError.unreachable("cannot connect to the sync gateway at \(url.host.contains(":") ? "[\(url.host)]" : url.host):\(url.port): \(reason); check that the gateway is running there and that --server is right")
+            }
             throw ReplicationError.server("cannot connect to the sync gateway \(url): \(describeTLS(error))")
         }
     }
@@ -409,6 +412,9 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             pool.withLock { $0.opened += 1 }
             return KeptConnection(channel: channel, collector: collector)
         } catch {
+            if let reason = unreachableReason(error) {
+                throw ReplicationError.unreachable("cannot connect to the sync gateway at \(url.host.contains(":") ? "[\(url.host)]" : url.host):\(url.port): \(reason); check that the gateway is running there and that --server is right")
+            }
             throw ReplicationError.server("cannot connect to the sync gateway \(url): \(describeTLS(error))")
         }
     }

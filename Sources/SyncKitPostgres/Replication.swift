@@ -31,6 +31,12 @@ public enum Replication {
         guard !target.name.hasPrefix("_") else {
             throw ReplicationError.unsupportedTarget(target, reason: "names starting with '_' are SyncKit's own bookkeeping")
         }
+        try declare(target, in: container, history: history, now: now)
+    }
+
+    /// ``enable(_:in:now:)`` without its check of the name: also for SyncKit's own ``catalogCollection``.
+    static func declare(_ target: Mutation.Target, in container: SharedContainer, history: History, now: Date) throws {
+        let store = container.store
         let database: RawDatabase
         switch target {
         case .collection(let name):
@@ -88,7 +94,8 @@ public enum Replication {
     public static func status(of container: SharedContainer) throws -> ReplicationStatus {
         let store = container.store
         let declared = try declaredTargets(in: store)
-        guard !declared.isEmpty else {
+        // SyncKit's replicated catalog is not one of the app's targets.
+        guard declared.contains(where: { $0 != catalogTarget }) else {
             return ReplicationStatus(device: nil, cursor: 0, targets: [], pendingChanges: 0, pushed: 0, pulled: 0,
                                      conflictsResolved: 0, resyncs: 0)
         }
@@ -99,14 +106,14 @@ public enum Replication {
         return try store.read { tx in
             let state = try collections.state.get(stateKey, in: tx)
             var pending = 0
-            let filter = HistoryFilter(targets: Set(declared), excludingAuthor: author)
+            let filter = HistoryFilter(targets: Set(declared.filter { $0 != catalogTarget }), excludingAuthor: author)
             if case .changes(let transactions, _) = try history.changes(since: token, matching: filter, in: tx) {
                 pending = transactions.reduce(0) { $0 + $1.entries.count }
             }
             pending += try collections.dirty.count(in: tx)
             let quarantined = try collections.quarantine.count(in: tx)
             return ReplicationStatus(
-                device: state?.device, cursor: state?.cursor ?? 0, targets: declared.map(\.description),
+                device: state?.device, cursor: state?.cursor ?? 0, targets: declared.filter { $0 != catalogTarget }.map(\.description),
                 pendingChanges: pending, pushed: state?.pushed ?? 0, pulled: state?.pulled ?? 0,
                 conflictsResolved: state?.conflicts ?? 0, resyncs: state?.resyncs ?? 0,
                 lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt,

@@ -8,6 +8,10 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// The server could not be reached, or a statement failed there. Nothing was lost: the changes
     /// stay pending in the local history, and the next attempt starts over.
     case server(String)
+    /// The server (the database, or a sync gateway) could not be reached at all: nothing answers
+    /// there (refused, timed out, no route, a name that does not resolve). The message says where,
+    /// why, and what to check. Nothing was lost, as for ``server(_:)``.
+    case unreachable(String)
     /// A row in the server's tables is not something a replicator writes (a bad kind, key, value or
     /// clock). The whole pull was refused: the local store is as it was.
     case malformedServerRow(sequence: Int64, reason: String)
@@ -40,7 +44,7 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     case deviceInUse(String)
 
     /// `1.5 s`, `86400 s`.
-    static func seconds(_ duration: Duration) -> String {
+    package static func seconds(_ duration: Duration) -> String {
         let milliseconds = duration.wholeMilliseconds
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(Double(milliseconds) / 1000) s"
     }
@@ -49,6 +53,7 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         switch self {
         case .invalidServerURL(let url, let reason): "invalid server URL '\(url)': \(reason)"
         case .server(let message): "replication server: \(message)"
+        case .unreachable(let message): message
         case .malformedServerRow(let sequence, let reason):
             "refused the server's change \(sequence): \(reason); nothing was applied"
         case .serverSchemaTooNew(let found, let supported):

@@ -137,8 +137,11 @@ extension Replicator {
                     }
                     try history.observeClock(HybridTimestamp(rawValue: change.clock), now: now, maxSkew: options.maxClockSkew, in: tx)
                     _ = try supersedeQuarantined(pendingKey, through: change.sequence, keys: &quarantined, in: tx)
-                    outcome.applied += 1
-                    touched.insert(targetID)
+                    // SyncKit's replicated catalog is bookkeeping: not counted, nor announced.
+                    if targetID != Replication.catalogTarget {
+                        outcome.applied += 1
+                        touched.insert(targetID)
+                    }
                 } catch let error as UnreadableChange {
                     try hold(change, error.reason)   // thrown before anything of it was written
                 } catch where Self.isChangeProblem(error) {

@@ -31,7 +31,10 @@ extension Replicator {
             let end = try await pipelined(server) { outcomes, batch in
                 sent = true
                 try record(outcomes, of: batch, report: &report)
-                pushed += outcomes.count { if case .applied = $0 { true } else { false } }
+                // SyncKit's replicated catalog is bookkeeping: not counted.
+                pushed += zip(outcomes, batch).count { outcome, item in
+                    if case .applied = outcome, item.target != Replication.catalogTarget { true } else { false }
+                }
             }
             if !end.held.isEmpty { try holdBack(end.held) }
             if let next = end.next { try consumer.acknowledge(through: next) }
@@ -352,7 +355,7 @@ extension Replicator {
                     try tx.unrecorded {
                         try versions.put(KeyVersion(version: version, clock: item.change.clock, device: device), forKey: key, in: tx)
                         for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
-                        state.pushed += 1
+                        if item.target != Replication.catalogTarget { state.pushed += 1 }
                     }
                 case .conflict(let version, let value, let clock, let remoteDevice, let problem):
                     // Written again since it was collected: settled next round, with that value.

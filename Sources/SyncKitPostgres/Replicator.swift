@@ -98,6 +98,11 @@ public final class Replicator: @unchecked Sendable {
     let events: @Sendable (SyncEvent) -> Void
     private let lockDescriptor: Int32
     private let connection = Locked<(any ReplicationServer)?>(nil)
+    private let succeeded = Locked(0)
+
+    /// The rounds (``sync()``, ``push()``, ``pull()``, and those of ``run(until:)``) that reached the
+    /// server and ended well since this replicator was made: 0 after a live run that never reached it.
+    public var successfulRounds: Int { succeeded.withLock { $0 } }
 
     /// - Parameters:
     ///   - targets: the typed collections and suites to replicate; each must be declared
@@ -150,6 +155,11 @@ public final class Replicator: @unchecked Sendable {
             guard declared.contains(target.target) else { throw ReplicationError.notDeclared(target.target) }
             byTarget[target.target] = target
             versions[target.target] = try collections.versions(for: target.target)
+        }
+        // SyncKit's replicated catalog (``Replication/catalogCollection``) syncs whenever it is declared.
+        if declared.contains(Replication.catalogTarget) && byTarget[Replication.catalogTarget] == nil {
+            byTarget[Replication.catalogTarget] = try .untypedCollection(named: Replication.catalogCollection, in: container.store)
+            versions[Replication.catalogTarget] = try collections.versions(for: Replication.catalogTarget)
         }
         self.targets = byTarget
         self.versions = versions
@@ -240,6 +250,7 @@ public final class Replicator: @unchecked Sendable {
             var report = SyncReport()
             try await body(server, &report)
             report.cursor = try recordSuccess()
+            succeeded.withLock { $0 += 1 }
             return report
         } catch {
             await dropConnection()

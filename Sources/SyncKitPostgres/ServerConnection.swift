@@ -48,10 +48,19 @@ final class ServerConnection: @unchecked Sendable {
                                     operationTimeout: operationTimeout)
         } catch let error as ReplicationError {
             if case .invalidServerURL = error { throw error }
+            if case .server(let message) = error, message.hasPrefix("no answer from") {
+                throw ReplicationError.unreachable(unreachableMessage(url, "no answer within \(connectTimeout)"))
+            }
             throw ReplicationError.server("cannot connect to \(url): \(error)")
         } catch {
+            if let reason = unreachableReason(error) { throw ReplicationError.unreachable(unreachableMessage(url, reason)) }
             throw ReplicationError.server("cannot connect to \(url): \(describe(error))")
         }
+    }
+
+    /// `cannot reach the sync server at HOST:PORT: REASON; check …`.
+    static func unreachableMessage(_ url: ServerURL, _ reason: String) -> String {
+        "cannot reach the sync server at \(url.shownEndpoint): \(reason); check that PostgreSQL is running there and that --server is right"
     }
 
     func close() async {

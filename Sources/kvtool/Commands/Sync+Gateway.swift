@@ -187,11 +187,13 @@ extension SyncCommand {
                 row-level security to the group of the credential presented; a push is recorded under the credential's \
                 device, with this gateway's clock bound. --database names a login that is a member of kvsync_gateway \
                 only (kvtool sync setup --gateway-login NAME makes one): the gateway refuses the owner, a superuser or a \
-                role that bypasses row-level security. Prints `gateway listening on URL` first. SIGTERM or SIGINT \
+                role that bypasses row-level security. Prints `gateway listening on URL` first; while the database does \
+                not answer, it says so on standard error and waits up to --database-timeout seconds, then fails \
+                (exit 74). Listens on 127.0.0.1:8391 by default (kvtool serve's is 8390). SIGTERM or SIGINT \
                 drains it: requests in flight finish, then it exits.
                 """)
         @OptionGroup var database: DatabaseOption
-        @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8390"
+        @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8391"
         @Option(name: .customLong("tls-certificate"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
         @Option(name: .customLong("tls-key"), help: "PEM private key of the certificate.") var tlsKey: String?
         @Option(name: .customLong("jwt-hs256-secret-file"),
@@ -218,6 +220,8 @@ extension SyncCommand {
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
         var maxStreamsPerCredential: Int = 16
+        @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
+        var databaseTimeout: Double = 30
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
@@ -229,6 +233,7 @@ extension SyncCommand {
             if (jwtAudience != nil || jwtIssuer != nil) && jwtSecretFile == nil && jwtPublicKey == nil {
                 throw ValidationError("--jwt-audience and --jwt-issuer go with a JWT key (--jwt-hs256-secret-file or --jwt-es256-public-key)")
             }
+            guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
             guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
             guard (1...1_000_000).contains(maxStreamsPerCredential) else {
@@ -261,6 +266,11 @@ extension SyncCommand {
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
             options.allowPrivilegedRole = allowPrivilegedRole
+            options.databaseTimeout = .milliseconds(Int64(databaseTimeout * 1000))
+            options.waitingForDatabase = { line in
+                Output.flush()
+                FileHandle.standardError.write(Data("kvtool: \(line)\n".utf8))
+            }
             var keys: [JWTVerifier.Key] = []
             if let jwtSecretFile {
                 guard let secret = FileManager.default.contents(atPath: jwtSecretFile) else {

@@ -15,7 +15,8 @@ struct SyncCommand: ParsableCommand {
             postgres://USER[:PASSWORD]@HOST:PORT/DATABASE, or postgres://USER@/DATABASE?host=/socket/directory \
             (machines trusted with the database), or a sync gateway's http(s)://HOST:PORT with --token \
             (devices with a credential of their own group: sync token issue, sync gateway); \
-            $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults.
+            $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults. Errors are one line on standard error; \
+            sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
         subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Setup.self, Token.self, Gateway.self])
 
@@ -41,6 +42,22 @@ struct SyncCommand: ParsableCommand {
     enum Endpoint {
         case direct(ServerURL)
         case gateway(SyncGatewayURL, token: String)
+    }
+
+    /// `--server URL` for the commands that need the database itself (prune): no gateway options.
+    struct DatabaseServerOption: ParsableArguments {
+        @Option(name: .long, help: "The database, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER); not a gateway.")
+        var server: String?
+
+        func url() throws -> ServerURL {
+            guard let text = SyncCommand.given(server, orEnvironment: "KVSTORE_SYNC_SERVER") else {
+                throw CLIError(.usage, "no server: pass --server postgres://USER@HOST:PORT/DATABASE or set KVSTORE_SYNC_SERVER")
+            }
+            if SyncGatewayURL.isGateway(text) {
+                throw CLIError(.usage, "this command needs the database (postgres://…), not a gateway: run it as the database's owner")
+            }
+            return try ServerURL(text)
+        }
     }
 
     struct ServerOption: ParsableArguments {
@@ -92,10 +109,20 @@ struct SyncCommand: ParsableCommand {
     struct Enable: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "enable",
-            abstract: "Replicate a collection (or --suite SUITE), enabling its history if needed; existing keys are sent at the next sync.")
+            abstract: "Replicate a collection (or --suite SUITE), enabling its history if needed; existing keys are sent at the next sync.",
+            discussion: """
+                Enabling a collection also publishes its catalog entry (how its keys and values are encoded) \
+                through the server at the next sync. A device that has never opened the collection joins it with \
+                --server URL: the entry another device published is fetched, the collection is created here empty, \
+                and the next sync run fills it. A collection here whose encodings differ from the published one is \
+                refused (exit 65), as is one with indexes or derived collections (its app creates those). A defaults \
+                suite must exist here (exit 1 otherwise, as for a collection). --json prints what changed: \
+                {"enabled":NAME,"kind":"collection"|"defaults","changed":BOOL,"created":BOOL}.
+                """)
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The collection.") var collection: String?
         @Option(help: "A defaults suite instead of a collection.") var suite: String?
+        @OptionGroup var server: ServerOption
 
         func validate() throws {
             if (collection == nil) == (suite == nil) { throw ValidationError("name a collection or --suite SUITE, not both") }
@@ -104,8 +131,54 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             let target: Mutation.Target = suite.map { .defaults($0) } ?? .collection(collection!)
+            // A suite that does not exist is refused as a collection is (enabling one would create it).
+            if let suite, try !container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == suite }) {
+                throw CLIError(.notFound, "no defaults suite named '\(suite)' (kvtool collections lists them)")
+            }
+            var created = false
+            if let collection, !collection.hasPrefix("_") {
+                let local = try container.store.catalogEntry(forCollection: collection)
+                // The server is asked when the collection is not here, or when --server is given.
+                if let text = server.text, local == nil || server.server != nil {
+                    try Self.pullCatalog(of: container, from: try server.endpoint())
+                    if let published = try Replication.publishedCatalogEntry(ofCollection: collection, in: container) {
+                        if let local {
+                            try Replication.checkAgrees(local, published)
+                        } else {
+                            try Replication.createCollection(from: published, in: container)
+                            created = true
+                        }
+                    } else if local == nil {
+                        throw CLIError(.notFound, "no collection named '\(collection)' here, and no device has published one through \(SyncCommand.shown(text)): run kvtool sync enable \(collection) and kvtool sync run on a device that has it, then this again")
+                    }
+                } else if local == nil {
+                    throw CLIError(.notFound, "no collection named '\(collection)' here; to join the one other devices replicate: kvtool sync enable \(collection) --server URL")
+                }
+            }
+            let already = try Replication.declaredTargets(in: container.store).contains(target)
             try Replication.enable(target, in: container)
-            if !global.json { print("\(target) replicates from the next sync") }
+            if case .collection(let name) = target { try Replication.publishCatalogEntry(ofCollection: name, in: container) }
+            if global.json {
+                print(try Output.line([
+                    "enabled": .string(target.name), "kind": .string(suite == nil ? "collection" : "defaults"),
+                    "changed": .bool(!already), "created": .bool(created),
+                ]))
+            } else {
+                print(created ? "created \(target) as other devices have it; it replicates from the next sync (kvtool sync run)"
+                      : already ? "\(target) already replicates" : "\(target) replicates from the next sync")
+            }
+        }
+
+        /// Pulls what other devices published of the catalog (and of the targets replicated here).
+        static func pullCatalog(of container: SharedContainer, from endpoint: Endpoint) throws {
+            try Replication.enableCatalog(in: container)
+            let targets = try SyncCommand.targets(of: container)
+            let replicator: Replicator = switch endpoint {
+            case .direct(let url): try Replicator(container: container, server: url, targets: targets)
+            case .gateway(let url, let token): try Replicator(container: container, gateway: url, token: token, targets: targets)
+            }
+            defer { _ = try? blocking { await replicator.close() } }
+            try blocking { _ = try await replicator.pull() }
         }
     }
 
@@ -149,6 +222,12 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let endpoint = try server.endpoint()
             let container = try global.openContainer(readOnly: false)
+            guard try Replication.declaredTargets(in: container.store).contains(where: { !$0.name.hasPrefix("_") }) else {
+                throw CLIError(.usage, "nothing replicates here: enable a collection or suite first (kvtool sync enable COLLECTION, or --suite SUITE)")
+            }
+            // A failed round: --once reports it once, as its error; a live run reports each distinct
+            // failure once on standard error (again only after a round that succeeded).
+            let failures = FailureLog(live: !once)
             var options = Replicator.Options()
             options.batchSize = batchSize
             options.maxClockSkew = clock.duration
@@ -171,7 +250,7 @@ struct SyncCommand: ParsableCommand {
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
                     note(Set(targets))
                 case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
-                case .failed(let message): SyncCommand.say(json, "error", message)
+                case .failed(let message): failures.report(message)
                 }
             }
             let replicator: Replicator
@@ -186,6 +265,7 @@ struct SyncCommand: ParsableCommand {
                                             options: options, events: events)
                 shown = url.description
             }
+            failures.attach(replicator)
             if once {
                 let report = try blocking { try await replicator.sync() }
                 if json {
@@ -203,6 +283,13 @@ struct SyncCommand: ParsableCommand {
                 Output.flush()
                 let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
                 try blocking { try await replicator.run(until: deadline) }
+                if replicator.successfulRounds == 0 {
+                    // Never reached its server: a failure, whose error was printed once already.
+                    _ = try? blocking { await replicator.close() }
+                    guard failures.printed else { throw CLIError(.failure, "the run ended before it reached \(shown)") }
+                    Output.flush()
+                    Foundation.exit(CLIError.Kind.failure.rawValue)
+                }
             }
             _ = try? blocking { await replicator.close() }
         }
@@ -218,9 +305,11 @@ struct SyncCommand: ParsableCommand {
             let container = try global.openContainer(readOnly: false)
             let status = try Replication.status(of: container)
             if global.json {
+                // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below.
                 try Output.json(JSONValue(encoding: status))
                 return
             }
+            let format = ISO8601DateFormatter()
             guard !status.targets.isEmpty else {
                 print("nothing replicates (kvtool sync enable COLLECTION, or --suite SUITE)")
                 return
@@ -229,8 +318,8 @@ struct SyncCommand: ParsableCommand {
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
-            print("last sync \(status.lastSyncAt.map { "\($0)" } ?? "never")")
-            if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map { "\($0)" } ?? "?")") }
+            print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
+            if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
         }
     }
 
@@ -301,7 +390,7 @@ struct SyncCommand: ParsableCommand {
             commandName: "prune",
             abstract: "Remove the server's changes and tombstones of this group older than --older-than seconds; devices behind that resync.")
         @OptionGroup var global: GlobalOptions
-        @OptionGroup var server: ServerOption
+        @OptionGroup var server: DatabaseServerOption
         @Option(name: .customLong("older-than"), help: "Age in seconds.") var olderThan: Double
 
         func validate() throws {
@@ -318,9 +407,44 @@ struct SyncCommand: ParsableCommand {
         }
     }
 
+    /// A server URL as shown in messages: its password hidden.
+    static func shown(_ text: String) -> String {
+        if SyncGatewayURL.isGateway(text) { return text }
+        return (try? ServerURL(text).description) ?? "the server"
+    }
+
     /// The declared targets, typed by the app that owns each (``KVToolApps``), untyped otherwise.
     static func targets(of container: SharedContainer) throws -> [ReplicatedTarget] {
         try KVToolApps.replicatedTargets(of: container)
+    }
+
+    /// The failed rounds of one `sync run`, each distinct error printed once on standard error.
+    final class FailureLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private let live: Bool
+        private var replicator: Replicator?
+        private var last: (message: String, rounds: Int)?
+
+        init(live: Bool) { self.live = live }
+
+        func attach(_ replicator: Replicator) { lock.withLock { self.replicator = replicator } }
+
+        /// Whether an error was printed.
+        var printed: Bool { lock.withLock { last != nil } }
+
+        func report(_ message: String) {
+            // --once throws the round's error, which is printed then.
+            guard live else { return }
+            let shouldPrint = lock.withLock { () -> Bool in
+                let rounds = replicator?.successfulRounds ?? 0
+                if let last, last.message == message, last.rounds == rounds { return false }
+                last = (message, rounds)
+                return true
+            }
+            guard shouldPrint else { return }
+            Output.flush()
+            FileHandle.standardError.write(Data(("kvtool: error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n").utf8))
+        }
     }
 
     static func say(_ json: Bool, _ kind: String, _ message: String) {

@@ -51,7 +51,7 @@ struct CLIError: Error, CustomStringConvertible {
             case .rateLimited: self.init(.failure, error.description)
             case .malformedServerRow: self.init(.badInput, error.description)
             case .notDeclared: self.init(.notFound, error.description)
-            case .server, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
+            case .server, .unreachable, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
             case .clockAhead: self.init(.clockSkew, error.description)
             }
         #endif
