@@ -194,7 +194,7 @@ import Workloads
             ["defaults", "domains"], ["files", "ls"], ["files", "cat", "x"], ["files", "rm", "x"],
             ["defaults", "write", "mysuite", "k", "v"], ["defaults", "write", "k", "notanint", "--type", "int"],
             ["files", "put", "../x", "/etc/hostname"], ["load", "/nonexistent.jsonl"],
-        ]
+        ] + Self.syncCommands
         for command in commands {
             let r = try kvtool(command + ["--root", dir.path, "--group", typo])
             #expect(r.status != 0, "\(command) exited 0: \(r.stdout)")
@@ -209,6 +209,13 @@ import Workloads
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try tool("defaults", "read", "mysuite", "k").stdout == "v\n")
     }
+
+    #if PostgreSQL
+    static let syncCommands: [[String]] = [["sync", "status"], ["sync", "enable", "notes"], ["sync", "enable", "--suite", "s"],
+                                           ["sync", "run", "--once", "--server", "postgres://u@127.0.0.1:1/db"]]
+    #else
+    static let syncCommands: [[String]] = []
+    #endif
 
     @Test func defaultsWriteTakesMacOSTypeFlags() throws {
         try fixture()

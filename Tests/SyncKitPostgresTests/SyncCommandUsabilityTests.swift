@@ -58,9 +58,11 @@ import Glibc
     }
 
     @Test func syncRunWithNothingEnabledSaysHowToEnableAndExits64() async throws {
+        // A container with nothing enabled (with no container at all, sync run says "no container").
         let root = TemporaryDirectory()
-        let result = try await Self.kvtool(["sync", "run", "--once", "--server", Self.deadServer,
-                                          "--root", root.path, "--group", Self.group("nothing")])
+        let group = Self.group("nothing")
+        _ = try SharedContainer(groupIdentifier: group, root: root.path)
+        let result = try await Self.kvtool(["sync", "run", "--once", "--server", Self.deadServer, "--root", root.path, "--group", group])
         #expect(result.status == 64, "\(result.stdout)\(result.stderr)")
         #expect(result.stdout.isEmpty, "\(result.stdout)")
         #expect(Self.lines(result.stderr).count == 1, "\(result.stderr)")

@@ -129,7 +129,9 @@ struct SyncCommand: ParsableCommand {
         }
 
         func run() throws {
-            let container = try global.openContainer(readOnly: false)
+            // A second device joining (--server) may have no container yet: enabling is asked to write.
+            // If it fails, what it created is removed again.
+            let container = try global.openContainer(readOnly: false, create: true)
             let target: Mutation.Target = suite.map { .defaults($0) } ?? .collection(collection!)
             // A suite that does not exist is refused as a collection is (enabling one would create it).
             if let suite, try !container.store.catalog().contains(where: { $0.kind == .defaults && $0.name == suite }) {
