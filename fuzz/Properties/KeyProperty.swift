@@ -7,7 +7,8 @@ import KVStore
 /// - render (selector % 4 == 0 or 1): `KeyEncoding.render` of arbitrary bytes either throws
 ///   ``KeyDecodingError`` or gives a value whose text (what kvtool prints) `parse` accepts; parsing
 ///   and rendering again gives the same text and value, and the same bytes for encodings without
-///   dates and strings (dates render to the millisecond; strings are stored in NFC). `renderPrefix`
+///   dates and strings (a date's text names its exact bits since issue 36, but eight arbitrary bytes
+///   may hold -0.0, which is written as 0.0; strings are stored in NFC). `renderPrefix`
 ///   never traps and never claims more bytes than it was given.
 /// - order (selector % 4 == 2): two keys decoded as a Swift ``OrderedKey`` type re-encode to the
 ///   bytes they decode from again, and compare in LMDB's byte order exactly as they compare in Swift.
