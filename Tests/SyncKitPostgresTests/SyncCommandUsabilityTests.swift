@@ -148,10 +148,13 @@ import Glibc
 
     @Test func theGatewaysDefaultPortIsNotServes() async throws {
         let gateway = try await Self.kvtool(["sync", "gateway", "--help"])
-        let serve = try await Self.kvtool(["serve", "--help"])
         #expect(gateway.stdout.contains("127.0.0.1:8391"), "\(gateway.stdout)")
-        #expect(serve.stdout.contains("8390"), "\(serve.stdout)")
         #expect(!gateway.stdout.contains("127.0.0.1:8390"), "\(gateway.stdout)")
+        #if Serve
+        // (`kvtool serve` exists with the Serve trait, which the sanitizer builds leave out.)
+        let serve = try await Self.kvtool(["serve", "--help"])
+        #expect(serve.stdout.contains("8390"), "\(serve.stdout)")
+        #endif
     }
 
     /// Device A has a collection with data, enables it and syncs; device B, a fresh container that has
