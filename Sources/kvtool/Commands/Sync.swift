@@ -424,7 +424,9 @@ struct SyncCommand: ParsableCommand {
     final class FailureLog: @unchecked Sendable {
         private let lock = NSLock()
         private let live: Bool
-        private var replicator: Replicator?
+        /// Weak: the replicator's event handler holds this log, and a strong reference back would be a
+        /// cycle that outlives the run (AddressSanitizer's leak check reported it at exit).
+        private weak var replicator: Replicator?
         private var last: (message: String, rounds: Int)?
 
         init(live: Bool) { self.live = live }
