@@ -335,11 +335,9 @@ import Workloads
         #expect(r.status == 0, "\(r.stdout)")
         r = try run("/usr/bin/script", ["-qec", "\(kvtool) load \(file) --root \(dir.path) --group \(group)", "/dev/null"], stdin: "", timeout: 60)
         #expect(r.status == 0, "\(r.stdout)")
-        // Whatever bars were drawn, each was erased (\r, then erase-line) before the summary line.
-        if let lastBar = r.stdout.range(of: "% ", options: .backwards) {
-            let after = r.stdout[lastBar.upperBound...]
-            #expect(after.contains("\r\u{1B}[K"), "\(r.stdout.debugDescription)")
-        }
+        // A bar was drawn, and the last one was erased (\r, then erase-line) before the summary line.
+        let lastBar = try #require(r.stdout.range(of: "% ", options: .backwards), "no progress bar: \(r.stdout.debugDescription)")
+        #expect(r.stdout[lastBar.upperBound...].contains("\r\u{1B}[K"), "\(r.stdout.debugDescription)")
         #expect(r.stdout.contains("loaded"), "\(r.stdout)")
     }
 
