@@ -9,7 +9,7 @@ struct KVTool: ParsableCommand {
             Global options (--root, --group, --json, --author) go before or after the subcommand.
             KVSTORE_ROOT and KVSTORE_GROUP supply defaults for --root and --group.
 
-            Exit codes: 0 success, 1 not found, 64 usage, 65 bad input data, 74 store or I/O failure.
+            Exit codes: \(CLIError.Kind.summary).
             """,
         version: "0.1.0",
         subcommands: [

@@ -11,7 +11,12 @@ sigprocmask(SIG_SETMASK, &unblocked, nil)
 
 // Global options may come before the subcommand (`kvtool --group G info`); swift-argument-parser
 // wants them on the subcommand, so they are moved there before parsing.
-let arguments = GlobalOptions.movingGlobalOptionsAfterSubcommand(Defaults.translatingMacOSTypeFlags(Array(CommandLine.arguments.dropFirst())))
+let arguments: [String]
+do {
+    arguments = try GlobalOptions.route(Defaults.translatingMacOSTypeFlags(Array(CommandLine.arguments.dropFirst())))
+} catch {
+    error.exit()
+}
 // `kvtool help NAME…` must name a command: swift-argument-parser prints the root help and exits 0.
 if arguments.first == "help" {
     var level: [any ParsableCommand.Type] = KVTool.configuration.subcommands
@@ -22,22 +27,29 @@ if arguments.first == "help" {
         level = command.configuration.subcommands
     }
 }
-do {
-    var command = try KVTool.parseAsRoot(arguments)
-    try command.run()
-    CreatedPaths.keep()
-} catch let error as CLIError {
-    CreatedPaths.removeAll()
-    error.exit()
-} catch {
-    CreatedPaths.removeAll()
-    if let mapped = CLIError(mapping: error) {
-        mapped.exit()
-    }
-    // --help, --version and completion scripts print in full; usage errors get the one-line contract.
+/// A parse or validation error: one line, exit 64; `--help`, `--version` and completion scripts print
+/// in full.
+func exitForUsage(_ error: any Error) -> Never {
+    if let error = error as? CLIError ?? CLIError(mapping: error) { error.exit() }
     if KVTool.exitCode(for: error) == .success {
         KVTool.exit(withError: error)
     }
     let message = KVTool.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid usage"
     CLIError(.usage, message.replacingOccurrences(of: "Error: ", with: "") + " (see kvtool help)").exit()
+}
+
+var command: any ParsableCommand
+do {
+    command = try KVTool.parseAsRoot(arguments)
+} catch {
+    exitForUsage(error)
+}
+do {
+    try command.run()
+    CreatedPaths.keep()
+} catch {
+    CreatedPaths.removeAll()
+    if let error = error as? ExitCode { KVTool.exit(withError: error) }
+    guard let classified = CLIError(runError: error) else { exitForUsage(error) }
+    classified.exit()
 }

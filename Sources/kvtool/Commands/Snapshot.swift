@@ -147,14 +147,7 @@ struct Snapshot: ParsableCommand {
         do {
             return try body()
         } catch let error as SnapshotError {
-            switch error {
-            case .generationNotFound, .noSnapshots:
-                throw CLIError(.notFound, error.description)
-            case .invalidGeneration, .invalidKeepCount:
-                throw CLIError(.usage, error.description)
-            case .corruptManifest, .unsupportedManifestVersion, .readBackMismatch:
-                throw CLIError(.failure, error.description)
-            }
+            throw CLIError(mapping: error) ?? CLIError(.failure, error.description)
         }
     }
 }

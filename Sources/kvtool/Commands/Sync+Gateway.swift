@@ -86,12 +86,20 @@ extension SyncCommand {
             abstract: "Device credentials for a sync gateway: issue, list and revoke them (as the database's owner).",
             subcommands: [Issue.self, List.self, Revoke.self])
 
+        /// `--group`, or `$KVSTORE_GROUP`, as every other command takes it.
+        static func group(_ given: String?) throws -> String {
+            guard let group = SyncCommand.given(given, orEnvironment: "KVSTORE_GROUP") else {
+                throw CLIError(.usage, "no App Group given: pass --group ID or set KVSTORE_GROUP")
+            }
+            return group
+        }
+
         struct Issue: ParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "issue",
                 abstract: "Issue a credential for one group and print the token, and only the token (it is shown once).")
             @OptionGroup var database: DatabaseOption
-            @Option(help: "The group it syncs, and the only one it can read or write.") var group: String
+            @Option(help: "The group it syncs, and the only one it can read or write (default: $KVSTORE_GROUP).") var group: String?
             @Option(help: "The name of the device it is for (for list and revoke --device).") var device: String?
             @Flag(help: "Pull only: its pushes are refused.") var readOnly = false
             @Option(name: .customLong("expires-in"), help: "Seconds until it expires (default: never).") var expiresIn: Double?
@@ -104,7 +112,8 @@ extension SyncCommand {
 
             func run() throws {
                 let url = try database.url()
-                let (group, device, readOnly) = (self.group, self.device, self.readOnly)
+                let group = try SyncCommand.Token.group(self.group)
+                let (device, readOnly) = (self.device, self.readOnly)
                 let lifetime = expiresIn.map { Duration.milliseconds(Int64($0 * 1000)) }
                 let issued = try blocking {
                     try await SyncTokens.issue(on: url, group: group, device: device, readOnly: readOnly, expiresIn: lifetime)
@@ -118,12 +127,12 @@ extension SyncCommand {
                 commandName: "list",
                 abstract: "The credentials issued (never their tokens): id, group, device, read-only, created, expires, revoked.")
             @OptionGroup var database: DatabaseOption
-            @Option(help: "Only this group's.") var group: String?
+            @Option(help: "Only this group's (default: $KVSTORE_GROUP; every group's when neither is given).") var group: String?
             @Flag(help: "One JSON array.") var json = false
 
             func run() throws {
                 let url = try database.url()
-                let group = self.group
+                let group = SyncCommand.given(self.group, orEnvironment: "KVSTORE_GROUP")
                 let credentials = try blocking { try await SyncTokens.list(on: url, group: group) }
                 let format = ISO8601DateFormatter()
                 if json {
@@ -155,18 +164,19 @@ extension SyncCommand {
             @OptionGroup var database: DatabaseOption
             @Option(help: "The credential's id (sync token list).") var id: Int64?
             @Option(help: "Every credential issued to this device name (with --group).") var device: String?
-            @Option(help: "The device's group.") var group: String?
+            @Option(help: "The device's group (default: $KVSTORE_GROUP).") var group: String?
 
             func validate() throws {
                 switch (id, device, group) {
-                case (_?, nil, nil), (nil, _?, _?): break
+                case (_?, nil, nil), (nil, _?, _): break
                 default: throw ValidationError("pass --id ID, or --device NAME --group G")
                 }
             }
 
             func run() throws {
                 let url = try database.url()
-                let (id, device, group) = (self.id, self.device, self.group)
+                let (id, device) = (self.id, self.device)
+                let group = try id == nil ? SyncCommand.Token.group(self.group) : nil
                 let revoked = try blocking {
                     if let id { return try await SyncTokens.revoke(on: url, id: id) }
                     return try await SyncTokens.revoke(on: url, device: device!, group: group!)

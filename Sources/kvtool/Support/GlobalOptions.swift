@@ -56,24 +56,22 @@ struct GlobalOptions: ParsableArguments {
         return container
     }
 
+    /// The global options' names (`--json` is a flag, the others take a value).
     static let valued: Set<String> = ["--root", "--group", "--author"]
     static let flags: Set<String> = ["--json"]
-    static let nested: [String: Set<String>] = ["defaults": ["read", "write", "delete", "domains"],
-                                                "history": ["show", "purge", "enable", "disable", "consumers"],
-                                                "snapshot": ["export", "list", "verify", "prune"],
-                                                "files": ["ls", "cat", "put", "rm"],
-                                                "bench": ["dashboard"],
-                                                "demo": ["push-extension"],
-                                                "sync": ["enable", "run", "status", "prune"]]
 
-    /// Moves global options that precede the subcommand name to just after it (and its
-    /// sub-subcommand), where swift-argument-parser looks for them.
-    static func movingGlobalOptionsAfterSubcommand(_ arguments: [String]) -> [String] {
+    /// Moves global options that precede the subcommand's path to just after it, where
+    /// swift-argument-parser looks for them, however deep the path (`kvtool --group G sync token
+    /// revoke …`). The path is found by walking `KVTool.configuration`'s subcommands: the command
+    /// tree is the only list. A command that takes no container (``WithoutContainer``) and is given a
+    /// global option it does not declare itself is refused in one line that says so, before or after
+    /// its name, instead of swift-argument-parser's "Unknown option".
+    static func route(_ arguments: [String]) throws(CLIError) -> [String] {
         var leading: [String] = []
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+            let name = optionName(argument)
             if flags.contains(argument) {
                 leading.append(argument)
                 index += 1
@@ -88,12 +86,81 @@ struct GlobalOptions: ParsableArguments {
                 break
             }
         }
-        guard !leading.isEmpty, index < arguments.count else { return arguments }
         var rest = Array(arguments[index...])
-        var pathLength = 1
-        if let subs = nested[rest[0]], rest.count > 1, subs.contains(rest[1]) { pathLength = 2 }
-        rest.insert(contentsOf: leading, at: pathLength)
+        let (command, depth) = CommandTree.resolve(rest)
+        try refuseUnusedGlobals(leading + rest[depth...].prefix { $0 != "--" }, for: command, path: rest.prefix(depth))
+        guard !leading.isEmpty, !rest.isEmpty else { return arguments }
+        rest.insert(contentsOf: leading, at: depth)
         return rest
+    }
+
+    private static func optionName(_ argument: String) -> String {
+        argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+    }
+
+    /// Throws a usage error naming the first global option `command` neither takes through
+    /// ``GlobalOptions`` nor declares itself (`sync token issue --group`).
+    private static func refuseUnusedGlobals(_ arguments: some Sequence<String>, for command: any ParsableCommand.Type,
+                                            path: some Sequence<String>) throws(CLIError) {
+        guard let free = command as? any WithoutContainer.Type else { return }
+        let given = arguments.map(optionName).filter { valued.contains($0) || flags.contains($0) }
+        guard !given.isEmpty else { return }
+        let declared = CommandTree.longOptionNames(of: command)
+        if let unused = given.first(where: { !declared.contains($0) }) {
+            throw CLIError(.usage, "kvtool \(path.joined(separator: " ")) has no use for \(unused): \(free.withoutContainer)")
+        }
+    }
+}
+
+/// A command that works on no container (on the database, or on throwaway containers of its own): it
+/// does not take ``GlobalOptions``, and says why when given one of them.
+protocol WithoutContainer {
+    /// Why, after "has no use for --root: ", e.g. "it works on the database, not on a container".
+    static var withoutContainer: String { get }
+}
+
+/// kvtool's command tree, read from `KVTool.configuration`.
+enum CommandTree {
+    /// The command `words` name from the root (`["sync", "token", "revoke", "--id", "3"]` names `sync
+    /// token revoke`, depth 3), and how many words its path takes. A command with a default subcommand
+    /// stands for it when no subcommand is named (`sync quarantine` is `sync quarantine list`).
+    static func resolve(_ words: [String]) -> (command: any ParsableCommand.Type, depth: Int) {
+        var command: any ParsableCommand.Type = KVTool.self
+        var depth = 0
+        while depth < words.count,
+              let child = command.configuration.subcommands.first(where: { $0._commandName == words[depth] }) {
+            command = child
+            depth += 1
+        }
+        if let fallback = command.configuration.defaultSubcommand { command = fallback }
+        return (command, depth)
+    }
+
+    /// Every command path under the root (`["sync", "token", "revoke"]`), with its command type.
+    static func paths(from command: any ParsableCommand.Type = KVTool.self, prefix: [String] = [])
+        -> [(path: [String], command: any ParsableCommand.Type)] {
+        command.configuration.subcommands.flatMap { child -> [(path: [String], command: any ParsableCommand.Type)] in
+            let path = prefix + [child._commandName]
+            return [(path, child)] + paths(from: child, prefix: path)
+        }
+    }
+
+    /// The long option and flag names `command` declares (`--group`), from swift-argument-parser's own
+    /// description of it.
+    static func longOptionNames(of command: any ParsableCommand.Type) -> Set<String> {
+        struct Info: Decodable {
+            struct Command: Decodable {
+                struct Argument: Decodable {
+                    struct Name: Decodable { var kind: String; var name: String }
+                    var names: [Name]?
+                }
+                var arguments: [Argument]?
+            }
+            var command: Command
+        }
+        guard let info = try? JSONDecoder().decode(Info.self, from: Data(command._dumpHelp().utf8)) else { return [] }
+        let names = (info.command.arguments ?? []).flatMap { $0.names ?? [] }
+        return Set(names.filter { $0.kind == "long" }.map { "--" + $0.name })
     }
 }
 

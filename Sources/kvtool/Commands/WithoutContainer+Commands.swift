@@ -1,0 +1,35 @@
+// The commands that work on no container, and why (``WithoutContainer``): given `--root` (or another
+// global option they do not declare), they say so in one line.
+#if PostgreSQL
+extension SyncCommand.Setup: WithoutContainer {
+    static let withoutContainer = "it works on the database, not on a container"
+}
+
+extension SyncCommand.Token: WithoutContainer {
+    static let withoutContainer = "credentials live in the database, not in a container"
+}
+
+extension SyncCommand.Token.Issue: WithoutContainer {
+    static let withoutContainer = SyncCommand.Token.withoutContainer
+}
+
+extension SyncCommand.Token.List: WithoutContainer {
+    static let withoutContainer = SyncCommand.Token.withoutContainer
+}
+
+extension SyncCommand.Token.Revoke: WithoutContainer {
+    static let withoutContainer = SyncCommand.Token.withoutContainer
+}
+
+extension SyncCommand.Gateway: WithoutContainer {
+    static let withoutContainer = "a gateway serves the database to devices and opens no container"
+}
+
+extension Bench.Sync: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
+
+extension Bench.GatewayScale: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
+#endif
