@@ -27,6 +27,8 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     case collectionNotFound(String)
     /// A write was attempted through a read-only store.
     case readOnly(path: String)
+    /// A transaction was begun on a store after ``Store/close()``.
+    case closed(path: String)
     /// `write { }` was called on one store while the same thread holds a write transaction of another
     /// store. (On the same store, it is ``nestedTransaction(outer:inner:)``.)
     case nestedWrite
@@ -103,6 +105,8 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "collection '\(collection)' has schema version \(stored), newer than the \(supported) this program supports"
         case .collectionNotFound(let name):
             "no collection named '\(name)'"
+        case .closed(let path):
+            "the store at \(path) is closed"
         case .readOnly(let path):
             "the store at \(path) is open read-only"
         case .nestedWrite:

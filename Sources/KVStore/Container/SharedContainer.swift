@@ -66,6 +66,14 @@ public final class SharedContainer: Sendable {
     public let options: Options
     private let suites = Locked<[String: SharedDefaults]>([:])
 
+    /// Closes the container's store (``Store/close()``): every transaction begun on it from now on
+    /// throws, and once your references to the container and its handles are gone, its environment,
+    /// memory map and file descriptors are released. Optional; an app's container lives as long as
+    /// the process.
+    public func close() {
+        store.close()
+    }
+
     /// Opens the container of `groupIdentifier`, creating its layout if needed.
     ///
     /// - Throws: ``KVStoreError/invalidGroupIdentifier(_:reason:)`` before touching the file system;
@@ -88,10 +96,10 @@ public final class SharedContainer: Sendable {
         do {
             store = try Store(directory: "/proc/self/fd/\(containerFD)/" + ContainerLayout.storeName, options: storeOptions)
         } catch {
-            close(containerFD)
+            Glibc.close(containerFD)
             throw error
         }
-        close(containerFD)
+        Glibc.close(containerFD)
         files = try SharedFiles(directory: layout.files, sharing: sharing)
         // Open the container's own suite now, so that `defaults()` also works inside a transaction.
         _ = try defaults()
@@ -133,7 +141,7 @@ public final class SharedContainer: Sendable {
     private static func openLayout(_ layout: ContainerLayout, options: Options) throws -> Int32 {
         if !options.readOnly { try SystemCall.makeDirectories(layout.root, mode: 0o700) }
         let rootFD = try SafePath.openRoot(layout.root, what: "container root")
-        defer { close(rootFD) }
+        defer { Glibc.close(rootFD) }
         let path = layout.path
         let containerFD = try openContainer(rootFD, name: layout.groupIdentifier.rawValue, path: path, options: options)
         do {
@@ -146,10 +154,10 @@ public final class SharedContainer: Sendable {
                 if let st = existing, st.st_mode & S_IFMT != S_IFDIR {
                     throw KVStoreError.invalidPath(subPath, reason: "is not a directory (\(FilePolicy.kind(st)))")
                 }
-                close(try SafePath.openDirectoryChecked(containerFD, sub, create: !options.readOnly, policy: policy, path: subPath))
+                Glibc.close(try SafePath.openDirectoryChecked(containerFD, sub, create: !options.readOnly, policy: policy, path: subPath))
             }
         } catch {
-            close(containerFD)
+            Glibc.close(containerFD)
             throw error
         }
         return containerFD
@@ -165,7 +173,7 @@ public final class SharedContainer: Sendable {
                 guard fd >= 0 else { throw KVStoreError.io(operation: "open container directory", path: path, errno: errno) }
                 guard SystemCall.retry({ fchmod(fd, options.sharing.directoryMode) }) == 0 else {
                     let code = errno
-                    close(fd)
+                    Glibc.close(fd)
                     throw KVStoreError.io(operation: "set permissions of", path: path, errno: code)
                 }
                 SafePath.syncDirectory(rootFD)
@@ -186,7 +194,7 @@ public final class SharedContainer: Sendable {
             let st = try FilePolicy.status(fd, path: path)
             try FilePolicy(sharing: options.sharing, directory: st, repairs: !options.readOnly).checkDirectory(fd, st, path: path)
         } catch {
-            close(fd)
+            Glibc.close(fd)
             throw error
         }
         return fd

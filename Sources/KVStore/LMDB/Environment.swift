@@ -1,4 +1,5 @@
 internal import CLMDB
+import Dispatch
 import Logging
 import Synchronization
 #if canImport(Glibc)
@@ -43,6 +44,18 @@ final class Environment: @unchecked Sendable {
     let handle: OpaquePointer
     let directory: String
     let configuration: Configuration
+    /// The serial queue async writes of this environment run on (LMDB serialises them anyway, so
+    /// however many wait, they block one thread): made at the first async write, and released with
+    /// the environment, not kept for the life of the process.
+    var writerQueue: DispatchQueue {
+        writerQueueStorage.withLock { queue in
+            if let queue { return queue }
+            let made = DispatchQueue(label: "KVStore.write \(directory)", qos: .userInitiated)
+            queue = made
+            return made
+        }
+    }
+    private let writerQueueStorage = Locked<DispatchQueue?>(nil)
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0

@@ -34,7 +34,7 @@ extension Store {
     /// - Throws: whatever ``write(author:_:)`` throws, or `CancellationError`.
     public func write<R: Sendable>(author: String? = nil,
                                    _ body: @escaping @Sendable (WriteTransaction) throws -> R) async throws -> R {
-        try await AsyncTransactions.run(on: AsyncTransactions.writers(for: directory)) {
+        try await AsyncTransactions.run(on: environment.writerQueue) {
             try self.write(author: author, body)
         }
     }
@@ -42,20 +42,10 @@ extension Store {
 
 /// The dispatch queues async transactions run on.
 enum AsyncTransactions {
+    /// Writes run on their environment's serial queue (``Environment/writerQueue``), released with it.
+    ///
     /// Reads: concurrent, since they never wait for each other.
     static let readers = DispatchQueue(label: "KVStore.read", qos: .userInitiated, attributes: .concurrent)
-    private static let writerQueues = Locked<[String: DispatchQueue]>([:])
-
-    /// Writes: one serial queue per store directory (LMDB serialises them anyway).
-    static func writers(for directory: String) -> DispatchQueue {
-        writerQueues.withLock { queues in
-            if let queue = queues[directory] { return queue }
-            let queue = DispatchQueue(label: "KVStore.write \(directory)", qos: .userInitiated)
-            queues[directory] = queue
-            return queue
-        }
-    }
-
     /// Runs `work` on `queue` and resumes the calling task with its result.
     static func run<R: Sendable>(on queue: DispatchQueue, _ work: @escaping @Sendable () throws -> R) async throws -> R {
         let cancelled = Locked(false)

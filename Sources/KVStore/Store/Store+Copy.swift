@@ -47,7 +47,7 @@ extension Store {
     public func copy(toNewFile path: String, fileMode: mode_t = 0o600) throws -> CopyResult {
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw KVStoreError.io(operation: "create copy file", path: path, errno: errno) }
-        defer { close(fd) }
+        defer { Glibc.close(fd) }
         do {
             guard fchmod(fd, fileMode) == 0 else {
                 throw KVStoreError.io(operation: "chmod", path: path, errno: errno)

@@ -95,6 +95,8 @@ public final class Store: @unchecked Sendable {
     /// See ``requireObserver(kind:for:in:)``; `nil` in a read-only store that has none.
     let requirementsDatabase: DatabaseHandle?
     private let observers = Locked<[any WriteObserver]>([])
+    /// Set by ``close()``: every transaction begun after it throws ``KVStoreError/closed(path:)``.
+    private let isClosed = Atomic<Bool>(false)
     /// A `ReadTransaction` object that the last read left behind, taken by the next one instead of
     /// allocating another (see ``read(_:)``): allocating and freeing it cost about 260 of the 4,600
     /// instructions a defaults get took then.
@@ -158,6 +160,7 @@ public final class Store: @unchecked Sendable {
     /// - Throws: whatever `body` throws; ``KVStoreError/nestedTransaction(outer:inner:)`` inside a
     ///   write transaction of this store on this thread, before LMDB is touched; ``LMDBError``.
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        if isClosed.load(ordering: .relaxed) { throw KVStoreError.closed(path: directory) }
         let scope = try TransactionScope(.read, on: environment)
         defer { scope.end() }
         // What `openingNewDatabases` does, written out: one loop, without a closure per layer, costs a
@@ -227,6 +230,7 @@ public final class Store: @unchecked Sendable {
     ///   `ioError`…).
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
         if isReadOnly { throw KVStoreError.readOnly(path: directory) }
+        if isClosed.load(ordering: .relaxed) { throw KVStoreError.closed(path: directory) }
         let scope = try TransactionScope(.write, on: environment)
         defer { scope.end() }
         let observers = self.observers.withLock { $0 }
@@ -285,6 +289,37 @@ public final class Store: @unchecked Sendable {
     public func removeObserver(_ observer: any WriteObserver) {
         observers.withLock { $0.removeAll { $0 === observer } }
     }
+
+    /// The observer of `kind` registered in this process, or `observer`, registered now if there was
+    /// none: one per kind, however many threads attach at once (SyncKit's `History.attach(to:)`).
+    package func observer(ofKind kind: String, orAdding observer: @autoclosure () throws -> any WriteObserver) rethrows -> any WriteObserver {
+        if let existing = observers.withLock({ $0.first { $0.observerKind == kind } }) { return existing }
+        let made = try observer()
+        return observers.withLock { observers in
+            if let existing = observers.first(where: { $0.observerKind == kind }) { return existing }
+            observers.append(made)
+            return made
+        }
+    }
+
+    /// Closes this handle: every transaction begun on it from now on throws
+    /// ``KVStoreError/closed(path:)``, and its write observers (a `History`, a change notifier) are
+    /// removed, so that nothing it registered keeps it alive. Once your own references to it (and to
+    /// its collections) are gone, the environment closes with the last handle of its path in this
+    /// process: its memory map, file descriptors and writer queue are released.
+    ///
+    /// Optional: a store that is never closed lives until the process exits, which is what an app's
+    /// container does. Close the stores a long-running process opens and forgets (a server opening
+    /// containers on demand, a test opening thousands). A transaction running on another thread
+    /// finishes; calling it again does nothing.
+    public func close() {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        observers.withLock { $0.removeAll() }
+        idleReadTransaction.exchange(nil, ordering: .acquiring)?.release()
+    }
+
+    /// Whether ``close()`` was called.
+    public var closed: Bool { isClosed.load(ordering: .relaxed) }
 
     /// Flushes to disk. Needed only with ``Durability/noSync`` (and, for the meta page,
     /// ``Durability/noMetaSync``); the corresponding LMDB call is `mdb_env_sync(env, 1)`.

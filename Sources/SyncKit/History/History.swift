@@ -51,7 +51,6 @@ public final class History: WriteObserver, @unchecked Sendable {
     static let purgedThroughKey = "purgedThrough"
     static let clockKey = "clock"
 
-    private static let attached = Locked<[ObjectIdentifier: History]>([:])
     private let wallClock = Locked<@Sendable () -> Date>({ Date() })
 
     /// Makes this process stamp the transactions it records from `clock` instead of the system's
@@ -61,19 +60,18 @@ public final class History: WriteObserver, @unchecked Sendable {
         wallClock.withLock { $0 = clock }
     }
 
-    /// The history of `store`, registered in its write path. Attaching again returns the same object.
+    /// The history of `store`, registered in its write path. Attaching again returns the same object,
+    /// until the store is closed.
     ///
     /// Call it in every process before it writes, and before any `read { }` or `write { }`.
     /// - Parameter notifier: posts a notification after each commit that changed something.
     public static func attach(to store: Store, notifier: ChangeNotifier? = nil) throws -> History {
-        if let existing = attached.withLock({ $0[ObjectIdentifier(store)] }) { return existing }
-        let history = try History(store: store, notifier: notifier)
-        return attached.withLock { attached in
-            if let existing = attached[ObjectIdentifier(store)] { return existing }
-            attached[ObjectIdentifier(store)] = history
-            store.addObserver(history)
-            return history
+        // The store keeps it, among its write observers, for as long as the store is open: nothing
+        // process-wide holds it, so a closed store (``KVStore/Store/close()``) takes its history with it.
+        guard let history = try store.observer(ofKind: kind, orAdding: History(store: store, notifier: notifier)) as? History else {
+            throw SyncError.corruptHistory("another write observer of kind \(kind) is registered in this process")
         }
+        return history
     }
 
     /// The history of the container's store, posting notifications in its `Notify/` directory.
