@@ -585,6 +585,37 @@ async function attempt(name, body) { try { out[name] = await body(); } catch (e)
               "the snapshots tab without its drawing", "its answer, indented", repr(text)[:200])
         check(text is not None and "\n  " in text, "the answer's layout", "indented by two spaces", repr(text)[:80])
 
+    def check_problem(self):
+        """A co-tenant writes garbage into the history: the server sends `event: problem`, the page
+        shows it in the timeline's status, and once the garbage is gone the next commit makes it live."""
+        self.go("#timeline")
+        status_js = "const e = document.querySelector('[data-testid=status]'); return e && [e.dataset.state, e.textContent]"
+        try:
+            wait_for(lambda: (self.js(status_js) or [None])[0] == "live", 10, "live")
+        except WaitTimeout:
+            fail("the timeline before the problem", "live", self.js(status_js))
+            return
+        garbage = "18446744073709551000"
+        self.kvtool("put", "_history", garbage, '"garbage"', "--force")
+        try:
+            # The next commit with history makes the server read past it.
+            self.kvtool("put", self.args.timeline_collection, f"problem-{self.nonce}", '{"text": "x"}')
+            try:
+                wait_for(lambda: (self.js(status_js) or [None])[0] == "problem", 10, "problem")
+            except WaitTimeout:
+                fail("the timeline's status after garbage in the history", "problem", self.js(status_js))
+                return
+            state, text = self.js(status_js)
+            check("history unreadable" in text and garbage in text, "the problem shown", f"history unreadable … {garbage}", text)
+            self.shot("timeline-problem.png")
+        finally:
+            self.kvtool("delete", "_history", garbage, "--force")
+        self.kvtool("put", self.args.timeline_collection, f"problem-{self.nonce}-after", '{"text": "y"}')
+        try:
+            wait_for(lambda: (self.js(status_js) or [None])[0] == "live", 10, "live again")
+        except WaitTimeout:
+            fail("the timeline after the garbage was removed", "live", self.js(status_js))
+
     def check_denied_in_page(self):
         """Without its cookie, the page's next fetch is refused: the full-page message replaces it."""
         self.driver.delete_all_cookies()
@@ -619,6 +650,7 @@ async function attempt(name, body) { try { out[name] = await body(); } catch (e)
                   ("dashboard", self.check_dashboard), ("tables", self.check_tables),
                   ("hostile content", self.check_hostile_content), ("another port's page", self.check_other_port),
                   ("tabs and plain answers", self.check_tabs_and_plain_answers),
+                  ("history problem", self.check_problem),
                   ("access denied in the page", self.check_denied_in_page)]
         for name, function in checks:
             started = time.monotonic()

@@ -15,6 +15,10 @@ final class CommitFeed: Sendable {
 
     private let container: SharedContainer
     private let subscribers = Locked(Subscribers())
+    /// Whether the thread follows commits: ``stop()`` clears it, and the thread ends within a poll.
+    private let following = Locked(false)
+    /// Signalled by the thread as it ends.
+    private let ended = DispatchSemaphore(value: 0)
     /// Seconds between keep-alive comments on idle streams.
     static let pingInterval: Double = 15
 
@@ -26,12 +30,14 @@ final class CommitFeed: Sendable {
     func start() throws {
         let follower = try CommitFollower(container: container)
         let text = try HistoryText(store: container.store)
+        following.withLock { $0 = true }
         Thread.detachNewThread { [self] in
             var follower = follower
             var text = text
             var lastPing = Date()
             var lastProblem: String?
-            while true {
+            defer { ended.signal() }
+            while following.withLock({ $0 }) {
                 do {
                     let commits = try follower.next().commits
                     if commits.contains(where: { $0.entries.contains { text.catalog[$0.name] == nil && $0.kind == "collection" } }) {
@@ -54,6 +60,18 @@ final class CommitFeed: Sendable {
                 }
             }
         }
+    }
+
+    /// Stops following commits: the thread ends (within one 50 ms wait), its change-notification
+    /// subscription with it, and every open stream finishes.
+    func stop() {
+        let wasFollowing = following.withLock { following in
+            defer { following = false }
+            return following
+        }
+        guard wasFollowing else { return }
+        ended.wait()
+        for continuation in subscribers.withLock({ Array($0.continuations.values) }) { continuation.finish() }
     }
 
     /// A stream of events from now on, or `nil` when ``ServeLimits/eventStreams`` are open already.

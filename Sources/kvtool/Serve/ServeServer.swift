@@ -42,6 +42,7 @@ final class ServeServer: Sendable {
     func run(port requested: Int, ready: @Sendable (Int) -> Void) async throws {
         threadPool.start()
         try feed.start()
+        defer { feed.stop() }
         let requestTimeout = requestTimeout
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)

@@ -533,6 +533,15 @@ function connectEvents() {
   source.addEventListener('commit', (message) => {
     const event = JSON.parse(message.data);
     if (t.buffer) t.buffer.push(event); else addCommit(event);
+    // The history reads again: the problem is over.
+    if (t.status.dataset.state === 'problem' && t.source === source) setStatus('live');
+  });
+  // The server cannot read the history (a co-tenant wrote garbage into it): said once, shown until
+  // commits flow again.
+  source.addEventListener('problem', (message) => {
+    let detail = message.data;
+    try { detail = JSON.parse(message.data); } catch { /* shown as sent */ }
+    setStatus('problem', `history unreadable: ${detail}`);
   });
   source.addEventListener('error', async () => {
     if (denied) return;
