@@ -2,7 +2,8 @@ import KVStore
 
 /// The checks that need the workloads' Swift types: each recomputes the index entries and derived
 /// values of its collection from every record (see ``KVStore/KVCollection/checkMaintainedData(in:maxProblems:)``).
-/// `kvtool check` runs them; the types' owner declares them here, so the tool names no collection.
+/// `kvtool check` runs them through the apps it registers (`KVToolApp.integrityChecks`), so the tool
+/// names no collection.
 extension IntegrityCheck {
     /// The checklist's `dailyRecords`.
     public static let checklistRecords = IntegrityCheck(name: "dailyRecords", collections: ["dailyRecords"]) { store, limit in
@@ -15,7 +16,4 @@ extension IntegrityCheck {
         let events = try SubscriptionStore(store: store).billingEvents
         return try store.read { try events.checkMaintainedData(in: $0, maxProblems: limit) }
     }
-
-    /// Every check of the workloads.
-    public static let workloads: [IntegrityCheck] = [.checklistRecords, .billingEvents]
 }

@@ -59,8 +59,7 @@ import Testing
         return bytes
     }
 
-    static let encodings: [KeyEncoding] = [
-        .int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes,
+    static let encodings: [KeyEncoding] = KeyEncoding.scalars.map(\.encoding) + [
         .tuple([.date, .uuid]), .tuple([.string, .int32, .bytes]), .tuple([.uuid, .day]), .tuple([.date, .date]),
         .tuple([.bytes, .string]), .tuple([.tuple([.string, .date]), .int64]),
     ]

@@ -90,6 +90,21 @@ import Workloads
                                                   Date(timeIntervalSince1970: Double(randomInt64() % 1000))) })
     }
 
+    /// One list prints and parses every encoding without parts (issue 37): each prints its listed name
+    /// and parses back, nested in a tuple too, and no name shadows a later one (the parser tries them
+    /// in order).
+    @Test func theScalarListPrintsAndParsesEveryScalar() {
+        let names = KeyEncoding.scalars.map(\.name)
+        #expect(Set(names).count == names.count)
+        #expect(Set(KeyEncoding.scalars.map(\.encoding)).count == names.count)
+        for (index, scalar) in KeyEncoding.scalars.enumerated() {
+            #expect(scalar.encoding.description == scalar.name)
+            #expect(KeyEncoding(scalar.name) == scalar.encoding)
+            #expect(KeyEncoding("tuple(\(scalar.name),\(scalar.name))") == .tuple([scalar.encoding, scalar.encoding]))
+            for later in names.dropFirst(index + 1) { #expect(!later.hasPrefix(scalar.name), "\(scalar.name) shadows \(later)") }
+        }
+    }
+
     @Test func keyEncodingDescriptionsRoundTrip() throws {
         for encoding: KeyEncoding in [.int64, .string, .day, .tuple([.uuid, .date]), .tuple([.string, .int32, .bytes])] {
             #expect(KeyEncoding(encoding.description) == encoding)

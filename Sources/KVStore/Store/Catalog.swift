@@ -1,7 +1,7 @@
 /// What the store records about one collection or defaults suite, in the store itself, so that any
 /// process or tool can render its keys and values without the Swift types.
 public struct CatalogEntry: Codable, Hashable, Sendable {
-    public enum Kind: String, Codable, Hashable, Sendable {
+    public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
         case collection, defaults
     }
 

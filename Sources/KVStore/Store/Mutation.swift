@@ -11,6 +11,23 @@ public struct Mutation: Hashable, Sendable {
         /// A ``SharedDefaults`` suite, by name.
         case defaults(String)
 
+        /// A target of `kind` named `name`.
+        public init(kind: CatalogEntry.Kind, name: String) {
+            switch kind {
+            case .collection: self = .collection(name)
+            case .defaults: self = .defaults(name)
+            }
+        }
+
+        /// Whether it is a collection or a defaults suite, as the catalog says it (`kind.rawValue` is
+        /// the text history entries and replication record).
+        public var kind: CatalogEntry.Kind {
+            switch self {
+            case .collection: .collection
+            case .defaults: .defaults
+            }
+        }
+
         /// The collection or suite name.
         public var name: String {
             switch self {

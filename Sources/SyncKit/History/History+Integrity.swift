@@ -112,7 +112,7 @@ extension HistoryEntry {
     /// collection or suite name, or a timestamp that is not a finite time.
     func problem(storedAt token: UInt64) -> String? {
         if self.token.rawValue != token { return "the entry says it is token \(self.token)" }
-        if kind != "collection" && kind != "defaults" { return "unknown kind \(KVStoreError.quote(kind))" }
+        if CatalogEntry.Kind(rawValue: kind) == nil { return "unknown kind \(KVStoreError.quote(kind))" }
         if !CatalogEntry.isValidName(name) { return "\(KVStoreError.quote(name)) is not a \(kind) name" }
         if !timestamp.timeIntervalSince1970.isFinite { return "the timestamp is not a finite time" }
         return nil

@@ -37,10 +37,7 @@ public struct HistoryEntry: Codable, Hashable, Sendable {
         self.transactionID = transactionID
         self.author = author
         self.timestamp = timestamp
-        switch target {
-        case .collection(let name): (kind, self.name) = ("collection", name)
-        case .defaults(let name): (kind, self.name) = ("defaults", name)
-        }
+        (kind, name) = (target.kind.rawValue, target.name)
         self.key = key
         self.operation = operation
         self.clock = clock
@@ -48,7 +45,7 @@ public struct HistoryEntry: Codable, Hashable, Sendable {
 
     /// Where the change happened.
     public var target: Mutation.Target {
-        kind == "defaults" ? .defaults(name) : .collection(name)
+        Mutation.Target(kind: CatalogEntry.Kind(rawValue: kind) ?? .collection, name: name)
     }
 
     /// The key decoded as the collection's key type.

@@ -60,6 +60,8 @@ struct ChecklistApp: KVToolApp {
         ]
     }
 
+    var integrityChecks: [IntegrityCheck] { [.checklistRecords] }
+
     func typedValue(forCollection collection: String) -> TypedValue? {
         collection == ChecklistStore.recordsName ? .of(DailyRecord.self) : nil
     }

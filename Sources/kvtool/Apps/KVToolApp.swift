@@ -29,6 +29,9 @@ protocol KVToolApp: Sendable {
     /// The type this app stores in `collection`, which `kvtool put` checks values against; `nil` when
     /// the app does not own it.
     func typedValue(forCollection collection: String) -> TypedValue?
+    /// The checks `kvtool check` runs on the collections whose Swift types this app owns (recomputing
+    /// their index entries and derived values from every record).
+    var integrityChecks: [IntegrityCheck] { get }
 }
 
 extension KVToolApp {
@@ -38,6 +41,7 @@ extension KVToolApp {
     func afterSync(in container: SharedContainer) throws -> (@Sendable (_ changed: Set<Mutation.Target>?) -> KVToolNote?)? { nil }
     func dashboard(of container: SharedContainer) throws -> JSONValue? { nil }
     func typedValue(forCollection collection: String) -> TypedValue? { nil }
+    var integrityChecks: [IntegrityCheck] { [] }
 }
 
 /// One line kvtool prints for an app: a kind (`feed`, `error`) and the message.
@@ -49,6 +53,9 @@ struct KVToolNote: Sendable {
 /// The apps this kvtool knows.
 enum KVToolApps {
     static let registered: [any KVToolApp] = [ChecklistApp(), SubscriptionsApp()]
+
+    /// Every registered app's integrity checks.
+    static var integrityChecks: [IntegrityCheck] { registered.flatMap(\.integrityChecks) }
 
     /// The type a registered app stores in `collection`, if one claims it.
     static func typedValue(forCollection collection: String) -> (app: String, type: TypedValue)? {

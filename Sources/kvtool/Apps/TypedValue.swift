@@ -84,6 +84,8 @@ struct TypedValue: Sendable {
 struct SubscriptionsApp: KVToolApp {
     let name = "subscriptions"
 
+    var integrityChecks: [IntegrityCheck] { [.billingEvents] }
+
     func typedValue(forCollection collection: String) -> TypedValue? {
         switch collection {
         case "subscriptions": .of(Subscription.self) { try $0.validate() }

@@ -12,8 +12,8 @@ struct Check: ParsableCommand {
         discussion: """
             In order: clears stale reader slots; walks every LMDB database in one read transaction, \
             decoding every key and value with the catalog, and checks that every index entry and \
-            derived entry has its record; runs the typed checks the workloads declare \
-            (IntegrityCheck.workloads: for each collection whose Swift types they own, it recomputes every \
+            derived entry has its record; runs the typed checks of the apps kvtool registers \
+            (for each collection whose Swift types they own, it recomputes every \
             index entry and derived value from each record); checks that history has no gap and holds nothing SyncKit never writes; verifies every snapshot's \
             size and SHA-256 (and that the manifest parses); and reads every widget feed file back. \
             Values of collections whose type an app registered with kvtool are decoded as that type. \
@@ -40,7 +40,7 @@ struct Check: ParsableCommand {
         var notes: [String] = []
 
         let names = Set(catalog.filter { $0.entry.kind == .collection }.map(\.entry.name))
-        for check in IntegrityCheck.workloads where check.applies(toCollections: names) {
+        for check in KVToolApps.integrityChecks where check.applies(toCollections: names) {
             do {
                 problems += try check.run(container.store, maxProblems)
                 notes.append("recomputed the index entries and derived values of '\(check.name)'")

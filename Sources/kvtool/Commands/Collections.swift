@@ -12,22 +12,16 @@ struct Collections: ParsableCommand {
         let counted = try container.store.catalogWithCounts()
         let (catalog, counts) = (counted.map(\.entry), counted.map(\.count))
         if global.json {
-            try Output.json(.array(zip(catalog, counts).map { Self.json($0, count: $1) }))
+            try Output.json(.array(zip(catalog, counts).map { try Self.json($0, count: $1) }))
         } else {
             Self.printTable(catalog, counts: counts)
         }
     }
 
-    static func json(_ entry: CatalogEntry, count: Int) -> JSONValue {
-        var members: [JSONValue.Member] = [
-            .init("name", .string(entry.name)), .init("kind", .string(entry.kind.rawValue)), .init("count", .integer(count)),
-            .init("keyEncoding", .string(entry.keyEncoding)), .init("valueEncoding", .string(entry.valueEncoding.description)),
-            .init("schemaVersion", .integer(entry.schemaVersion)), .init("database", .string(entry.database)),
-            .init("indexes", .array(entry.indexes.map { ["name": .string($0.name), "keyEncoding": .string($0.keyEncoding)] })),
-            .init("derived", .array(entry.derived.map(JSONValue.string))),
-        ]
-        if let from = entry.derivedFrom { members.append(.init("derivedFrom", .string(from))) }
-        if entry.bucketed == true { members.append(.init("bucketed", true)) }
+    /// An entry as the dump's header writes it (``CatalogEntry/json``), with its `count`.
+    static func json(_ entry: CatalogEntry, count: Int) throws -> JSONValue {
+        guard case .object(var members) = try entry.json else { return try entry.json }
+        members.append(.init("count", .integer(count)))
         return .object(members)
     }
 

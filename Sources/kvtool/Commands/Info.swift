@@ -30,7 +30,7 @@ struct Info: ParsableCommand {
                     "freePages": .integer(env.freePages), "lastTransactionID": .integer(env.lastTransactionID),
                     "maxReaders": .integer(env.maxReaders), "readersUsed": .integer(env.readersUsed),
                 ]),
-                .init("collections", .array(collections.map { Collections.json($0.entry, count: $0.count) })),
+                .init("collections", .array(try collections.map { try Collections.json($0.entry, count: $0.count) })),
                 .init("defaults", .array(suites.map { ["name": .string($0.entry.name), "keys": .integer($0.count)] })),
                 .init("snapshots", .array(snapshots.map(Snapshot.json))),
             ]

@@ -162,7 +162,7 @@ struct SyncCommand: ParsableCommand {
             if case .collection(let name) = target { try Replication.publishCatalogEntry(ofCollection: name, in: container) }
             if global.json {
                 print(try Output.line([
-                    "enabled": .string(target.name), "kind": .string(suite == nil ? "collection" : "defaults"),
+                    "enabled": .string(target.name), "kind": .string(target.kind.rawValue),
                     "changed": .bool(!already), "created": .bool(created),
                 ]))
             } else {

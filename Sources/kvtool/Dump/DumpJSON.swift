@@ -194,52 +194,70 @@ enum DumpJSON {
         return header
     }
 
-    /// A catalog entry of the header, checked member by member.
+    /// A catalog entry of the header: decoded by `CatalogEntry`'s own `Codable`, the one definition of
+    /// its members. A member it does not have, or one that does not decode, is refused with its line
+    /// and what was expected.
     static func catalogEntry(_ node: JSONNode, number: Int) throws -> CatalogEntry {
         let what = "catalog entry \(number)"
-        var fields: [String: JSONNode] = [:]
-        for (key, value) in try members(node, what) { fields[key] = value }
-        let required = ["name", "kind", "keyEncoding", "valueEncoding", "schemaVersion", "indexes", "derived", "database"]
-        for key in fields.keys where !required.contains(key) && key != "derivedFrom" && key != "bucketed" {
-            throw DumpError.at(node.line, "unknown member \(JSONText.quoted(key)) in \(what)")
-        }
-        for key in required where fields[key] == nil {
-            throw DumpError.at(node.line, "\(what) has no \(JSONText.quoted(key))")
-        }
-        // Check every type here, so that decoding below cannot fail on well-typed members.
-        for key in ["name", "kind", "keyEncoding", "valueEncoding", "database"] {
-            if let value = fields[key] { _ = try string(value, "\(JSONText.quoted(key)) of \(what)") }
-        }
-        if let kindNode = fields["kind"], case .string(let kind) = kindNode.kind, CatalogEntry.Kind(rawValue: kind) == nil {
-            throw DumpError.at(kindNode.line, "the kind of \(what) is \(JSONText.quoted(kind)), not \"collection\" or \"defaults\"")
-        }
-        if let version = fields["schemaVersion"] { _ = try integer(version, "\"schemaVersion\" of \(what)") }
-        if let derived = fields["derived"] {
-            for item in try array(derived, "\"derived\" of \(what)") { _ = try string(item, "a derived collection of \(what)") }
-        }
-        if let from = fields["derivedFrom"], !from.kind.isNull { _ = try string(from, "\"derivedFrom\" of \(what)") }
-        if let bucketed = fields["bucketed"] {
-            guard case .bool = bucketed.kind else {
-                throw DumpError.at(bucketed.line, "\"bucketed\" of \(what) must be true or false, not \(bucketed.typeName)")
+        for (key, value) in try members(node, what) {
+            guard CatalogEntry.jsonMembers.contains(key) else {
+                throw DumpError.at(node.line, "unknown member \(JSONText.quoted(key)) in \(what)")
             }
-        }
-        if let indexes = fields["indexes"] {
-            for item in try array(indexes, "\"indexes\" of \(what)") {
-                var names = Set<String>()
-                for (key, value) in try members(item, "an index of \(what)") {
-                    guard ["name", "keyEncoding", "database"].contains(key) else {
-                        throw DumpError.at(value.line, "unknown member \(JSONText.quoted(key)) in an index of \(what)")
-                    }
-                    _ = try string(value, "\(JSONText.quoted(key)) of an index of \(what)")
-                    names.insert(key)
+            guard key == "indexes", case .array(let indexes) = value.kind else { continue }
+            for index in indexes {
+                for (key, member) in try members(index, "an index of \(what)") where !CatalogEntry.IndexEntry.jsonMembers.contains(key) {
+                    throw DumpError.at(member.line, "unknown member \(JSONText.quoted(key)) in an index of \(what)")
                 }
-                guard names.count == 3 else { throw DumpError.at(item.line, "an index of \(what) needs \"name\", \"keyEncoding\" and \"database\"") }
             }
         }
         do {
             return try JSONDecoder().decode(CatalogEntry.self, from: Data(node.jsonText.utf8))
-        } catch {
-            throw DumpError.at(node.line, "\(what) does not decode: \(error)")
+        } catch let error as DecodingError {
+            throw catalogProblem(error, in: node, what: what)
+        }
+    }
+
+    /// A decoding error of a catalog entry as one line: the member, its line, what it must be.
+    private static func catalogProblem(_ error: DecodingError, in entry: JSONNode, what: String) -> CLIError {
+        func node(at path: [any CodingKey]) -> JSONNode {
+            var node = entry
+            for key in path {
+                switch node.kind {
+                case .object(let members): node = members.last { $0.key == key.stringValue }?.value ?? node
+                case .array(let items): if let i = key.intValue, items.indices.contains(i) { node = items[i] }
+                default: break
+                }
+            }
+            return node
+        }
+        func owner(_ path: [any CodingKey]) -> String {
+            path.contains { $0.stringValue == "indexes" } ? "an index of \(what)" : what
+        }
+        func expected(_ type: Any.Type) -> String {
+            switch type {
+            case is String.Type: "a string"
+            case is Bool.Type: "true or false"
+            case is Int.Type: "an integer"
+            case is [Any].Type, is [String].Type, is [CatalogEntry.IndexEntry].Type: "an array"
+            default: "\(type)"
+            }
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return DumpError.at(node(at: context.codingPath).line, "\(owner(context.codingPath)) has no \(JSONText.quoted(key.stringValue))")
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            let found = node(at: context.codingPath)
+            let name = context.codingPath.last { $0.intValue == nil }?.stringValue ?? "?"
+            return DumpError.at(found.line, "\(JSONText.quoted(name)) of \(owner(context.codingPath)) must be \(expected(type)), not \(found.typeName)")
+        case .dataCorrupted(let context):
+            let found = node(at: context.codingPath)
+            if context.codingPath.last?.stringValue == "kind", case .string(let kind) = found.kind {
+                let kinds = CatalogEntry.Kind.allCases.map { JSONText.quoted($0.rawValue) }.joined(separator: " or ")
+                return DumpError.at(found.line, "the kind of \(what) is \(JSONText.quoted(kind)), not \(kinds)")
+            }
+            return DumpError.at(found.line, "\(what) does not decode: \(context.debugDescription)")
+        @unknown default:
+            return DumpError.at(entry.line, "\(what) does not decode: \(error)")
         }
     }
 
@@ -280,7 +298,7 @@ enum DumpJSON {
     /// The header as one JSON object, keys sorted.
     static func headerText(_ header: DumpHeader) throws -> String {
         var fields: [JSONValue.Member] = [
-            .init("catalog", .array(header.catalog.map(catalogJSON))),
+            .init("catalog", .array(try header.catalog.map { try $0.json })),
             .init("databases", .array(header.databases.map { ["entries": .integer($0.entries), "name": .string($0.name)] })),
             .init("format", .string(DumpHeader.formatName)),
         ]
@@ -288,27 +306,6 @@ enum DumpJSON {
         if let id = header.sourceTransactionID { fields.append(.init("sourceTransactionID", .integer(id))) }
         fields.append(.init("version", .integer(header.version)))
         return try JSONWriter.compact.render(.object(fields))
-    }
-
-    /// A catalog entry as JSON, keys sorted.
-    static func catalogJSON(_ entry: CatalogEntry) -> JSONValue {
-        var fields: [JSONValue.Member] = [
-            .init("database", .string(entry.database)),
-            .init("derived", .array(entry.derived.map(JSONValue.string))),
-        ]
-        if let from = entry.derivedFrom { fields.append(.init("derivedFrom", .string(from))) }
-        if entry.bucketed == true { fields.insert(.init("bucketed", true), at: 0) }
-        fields += [
-            .init("indexes", .array(entry.indexes.map {
-                ["database": .string($0.database), "keyEncoding": .string($0.keyEncoding), "name": .string($0.name)]
-            })),
-            .init("keyEncoding", .string(entry.keyEncoding)),
-            .init("kind", .string(entry.kind.rawValue)),
-            .init("name", .string(entry.name)),
-            .init("schemaVersion", .integer(entry.schemaVersion)),
-            .init("valueEncoding", .string(entry.valueEncoding.description)),
-        ]
-        return .object(fields)
     }
 
     /// One entry line: `{"db":…,"key":…,"value":…,"k":"<hex>","v":"<base64>"}`. A value's map keys

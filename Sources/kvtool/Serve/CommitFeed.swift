@@ -40,7 +40,7 @@ final class CommitFeed: Sendable {
             while following.withLock({ $0 }) {
                 do {
                     let commits = try follower.next().commits
-                    if commits.contains(where: { $0.entries.contains { text.catalog[$0.name] == nil && $0.kind == "collection" } }) {
+                    if commits.contains(where: { $0.entries.contains { text.catalog[$0.name] == nil && $0.target.kind == .collection } }) {
                         // A collection created since: render its keys through its encoding too.
                         text = try HistoryText(store: container.store)
                     }

@@ -125,7 +125,7 @@ struct ServeAPI: Sendable {
     }
 
     func catalog() throws -> ServeResponse {
-        try .json(ServeAnswer.Catalog(entries: try store.catalogWithCounts().map { Collections.json($0.entry, count: $0.count) }))
+        try .json(ServeAnswer.Catalog(entries: try store.catalogWithCounts().map { try Collections.json($0.entry, count: $0.count) }))
     }
 
     // MARK: - A collection, a page at a time

@@ -12,18 +12,21 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     case int64, int32, uint64, uint32, string, uuid, day, date, bytes
     case tuple([KeyEncoding])
 
+    /// The encodings without parts, with their names: the one list ``description`` prints from and
+    /// ``init(_:)`` parses from (in this order: no name is a prefix of a later one).
+    public static let scalars: [(encoding: KeyEncoding, name: String)] = [
+        (.int64, "int64"), (.int32, "int32"), (.uint64, "uint64"), (.uint32, "uint32"), (.string, "string"),
+        (.uuid, "uuid"), (.day, "day"), (.date, "date"), (.bytes, "bytes"),
+    ]
+
     public var description: String {
         switch self {
-        case .int64: "int64"
-        case .int32: "int32"
-        case .uint64: "uint64"
-        case .uint32: "uint32"
-        case .string: "string"
-        case .uuid: "uuid"
-        case .day: "day"
-        case .date: "date"
-        case .bytes: "bytes"
-        case .tuple(let parts): "tuple(" + parts.map(\.description).joined(separator: ",") + ")"
+        case .tuple(let parts):
+            return "tuple(" + parts.map(\.description).joined(separator: ",") + ")"
+        // A new case fails to compile here: add it to `scalars` too.
+        case .int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes:
+            for scalar in Self.scalars where scalar.encoding == self { return scalar.name }
+            return "unlisted"
         }
     }
 
@@ -41,10 +44,9 @@ public indirect enum KeyEncoding: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static func parse(_ text: inout Substring, depth: Int) -> KeyEncoding? {
-        for simple: KeyEncoding in [.int64, .int32, .uint64, .uint32, .string, .uuid, .day, .date, .bytes]
-        where text.hasPrefix(simple.description) {
-            text = text.dropFirst(simple.description.count)
-            return simple
+        for scalar in scalars where text.hasPrefix(scalar.name) {
+            text = text.dropFirst(scalar.name.count)
+            return scalar.encoding
         }
         guard depth < maxNesting, text.hasPrefix("tuple(") else { return nil }
         text = text.dropFirst(6)
