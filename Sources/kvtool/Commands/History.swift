@@ -103,6 +103,11 @@ struct HistoryCommand: ParsableCommand {
         }
 
         var target: Mutation.Target { suite.map { .defaults($0) } ?? .collection(collection ?? "") }
+
+        /// Says what `enable` or `disable` did: `{"collection"|"suite": NAME, "history": STATE}`, or a line.
+        func report(_ state: String, line: String, json: Bool) throws {
+            if json { try Output.json([suite == nil ? "collection" : "suite": .string(target.name), "history": .string(state)]) } else { print(line) }
+        }
     }
 
     /// `kvtool history enable`.
@@ -114,12 +119,11 @@ struct HistoryCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             // A typo must not silently enable history for something that does not exist.
-            let kind: CatalogEntry.Kind = target.suite == nil ? .collection : .defaults
-            guard try container.store.catalog().contains(where: { $0.kind == kind && $0.name == target.target.name }) else {
+            guard try container.store.catalog().contains(where: { $0.kind == target.target.kind && $0.name == target.target.name }) else {
                 throw CLIError(.notFound, "no \(target.target) in the catalog")
             }
             try History.attach(to: container).enable(target.target)
-            if global.json { try Output.json([target.suite == nil ? "collection" : "suite": .string(target.target.name), "history": "enabled"]) } else { print("history is recorded for \(target.target)") }
+            try target.report("enabled", line: "history is recorded for \(target.target)", json: global.json)
         }
     }
 
@@ -132,7 +136,7 @@ struct HistoryCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             try History.attach(to: container).disable(target.target)
-            if global.json { try Output.json([target.suite == nil ? "collection" : "suite": .string(target.target.name), "history": "disabled"]) } else { print("history is no longer recorded for \(target.target)") }
+            try target.report("disabled", line: "history is no longer recorded for \(target.target)", json: global.json)
         }
     }
 
