@@ -13,7 +13,7 @@
 #             test; KVSTORE_MODEL_SEED=N replays a seed); each test prints its figures ([reliability]
 #             and [model] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
-# make perf   prints the point-operation figures of the README from a release build
+# make perf   prints the point-operation figures (README, benchmarks/baseline.md) from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
 #             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices),

@@ -114,7 +114,7 @@ let package = Package(
         .executableTarget(name: "ReadmeExample", dependencies: ["KVStore", "SyncKit"], path: "Examples/ReadmeExample"),
         .target(name: "LeanProcess"),
         // The Swift runtime and FoundationEssentials linked in statically: no dynamic relocations of
-        // libswiftCore and no shared-library loading at start-up. Measured (README, "Lean processes"):
+        // libswiftCore and no shared-library loading at start-up. Measured (benchmarks/baseline.md, "Lean processes"):
         // the extension's peak RSS went from 15.2 to 11.0 - 11.4 MiB.
         .executableTarget(name: "TrainerExtension", dependencies: ["LeanProcess", "Workloads"],
                           linkerSettings: leanLinking),

@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 // The benchmarks: KVStore side by side with GRDB.swift (SQLite, WAL), Foundation's UserDefaults and raw
-// C LMDB, on the same data in one run, plus hand-written floors. `make bench` times them (see the README's
+// C LMDB, on the same data in one run, plus hand-written floors. `make bench` times them (see benchmarks/baseline.md and the README's
 // performance section); `make instructions` counts their instructions.
 import PackageDescription
 import struct Foundation.URL

@@ -8,7 +8,7 @@ import Workloads
 /// Each test asserts that what it timed returned the right data.
 ///
 /// `make test` runs these in a debug build at small counts; for figures worth quoting run
-/// `swift test -c release --filter KVStorePerformanceTests` (see the README's performance table).
+/// `swift test -c release --filter KVStorePerformanceTests` (the figures: README's performance table, benchmarks/baseline.md).
 @Suite(.serialized) struct PointOperationsPerformanceTests {
     let dir = TemporaryDirectory()
 
