@@ -20,7 +20,11 @@ do {
 // `kvtool help NAME…` must name a command: swift-argument-parser prints the root help and exits 0.
 if arguments.first == "help" {
     var level: [any ParsableCommand.Type] = KVTool.configuration.subcommands
-    for word in arguments.dropFirst() where !word.hasPrefix("-") {
+    var words = arguments.dropFirst().makeIterator()
+    while let word = words.next() {
+        // A global option's value is not a command's name (`kvtool --group G help`).
+        if GlobalOptions.valued.contains(word) { _ = words.next() }
+        if word.hasPrefix("-") { continue }
         guard let command = level.first(where: { $0._commandName == word }) else {
             CLIError(.usage, "no command named '\(word)' (kvtool help lists the commands)").exit()
         }

@@ -78,6 +78,15 @@ import TestSupport
         #expect(containerCommands >= 35)
     }
 
+    @Test func helpAndUnknownWordsKeepTheirOwnErrors() throws {
+        // `help` describes commands whatever the container: leading global options are dropped.
+        #expect(try GlobalOptions.route(["--group", "group.a.b", "help", "sync", "token"]) == ["help", "sync", "token"])
+        // A first word that names no command keeps them after it, so the error is about the word.
+        #expect(try GlobalOptions.route(["--root", "/r", "nosuch", "x"]) == ["nosuch", "--root", "/r", "x"])
+        let r = try run(productsDirectory() + "/kvtool", ["--group", "group.a.b", "help", "sync"], timeout: 60)
+        #expect(r.status == 0 && r.stdout.contains("OVERVIEW: Replicate"), "\(r.stderr)")
+    }
+
     @Test func theReportedDeepPathsRunWithLeadingGlobalOptions() throws {
         let dir = TemporaryDirectory()
         let group = "group.com.example.tree"

@@ -90,7 +90,11 @@ struct GlobalOptions: ParsableArguments {
         let (command, depth) = CommandTree.resolve(rest)
         try refuseUnusedGlobals(leading + rest[depth...].prefix { $0 != "--" }, for: command, path: rest.prefix(depth))
         guard !leading.isEmpty, !rest.isEmpty else { return arguments }
-        rest.insert(contentsOf: leading, at: depth)
+        // `help` takes none: it describes commands, whatever the container.
+        if rest.first == "help" { return rest }
+        // A first word that names no command (`help`, a typo) keeps them after it, so that the error
+        // is about that word.
+        rest.insert(contentsOf: leading, at: max(depth, 1))
         return rest
     }
 
