@@ -80,11 +80,11 @@ import TestSupport
 
     @Test func helpAndUnknownWordsKeepTheirOwnErrors() throws {
         // `help` describes commands whatever the container: leading global options are dropped.
-        #expect(try GlobalOptions.route(["--group", "group.a.b", "help", "sync", "token"]) == ["help", "sync", "token"])
+        #expect(try GlobalOptions.route(["--group", "group.a.b", "help", "history", "show"]) == ["help", "history", "show"])
         // A first word that names no command keeps them after it, so the error is about the word.
         #expect(try GlobalOptions.route(["--root", "/r", "nosuch", "x"]) == ["nosuch", "--root", "/r", "x"])
-        let r = try run(productsDirectory() + "/kvtool", ["--group", "group.a.b", "help", "sync"], timeout: 60)
-        #expect(r.status == 0 && r.stdout.contains("OVERVIEW: Replicate"), "\(r.stderr)")
+        let r = try run(productsDirectory() + "/kvtool", ["--group", "group.a.b", "help", "history"], timeout: 60)
+        #expect(r.status == 0 && r.stdout.contains("OVERVIEW:"), "\(r.stderr)")
     }
 
     @Test func theReportedDeepPathsRunWithLeadingGlobalOptions() throws {
