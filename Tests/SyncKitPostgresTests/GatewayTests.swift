@@ -401,11 +401,11 @@ import Glibc
         let url = try SyncGatewayURL("http://127.0.0.1:\(port)")
         let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("silent"),
                                                maxValueBytes: 1 << 20, operationTimeout: .seconds(1), connectTimeout: .seconds(5))
-        #expect(try await connection.request(.GET, "/v1/hello") == Array("ok".utf8))
+        #expect(try await connection.request(.hello) == Array("ok".utf8))
         #expect(connection.idleConnections == 1)
         let started = ContinuousClock.now
         await #expect {
-            _ = try await connection.request(.GET, "/v1/hello")
+            _ = try await connection.request(.hello)
         } throws: { error in
             "\(error)".contains("no answer from the sync gateway within")
         }
@@ -455,11 +455,11 @@ import Glibc
         let connection = try GatewayConnection(url: url, token: SyncTokens.prefix + String(repeating: "A", count: 43), group: Self.group("closing"),
                                                maxValueBytes: 1 << 20, operationTimeout: .seconds(10), connectTimeout: .seconds(5))
         if closedFirst == 1 {
-            #expect(try await connection.request(.GET, "/v1/hello") == Array("ok".utf8))
+            #expect(try await connection.request(.hello) == Array("ok".utf8))
             #expect(connection.connectionsOpened == 2)
         } else {
             // Two in a row: the request fails, after two connections, not three.
-            await #expect(throws: ReplicationError.self) { try await connection.request(.GET, "/v1/hello") }
+            await #expect(throws: ReplicationError.self) { try await connection.request(.hello) }
             #expect(connection.connectionsOpened == 2)
         }
         await connection.close()

@@ -61,7 +61,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     // MARK: - Operations
 
     func hello() async throws -> GatewayHello {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/hello")
+        let answer = try await request(.hello)
         return try decoding { try GatewayHello(decoding: answer) }
     }
 
@@ -94,7 +94,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             }
             let body = GatewayPushRequest(device: assignedDevice ?? "", maxClockSkewMilliseconds: milliseconds,
                                           changes: Array(changes[start..<end])).encoded()
-            let answer = try await request(.POST, "/v\(GatewayWire.version)/push", body: body)
+            let answer = try await request(.push, body: body)
             switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
             case .clockAhead(let ahead):
                 throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: maxClockSkew)
@@ -110,12 +110,12 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/changes?after=\(cursor)&limit=\(limit)")
+        let answer = try await request(.changes, target: GatewayEndpoint.changes(after: cursor, limit: limit))
         return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
 
     func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/state")
+        let answer = try await request(.state)
         let state = try decoding { try GatewayState(decoding: answer, maxValueBytes: maxValueBytes) }
         return (state.lastSequence, state.rows)
     }
@@ -141,8 +141,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
     // MARK: - HTTP
 
-    /// One request on a connection of its own; the answer's body, or the refusal as a typed error.
-    func request(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) async throws -> [UInt8] {
+    /// One request to `endpoint` (at `target`, its path with a query, if it takes one) on a connection
+    /// of its own; the answer's body, or the refusal as a typed error.
+    func request(_ endpoint: GatewayEndpoint, target: String? = nil, body: [UInt8]? = nil) async throws -> [UInt8] {
+        let (method, path) = (HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path)
         guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
         // The connection the request is on, closed if the deadline passes first (and then the request
         // is not sent again).
@@ -155,16 +157,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         }) { [self] in
             try await exchange(method, path, body: body, current: current)
         }
-        switch status.code {
-        case 200: return answer
-        case 401, 403: throw ReplicationError.credentialRefused(Self.line(answer))
-        case 409: throw ReplicationError.deviceInUse(Self.line(answer))
-        case 429:
-            let seconds = headers.first(name: "Retry-After").flatMap { Int($0) } ?? 1
-            throw ReplicationError.rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)))
-        default:
-            throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(answer))")
+        guard status == .ok else {
+            throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: "Retry-After"))
         }
+        return answer
     }
 
     /// Follows the gateway's live stream (`GET /v1/live`) until it ends: `onChange` is called when it
@@ -174,18 +170,19 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// credential.
     func live(onChange: @Sendable () -> Void) async throws {
         let channel = try await openChannel(silence: .seconds(35))
-        let head = requestHead(.GET, "/v\(GatewayWire.version)/live", bodyLength: nil)
+        let head = requestHead(HTTPMethod(rawValue: GatewayEndpoint.live.method), GatewayEndpoint.live.path, bodyLength: nil)
         var closedBecause: String?
         do {
             try await channel.executeThenClose { inbound, outbound in
                 try await outbound.write(.head(head))
                 try await outbound.write(.end(nil))
                 var status: HTTPResponseStatus?
+                var retryAfter: String?
                 var refusal: [UInt8] = []
                 var pending = ""
                 for try await part in inbound {
                     switch part {
-                    case .head(let received): status = received.status
+                    case .head(let received): (status, retryAfter) = (received.status, received.headers.first(name: "Retry-After"))
                     case .body(let buffer):
                         guard status == .ok else {
                             if refusal.count < 4096 { refusal += buffer.readableBytesView.prefix(4096 - refusal.count) }
@@ -194,19 +191,17 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                         pending += String(decoding: buffer.readableBytesView, as: UTF8.self)
                         guard pending.utf8.count < 65_536 else { throw ReplicationError.server("the sync gateway's live stream sent an event over 64 KiB") }
                         while let end = pending.range(of: "\n\n") {
-                            let event = pending[..<end.lowerBound]
+                            let block = pending[..<end.lowerBound]
                             pending = String(pending[end.upperBound...])
-                            if event.hasPrefix("event: change") || event.hasPrefix("event: hello") { onChange() }
-                            if event.hasPrefix("event: closed") {
-                                closedBecause = event.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? "closed"
+                            switch GatewayEvent.parse(block) {
+                            case (.hello, _)?, (.change, _)?: onChange()
+                            case (.closed, let reason)?: closedBecause = reason.isEmpty ? "closed" : reason
+                            case nil: continue   // a heartbeat, or an event this client does not know
                             }
                         }
                     case .end:
                         guard let status, status != .ok else { return }
-                        switch status.code {
-                        case 401, 403: throw ReplicationError.credentialRefused(Self.line(refusal))
-                        default: throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(refusal))")
-                        }
+                        throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(refusal), retryAfter: retryAfter)
                     }
                 }
             }
