@@ -46,11 +46,14 @@ extension Replicator {
     /// signals `wakeup` for every notification of this group (and after every reconnection, in case
     /// one was missed while disconnected).
     private func listen(wakeup: Wakeup) async {
-        if let gateway, let token {
+        let url: ServerURL
+        switch endpoint {
+        case .gateway(let gateway, let token):
             await follow(gateway, token: token, wakeup: wakeup)
             return
+        case .database(let database): url = database
+        case nil: return
         }
-        guard let url = self.server else { return }
         var backoff = options.minimumBackoff
         while !Task.isCancelled {
             do {

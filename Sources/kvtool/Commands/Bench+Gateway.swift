@@ -162,7 +162,7 @@ extension Bench {
                 let writerToken = try blocking {
                     try await SyncTokens.issue(on: cluster.tcpURL, group: groupIDs[group], device: "writer-\(count)-\(sample)").token
                 }
-                let writer = try BenchDevice(group: groupIDs[group], gateway: url, token: writerToken)
+                let writer = try BenchDevice(group: groupIDs[group], .gateway(url, token: writerToken))
                 _ = try blocking { try await writer.replicator.sync() }
                 let members = stride(from: group, to: count, by: groupIDs.count).map { $0 }
                 let before = arrivals.withLock { state in members.map { state[$0].events } }
@@ -226,9 +226,9 @@ extension Bench {
                 return (Double(pushChanges) / seconds, (clientAfter - clientBefore) * 1e6 / Double(pushChanges),
                         (gatewayAfter - gatewayBefore) * 1e6 / Double(pushChanges))
             }
-            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token), via: gateway)
-            let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", gateway: $0.1, token: tlsToken), via: $0.0) }
-            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL), via: gateway)
+            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", .gateway(url, token: token)), via: gateway)
+            let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", .gateway($0.1, token: tlsToken)), via: $0.0) }
+            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", .database(cluster.tcpURL)), via: gateway)
             // The floor: the same rows written with COPY, no checks, no state, no outcome per change.
             let file = try Demo.temporaryDirectory("kvstore-bench-copy-") + "/rows.csv"
             defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
