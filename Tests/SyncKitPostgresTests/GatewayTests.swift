@@ -798,10 +798,10 @@ extension GatewayTests {
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
             "sync", "gateway", "--database", gatewayLogin + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
-        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
+        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init))
         let token = try await kvtoolRun(["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])
         #expect(token.status == 0, "\(token.stderr)")
-        let through = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", String(line.dropFirst("gateway listening on ".count)),
+        let through = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", line.url,
                                          "--token", token.stdout.trimmingCharacters(in: .newlines)])
         #expect(through.status == 0, "\(through.stderr)")
         #expect(try cluster.storedNotes(group: group).count == 3)
