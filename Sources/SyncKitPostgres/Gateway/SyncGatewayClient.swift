@@ -16,7 +16,9 @@ public enum SyncGatewayClient {
     /// connection dropped): `onChange` is called when it opens and for every commit of the group.
     ///
     /// - Throws: ``ReplicationError/credentialRefused(_:)`` when the credential is refused, revoked or
-    ///   expires; ``ReplicationError/server(_:)`` when the gateway cannot be reached.
+    ///   expires; ``ReplicationError/rateLimited(retryAfter:)`` when the credential has as many streams
+    ///   open as the gateway allows (or sent too many requests); ``ReplicationError/server(_:)`` when the
+    ///   gateway cannot be reached.
     public static func followChanges(gateway: SyncGatewayURL, token: String, group: String,
                                      connectTimeout: Duration = .seconds(10), onChange: @escaping @Sendable () -> Void) async throws {
         let connection = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: 1 << 20,
