@@ -79,5 +79,41 @@ import Testing
         #expect(try device.storedNotes() == cluster.storedNotes(group: device.group))
         await replicator.close()
     }
+
+    /// A round's writes wait for the store's writer lock on the replicator's own thread, never on
+    /// one of the cooperative pool's: with more replicators waiting for a held lock than the pool has
+    /// threads, a task started meanwhile still runs. Each store's lock is held by a thread of the
+    /// test's own, which lets go once that task ran, or after 60 s; what the test checks is which came
+    /// first (were the waits on the pool, the task could not run until the locks were let go).
+    @Test func roundsWaitingForTheWriterLockLeaveThePoolFree() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let count = ProcessInfo.processInfo.activeProcessorCount + 1
+        let devices = try (0..<count).map { try Device(group: "group.com.example.rounds.pool\($0)") }
+        let replicators = try devices.map { try $0.replicator(cluster.tcpURL) }
+        let probed = Locked(false), probedBeforeRelease = Locked<[Bool]>([])
+        let release = DispatchSemaphore(value: 0), holding = DispatchSemaphore(value: 0), released = DispatchSemaphore(value: 0)
+        for device in devices {
+            let container = device.container
+            Thread.detachNewThread {
+                try? container.store.write { _ in
+                    holding.signal()
+                    _ = release.wait(timeout: .now() + 60)
+                    probedBeforeRelease.withLock { $0.append(probed.withLock { $0 }) }
+                }
+                released.signal()
+            }
+        }
+        try await offPool { for _ in devices { holding.wait() } }
+        let rounds = replicators.map { replicator in Task { try await replicator.sync() } }
+        // Every round has connected; its next step is a write, which waits for the held lock.
+        try await Self.waitUntil("every round connected (a round whose write waits on a pool thread holds it, and the last ones never get one)") { replicators.allSatisfy { $0.connectionsOpened.withLock { $0 } == 1 } }
+        await Task.detached { probed.withLock { $0 = true } }.value
+        for _ in devices { release.signal() }
+        try await offPool { for _ in devices { released.wait() } }
+        #expect(probedBeforeRelease.withLock { $0 } == Array(repeating: true, count: count))
+        for round in rounds { _ = try await round.value }
+        #expect(replicators.allSatisfy { $0.successfulRounds == 1 })
+        for replicator in replicators { await replicator.close() }
+    }
 }
 #endif
