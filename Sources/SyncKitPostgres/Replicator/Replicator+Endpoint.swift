@@ -4,7 +4,7 @@ import SyncKit
 
 extension Replicator {
     /// What a replicator syncs with.
-    public enum Endpoint: Hashable, Sendable, CustomStringConvertible {
+    public enum Endpoint: Hashable, Sendable, CustomStringConvertible, CustomReflectable {
         /// The database itself, for a device trusted with it (the direct path).
         case database(ServerURL)
         /// A sync gateway (its URL holds its TLS options), with a device credential (`kvtool sync
@@ -19,6 +19,9 @@ extension Replicator {
             case .gateway(let url, _): url.description
             }
         }
+
+        /// What `dump` and debuggers show: the URL, never the credential.
+        public var customMirror: Mirror { Mirror(self, children: ["url": description]) }
     }
 
     /// A replicator on the direct path: ``init(container:endpoint:targets:options:events:)`` with
