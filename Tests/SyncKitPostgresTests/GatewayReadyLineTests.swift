@@ -1,5 +1,5 @@
 #if PostgreSQL
-import SyncGateway
+import SyncKitPostgres
 import Testing
 
 /// The line a gateway process prints once it listens, as the processes that start one read it.

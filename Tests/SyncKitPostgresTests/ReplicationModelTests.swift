@@ -1,7 +1,6 @@
 #if PostgreSQL
 import Foundation
 import KVStore
-import SyncGateway
 import SyncKit
 import SyncKitPostgres
 @testable import PostgresTesting

@@ -2,7 +2,6 @@
 import ArgumentParser
 import Foundation
 import KVStore
-import SyncGateway
 import SyncKitPostgres
 import PostgresTesting
 #if canImport(Glibc)

@@ -2,7 +2,6 @@
 import ArgumentParser
 import Foundation
 import KVStore
-import SyncGateway
 import SyncKit
 import SyncKitPostgres
 import PostgresTesting
