@@ -181,18 +181,18 @@ extension SyncGateway {
         headers.add(name: "Cache-Control", value: "no-store")
         headers.add(name: "Connection", value: "close")
         try await answers.event(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
-        try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: hello\ndata: \(GatewayWire.version)\n\n"))))
+        try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.hello.frame(data: "\(GatewayWire.version)")))))
         // One task per stream, woken by the hub for changes, heartbeats and the end: no timer of its
         // own (a stream costs its connection, this task and a small buffer). A device that left is
         // found at the next write, and one that stopped reading at the write's deadline.
         for await event in events {
             switch event {
             case .change:
-                try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: change\ndata: \n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.change.frame()))))
             case .heartbeat:
-                try await answers.event(.body(.byteBuffer(ByteBuffer(string: ": still here\n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.heartbeat))))
             case .closed(let reason):
-                try await answers.event(.body(.byteBuffer(ByteBuffer(string: "event: closed\ndata: \(reason)\n\n"))))
+                try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.closed.frame(data: reason)))))
             }
         }
         try? await answers.event(.end(nil))

@@ -27,7 +27,7 @@ import SyncWire
 ///
 /// ```swift
 /// let gateway = try SyncGateway(database: ServerURL("postgres://kvsync_gateway_login@127.0.0.1/kv"))
-/// try await gateway.run(host: "0.0.0.0", port: 8443) { url in print("gateway listening on \(url)") }
+/// try await gateway.run(host: "0.0.0.0", port: 8443) { url in print(GatewayReadyLine(url: "\(url)")) }
 /// ```
 public final class SyncGateway: Sendable {
     /// What one device or connection may ask of the gateway.

@@ -123,7 +123,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
         }
     }
 
-    /// `/v1/hello`, `/v1/push`, `/v1/changes?after=N&limit=M`, `/v1/state`, `/v1/live`; another
+    /// The ``GatewayEndpoint`` a request line names (`/v1/changes` with `?after=N&limit=M`); another
     /// version is refused in one line that names both.
     package static func operation(method: String, uri: String) throws(GatewayRefusal) -> GatewayOperation {
         guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(414, "the request target is over 2048 bytes") }
@@ -139,13 +139,16 @@ package struct GatewayRequestHead: Equatable, Sendable {
         guard version == GatewayWire.version else {
             throw GatewayRefusal(400, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
         }
+        guard let endpoint = GatewayEndpoint(method: method, name: name) else {
+            throw GatewayRefusal(404, "no such endpoint: \(Self.shown(method)) \(Self.shown(path))")
+        }
         let operation: GatewayOperation
-        switch (method, name) {
-        case ("GET", "hello"): operation = .hello
-        case ("POST", "push"): operation = .push
-        case ("GET", "state"): operation = .state
-        case ("GET", "live"): operation = .live
-        case ("GET", "changes"):
+        switch endpoint {
+        case .hello: operation = .hello
+        case .push: operation = .push
+        case .state: operation = .state
+        case .live: operation = .live
+        case .changes:
             guard let text = query["after"], let after = Int64(text), after >= 0, text.first != "+" else {
                 throw GatewayRefusal(400, "changes needs ?after=CURSOR, a sequence number")
             }
@@ -160,8 +163,6 @@ package struct GatewayRequestHead: Equatable, Sendable {
                 throw GatewayRefusal(400, "changes takes only ?after=CURSOR&limit=N")
             }
             return .changes(after: after, limit: limit)
-        default:
-            throw GatewayRefusal(404, "no such endpoint: \(Self.shown(method)) \(Self.shown(path))")
         }
         guard query.isEmpty else { throw GatewayRefusal(400, "\(Self.shown(path)) takes no query") }
         return operation

@@ -7,11 +7,16 @@ import Glibc
 /// compact binary form (`application/vnd.kvsync.v1`): LEB128 integers (zigzag for signed ones),
 /// byte strings and UTF-8 text with their length first, an optional with a 0/1 flag first.
 ///
+/// The endpoints (``GatewayEndpoint``, one case each):
 /// - `GET /v1/hello`: ``GatewayHello``.
 /// - `POST /v1/push`: ``GatewayPushRequest`` → ``GatewayPushResponse``. Idempotent by (device, token),
 ///   as the direct path is: a batch sent again is answered as it was the first time.
 /// - `GET /v1/changes?after=CURSOR&limit=N`: a ``ChangesPage``.
-/// - `GET /v1/state`: the group's current state (a resync).
+/// - `GET /v1/state`: the group's current state (``GatewayState``, a resync).
+/// - `GET /v1/live`: server-sent events (``GatewayEvent``): `hello`, then `change` whenever a device
+///   commits to the group, a heartbeat comment, and `closed` with a reason before the gateway ends it
+///   (a credential revoked or expired, a drain). A device that is refused (503 when the gateway has
+///   too many streams open) polls instead.
 ///
 /// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`; a refusal is an HTTP
 /// status with one line of text. Another version's path (`/v2/…`) is refused with

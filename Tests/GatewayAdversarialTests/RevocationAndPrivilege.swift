@@ -41,8 +41,7 @@ import Glibc
         let database = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(proxy.port)/\(cluster.database)"
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", database, "--listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
-        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
-        let url = String(line.dropFirst("gateway listening on ".count))
+        let url = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init)).url
         let revoked = try await issueToken(cluster, ["--group", group, "--device", "stolen"])
         let deleted = try await issueToken(cluster, ["--group", group, "--device", "lost"])
         let opened = Locked(0)
@@ -93,7 +92,7 @@ import Glibc
         /// Starts a gateway as `url`'s login: whether it started, and what it said on stderr.
         func start(_ url: String, _ extra: [String] = []) async throws -> (started: Bool, stderr: String) {
             let process = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", url, "--listen", "127.0.0.1:0"] + extra)
-            let line = try await offPool { process.waitForLine(timeout: 30) { $0.hasPrefix("gateway listening on ") } }
+            let line = try await offPool { process.waitForLine(timeout: 30) { GatewayReadyLine($0) != nil } }
             process.kill(SIGTERM)
             let result = try await offPool { process.wait(timeout: 30) }
             return (line != nil, result.stderr)

@@ -115,8 +115,7 @@ import Glibc
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database-url-file", urlFile,
                                                                               "--listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
-        let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { $0.hasPrefix("gateway listening on ") } })
-        let url = String(line.dropFirst("gateway listening on ".count))
+        let url = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init)).url
         func commandLine(_ pid: Int32) throws -> String {
             String(decoding: try Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")), as: UTF8.self)
         }

@@ -27,14 +27,14 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
     options.statementTimeout = .milliseconds(Int64(rest[2])!)
     options.connectTimeout = .milliseconds(Int64(rest[2])!)
     options.minimumBackoff = .milliseconds(10)
-    let replicator: Replicator
+    let endpoint: Replicator.Endpoint
     if rest.count > 3 {
         let token = try String(contentsOfFile: rest[3], encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        replicator = try Replicator(container: container, gateway: try SyncGatewayURL(rest[0]), token: token, targets: [.collection(notes)],
-                                    options: options)
+        endpoint = .gateway(try SyncGatewayURL(rest[0]), token: token)
     } else {
-        replicator = try Replicator(container: container, server: try ServerURL(rest[0]), targets: [.collection(notes)], options: options)
+        endpoint = .database(try ServerURL(rest[0]))
     }
+    let replicator = try Replicator(container: container, endpoint: endpoint, targets: [.collection(notes)], options: options)
     let outcome = Locked<Result<SyncReport, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {

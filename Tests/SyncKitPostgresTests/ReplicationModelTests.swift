@@ -117,7 +117,7 @@ import Glibc
         func startGateway() throws {
             let process = try BackgroundProcess(productsDirectory() + "/kvtool", [
                 "sync", "gateway", "--database", cluster.gatewayURL.description, "--listen", "127.0.0.1:\(gatewayPort)"])
-            guard process.waitForLine(timeout: BuildScale.seconds(60), where: { $0.hasPrefix("gateway listening on ") }) != nil else {
+            guard process.waitForLine(timeout: BuildScale.seconds(60), where: { GatewayReadyLine($0) != nil }) != nil else {
                 let ended = process.wait(timeout: 5)
                 throw ReplicationError.server("the gateway did not start: \(ended.stderr)")
             }

@@ -114,7 +114,7 @@ import Testing
     @Test func anOlderRevisionOfThePushFunctionIsReplacedInPlace() async throws {
         let group = Self.group("revision")
         let cluster = try await Self.cluster(group: group)
-        let signature = "kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)"
+        let signature = ServerSchema.pushSignature
         let marked = "SELECT position('\(ServerSchema.pushRevision)' IN prosrc) > 0 FROM pg_proc WHERE oid = '\(signature)'::regprocedure"
         func isMarked() async throws -> Bool {
             try await offPool { try cluster.psql(marked).trimmingCharacters(in: .whitespacesAndNewlines) == "t" }

@@ -34,7 +34,7 @@ public final class Device: @unchecked Sendable {
 
     public func replicator(_ server: ServerURL, options: Replicator.Options = Replicator.Options(),
                     events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws -> Replicator {
-        try Replicator(container: container, server: server, targets: targets, options: options, events: events)
+        try Replicator(container: container, endpoint: .database(server), targets: targets, options: options, events: events)
     }
 
     /// A write by the app (synchronous: callable from async tests).

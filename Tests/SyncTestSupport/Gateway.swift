@@ -17,12 +17,12 @@ public func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: 
     let process = try BackgroundProcess(productsDirectory() + "/kvtool",
                                         ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:\(port)"] + extra,
                                         environment: environment ?? [:])
-    let line = try await offPool { process.waitForLine(timeout: 60, where: { $0.hasPrefix("gateway listening on ") }) }
+    let line = try await offPool { process.waitForLine(timeout: 60, where: { GatewayReadyLine($0) != nil }).flatMap(GatewayReadyLine.init) }
     guard let line else {
         let ended = try await offPool { process.wait(timeout: 5) }
         throw ReplicationError.server("the gateway did not start: \(ended.stderr)")
     }
-    return (process, String(line.dropFirst("gateway listening on ".count)))
+    return (process, line.url)
 }
 
 /// `kvtool sync token issue … ARGUMENTS` as the cluster's owner: the token it printed (its whole output).

@@ -60,27 +60,17 @@ extension Bench {
         }
 
         /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
-        /// stream (the devices of a group share its token here); returns it and its URL.
-        func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (Process, SyncGatewayURL) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        /// stream (the devices of a group share its token here); returns it and its URL. It is killed
+        /// if it still runs after an hour (a run takes minutes).
+        func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (ChildProcess, SyncGatewayURL) {
             // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
             let database = try blocking { try await cluster.prepareForGateways() }
-            process.arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
-                                 "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
-                + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            var line = Data()
-            while !line.contains(0x0A) {
-                let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { throw CLIError(.failure, "the gateway did not start") }
-                line += chunk
-            }
-            let text = String(decoding: line.prefix(while: { $0 != 0x0A }), as: UTF8.self)
-            guard text.hasPrefix("gateway listening on ") else { throw CLIError(.failure, "the gateway said: \(text)") }
-            return (process, try SyncGatewayURL(String(text.dropFirst("gateway listening on ".count)), caFile: tls?.certificate))
+            let process = try ChildProcess(arguments: ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
+                                                       "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
+                                                + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? []),
+                                           timeout: 3600, relayIndent: nil)
+            let ready = try process.ready(GatewayReadyLine.self, what: "the gateway")
+            return (process, try SyncGatewayURL(ready.url, caFile: tls?.certificate))
         }
 
         /// A self-signed certificate for 127.0.0.1 and its key, made with openssl in `directory`; the
@@ -92,15 +82,16 @@ extension Bench {
             init(in directory: String) throws {
                 certificate = directory + "/gateway.pem"
                 key = directory + "/gateway.key"
-                let openssl = Process()
-                openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-                openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificate]
-                openssl.standardOutput = FileHandle.nullDevice
-                openssl.standardError = FileHandle.nullDevice
-                try openssl.run()
-                openssl.waitUntilExit()
-                guard openssl.terminationStatus == 0 else { throw CLIError(.failure, "openssl could not make a test certificate") }
+                let openssl = try ChildProcess(program: "/usr/bin/openssl",
+                                               arguments: ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                                           "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                                                           "-keyout", key, "-out", certificate],
+                                               timeout: 60, relayIndent: nil, quietErrors: true)
+                do {
+                    try openssl.finish()
+                } catch {
+                    throw CLIError(.failure, "openssl could not make a test certificate")
+                }
             }
         }
 
@@ -124,11 +115,8 @@ extension Bench {
 
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
             let (gateway, url) = try startGateway(cluster)
-            defer {
-                gateway.terminate()
-                gateway.waitUntilExit()
-            }
-            let idle = residentMemory(of: gateway.processIdentifier)
+            defer { gateway.stop() }
+            let idle = residentMemory(of: gateway.process.processIdentifier)
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
             let openStart = Bench.now()
@@ -151,7 +139,7 @@ extension Bench {
                 usleep(10_000)
             }
             let openSeconds = Double(Bench.now() - openStart) / 1e9
-            let opened = residentMemory(of: gateway.processIdentifier)
+            let opened = residentMemory(of: gateway.process.processIdentifier)
 
             // One device per sampled group commits through the gateway; each device of the group is timed.
             var latencies: [Double] = []
@@ -162,7 +150,7 @@ extension Bench {
                 let writerToken = try blocking {
                     try await SyncTokens.issue(on: cluster.tcpURL, group: groupIDs[group], device: "writer-\(count)-\(sample)").token
                 }
-                let writer = try BenchDevice(group: groupIDs[group], gateway: url, token: writerToken)
+                let writer = try BenchDevice(group: groupIDs[group], .gateway(url, token: writerToken))
                 _ = try blocking { try await writer.replicator.sync() }
                 let members = stride(from: group, to: count, by: groupIDs.count).map { $0 }
                 let before = arrivals.withLock { state in members.map { state[$0].events } }
@@ -186,7 +174,7 @@ extension Bench {
             }
             latencies.sort()
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-            let after = residentMemory(of: gateway.processIdentifier)
+            let after = residentMemory(of: gateway.process.processIdentifier)
             print(String(format: "%6d live devices in %d groups: opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
                          percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak))
@@ -203,32 +191,29 @@ extension Bench {
             let tls = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") ? try TLSFiles(in: directory) : nil
             let secure = try tls.map { try startGateway(cluster, tls: $0) }
             defer {
-                for process in [gateway, secure?.0].compactMap({ $0 }) {
-                    process.terminate()
-                    process.waitUntilExit()
-                }
+                for process in [gateway, secure?.0].compactMap({ $0 }) { process.stop() }
             }
             let value = String(repeating: "v", count: valueSize)
             let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }
             let tlsToken = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.tls", device: "pusher").token }
             // The CPU time each process spent, in µs per change: steadier than the rate on a shared
             // machine, where the client, the gateway and the server compete for the same cores.
-            func timed(_ device: BenchDevice, via process: Process) throws -> (rate: Double, client: Double, gateway: Double) {
+            func timed(_ device: BenchDevice, via gateway: ChildProcess) throws -> (rate: Double, client: Double, gateway: Double) {
                 _ = try blocking { try await device.replicator.sync() }
                 try device.write((0..<pushChanges).map { (String(format: "key-%08d", $0), value) })
-                let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: process.processIdentifier))
+                let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.process.processIdentifier))
                 let start = Bench.now()
                 let report = try blocking { try await device.replicator.push() }
                 let seconds = Double(Bench.now() - start) / 1e9
-                let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: process.processIdentifier))
+                let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.process.processIdentifier))
                 guard report.pushed == pushChanges else { throw CLIError(.failure, "pushed \(report.pushed) of \(pushChanges)") }
                 _ = try? blocking { await device.replicator.close() }
                 return (Double(pushChanges) / seconds, (clientAfter - clientBefore) * 1e6 / Double(pushChanges),
                         (gatewayAfter - gatewayBefore) * 1e6 / Double(pushChanges))
             }
-            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", gateway: url, token: token), via: gateway)
-            let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", gateway: $0.1, token: tlsToken), via: $0.0) }
-            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", server: cluster.tcpURL), via: gateway)
+            let through = try timed(try BenchDevice(group: "group.bench.gateway.push", .gateway(url, token: token)), via: gateway)
+            let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", .gateway($0.1, token: tlsToken)), via: $0.0) }
+            let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", .database(cluster.tcpURL)), via: gateway)
             // The floor: the same rows written with COPY, no checks, no state, no outcome per change.
             let file = try Demo.temporaryDirectory("kvstore-bench-copy-") + "/rows.csv"
             defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }

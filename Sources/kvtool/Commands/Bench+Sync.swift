@@ -44,8 +44,8 @@ extension Bench {
             let value = String(repeating: "v", count: valueSize)
 
             // Push, then pull and apply.
-            let a = try BenchDevice(group: "group.bench.sync", server: cluster.tcpURL)
-            let b = try BenchDevice(group: "group.bench.sync", server: cluster.tcpURL)
+            let a = try BenchDevice(group: "group.bench.sync", .database(cluster.tcpURL))
+            let b = try BenchDevice(group: "group.bench.sync", .database(cluster.tcpURL))
             _ = try blocking { try await a.replicator.sync() }   // connected, schema made: not timed
             _ = try blocking { try await b.replicator.sync() }
             try a.write((0..<changes).map { (String(format: "key-%08d", $0), value) })
@@ -100,7 +100,7 @@ extension Bench {
         private func scale(devices count: Int, sameGroup: Bool, cluster: LocalPostgresCluster, value: String) throws -> Double {
             let run = UUID().uuidString.prefix(8).lowercased()
             let devices = try (0..<count).map { index in
-                try BenchDevice(group: sameGroup ? "group.bench.scale.\(run)" : "group.bench.scale.\(run).\(index)", server: cluster.tcpURL)
+                try BenchDevice(group: sameGroup ? "group.bench.scale.\(run)" : "group.bench.scale.\(run).\(index)", .database(cluster.tcpURL))
             }
             for device in devices {
                 _ = try blocking { try await device.replicator.sync() }
@@ -130,17 +130,13 @@ final class BenchDevice: Sendable {
     let collection: KVCollection<String, String>
     let replicator: Replicator
 
-    /// A device of `group` syncing with `server` directly, or through `gateway` with `token`.
-    init(group: String, server: ServerURL? = nil, gateway: SyncGatewayURL? = nil, token: String? = nil) throws {
+    /// A device of `group` syncing with `endpoint`.
+    init(group: String, _ endpoint: Replicator.Endpoint) throws {
         directory = try Demo.temporaryDirectory("kvstore-bench-sync-")
         container = try SharedContainer(groupIdentifier: group, root: directory)
         collection = try container.store.collection("bench", key: String.self, value: String.self)
         try Replication.enable(.collection("bench"), in: container)
-        if let gateway, let token {
-            replicator = try Replicator(container: container, gateway: gateway, token: token, targets: [.collection(collection)])
-        } else {
-            replicator = try Replicator(container: container, server: server!, targets: [.collection(collection)])
-        }
+        replicator = try Replicator(container: container, endpoint: endpoint, targets: [.collection(collection)])
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }

@@ -158,18 +158,14 @@ struct Bench: ParsableCommand {
             let widget = try Demo.programPath("checklist-widget")
             var samples: [Double] = []
             for _ in 0..<5 {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: widget)
-                process.arguments = ["--group", group] + (root.map { ["--root", $0] } ?? [])
-                let pipe = Pipe()
-                process.standardOutput = pipe
                 let started = Bench.now()
-                try process.run()
-                let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let child = try ChildProcess(program: widget, arguments: ["--group", group] + (root.map { ["--root", $0] } ?? []),
+                                             timeout: 120, relayIndent: nil)
+                let output = String(decoding: child.remainingOutput(), as: UTF8.self)
                 let elapsed = Double(Bench.now() - started) / 1000
-                process.waitUntilExit()
-                guard process.terminationStatus == 0, output.contains("year dashboard: "), !output.contains("year dashboard: 0 records") else {
-                    throw CLIError(.failure, "the widget process failed (status \(process.terminationStatus)): \(output)")
+                child.process.waitUntilExit()
+                guard child.process.terminationStatus == 0, output.contains("year dashboard: "), !output.contains("year dashboard: 0 records") else {
+                    throw CLIError(.failure, "the widget process failed (status \(child.process.terminationStatus)): \(output)")
                 }
                 samples.append(elapsed)
             }

@@ -10,6 +10,8 @@ import Workloads
 import Glibc
 #endif
 
+extension GatewayReadyLine: ReadyLine {}
+
 extension Demo {
     /// A second machine: its own root and processes, converging with this one through a throwaway
     /// PostgreSQL cluster that is stopped (and its directory removed) at the end; this machine syncs
@@ -47,10 +49,7 @@ extension Demo {
         let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/\(cluster.database)"
         print("   a sync gateway logged in as it, and a credential for machine B (kvtool sync token issue --group \(group) --device machine-b):")
         let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", gatewayLogin, "--listen", "127.0.0.1:0"])
-        guard let listening = gateway.relay(untilLineContaining: "gateway listening on "),
-              let gatewayURL = listening.components(separatedBy: "gateway listening on ").last else {
-            throw CLIError(.failure, "the gateway did not start")
-        }
+        let gatewayURL = try gateway.ready(GatewayReadyLine.self, what: "the gateway").url
         let serverURL = try ServerURL(server)
         let token = try blocking { try await SyncTokens.issue(on: serverURL, group: group, device: "machine-b").token }
         // The token goes in a file only machine B's user reads: on the command line, `ps` would show it.

@@ -200,55 +200,6 @@ struct Demo: ParsableCommand {
         }
         return path
     }
-
-    /// `program` (default: this executable) run with `arguments`; its output is relayed indented. A
-    /// child still running after `timeout` seconds is killed (and `finish()` then fails).
-    final class ChildProcess {
-        let process = Process()
-        let output = Pipe()
-        private var pending = Data()
-
-        init(program: String? = nil, arguments: [String], timeout: Double = 300) throws {
-            process.executableURL = URL(fileURLWithPath: try Demo.programPath(program))
-            process.arguments = arguments
-            process.standardOutput = output
-            try process.run()
-            let pid = process.processIdentifier
-            let process = self.process
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                if process.isRunning { kill(pid, SIGKILL) }
-            }
-        }
-
-        /// Relays lines until one contains `marker` (or the output ends); returns that line.
-        @discardableResult
-        func relay(untilLineContaining marker: String) -> String? {
-            while true {
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                    pending.removeSubrange(pending.startIndex...newline)
-                    print("   \(line)")
-                    if line.contains(marker) { return line }
-                }
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return nil }
-                pending.append(chunk)
-            }
-        }
-
-        /// Relays the rest of the output and checks the exit status (`signal`: ended by that signal,
-        /// which this process sent, is fine too).
-        func finish(acceptingSignal signal: Int32? = nil) throws {
-            pending.append(output.fileHandleForReading.readDataToEndOfFile())
-            process.waitUntilExit()
-            for line in String(decoding: pending, as: UTF8.self).split(separator: "\n") { print("   \(line)") }
-            pending = Data()
-            if let signal, process.terminationReason == .uncaughtSignal, process.terminationStatus == signal { return }
-            guard process.terminationStatus == 0 else {
-                throw CLIError(.failure, "the \(process.executableURL?.lastPathComponent ?? "child") process (\(process.arguments?.first ?? "")) exited with status \(process.terminationStatus)")
-            }
-        }
-    }
 }
 
 extension ChangeToken {

@@ -315,7 +315,7 @@ extension SyncCommand {
             do {
                 try blocking {
                     try await gateway.run(host: host, port: port) { url in
-                        print("gateway listening on \(url)")
+                        print(GatewayReadyLine(url: "\(url)"))
                         Output.flush()
                     }
                 }

@@ -38,12 +38,6 @@ struct SyncCommand: ParsableCommand {
         return text
     }
 
-    /// Where `sync run` syncs: the database itself, or a gateway with a credential.
-    enum Endpoint {
-        case direct(ServerURL)
-        case gateway(SyncGatewayURL, token: String)
-    }
-
     /// `--server URL` for the commands that need the database itself (prune): no gateway options.
     struct DatabaseServerOption: ParsableArguments {
         @Option(name: .long, help: "The database, postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $KVSTORE_SYNC_SERVER); not a gateway.")
@@ -90,13 +84,13 @@ struct SyncCommand: ParsableCommand {
         }
 
         /// The database, or a gateway and its credential.
-        func endpoint() throws -> Endpoint {
+        func endpoint() throws -> Replicator.Endpoint {
             guard let text else { throw CLIError(.usage, "no server: pass --server URL or set KVSTORE_SYNC_SERVER") }
             guard SyncGatewayURL.isGateway(text) else {
                 if token != nil || tokenFile != nil { throw CLIError(.usage, "--token is for a gateway (http(s)://…); a postgres:// server takes none") }
                 if caFile != nil { throw CLIError(.usage, "--ca-file is for an https:// gateway") }
                 if allowInsecureHTTP { throw CLIError(.usage, "--allow-insecure-http is for an http:// gateway") }
-                return .direct(try ServerURL(text))
+                return .database(try ServerURL(text))
             }
             let given = try tokenFile.map { try SyncCommand.secret(fromFile: $0, what: "token") } ?? token
             guard let token = SyncCommand.given(given, orEnvironment: "KVSTORE_SYNC_TOKEN") else {
@@ -172,13 +166,10 @@ struct SyncCommand: ParsableCommand {
         }
 
         /// Pulls what other devices published of the catalog (and of the targets replicated here).
-        static func pullCatalog(of container: SharedContainer, from endpoint: Endpoint) throws {
+        static func pullCatalog(of container: SharedContainer, from endpoint: Replicator.Endpoint) throws {
             try Replication.enableCatalog(in: container)
             let targets = try SyncCommand.targets(of: container)
-            let replicator: Replicator = switch endpoint {
-            case .direct(let url): try Replicator(container: container, server: url, targets: targets)
-            case .gateway(let url, let token): try Replicator(container: container, gateway: url, token: token, targets: targets)
-            }
+            let replicator = try Replicator(container: container, endpoint: endpoint, targets: targets)
             defer { _ = try? blocking { await replicator.close() } }
             try blocking { _ = try await replicator.pull() }
         }
@@ -255,18 +246,9 @@ struct SyncCommand: ParsableCommand {
                 case .failed(let message): failures.report(message)
                 }
             }
-            let replicator: Replicator
-            let shown: String
-            switch endpoint {
-            case .direct(let url):
-                replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container),
+            let replicator = try Replicator(container: container, endpoint: endpoint, targets: try SyncCommand.targets(of: container),
                                             options: options, events: events)
-                shown = url.description
-            case .gateway(let url, let token):
-                replicator = try Replicator(container: container, gateway: url, token: token, targets: try SyncCommand.targets(of: container),
-                                            options: options, events: events)
-                shown = url.description
-            }
+            let shown = endpoint.description
             failures.attach(replicator)
             if once {
                 let report = try blocking { try await replicator.sync() }

@@ -15,7 +15,7 @@ extension Replicator {
             // The log no longer holds what this device followed: a server restored from an older
             // backup, or its tables recreated.
             if cursor > page.lastSequence || (cursor > page.prunedThrough && mark != nil && page.atCursor != mark) {
-                try rebaseOnForgetfulServer()
+                try await onWriter { try rebaseOnForgetfulServer() }
                 continue
             }
             if cursor < page.prunedThrough {
@@ -24,7 +24,7 @@ extension Replicator {
             }
             let changes = page.changes
             if changes.isEmpty { break }
-            let outcome = try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled)
+            let outcome = try await onWriter { try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled) }
             report.conflicts += outcome.events.count(where: \.isConflict)
             report.quarantined += outcome.events.count(where: \.isQuarantine)
             for event in outcome.events { self.events(event) }
@@ -171,11 +171,11 @@ extension Replicator {
     func resynchronize(_ server: any ReplicationServer, report: inout SyncReport) async throws {
         let (last, rows) = try await server.currentState(group: group)
         var pulled = 0
-        let events = try apply(rows, newCursor: last, stage: .resync, pulled: &pulled).events
+        let events = try await onWriter { try apply(rows, newCursor: last, stage: .resync, pulled: &pulled).events }
         // Keys the server no longer has (and no pending local write): deleted, in a second transaction
         // (the first already moved the cursor; a crash between them leaves stale keys that the next
         // expiry, or the next write of them, settles).
-        try deleteKeys(notIn: rows)
+        try await onWriter { try deleteKeys(notIn: rows) }
         report.pulled += pulled
         report.conflicts += events.count(where: \.isConflict)
         report.quarantined += events.count(where: \.isQuarantine)

@@ -2,33 +2,6 @@
 import KVStore
 import SyncKit
 
-/// How a replicated collection settles two writes of one key that did not see each other.
-///
-/// Whatever the policy, every resolution is reported as a ``ConflictEvent``.
-public struct ConflictPolicy<Value>: Sendable {
-    enum Kind: Sendable {
-        case lastWriterWins
-        case rejectAndReport
-        case merge(@Sendable (_ local: Value, _ remote: Value) throws -> Value)
-    }
-    let kind: Kind
-
-    /// The write with the later hybrid logical clock wins; equal clocks are ordered by device id, so
-    /// every device picks the same winner. The default.
-    public static var lastWriterWins: Self { Self(kind: .lastWriterWins) }
-
-    /// The write that reached the server first wins; the other device's write is dropped there and
-    /// reported to it (``ConflictEvent/Resolution-swift.enum/rejectedLocal``).
-    public static var rejectAndReport: Self { Self(kind: .rejectAndReport) }
-
-    /// `merge(local, remote)` gives the value both devices end with (it must not depend on which
-    /// side is local: both devices may compute it). When one side deleted the key, there is nothing to
-    /// merge and last-writer-wins decides.
-    public static func merge(_ merge: @escaping @Sendable (_ local: Value, _ remote: Value) throws -> Value) -> Self {
-        Self(kind: .merge(merge))
-    }
-}
-
 /// A collection or defaults suite that replicates, with the typed operations a replicator needs:
 /// applying a change goes through the collection itself, so its indexes and derived collections are
 /// recomputed in the same transaction.
@@ -161,21 +134,4 @@ public struct ReplicatedTarget: Sendable {
     }
 }
 
-/// A change's key or value that this device cannot read (a value from a newer version of the app, a
-/// key of another type): thrown before anything of the change is written, so the replicator can
-/// quarantine the change and go on in the same transaction.
-struct UnreadableChange: Error, CustomStringConvertible {
-    let reason: String
-
-    init(_ error: any Error) {
-        reason = (error as? UnreadableChange)?.reason ?? "\(error)"
-    }
-
-    var description: String { reason }
-
-    /// Runs `body`, which must write nothing, and turns what it throws into an ``UnreadableChange``.
-    static func reading<R>(_ body: () throws -> R) throws -> R {
-        do { return try body() } catch { throw UnreadableChange(error) }
-    }
-}
 #endif

@@ -9,77 +9,6 @@ import NIOPosix
 import NIOSSL
 import SyncWire
 
-/// Where a sync gateway is: `https://HOST[:PORT]`, whose certificate is verified against the system's
-/// roots or ``caFile`` (the chain, and its DNS names against a DNS host, its IP addresses against an
-/// IP host), with no plaintext fallback; or `http://HOST[:PORT]` on this machine (`localhost`,
-/// 127.0.0.0/8, ::1), or on a network the user trusts (``allowsInsecureHTTP``): the credential travels
-/// in every request, so plain HTTP anywhere else is refused.
-public struct SyncGatewayURL: Hashable, Sendable, CustomStringConvertible {
-    public var tls: Bool
-    public var host: String
-    public var port: Int
-    /// PEM certificates to trust instead of the system's roots (a private CA).
-    public var caFile: String?
-    /// Whether `http://` to a host other than this machine was allowed (`--allow-insecure-http`).
-    public var allowsInsecureHTTP: Bool
-
-    /// Parses `text`.
-    ///
-    /// - Parameter allowInsecureHTTP: allow `http://` to another machine, which sends the credential
-    ///   in clear text (a network the user trusts end to end).
-    /// - Throws: ``ReplicationError/invalidServerURL(_:reason:)`` naming what is wrong.
-    public init(_ text: String, caFile: String? = nil, allowInsecureHTTP: Bool = false) throws {
-        func invalid(_ reason: String) -> ReplicationError { .invalidServerURL(ServerURL.redacted(text), reason: reason) }
-        guard text.utf8.count <= 2048 else { throw invalid("it is longer than 2048 bytes") }
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw invalid("it is not a URL")
-        }
-        guard scheme == "http" || scheme == "https" else { throw invalid("a gateway's scheme is http:// or https://") }
-        guard components.user == nil, components.password == nil else {
-            throw invalid("a gateway URL carries no user or password (the token is given apart)")
-        }
-        guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {
-            throw invalid("a gateway URL is only http(s)://HOST[:PORT]")
-        }
-        guard let host = components.host, !host.isEmpty else { throw invalid("it names no host") }
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
-        guard (1...65_535).contains(port) else { throw invalid("the port must be from 1 to 65535") }
-        if let caFile, scheme != "https" { throw invalid("a CA file (\(caFile)) is only for https://") }
-        if scheme == "http" && !allowInsecureHTTP && !IPAddressBytes.isLoopback(host) {
-            throw invalid("http:// would send the credential in clear text to \(host): use https://, or pass --allow-insecure-http for a network you trust end to end")
-        }
-        self.tls = scheme == "https"
-        self.host = host
-        self.port = port
-        self.caFile = caFile
-        allowsInsecureHTTP = allowInsecureHTTP
-    }
-
-    public var description: String { "\(tls ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
-
-    /// Whether `text` names a gateway (http:// or https://) rather than a database.
-    public static func isGateway(_ text: String) -> Bool {
-        let lower = text.prefix(8).lowercased()
-        return lower.hasPrefix("http://") || lower.hasPrefix("https://")
-    }
-}
-
-/// What a process that does not sync can ask a gateway: to be woken when its group changes (a widget
-/// whose app syncs, say, or a dashboard).
-public enum SyncGatewayClient {
-    /// Follows the gateway's live stream for `group` until it ends (the gateway drained, or the
-    /// connection dropped): `onChange` is called when it opens and for every commit of the group.
-    ///
-    /// - Throws: ``ReplicationError/credentialRefused(_:)`` when the credential is refused, revoked or
-    ///   expires; ``ReplicationError/server(_:)`` when the gateway cannot be reached.
-    public static func followChanges(gateway: SyncGatewayURL, token: String, group: String,
-                                     connectTimeout: Duration = .seconds(10), onChange: @escaping @Sendable () -> Void) async throws {
-        let connection = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: 1 << 20,
-                                               operationTimeout: .seconds(120), connectTimeout: connectTimeout)
-        try await connection.live(onChange: onChange)
-    }
-}
-
 /// A replicator's connection to a sync gateway: each operation is one HTTP/1.1 request (TLS when the
 /// URL says https), bounded by the statement timeout. Connections are kept alive between requests (a
 /// few, idle, for the next ones), so that a push of many batches or a pull of many pages pays one TLS
@@ -132,7 +61,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     // MARK: - Operations
 
     func hello() async throws -> GatewayHello {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/hello")
+        let answer = try await request(.hello)
         return try decoding { try GatewayHello(decoding: answer) }
     }
 
@@ -165,7 +94,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             }
             let body = GatewayPushRequest(device: assignedDevice ?? "", maxClockSkewMilliseconds: milliseconds,
                                           changes: Array(changes[start..<end])).encoded()
-            let answer = try await request(.POST, "/v\(GatewayWire.version)/push", body: body)
+            let answer = try await request(.push, body: body)
             switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
             case .clockAhead(let ahead):
                 throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: maxClockSkew)
@@ -181,12 +110,12 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/changes?after=\(cursor)&limit=\(limit)")
+        let answer = try await request(.changes, target: GatewayEndpoint.changes(after: cursor, limit: limit))
         return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
 
     func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
-        let answer = try await request(.GET, "/v\(GatewayWire.version)/state")
+        let answer = try await request(.state)
         let state = try decoding { try GatewayState(decoding: answer, maxValueBytes: maxValueBytes) }
         return (state.lastSequence, state.rows)
     }
@@ -212,8 +141,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
     // MARK: - HTTP
 
-    /// One request on a connection of its own; the answer's body, or the refusal as a typed error.
-    func request(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) async throws -> [UInt8] {
+    /// One request to `endpoint` (at `target`, its path with a query, if it takes one) on a connection
+    /// of its own; the answer's body, or the refusal as a typed error.
+    func request(_ endpoint: GatewayEndpoint, target: String? = nil, body: [UInt8]? = nil) async throws -> [UInt8] {
+        let (method, path) = (HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path)
         guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
         // The connection the request is on, closed if the deadline passes first (and then the request
         // is not sent again).
@@ -226,16 +157,10 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         }) { [self] in
             try await exchange(method, path, body: body, current: current)
         }
-        switch status.code {
-        case 200: return answer
-        case 401, 403: throw ReplicationError.credentialRefused(Self.line(answer))
-        case 409: throw ReplicationError.deviceInUse(Self.line(answer))
-        case 429:
-            let seconds = headers.first(name: "Retry-After").flatMap { Int($0) } ?? 1
-            throw ReplicationError.rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)))
-        default:
-            throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(answer))")
+        guard status == .ok else {
+            throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: "Retry-After"))
         }
+        return answer
     }
 
     /// Follows the gateway's live stream (`GET /v1/live`) until it ends: `onChange` is called when it
@@ -245,18 +170,19 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// credential.
     func live(onChange: @Sendable () -> Void) async throws {
         let channel = try await openChannel(silence: .seconds(35))
-        let head = requestHead(.GET, "/v\(GatewayWire.version)/live", bodyLength: nil)
+        let head = requestHead(HTTPMethod(rawValue: GatewayEndpoint.live.method), GatewayEndpoint.live.path, bodyLength: nil)
         var closedBecause: String?
         do {
             try await channel.executeThenClose { inbound, outbound in
                 try await outbound.write(.head(head))
                 try await outbound.write(.end(nil))
                 var status: HTTPResponseStatus?
+                var retryAfter: String?
                 var refusal: [UInt8] = []
                 var pending = ""
                 for try await part in inbound {
                     switch part {
-                    case .head(let received): status = received.status
+                    case .head(let received): (status, retryAfter) = (received.status, received.headers.first(name: "Retry-After"))
                     case .body(let buffer):
                         guard status == .ok else {
                             if refusal.count < 4096 { refusal += buffer.readableBytesView.prefix(4096 - refusal.count) }
@@ -265,19 +191,17 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                         pending += String(decoding: buffer.readableBytesView, as: UTF8.self)
                         guard pending.utf8.count < 65_536 else { throw ReplicationError.server("the sync gateway's live stream sent an event over 64 KiB") }
                         while let end = pending.range(of: "\n\n") {
-                            let event = pending[..<end.lowerBound]
+                            let block = pending[..<end.lowerBound]
                             pending = String(pending[end.upperBound...])
-                            if event.hasPrefix("event: change") || event.hasPrefix("event: hello") { onChange() }
-                            if event.hasPrefix("event: closed") {
-                                closedBecause = event.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? "closed"
+                            switch GatewayEvent.parse(block) {
+                            case (.hello, _)?, (.change, _)?: onChange()
+                            case (.closed, let reason)?: closedBecause = reason.isEmpty ? "closed" : reason
+                            case nil: continue   // a heartbeat, or an event this client does not know
                             }
                         }
                     case .end:
                         guard let status, status != .ok else { return }
-                        switch status.code {
-                        case 401, 403: throw ReplicationError.credentialRefused(Self.line(refusal))
-                        default: throw ReplicationError.server("the sync gateway answered \(status.code): \(Self.line(refusal))")
-                        }
+                        throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(refusal), retryAfter: retryAfter)
                     }
                 }
             }
@@ -475,84 +399,4 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
 }
 
-/// A connection failed or closed while a request was out on it; `answerBegan`: after some of its
-/// answer had arrived; `failed`: on an error of its own (a TLS handshake refused, a reset), not a
-/// plain close by the gateway.
-struct ConnectionLost: Error {
-    var answerBegan: Bool
-    var reason: String
-    var failed = false
-}
-
-/// Collects the answer to the one request out on its connection. Touched only on the connection's
-/// event loop.
-final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
-    typealias InboundIn = HTTPClientResponsePart
-
-    struct Answer: Sendable {
-        var head: HTTPResponseHead
-        var body: ByteBuffer
-    }
-
-    private let maxBytes: Int
-    private var pending: EventLoopPromise<Answer>?
-    private var head: HTTPResponseHead?
-    private var body = ByteBuffer()
-    /// The error the connection failed on, if one came before the request did (a TLS handshake that
-    /// failed as soon as it connected): what its request is told.
-    private var error: String?
-
-    init(maxBytes: Int) { self.maxBytes = maxBytes }
-
-    /// Waits for the answer to the request about to be written (on the channel's event loop).
-    func expect(_ promise: EventLoopPromise<Answer>, on channel: Channel) {
-        head = nil
-        body.clear()
-        guard channel.isActive else {
-            promise.fail(ConnectionLost(answerBegan: false, reason: error ?? "the connection was closed", failed: error != nil))
-            return
-        }
-        pending = promise
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let received):
-            head = received
-        case .body(var buffer):
-            guard body.readableBytes + buffer.readableBytes <= maxBytes else {
-                fail(ConnectionLost(answerBegan: true, reason: "its answer is over \(maxBytes) bytes"))
-                context.close(promise: nil)
-                return
-            }
-            body.writeBuffer(&buffer)
-        case .end:
-            // An answer nobody asked for: the connection is out of step, and closed.
-            guard let promise = pending, let head else {
-                context.close(promise: nil)
-                return
-            }
-            pending = nil
-            promise.succeed(Answer(head: head, body: body))
-            self.head = nil
-            body = ByteBuffer()
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.error = self.error ?? describeTLS(error)
-        fail(ConnectionLost(answerBegan: head != nil, reason: describeTLS(error), failed: true))
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        fail(ConnectionLost(answerBegan: head != nil, reason: error ?? "it closed the connection before answering", failed: error != nil))
-        context.fireChannelInactive()
-    }
-
-    private func fail(_ error: ConnectionLost) {
-        pending?.fail(error)
-        pending = nil
-    }
-}
 #endif

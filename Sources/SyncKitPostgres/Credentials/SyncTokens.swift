@@ -6,20 +6,6 @@ import Logging
 import PostgresNIO
 import SyncWire
 
-/// A device credential as the database keeps it: never the token itself, only its SHA-256.
-public struct SyncCredential: Hashable, Sendable, Codable {
-    public var id: Int64
-    /// The group it syncs, and the only one it can read or write.
-    public var group: String
-    /// The name it was issued to (for `kvtool sync token list` and `revoke --device`), if any.
-    public var device: String?
-    /// A read-only credential pulls and never pushes.
-    public var readOnly: Bool
-    public var createdAt: Date
-    public var expiresAt: Date?
-    public var revokedAt: Date?
-}
-
 /// Device credentials for a sync gateway (``SyncCredential``), issued, listed and revoked by the
 /// database's owner on a direct `postgres://` URL.
 ///
@@ -128,7 +114,6 @@ public enum SyncTokens {
             throw ReplicationError.invalidCredential("a device name cannot start with \(JWTClaims.reservedDevicePrefix): it names the tokens issued without one")
         }
     }
-
 
     public static let quietLogger = Logger(label: "kvstore.sync", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -21,8 +21,9 @@ import PostgresNIO
 ///   batch with a stamp further ahead of the server's clock than the device's `maxClockSkew` is
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
 enum ServerSchema {
-    /// The schema version this library writes and reads.
-    static let version = 6
+    /// The schema version this library writes and reads: the number of ``migrations`` (a new one is
+    /// a new version, with nothing else to edit in step).
+    static var version: Int { migrations.count }
     /// Hash partitions of each sync table (schema version 5).
     static let partitions = 16
     /// The role a sync gateway's transactions run as (`SET LOCAL ROLE`): it owns nothing, bypasses no
@@ -143,6 +144,18 @@ enum ServerSchema {
         END IF;
         RETURN;
         """
+
+    /// `kvsync_push`'s parameters today, each name with its type: written once, for its definition
+    /// (``pushDeclaration``) and for the lookup of the function by its types (``pushSignature``).
+    static let pushParameters: [(name: String, type: String)] = [
+        ("p_group", "text"), ("p_device", "text"), ("p_tokens", "bigint[]"), ("p_kinds", "text[]"),
+        ("p_names", "text[]"), ("p_keys", "bytea[]"), ("p_values", "bytea[]"), ("p_deleted", "boolean[]"),
+        ("p_hlcs", "bigint[]"), ("p_bases", "bigint[]"), ("p_max_skew_ms", "bigint"),
+    ]
+    /// `kvsync_push(p_group text, …)`, as its definition names it.
+    static var pushDeclaration: String { "kvsync_push(\(pushParameters.map { "\($0.name) \($0.type)" }.joined(separator: ", ")))" }
+    /// `kvsync_push(text, …)`, as PostgreSQL names the function (`to_regprocedure`, `DROP FUNCTION`).
+    static var pushSignature: String { "kvsync_push(\(pushParameters.map(\.type).joined(separator: ", ")))" }
 
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
@@ -502,9 +515,7 @@ enum ServerSchema {
     /// answered `duplicate`.
     static func pushFunction(scopeChecks: String) -> String {
             """
-            CREATE OR REPLACE FUNCTION kvsync_push(p_group text, p_device text, p_tokens bigint[], p_kinds text[],
-                                        p_names text[], p_keys bytea[], p_values bytea[], p_deleted boolean[],
-                                        p_hlcs bigint[], p_bases bigint[], p_max_skew_ms bigint)
+            CREATE OR REPLACE FUNCTION \(pushDeclaration)
             RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
             -- Plans made once per connection: a custom plan per call costs more than the batch's rows.
             SET plan_cache_mode = force_generic_plan
@@ -603,7 +614,7 @@ enum ServerSchema {
         var current = false
         let query = PostgresQuery(unsafeSQL: """
             SELECT position('\(pushRevision)' IN prosrc) > 0 FROM pg_proc
-            WHERE oid = to_regprocedure('kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)')
+            WHERE oid = to_regprocedure('\(pushSignature)')
             """)
         for try await (marked) in try await connection.query(query, logger: logger).decode(Bool.self) { current = marked }
         return current

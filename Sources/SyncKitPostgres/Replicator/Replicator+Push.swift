@@ -26,7 +26,7 @@ extension Replicator {
         var pushed = 0
         // Bounded: a key that keeps losing races to another device is left for the next round.
         for _ in 0..<10 {
-            if try consumer.isExpired() { try requeueEverything() }
+            if try consumer.isExpired() { try await onWriter { try requeueEverything() } }
             var sent = false
             let end = try await pipelined(server) { outcomes, batch in
                 sent = true
@@ -36,8 +36,8 @@ extension Replicator {
                     if case .applied = outcome, item.target != Replication.catalogTarget { true } else { false }
                 }
             }
-            if !end.held.isEmpty { try holdBack(end.held) }
-            if let next = end.next { try consumer.acknowledge(through: next) }
+            if !end.held.isEmpty { try await onWriter { try holdBack(end.held) } }
+            if let next = end.next { try await onWriter { try consumer.acknowledge(through: next) } }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
             if try !sent && !hasDirtyKeys() { break }
         }
@@ -114,7 +114,7 @@ extension Replicator {
                     let oldest = inFlight.removeFirst()
                     let outcomes = try await answers(oldest.task)
                     inFlight.append((batch, send(batch)))
-                    try record(outcomes, oldest.batch)
+                    try await onWriter { try record(outcomes, oldest.batch) }
                 case .end(let collected):
                     end = collected
                 }
@@ -123,7 +123,8 @@ extension Replicator {
             try Task.checkCancellation()
             while !inFlight.isEmpty {
                 let oldest = inFlight.removeFirst()
-                try record(try await answers(oldest.task), oldest.batch)
+                let outcomes = try await answers(oldest.task)
+                try await onWriter { try record(outcomes, oldest.batch) }
             }
             await exit.wait()
             return end

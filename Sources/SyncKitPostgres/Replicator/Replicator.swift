@@ -76,13 +76,17 @@ public final class Replicator: @unchecked Sendable {
 
     public let container: SharedContainer
     public let history: History
-    /// The server, on the direct path (`nil` through a gateway, or for a replicator that only retries
-    /// quarantined changes).
-    public let server: ServerURL?
+    /// What this replicator syncs with: the database, or a gateway with a credential (`nil` for a
+    /// replicator that only retries quarantined changes).
+    public let endpoint: Endpoint?
+    /// The server, on the direct path (`nil` through a gateway, or without an endpoint).
+    public var server: ServerURL? {
+        if case .database(let url) = endpoint { url } else { nil }
+    }
     /// The sync gateway, for a device that syncs with a credential (`nil` on the direct path).
-    public let gateway: SyncGatewayURL?
-    /// The credential presented to ``gateway``.
-    let token: String?
+    public var gateway: SyncGatewayURL? {
+        if case .gateway(let url, _) = endpoint { url } else { nil }
+    }
     public let options: Options
     /// The group's id on the server: the container's group identifier.
     public let group: String
@@ -99,50 +103,39 @@ public final class Replicator: @unchecked Sendable {
     private let lockDescriptor: Int32
     private let connection = Locked<(any ReplicationServer)?>(nil)
     private let succeeded = Locked(0)
+    /// One round at a time (``round(_:)``).
+    let rounds = RoundGate()
+    /// Connections this replicator opened (for the rounds, not ``run(until:)``'s listener).
+    let connectionsOpened = Locked(0)
+    /// The replicator's own thread for its write transactions in async code: waiting for the writer
+    /// lock, which another process may hold, never holds a thread of Swift's cooperative pool.
+    let writer: DispatchQueue
+    /// A test's seam: awaited in every round, once it has its connection.
+    let roundEntered = Locked<(@Sendable () async -> Void)?>(nil)
 
     /// The rounds (``sync()``, ``push()``, ``pull()``, and those of ``run(until:)``) that reached the
     /// server and ended well since this replicator was made: 0 after a live run that never reached it.
     public var successfulRounds: Int { succeeded.withLock { $0 } }
 
     /// - Parameters:
+    ///   - endpoint: the database, or a gateway with a credential; `nil` for a replicator that can
+    ///     only ``retryQuarantined()`` (after an app upgrade, say, from a process that has no server to
+    ///     hand), whose ``sync()`` throws ``ReplicationError/noServer``.
     ///   - targets: the typed collections and suites to replicate; each must be declared
     ///     (``Replication/enable(_:in:now:)``). Declared targets not listed here are left alone.
     ///   - events: called for every conflict resolved, resync and failure, on the replicator's task.
     /// - Throws: ``ReplicationError/notDeclared(_:)``; ``ReplicationError/server(_:)`` if another
-    ///   replicator holds the container.
-    public convenience init(container: SharedContainer, server: ServerURL, targets: [ReplicatedTarget], options: Options = Options(),
-                            events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        try self.init(container: container, server: Optional(server), gateway: nil, token: nil, targets: targets, options: options, events: events)
-    }
-
-    /// A replicator that syncs through a sync gateway with a device credential (`kvtool sync token
-    /// issue`), for a device that is not trusted with the database: it reads and writes its group only,
-    /// and a read-only credential only pulls. Everything else is as on the direct path.
-    ///
-    /// - Throws: ``ReplicationError/invalidCredential(_:)`` if `token` is not a token's form; as the
-    ///   other initializers otherwise. The gateway's refusals come from ``sync()``:
+    ///   replicator holds the container; ``ReplicationError/invalidCredential(_:)`` if a gateway's
+    ///   token is not a token's form. The gateway's refusals come from ``sync()``:
     ///   ``ReplicationError/credentialRefused(_:)``, ``ReplicationError/rateLimited(retryAfter:)``.
-    public convenience init(container: SharedContainer, gateway: SyncGatewayURL, token: String, targets: [ReplicatedTarget],
-                            options: Options = Options(), events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        guard SyncTokens.isPresentable(token) else {
+    public init(container: SharedContainer, endpoint: Endpoint?, targets: [ReplicatedTarget], options: Options = Options(),
+                events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
+        if case .gateway(_, let token) = endpoint, !SyncTokens.isPresentable(token) {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
-        try self.init(container: container, server: nil, gateway: gateway, token: token, targets: targets, options: options, events: events)
-    }
-
-    /// A replicator without a server: it can ``retryQuarantined()`` (after an app upgrade, say, from
-    /// a process that has no server to hand), and its ``sync()`` throws ``ReplicationError/noServer``.
-    public convenience init(container: SharedContainer, targets: [ReplicatedTarget], options: Options = Options(),
-                            events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
-        try self.init(container: container, server: nil, gateway: nil, token: nil, targets: targets, options: options, events: events)
-    }
-
-    private init(container: SharedContainer, server: ServerURL?, gateway: SyncGatewayURL?, token: String?,
-                 targets: [ReplicatedTarget], options: Options, events: @escaping @Sendable (SyncEvent) -> Void) throws {
+        self.endpoint = endpoint
+        writer = DispatchQueue(label: "SyncKitPostgres.Replicator.writer \(container.path)")
         self.container = container
-        self.server = server
-        self.gateway = gateway
-        self.token = token
         self.options = options
         self.events = events
         group = container.groupIdentifier.rawValue
@@ -244,27 +237,45 @@ public final class Replicator: @unchecked Sendable {
         try await round { server, report in report.pulled = try await pull(server, report: &report) }
     }
 
+    /// One round: one at a time (``RoundGate``), so that two ``sync()`` calls at once never open two
+    /// connections nor interleave their pushes and pulls; the second waits for the first, suspended.
     func round(_ body: (any ReplicationServer, inout SyncReport) async throws -> Void) async throws -> SyncReport {
-        do {
-            let server = try await connected()
-            var report = SyncReport()
-            try await body(server, &report)
-            report.cursor = try recordSuccess()
-            succeeded.withLock { $0 += 1 }
-            return report
-        } catch {
-            await dropConnection()
-            let message = (error as? ReplicationError)?.description ?? "\(error)"
-            try? recordFailure(message)
-            events(.failed(message))
-            throw error
+        try await rounds.run {
+            do {
+                let server = try await connected()
+                if let entered = roundEntered.withLock({ $0 }) { await entered() }
+                var report = SyncReport()
+                try await body(server, &report)
+                report.cursor = try await onWriter { try recordSuccess() }
+                succeeded.withLock { $0 += 1 }
+                return report
+            } catch {
+                await dropConnection()
+                let message = (error as? ReplicationError)?.description ?? "\(error)"
+                try? await onWriter { try recordFailure(message) }
+                events(.failed(message))
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body`, which writes to the store, on the replicator's own thread (``writer``) and
+    /// resumes the calling task with its result: a write waiting for another process's writer lock
+    /// holds that thread, never one of the cooperative pool's. The caller is suspended until `body`
+    /// returns, so what `body` captures is not touched meanwhile by anything else.
+    func onWriter<R>(_ body: () throws -> R) async throws -> R {
+        try await withoutActuallyEscaping(body) { body in
+            let work = WriterWork(body)
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UncheckedSendable<R>, any Error>) in
+                writer.async { continuation.resume(with: work.run()) }
+            }.value
         }
     }
 
     /// Prunes the server's log and tombstones of this group older than `age`, so that devices whose
     /// cursor is older must resync. Returns the new horizon (0 if nothing was old enough).
     public func pruneServer(olderThan age: Duration) async throws -> Int64 {
-        try await connected().prune(group: group, olderThan: age)
+        try await rounds.run { try await connected().prune(group: group, olderThan: age) }
     }
 
     /// Closes the connection to the server.
@@ -278,10 +289,11 @@ public final class Replicator: @unchecked Sendable {
             await dropConnection()   // the server closed it (a restart, say): connect anew
         }
         let fresh: any ReplicationServer
-        if let gateway, let token {
+        switch endpoint {
+        case .gateway(let gateway, let token):
             fresh = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: options.maxValueBytes,
                                           operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
-        } else if let server {
+        case .database(let server):
             let direct = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
                                                             operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
             do {
@@ -291,11 +303,13 @@ public final class Replicator: @unchecked Sendable {
                 throw error
             }
             fresh = direct
-        } else {
+        case nil:
             throw ReplicationError.noServer
         }
+        connectionsOpened.withLock { $0 += 1 }
         do {
-            try adopt(server: try await fresh.serverID(), device: fresh.assignedDevice)
+            let id = try await fresh.serverID()
+            try await onWriter { try adopt(server: id, device: fresh.assignedDevice) }
         } catch {
             await fresh.close()
             throw error
@@ -390,6 +404,28 @@ public final class Replicator: @unchecked Sendable {
             state.lastErrorAt = Date()
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
         }
+    }
+}
+
+/// A value that crosses back from the writer thread to the task that waits for it
+/// (``Replicator/onWriter(_:)``).
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// The body ``Replicator/onWriter(_:)`` hands to the writer thread, run once there while its owner
+/// waits. The thread lets go of it before the owner resumes: the body is a non-escaping closure, which
+/// must not outlive the call it was given to.
+final class WriterWork<R>: @unchecked Sendable {
+    private var body: (() throws -> R)?
+
+    init(_ body: @escaping () throws -> R) { self.body = body }
+
+    func run() -> Result<UncheckedSendable<R>, any Error> {
+        let body = self.body
+        self.body = nil
+        return Result { UncheckedSendable(try body!()) }
     }
 }
 #endif

@@ -1,6 +1,13 @@
 #if PostgreSQL
 import KVStore
 
+/// What a replicator knows of one key: the server version it last saw (the base of its next change).
+struct KeyVersion: Codable, Hashable, Sendable {
+    var version: Int64
+    var clock: UInt64
+    var device: String
+}
+
 extension KeyVersion {
     /// The codec of the replicator's per-key versions (`_sync.versions.*`): the bytes ``CBOREncoder``
     /// writes for a ``KeyVersion``, written directly, and read by ``CBORCodec``.

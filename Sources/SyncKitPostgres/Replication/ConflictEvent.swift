@@ -1,0 +1,38 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+import SyncWire
+
+/// How a conflict between this device's write and another's was settled.
+public struct ConflictEvent: Hashable, Sendable, CustomStringConvertible {
+    public enum Resolution: String, Hashable, Sendable {
+        /// This device's value won (last-writer-wins) and was sent again on top of the server's.
+        case keptLocal
+        /// The other device's value won and replaced this device's.
+        case tookRemote
+        /// Both values were merged by the collection's merge function; the result is on both sides.
+        case merged
+        /// This device's write was refused (reject-and-report): the other device's value stands.
+        case rejectedLocal
+    }
+
+    /// Where the conflict was found: sending this device's change, or applying another's.
+    public enum Stage: String, Hashable, Sendable { case push, pull, resync }
+
+    public var target: Mutation.Target
+    /// The key's stored bytes.
+    public var key: [UInt8]
+    public var resolution: Resolution
+    public var stage: Stage
+    public var localClock: HybridTimestamp
+    public var remoteClock: HybridTimestamp
+    public var remoteDevice: String
+    /// The server version of the other device's write.
+    public var serverVersion: Int64
+
+    public var description: String {
+        "\(target) key \(Hex.encode(key)): \(resolution.rawValue) (\(stage.rawValue); local \(localClock), remote \(remoteClock) from \(remoteDevice))"
+    }
+}
+#endif

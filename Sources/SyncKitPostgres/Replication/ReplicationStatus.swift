@@ -1,0 +1,25 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+import SyncWire
+
+/// `kvtool sync status`: where a container's replication stands, read from the store alone.
+public struct ReplicationStatus: Hashable, Sendable, Codable {
+    public var device: String?
+    public var cursor: Int64
+    public var targets: [String]
+    /// Local changes not yet on the server: entries after the replicator's history consumer plus
+    /// values waiting to be sent again.
+    public var pendingChanges: Int
+    public var pushed: Int
+    public var pulled: Int
+    public var conflictsResolved: Int
+    public var resyncs: Int
+    public var lastSyncAt: Date?
+    public var lastError: String?
+    public var lastErrorAt: Date?
+    /// Changes from other devices held in quarantine (``QuarantinedChange``).
+    public var quarantined: Int = 0
+}
+#endif

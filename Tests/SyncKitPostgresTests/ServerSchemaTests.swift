@@ -1,0 +1,48 @@
+#if PostgreSQL
+@testable import SyncKitPostgres
+import Testing
+
+/// The server schema's bookkeeping, checked without a server.
+@Suite struct ServerSchemaTests {
+    /// FNV-1a, 64 bits, of the text's UTF-8: stable across platforms and releases (Swift's
+    /// `hashValue` is seeded per process).
+    static func fingerprint(_ text: String) -> UInt64 {
+        text.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+    }
+
+    /// Each revision of `kvsync_push` with the fingerprint of its definition's text (with the gateway's
+    /// scope checks, as migrations and ``ServerSchema/replacePush`` write it).
+    ///
+    /// A server replaces its function only when the revision marked in it is not this library's
+    /// (``ServerSchema/pushIsCurrent(_:logger:)``), so a change to the function's text that keeps the
+    /// revision would never reach the servers that already have it. This test fails on such a change.
+    /// To update it after changing `kvsync_push` on purpose: bump ``ServerSchema/pushRevision`` (for
+    /// example to `kvsync_push revision 4`), run this test, and add a row for the new revision with
+    /// the fingerprint its failure prints. Keep the old rows: a fingerprint once pinned never changes.
+    static let pinned: [String: UInt64] = [
+        "kvsync_push revision 3": 0xf20b_7b7a_a458_2ff3,
+    ]
+
+    @Test func thePushFunctionsTextChangesOnlyWithItsRevision() {
+        let text = ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks)
+        let fingerprint = Self.fingerprint(text)
+        #expect(text.contains("-- \(ServerSchema.pushRevision)\n"))
+        #expect(Self.pinned[ServerSchema.pushRevision] == fingerprint,
+                "kvsync_push's text changed (fingerprint 0x\(String(fingerprint, radix: 16))) but its revision is still '\(ServerSchema.pushRevision)': bump ServerSchema.pushRevision and pin the new fingerprint here")
+    }
+
+    /// The definition and the lookup name the same parameters, in order.
+    @Test func thePushSignatureIsTheDefinitionsTypes() {
+        let text = ServerSchema.pushFunction(scopeChecks: "")
+        #expect(text.contains("CREATE OR REPLACE FUNCTION \(ServerSchema.pushDeclaration)\n"))
+        #expect(ServerSchema.pushSignature == "kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)")
+        #expect(ServerSchema.pushDeclaration.hasPrefix("kvsync_push(p_group text, p_device text, "))
+    }
+
+    /// The version is the number of migrations.
+    @Test func theVersionCountsTheMigrations() {
+        #expect(ServerSchema.version == ServerSchema.migrations.count)
+        #expect(ServerSchema.version == 6)
+    }
+}
+#endif
