@@ -5,20 +5,13 @@ import SyncKit
 import SyncWire
 
 extension Mutation.Target {
-    /// `collection` or `defaults`, as the server's rows spell it.
-    var kindName: String {
-        switch self {
-        case .collection: "collection"
-        case .defaults: "defaults"
-        }
-    }
+    /// `collection` or `defaults`, as the server's rows spell it: the catalog's kind.
+    var kindName: String { kind.rawValue }
 
+    /// The target a server row names; `nil` for a kind the catalog does not have.
     init?(kindName: String, name: String) {
-        switch kindName {
-        case "collection": self = .collection(name)
-        case "defaults": self = .defaults(name)
-        default: return nil
-        }
+        guard let kind = CatalogEntry.Kind(rawValue: kindName) else { return nil }
+        self.init(kind: kind, name: name)
     }
 
     /// The key of `_sync.targets`, and the suffix of the target's versions collection.
