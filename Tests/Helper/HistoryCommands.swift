@@ -18,6 +18,47 @@ func say(_ line: String) {
 /// Runs the history commands; returns `false` for a command it does not know.
 func historyCommand(_ command: String, root: String, group: String, rest: [String]) throws -> Bool {
     switch command {
+    case "open-close-stores":
+        // open-close-stores ROOT GROUP-PREFIX COUNT: COUNT containers (GROUP-PREFIX.0, .1, …), each with a
+        // history attached and enabled, a write and an async write, then closed. Prints "alive A
+        // descriptors D residentKiB K": how many of those stores (or their histories) are still alive,
+        // and how many more descriptors and KiB of resident set this process holds than after the first.
+        func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+        func residentKiB() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+        }
+        final class WeakStore { weak var store: Store?; weak var history: History? }
+        func useAndClose(_ index: Int) throws -> WeakStore {
+            let container = try SharedContainer(groupIdentifier: "\(group).\(index)", root: root)
+            let history = try History.attach(to: container)
+            try history.enable(.collection("notes"))
+            let notes = try container.store.collection("notes", key: Int.self, value: String.self)
+            try notes.put("sync", forKey: 1)
+            let done = DispatchSemaphore(value: 0)
+            let failure = Locked<(any Error)?>(nil)
+            Task {
+                do { try await container.store.write { tx in try notes.put("async", forKey: 2, in: tx) } } catch { failure.withLock { $0 = error } }
+                done.signal()
+            }
+            done.wait()
+            if let error = failure.withLock({ $0 }) { throw error }
+            container.close()
+            let weak = WeakStore()
+            (weak.store, weak.history) = (container.store, history)
+            return weak
+        }
+        _ = try useAndClose(0)
+        let (descriptors, resident) = (openDescriptors(), residentKiB())
+        let count = Int(rest[0]) ?? 0
+        let stores = try (1...max(1, count)).map(useAndClose)
+        // An async write's block lets go of its store on the writer queue's thread just after the write
+        // returns: wait for that (at most 20 s), rather than count at one instant.
+        let deadline = Date().addingTimeInterval(20)
+        while stores.contains(where: { $0.store != nil || $0.history != nil }), Date() < deadline { usleep(20_000) }
+        let alive = stores.count { $0.store != nil || $0.history != nil }
+        say("alive \(alive) descriptors \(openDescriptors() - descriptors) residentKiB \(residentKiB() - resident)")
     case "history-writer":
         // history-writer ROOT GROUP COUNT: COUNT transactions by author "writer", transaction i putting
         // 1 + i % 3 entries into the history-enabled collection "events". Prints "done LAST_TOKEN".

@@ -9,9 +9,11 @@ import Testing
 
 /// A replicator's rounds run one at a time, whoever calls them.
 @Suite struct ReplicatorRoundTests {
-    /// Waits until `condition` holds, failing the test after `seconds`.
-    static func waitUntil(_ what: String, seconds: Double = 60, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    /// Waits until `condition` holds, failing the test after `seconds` (scaled for sanitizers). Generous:
+    /// in `make test` the whole suite shares the cooperative pool's two threads, and a test elsewhere
+    /// that blocks one delays every round here.
+    static func waitUntil(_ what: String, seconds: Double = 300, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(BuildScale.seconds(seconds) * 1000))
         while !condition() {
             guard ContinuousClock.now < deadline else {
                 Issue.record("timed out waiting until \(what)")
@@ -83,7 +85,7 @@ import Testing
     /// A round's writes wait for the store's writer lock on the replicator's own thread, never on
     /// one of the cooperative pool's: with more replicators waiting for a held lock than the pool has
     /// threads, a task started meanwhile still runs. Each store's lock is held by a thread of the
-    /// test's own, which lets go once that task ran, or after 60 s; what the test checks is which came
+    /// test's own, which lets go once that task ran, or after 15 minutes; what the test checks is which came
     /// first (were the waits on the pool, the task could not run until the locks were let go).
     @Test func roundsWaitingForTheWriterLockLeaveThePoolFree() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
@@ -97,7 +99,7 @@ import Testing
             Thread.detachNewThread {
                 try? container.store.write { _ in
                     holding.signal()
-                    _ = release.wait(timeout: .now() + 60)
+                    _ = release.wait(timeout: .now() + 900)
                     probedBeforeRelease.withLock { $0.append(probed.withLock { $0 }) }
                 }
                 released.signal()
