@@ -283,6 +283,18 @@ public final class Store: @unchecked Sendable {
     /// Registers a hook in the write path of this process. See ``WriteObserver``.
     public func addObserver(_ observer: any WriteObserver) {
         observers.withLock { $0.append(observer) }
+        keepWhileObserved()
+    }
+
+    /// The stores with write observers, kept until ``close()``: an observer may hold its store (a
+    /// `History` does), and the store holds its observers, so such a store lives until the process
+    /// exits unless it is closed. Held here, it stays reachable, as a process-wide object, rather than
+    /// in a cycle nothing reaches (which a leak checker reports).
+    private static let observed = Locked<[ObjectIdentifier: Store]>([:])
+
+    private func keepWhileObserved() {
+        guard !isClosed.load(ordering: .relaxed) else { return }
+        Store.observed.withLock { $0[ObjectIdentifier(self)] = self }
     }
 
     /// Removes a hook added with ``addObserver(_:)``.
@@ -298,6 +310,7 @@ public final class Store: @unchecked Sendable {
         return observers.withLock { observers in
             if let existing = observers.first(where: { $0.observerKind == kind }) { return existing }
             observers.append(made)
+            keepWhileObserved()
             return made
         }
     }
@@ -308,13 +321,15 @@ public final class Store: @unchecked Sendable {
     /// its collections) are gone, the environment closes with the last handle of its path in this
     /// process: its memory map, file descriptors and writer queue are released.
     ///
-    /// Optional: a store that is never closed lives until the process exits, which is what an app's
+    /// Optional: a store that is never closed lives until the process exits if it has write observers
+    /// (they and the store hold each other, so the process keeps such a store), which is what an app's
     /// container does. Close the stores a long-running process opens and forgets (a server opening
     /// containers on demand, a test opening thousands). A transaction running on another thread
     /// finishes; calling it again does nothing.
     public func close() {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         observers.withLock { $0.removeAll() }
+        _ = Store.observed.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
         idleReadTransaction.exchange(nil, ordering: .acquiring)?.release()
     }
 
