@@ -92,7 +92,7 @@ struct GlobalOptions: ParsableArguments {
         guard !leading.isEmpty, !rest.isEmpty else { return arguments }
         // `help` takes none: it describes commands, whatever the container.
         if rest.first == "help" { return rest }
-        // A first word that names no command (`help`, a typo) keeps them after it, so that the error
+        // A first word that names no command (a typo) keeps them after it, so that the error
         // is about that word.
         rest.insert(contentsOf: leading, at: max(depth, 1))
         return rest
