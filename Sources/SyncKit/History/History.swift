@@ -66,8 +66,8 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// Call it in every process before it writes, and before any `read { }` or `write { }`.
     /// - Parameter notifier: posts a notification after each commit that changed something.
     public static func attach(to store: Store, notifier: ChangeNotifier? = nil) throws -> History {
-        // The store keeps it, among its write observers, for as long as the store is open: nothing
-        // process-wide holds it, so a closed store (``KVStore/Store/close()``) takes its history with it.
+        // The store keeps it, among its write observers, for as long as the store is open; a closed
+        // store (``KVStore/Store/close()``) lets go of it, and no map of histories outlives either.
         guard let history = try store.observer(ofKind: kind, orAdding: History(store: store, notifier: notifier)) as? History else {
             throw SyncError.corruptHistory("another write observer of kind \(kind) is registered in this process")
         }
