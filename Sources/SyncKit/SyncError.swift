@@ -12,6 +12,12 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// History's own records hold something SyncKit never writes (a token counter at its maximum,
     /// say): written by another process or damaged. `kvtool check` names every such problem.
     case corruptHistory(String)
+    /// The container's sync agent registration (`.sync-agent`) cannot be used: a link, another user's
+    /// file, readable by others, too long, or not a registration.
+    case invalidAgentRegistration(String)
+    /// The lock was free, yet the container's record names another live owner of its sync: two
+    /// owners at once, which must never be. The process refuses to sync rather than push twice.
+    case ownershipConflict(SyncOwner)
 
     public var description: String {
         switch self {
@@ -22,6 +28,9 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidNotificationName(let name):
             "invalid notification name '\(name)': use 1 to 100 letters, digits, '.', '_' or '-'"
         case .corruptHistory(let detail): "corrupt history: \(detail)"
+        case .invalidAgentRegistration(let detail): "invalid sync agent registration: \(detail)"
+        case .ownershipConflict(let owner):
+            "two owners of sync: the sync lock was free, yet \(owner) is alive and recorded as owner; refusing to sync"
         }
     }
 }

@@ -83,6 +83,8 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
             store.addObserver(self)
             let watch = try notifier.map { try InotifyWatch(directory: $0.directory) }
             let wanted = Array(ChangeNotifier.changes.utf8)
+            // A sync owner's record is written outside history: its post reads the value again.
+            let syncStatus = Array(SyncService.statusNotification.utf8)
             var state = State()
             try refresh(&state, force: true)
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -97,11 +99,15 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
                 if fds[0].revents != 0 { break }
                 let local = fds[1].revents != 0 && Self.drain(local.read)
                 var remote = false
+                var synced = false
                 if let watch, fds[2].revents != 0 {
                     let count = buffer.withUnsafeMutableBytes { read(watch.inotify, $0.baseAddress, $0.count) }
-                    if count > 0 { remote = InotifyWatch.names(in: buffer[0..<count], contain: wanted) }
+                    if count > 0 {
+                        remote = InotifyWatch.names(in: buffer[0..<count], contain: wanted)
+                        synced = InotifyWatch.names(in: buffer[0..<count], contain: syncStatus)
+                    }
                 }
-                if local || remote { try refresh(&state, force: local) }
+                if local || remote || synced { try refresh(&state, force: local || synced) }
             }
             continuation.finish()
         } catch {

@@ -7,9 +7,9 @@ import SyncKit
 /// no server.
 public enum Replication {
     /// The author of every change a replicator applies: never sent back (no echo).
-    public static let author = "sync"
+    public static let author = SyncService.replicationAuthor
     /// The history consumer whose token marks what has reached the server.
-    public static let consumerName = "sync.push"
+    public static let consumerName = SyncService.consumerName
 
     static let stateName = "_sync.state"
     static let targetsName = "_sync.targets"

@@ -1,5 +1,6 @@
 #if PostgreSQL
 import KVStore
+import SyncKit
 
 /// Why replication failed. Each description is one line that names the problem.
 public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -42,6 +43,11 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// this device's credential). Nothing was applied, and the changes stay pending; give each
     /// container a credential of its own.
     case deviceInUse(String)
+    /// Another process owns this container's sync (``SyncKit/SyncOwner``; `nil` when it has not
+    /// recorded itself yet): one replicator per container at a time. Wait for it
+    /// (``Replicator/whenOwning(container:endpoint:targets:options:standby:events:)``), or ask it
+    /// (``SyncKit/SyncService/request(within:startingAgent:)``).
+    case ownedElsewhere(SyncOwner?, container: String)
 
     /// `1.5 s`, `86400 s`.
     package static func seconds(_ duration: Duration) -> String {
@@ -68,6 +74,8 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"
         case .rateLimited(let wait): "the sync gateway is rate-limiting this credential; retry in \(Self.seconds(wait))"
         case .deviceInUse(let reason): "the server refused this device's changes: \(reason)"
+        case .ownedElsewhere(let owner, let container):
+            "another replicator is running on \(container)" + (owner.map { " (\($0) owns its sync)" } ?? "")
         }
     }
 }

@@ -18,5 +18,17 @@ public struct SyncReport: Hashable, Sendable, Codable {
     public var resynchronized = false
     /// The cursor after the round.
     public var cursor: Int64 = 0
+
+    public init() {}
+
+    /// Adds `round`'s figures to these (the cursor becomes `round`'s).
+    public mutating func add(_ round: SyncReport) {
+        pushed += round.pushed
+        pulled += round.pulled
+        conflicts += round.conflicts
+        quarantined += round.quarantined
+        resynchronized = resynchronized || round.resynchronized
+        cursor = round.cursor
+    }
 }
 #endif

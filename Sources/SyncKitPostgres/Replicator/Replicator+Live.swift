@@ -7,15 +7,22 @@ import SyncKit
 extension Replicator {
     /// Stays live: syncs now, then whenever another device pushes (PostgreSQL `LISTEN/NOTIFY`, a
     /// wake-up only: the change log is what is read), whenever a process of this container commits
-    /// (its change notification), and at least every ``Options/pollInterval``. A failed round (the
-    /// server down, say) is retried after a backoff that doubles up to ``Options/maximumBackoff``;
-    /// nothing is lost meanwhile. Returns when the task is cancelled or `deadline` passes.
+    /// (its change notification), whenever a process requests sync (``SyncKit/SyncService``), and at
+    /// least every ``Options/pollInterval``. A failed round (the server down, say) is retried after a
+    /// backoff that doubles up to ``Options/maximumBackoff``, or at once when a request comes; nothing
+    /// is lost meanwhile. Returns when the task is cancelled or `deadline` passes.
     public func run(until deadline: ContinuousClock.Instant? = nil) async throws {
         let wakeup = Wakeup()
-        let local = try ChangeNotifier(container: container).notifications()
+        let notifier = ChangeNotifier(container: container)
+        let local = try notifier.notifications()
+        let requests = try notifier.notifications(SyncService.requestNotification)
+        try ownership.setMode(.live)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 for await _ in local { wakeup.signal() }
+            }
+            tasks.addTask {
+                for await _ in requests { wakeup.signal() }
             }
             tasks.addTask { [self] in
                 await listen(wakeup: wakeup)

@@ -187,6 +187,21 @@ extension Replicator {
         }
     }
 
+    /// The dirty keys of replicated targets in `tx`: how many wait to be sent, and how many of those
+    /// are held back behind a quarantined change of the same key.
+    func dirtyKeys(in tx: ReadTransaction) throws -> (waiting: Int, held: Int) {
+        guard try collections.dirty.first(in: tx) != nil else { return (0, 0) }
+        let quarantined = try quarantinedKeys(in: tx)
+        var (waiting, held) = (0, 0)
+        try collections.dirty.forEach(in: tx) { _, dirty in
+            guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else { return true }
+            waiting += 1
+            if quarantined[PendingKey(target: target, key: dirty.key)] != nil { held += 1 }
+            return true
+        }
+        return (waiting, held)
+    }
+
     /// Whether a dirty key waits to be sent (one whose key has a quarantined change waits for the
     /// quarantine, not for a push).
     func hasDirtyKeys() throws -> Bool {

@@ -32,7 +32,10 @@ import Glibc
 /// - **Expiry.** When the server has pruned past the cursor, the targets are reloaded from the server's
 ///   current state (``SyncEvent/resynchronized(cursor:)``); pending local writes are kept and sent.
 ///
-/// One replicator per container at a time: a second one fails to start (a lock in the container).
+/// One replicator per container at a time: it owns the container's sync (``SyncKit/SyncService``), and
+/// a second one fails to start (``ReplicationError/ownedElsewhere(_:container:)``) or, made with
+/// ``whenOwning(container:endpoint:targets:options:standby:events:)``, waits to take over. Each round
+/// records how far the server has this container's history, for requests from any process.
 public final class Replicator: @unchecked Sendable {
     public struct Options: Sendable {
         /// Changes per server transaction (a push batch, a page pulled).
@@ -100,7 +103,8 @@ public final class Replicator: @unchecked Sendable {
     let collections: Replication.Collections
     let consumer: HistoryConsumer
     let events: @Sendable (SyncEvent) -> Void
-    private let lockDescriptor: Int32
+    /// This process's ownership of the container's sync, for as long as the replicator lives.
+    let ownership: SyncOwnership
     private let connection = Locked<(any ReplicationServer)?>(nil)
     private let succeeded = Locked(0)
     /// One round at a time (``round(_:)``).
@@ -157,14 +161,10 @@ public final class Replicator: @unchecked Sendable {
         self.targets = byTarget
         self.versions = versions
         consumer = try history.consumer(named: Replication.consumerName)
-        let lockPath = container.path + "/.sync.lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw KVStoreError.io(operation: "open", path: lockPath, errno: errno) }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            Glibc.close(fd)
-            throw ReplicationError.server("another replicator is running on \(container.path)")
+        switch try SyncOwnership.acquire(container, mode: .once) {
+        case .success(let ownership): self.ownership = ownership
+        case .failure(let held): throw ReplicationError.ownedElsewhere(held.owner, container: container.path)
         }
-        lockDescriptor = fd
         let collections = self.collections
         let home = Self.home(of: container)
         deviceID = Locked(try container.store.write { tx in
@@ -192,8 +192,11 @@ public final class Replicator: @unchecked Sendable {
         if let connection = connection.withLock({ $0 }) {
             Task { await connection.close() }
         }
-        Glibc.close(lockDescriptor)
+        ownership.release()
     }
+
+    /// The process that owns the container's sync: this one, while the replicator lives.
+    public var owner: SyncOwner { ownership.owner }
 
     // MARK: - One round
 
@@ -252,7 +255,7 @@ public final class Replicator: @unchecked Sendable {
             } catch {
                 await dropConnection()
                 let message = (error as? ReplicationError)?.description ?? "\(error)"
-                try? await onWriter { try recordFailure(message) }
+                try? await onWriter { try recordFailure(error) }
                 events(.failed(message))
                 throw error
             }
@@ -387,22 +390,55 @@ public final class Replicator: @unchecked Sendable {
 
     // MARK: - Bookkeeping
 
+    /// Records the round in the replica's state and in the container's sync status (how far the server
+    /// has this container's history: what requests wait for), in one transaction.
     func recordSuccess() throws -> Int64 {
-        try container.store.write { tx in
+        let now = Date()
+        let cursor = try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
-            state.lastSyncAt = Date()
+            state.lastSyncAt = now
             state.lastError = nil
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            let (waiting, held) = try dirtyKeys(in: tx)
+            try tx.unrecorded {
+                try ownership.recordSuccess(consumerToken: try consumer.token(in: tx), complete: waiting == 0, now: now, in: tx)
+                if held > 0 {
+                    try ownership.recordFailure(SyncFailure(
+                        reason: .quarantine,
+                        message: "\(held) local change\(held == 1 ? "" : "s") wait\(held == 1 ? "s" : "") behind other devices' quarantined changes to the same keys (kvtool sync quarantine)",
+                        at: now), in: tx)
+                }
+            }
             return state.cursor
         }
+        ownership.posted()
+        return cursor
     }
 
-    func recordFailure(_ message: String) throws {
+    func recordFailure(_ error: any Error) throws {
+        let message = (error as? ReplicationError)?.description ?? "\(error)"
+        let now = Date()
         try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
             state.lastError = message
-            state.lastErrorAt = Date()
-            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            state.lastErrorAt = now
+            try tx.unrecorded {
+                try collections.state.put(state, forKey: Replication.stateKey, in: tx)
+                try ownership.recordFailure(SyncFailure(reason: Self.reason(of: error), message: message, at: now), in: tx)
+            }
+        }
+        ownership.posted()
+    }
+
+    /// How a request reports a round's error.
+    static func reason(of error: any Error) -> SyncFailure.Reason {
+        guard let error = error as? ReplicationError else { return .other }
+        switch error {
+        case .clockAhead: return .clockSkew
+        case .credentialRefused, .invalidCredential, .deviceInUse: return .credential
+        case .unreachable: return .unreachable
+        case .rateLimited: return .rateLimited
+        default: return .other
         }
     }
 }

@@ -18,7 +18,8 @@ struct SyncCommand: ParsableCommand {
             $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults. Errors are one line on standard error; \
             sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
-        subcommands: [Enable.self, Run.self, Status.self, Quarantine.self, Prune.self, Setup.self, Token.self, Gateway.self])
+        subcommands: [Enable.self, Run.self, Request.self, Status.self, Agent.self, Quarantine.self, Prune.self, Setup.self,
+                      Token.self, Gateway.self])
 
     /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
     static func given(_ value: String?, orEnvironment name: String) -> String? {
@@ -193,10 +194,22 @@ struct SyncCommand: ParsableCommand {
     struct Run: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "run",
-            abstract: "Push pending changes and pull other machines' (--once), or stay live until interrupted.")
+            abstract: "Push pending changes and pull other machines' (--once), or stay live until interrupted.",
+            discussion: """
+                One process at a time owns a container's sync. A live run started while another process owns it waits \
+                as a standby (it says so in one line) and takes over when the owner exits or is killed. --once hands its \
+                round to the owner and waits for its acknowledgement (taking over if the owner dies). --exit-when-idle \
+                (with --once, as the registered agent runs) goes on while requests come, then exits. Without --server \
+                or $KVSTORE_SYNC_SERVER, the endpoint registered with kvtool sync agent set is used.
+                """)
         @OptionGroup var global: GlobalOptions
         @OptionGroup var server: ServerOption
         @Flag(help: "Push, pull and exit.") var once = false
+        @Flag(name: .customLong("exit-when-idle"), help: "With --once: sync again while requests come or changes wait, then exit.")
+        var exitWhenIdle = false
+        @Option(name: .customLong("give-up-after"),
+                help: "With --once: retry a failed round (or wait for another owner) at most this many seconds.")
+        var giveUpAfter: Double = 30
         @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
         @Option(help: "Changes per server transaction.") var batchSize: Int = Replicator.Options().batchSize
         @OptionGroup var clock: ClockOption
@@ -210,11 +223,13 @@ struct SyncCommand: ParsableCommand {
             }
             if let seconds, !(seconds > 0 && seconds <= 31_536_000) { throw ValidationError("--seconds must be positive") }
             guard (1...100_000).contains(batchSize) else { throw ValidationError("--batch-size must be from 1 to 100000") }
+            if exitWhenIdle && !once { throw ValidationError("--exit-when-idle goes with --once") }
+            guard giveUpAfter >= 0 && giveUpAfter <= 86_400 else { throw ValidationError("--give-up-after must be from 0 to 86400 seconds") }
         }
 
         func run() throws {
-            let endpoint = try server.endpoint()
             let container = try global.openContainer(readOnly: false)
+            let endpoint = try server.endpoint(orRegisteredIn: container)
             guard try Replication.declaredTargets(in: container.store).contains(where: { !$0.name.hasPrefix("_") }) else {
                 throw CLIError(.usage, "nothing replicates here: enable a collection or suite first (kvtool sync enable COLLECTION, or --suite SUITE)")
             }
@@ -246,12 +261,32 @@ struct SyncCommand: ParsableCommand {
                 case .failed(let message): failures.report(message)
                 }
             }
-            let replicator = try Replicator(container: container, endpoint: endpoint, targets: try SyncCommand.targets(of: container),
-                                            options: options, events: events)
+            let targets = try SyncCommand.targets(of: container)
+            let make = { try Replicator(container: container, endpoint: endpoint, targets: targets, options: options, events: events) }
+            let replicator: Replicator
+            do {
+                replicator = try make()
+            } catch ReplicationError.ownedElsewhere(let owner, _) {
+                if once {
+                    guard let taken = try handOff(container, owner: owner, make: make) else { return }
+                    replicator = taken
+                } else {
+                    let shown = owner.map { "pid \($0.pid) (\($0.mode.rawValue))" } ?? "another process"
+                    if !json { print("standby: \(shown) owns sync of \(container.groupIdentifier.rawValue); this process takes over when it exits") }
+                    Output.flush()
+                    let settled = options
+                    replicator = try blocking {
+                        try await Replicator.whenOwning(container: container, endpoint: endpoint, targets: targets, options: settled,
+                                                        events: events)
+                    }
+                    if !json { print("took over sync of \(container.groupIdentifier.rawValue) (pid \(replicator.owner.pid))") }
+                }
+            }
             let shown = endpoint.description
             failures.attach(replicator)
             if once {
-                let report = try blocking { try await replicator.sync() }
+                let report = exitWhenIdle ? try serveUntilIdle(replicator, container: container)
+                                          : try blocking { try await replicator.sync() }
                 if json {
                     print(try Output.line([
                         "device": .string(replicator.device), "pushed": .integer(report.pushed), "pulled": .integer(report.pulled),
@@ -288,9 +323,16 @@ struct SyncCommand: ParsableCommand {
         func run() throws {
             let container = try global.openContainer(readOnly: false)
             let status = try Replication.status(of: container)
+            let service = try SyncService(container: container).status()
             if global.json {
-                // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below.
-                try Output.json(JSONValue(encoding: status))
+                // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below; the
+                // container's sync service (owner, acknowledged token, last failure) under "service".
+                var value = try JSONValue(encoding: status)
+                if case .object(var members) = value {
+                    members.append(JSONValue.Member("service", try JSONValue(encoding: service)))
+                    value = .object(members)
+                }
+                try Output.json(value)
                 return
             }
             let format = ISO8601DateFormatter()
@@ -298,6 +340,13 @@ struct SyncCommand: ParsableCommand {
                 print("nothing replicates (kvtool sync enable COLLECTION, or --suite SUITE)")
                 return
             }
+            if let owner = service.owner {
+                print("owner pid \(owner.pid) (\(owner.mode.rawValue)) since \(format.string(from: owner.since))")
+            } else {
+                print("owner none: " + (service.agentRegistered ? "a request starts the registered agent" : "no agent is registered (kvtool sync agent set)"))
+            }
+            print("acknowledged through token \(service.acknowledged) of \(service.current); \(service.pending) local change\(service.pending == 1 ? "" : "s") not on the server yet")
+            if let failure = service.lastError { print("last round failed (\(failure.reason.rawValue)) at \(format.string(from: failure.at)): \(failure.message)") }
             print("device \(status.device ?? "(none yet)")")
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")

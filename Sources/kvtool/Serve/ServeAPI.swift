@@ -33,7 +33,7 @@ struct ServeAPI: Sendable {
         case .notFound: .notFound
         case .usage, .badInput: .badRequest
         case .failure: .internalServerError
-        case .clockSkew: .serviceUnavailable
+        case .clockSkew, .unavailable: .serviceUnavailable
         case .credential: .forbidden
         }
     }

@@ -31,6 +31,7 @@ extension CLIError {
             case .notDeclared: self.init(.notFound, error.description)
             case .server, .unreachable, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
             case .clockAhead: self.init(.clockSkew, error.description)
+            case .ownedElsewhere: self.init(.failure, error.description)
             }
         #endif
         case let error as SyncError:
@@ -38,7 +39,8 @@ extension CLIError {
             case .unknownConsumer: self.init(.notFound, error.description)
             case .invalidConsumerName, .invalidNotificationName: self.init(.usage, error.description)
             case .tokenFromTheFuture: self.init(.notFound, error.description)
-            case .corruptHistory: self.init(.failure, error.description)
+            case .corruptHistory, .ownershipConflict: self.init(.failure, error.description)
+            case .invalidAgentRegistration: self.init(.badInput, error.description)
             }
         case let error as SnapshotError:
             switch error {

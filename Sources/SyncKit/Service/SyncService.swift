@@ -1,0 +1,198 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import KVStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Sync as a service of the container: any process (an app, an extension, a widget, a command-line
+/// tool) asks for what it wrote to reach the server, and learns when it has.
+///
+/// ```swift
+/// try records.put(visit, forKey: id)                       // the write, recorded in history
+/// switch try SyncService(container: container).request(within: .seconds(2)) {
+/// case .acknowledged: break                               // the server has it
+/// case .refused(let failure): log(failure)                // a clock too far ahead, a revoked credential
+/// case .notWithinDeadline(let shortfall): log(shortfall)  // it is still on its way
+/// }
+/// ```
+///
+/// One process at a time owns a container's sync (it holds the container's `.sync.lock`): an app's live
+/// `Replicator` (SyncKitPostgres), `kvtool sync run`, or an agent a request started. A request wakes the
+/// owner (a change notification), which pushes and records how far the server has this container's
+/// history; the request returns when that covers everything written before it was made. When no
+/// process owns sync, the request starts the container's registered agent
+/// (``SyncAgentRegistration``), detached: it takes the lock, syncs, and exits. This type links no
+/// networking: an extension or a widget asks, and the owner does the work.
+public struct SyncService: Sendable {
+    public let container: SharedContainer
+    let history: History
+    let states: KVCollection<String, SyncServiceState>
+
+    /// The author of the changes a replicator applies from other devices (never sent back).
+    public static let replicationAuthor = "sync"
+    /// The history consumer a replicator pushes from.
+    public static let consumerName = "sync.push"
+    /// Posted by a request: wakes the owner.
+    public static let requestNotification = "sync.request"
+    /// Posted by the owner after it records a round, or takes or gives up ownership.
+    public static let statusNotification = "sync.status"
+    /// ``SyncStatus/pending`` counts up to this many entries.
+    public static let maxPendingCounted = 100_000
+    static let collectionName = "_sync.service"
+    static let stateKey = "state"
+
+    /// - Throws: what opening the container's history throws.
+    public init(container: SharedContainer) throws {
+        self.container = container
+        history = try History.attach(to: container)
+        states = try container.store.collection(Self.collectionName, key: String.self, value: SyncServiceState.self)
+    }
+
+    // MARK: - Status
+
+    /// Where the container's sync stands: its owner, how far the server has its history, what is
+    /// pending and the last error.
+    public func status() throws -> SyncStatus {
+        try container.store.read { try status(in: $0) }
+    }
+
+    /// ``status()`` as `transaction` sees it.
+    public func status(in transaction: ReadTransaction) throws -> SyncStatus {
+        let state = try states.get(Self.stateKey, in: transaction) ?? SyncServiceState()
+        let current = try history.currentToken(in: transaction)
+        let pending = try history.countEntries(after: state.acknowledged, notBy: Self.replicationAuthor,
+                                               limit: Self.maxPendingCounted, in: transaction)
+        return SyncStatus(owner: state.owner.flatMap { $0.isAlive ? $0 : nil }, acknowledged: state.acknowledged,
+                          current: current, pending: pending, lastSyncAt: state.lastSyncAt, lastError: state.lastError,
+                          agentRegistered: SyncAgentRegistration.exists(in: container))
+    }
+
+    /// The status, observed: a widget shows "synced" or "waiting" and follows it as owners record
+    /// their rounds, in any process.
+    ///
+    /// ```swift
+    /// for try await status in service.statusObservation.values(in: container) {
+    ///     badge.text = status.isSynced ? "synced" : "waiting (\(status.pending))"
+    /// }
+    /// ```
+    public var statusObservation: ValueObservation<SyncStatus> {
+        let service = self
+        return ValueObservation.tracking { try service.status(in: $0) }
+    }
+
+    // MARK: - Requests
+
+    /// Asks for everything written to the container so far to reach the server, and waits, blocking
+    /// the calling thread, until the server has it, the owner is refused, or `timeout` passes.
+    ///
+    /// - Parameters:
+    ///   - startingAgent: when no process owns sync, start the registered agent (an agent itself
+    ///     waiting for another owner passes `false`).
+    /// - Returns: ``SyncRequestOutcome``; a refusal is one recorded after this request was made.
+    /// - Throws: errors of the store or the notification directory; never for the server's answers.
+    public func request(within timeout: Duration, startingAgent: Bool = true) throws -> SyncRequestOutcome {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + timeout
+        let madeAt = Date()
+        let target = try history.currentToken()
+        let notifier = ChangeNotifier(container: container)
+        let updates = try notifier.subscribe(Self.statusNotification)
+        var agent: StartedAgent?
+        var agentNote: String?
+        var woke = false
+        defer { agent?.reapWhenDone() }
+        while true {
+            let status = try status()
+            if status.acknowledged >= target { return .acknowledged(through: target, after: clock.now - start) }
+            if let failure = status.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
+            if !woke {
+                try notifier.post(Self.requestNotification)
+                woke = true
+            }
+            if status.owner == nil && startingAgent && agent == nil && agentNote == nil {
+                do {
+                    if let registration = try SyncAgentRegistration.load(from: container) {
+                        agent = try StartedAgent.start(registration)
+                    } else {
+                        agentNote = "no sync agent is registered (kvtool sync agent set)"
+                    }
+                } catch {
+                    agentNote = "the sync agent could not start: \(error)"
+                }
+            }
+            if let started = agent, agentNote == nil, started.hasExited() {
+                agentNote = "the sync agent (pid \(started.pid)) exited with status \(started.exitStatus ?? -1)"
+            }
+            let now = clock.now
+            guard now < deadline else {
+                return .notWithinDeadline(SyncRequestShortfall(owner: status.owner, lastError: status.lastError,
+                                                               pending: status.pending, agent: agentNote))
+            }
+            // Woken by the owner's record; the short bound notices an owner that died meanwhile.
+            _ = updates.wait(timeout: min(deadline - now, .milliseconds(50)))
+        }
+    }
+
+    /// ``request(within:startingAgent:)`` from async code: the wait holds a thread of its own, never
+    /// one of the cooperative pool's.
+    public func request(within timeout: Duration, startingAgent: Bool = true) async throws -> SyncRequestOutcome {
+        let service = self
+        return try await withCheckedThrowingContinuation { continuation in
+            do {
+                try SystemCall.startThread {
+                    continuation.resume(with: Result { try service.request(within: timeout, startingAgent: startingAgent) })
+                }
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
+
+/// What became of a ``SyncService/request(within:startingAgent:)``.
+public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
+    /// The server has everything written before the request (through the history token), `after` it
+    /// was made.
+    case acknowledged(through: ChangeToken, after: Duration)
+    /// The owner's round was refused; the changes wait here until what is refused changes.
+    case refused(SyncFailure)
+    /// The deadline passed first; what is known of why.
+    case notWithinDeadline(SyncRequestShortfall)
+
+    public var description: String {
+        switch self {
+        case .acknowledged(let token, let elapsed):
+            "acknowledged: the server has every change through token \(token) (\(SyncRequestShortfall.milliseconds(elapsed)) ms)"
+        case .refused(let failure): "refused (\(failure.reason.rawValue)): \(failure.message)"
+        case .notWithinDeadline(let shortfall): "not within the deadline: \(shortfall)"
+        }
+    }
+}
+
+/// What a request that ran out of time knows.
+public struct SyncRequestShortfall: Hashable, Sendable, CustomStringConvertible {
+    /// The live owner, or `nil` when no process owned sync at the deadline.
+    public var owner: SyncOwner?
+    /// The owner's last failure.
+    public var lastError: SyncFailure?
+    /// Local changes not yet on the server.
+    public var pending: Int
+    /// What became of the agent the request started, or why it started none.
+    public var agent: String?
+
+    public var description: String {
+        var parts = [owner.map { "\($0) owns sync" } ?? "no process owns sync", "\(pending) pending"]
+        if let lastError { parts.append("last error (\(lastError.reason.rawValue)): \(lastError.message)") }
+        if let agent { parts.append(agent) }
+        return parts.joined(separator: "; ")
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,76 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Why the last sync round of a container failed, as its owner recorded it.
+public struct SyncFailure: Codable, Hashable, Sendable, CustomStringConvertible {
+    public enum Reason: String, Codable, Hashable, Sendable, CaseIterable {
+        /// The server refused this device's changes: its clock is too far ahead.
+        case clockSkew
+        /// A gateway refused the credential (unknown, revoked, expired, or the device id taken).
+        case credential
+        /// What this device pushed was refused as malformed, or held back: it waits in quarantine.
+        case quarantine
+        /// The server could not be reached (connection refused, no answer within the timeouts).
+        case unreachable
+        /// The gateway asked this device to slow down.
+        case rateLimited
+        /// Anything else the server or the store answered.
+        case other
+
+        /// Refusals stay until something changes (a clock, a credential, the data): a request
+        /// reports them at once rather than waiting for its deadline.
+        public var isRefusal: Bool { self == .clockSkew || self == .credential || self == .quarantine }
+    }
+
+    public var reason: Reason
+    /// The error's one line.
+    public var message: String
+    public var at: Date
+
+    public init(reason: Reason, message: String, at: Date = Date()) {
+        self.reason = reason
+        self.message = message
+        self.at = at
+    }
+
+    public var description: String { message }
+}
+
+/// What a container's sync owner records in the container (`_sync.service`), for every process to
+/// read: who owns sync, and how far the server has this container's history.
+struct SyncServiceState: Codable, Hashable, Sendable {
+    /// The last process that took ownership (possibly dead: ``SyncOwner/isAlive`` tells).
+    var owner: SyncOwner?
+    /// Every local change through this history token is on the server.
+    var acknowledged: ChangeToken = .zero
+    var lastSyncAt: Date?
+    var lastError: SyncFailure?
+    /// Successful rounds recorded, by every owner.
+    var rounds: Int = 0
+}
+
+/// Where a container's sync stands, as any process of the container can read it
+/// (``SyncService/status()``), and observe it (``SyncService/statusObservation``).
+public struct SyncStatus: Codable, Hashable, Sendable {
+    /// The live process that owns sync now; `nil` when none does.
+    public var owner: SyncOwner?
+    /// Every local change through this history token is on the server.
+    public var acknowledged: ChangeToken
+    /// The last history token written here.
+    public var current: ChangeToken
+    /// Local history entries after ``acknowledged`` not yet on the server (changes pulled from other
+    /// devices are not counted). Counted up to ``SyncService/maxPendingCounted``.
+    public var pending: Int
+    public var lastSyncAt: Date?
+    /// The last round's failure; `nil` once a round succeeds.
+    public var lastError: SyncFailure?
+    /// Whether a sync agent is registered (`kvtool sync agent set`): a request starts it when no
+    /// process owns sync.
+    public var agentRegistered: Bool
+
+    /// Nothing written here waits for the server.
+    public var isSynced: Bool { pending == 0 }
+}
