@@ -42,6 +42,10 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
 
     /// The file's name in the container.
     public static let fileName = ".sync-agent"
+    /// Where started agents write their standard output and error, in the container (0600; kept under
+    /// ``maxLogBytes``: a longer log is moved to `.sync-agent.log.1` before the next start).
+    public static let logName = ".sync-agent.log"
+    public static let maxLogBytes = 1 << 20
     /// A registration is at most this long.
     public static let maxBytes = 64 << 10
 
@@ -144,10 +148,16 @@ final class StartedAgent: @unchecked Sendable {
 
     init(pid: pid_t) { self.pid = pid }
 
-    /// Starts `registration`'s program detached (a session of its own, standard streams on
-    /// `/dev/null`), without the sync endpoint variables of this process's environment: the agent
-    /// syncs with the registered endpoint.
-    static func start(_ registration: SyncAgentRegistration) throws -> StartedAgent {
+    /// Starts `registration`'s program detached (a session of its own, standard input on `/dev/null`,
+    /// output and errors appended to the container's ``SyncAgentRegistration/logName``), without the
+    /// sync endpoint variables of this process's environment: the agent syncs with the registered
+    /// endpoint. A log that is a link is not followed: the agent then fails to start.
+    static func start(_ registration: SyncAgentRegistration, in container: SharedContainer) throws -> StartedAgent {
+        let log = container.path + "/" + SyncAgentRegistration.logName
+        var info = stat()
+        if lstat(log, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > SyncAgentRegistration.maxLogBytes {
+            rename(log, log + ".1")
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -156,9 +166,9 @@ final class StartedAgent: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        for descriptor: Int32 in 0...2 {
-            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
-        }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
         var environment: [String] = []
         var entry = environ
         while let pointer = entry.pointee {

@@ -117,7 +117,7 @@ public struct SyncService: Sendable {
             if status.owner == nil && startingAgent && agent == nil && agentNote == nil {
                 do {
                     if let registration = try SyncAgentRegistration.load(from: container) {
-                        agent = try StartedAgent.start(registration)
+                        agent = try StartedAgent.start(registration, in: container)
                     } else {
                         agentNote = "no sync agent is registered (kvtool sync agent set)"
                     }
