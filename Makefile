@@ -78,6 +78,7 @@ bench: deps
 
 bench-sync: build
 	$(KVTOOL) bench sync
+	$(KVTOOL) bench requests
 	$(KVTOOL) bench gateway
 
 instructions: deps
