@@ -563,12 +563,22 @@ async function attempt(name, body) { try { out[name] = await body(); } catch (e)
                 except WaitTimeout:
                     fail("the readers tab's auto-refresh", "a new refresh within 3.5 s", repr(first))
             self.shot(f"{tab}.png")
+        # The sync tab: the container's sync status, or a notice where no process has synced it.
+        self.go("#sync")
+        try:
+            shown = wait_for(lambda: self.js("const v = document.querySelector('[data-testid=view-sync] "
+                                             ":is([data-testid=sync-table], [data-testid=sync-unavailable], [data-testid=error])');"
+                                             "return v && v.dataset.testid"), 8, "the sync view")
+            check(shown in ("sync-table", "sync-unavailable"), "the sync tab", "its status or its notice", shown)
+            log(f"sync: {shown}")
+        except WaitTimeout:
+            fail("the sync tab", "its status or its notice", "nothing after 8 s")
 
     def check_tabs_and_plain_answers(self):
         """The tabs are the server's (its route table's views, in order); a tab the page has no drawing
         for shows its route's answer as indented text, markup in it never parsed."""
         tabs = self.js("return [...document.querySelectorAll('[data-testid=tabs] a')].map((a) => a.dataset.tab)")
-        expected = ["catalog", "collection", "defaults", "files", "timeline", "consumers", "snapshots", "readers", "dashboard"]
+        expected = ["catalog", "collection", "defaults", "files", "timeline", "consumers", "sync", "snapshots", "readers", "dashboard"]
         check(tabs == expected, "the tabs", expected, tabs)
         # As if the page had no drawing for the snapshots tab (a view added to the server's table alone).
         self.js("delete views.snapshots")

@@ -63,7 +63,7 @@ import Workloads
         #expect(overview.json["history"] as? [String] == ["collection:dailyRecords", "collection:notes"])
         // The page's tabs: the route table's views, in its order, each with the route it shows.
         let views = overview.json["views"] as? [[String: String]] ?? []
-        #expect(views.map { $0["tab"] ?? "" } == ["catalog", "collection", "defaults", "files", "timeline", "consumers", "snapshots", "readers", "dashboard"])
+        #expect(views.map { $0["tab"] ?? "" } == ["catalog", "collection", "defaults", "files", "timeline", "consumers", "sync", "snapshots", "readers", "dashboard"])
         #expect(views.allSatisfy { view in view["api"] == "/api/\(view["tab"] ?? "")" && view["label"]?.isEmpty == false }, "\(views)")
 
         let catalog = try server.get("/api/catalog").json["entries"] as? [[String: Any]] ?? []
@@ -115,6 +115,16 @@ import Workloads
         #expect(try tool(["history", "--consumer", "reporter", "--limit", "1"]).status == 0)
         let lagging = (try server.get("/api/consumers").json["consumers"] as? [[String: Any]])?.first
         #expect(lagging?["name"] as? String == "reporter" && lagging?["token"] as? Int == records && lagging?["behind"] as? Int == 1)
+
+        #if PostgreSQL
+        // The sync service's status: nobody owns sync and no agent is registered, so a request that
+        // may not start one runs out of time (69), and every local change is pending.
+        #expect(try tool(["sync", "request", "--no-agent", "--wait", "0"]).status == 69)
+        let sync = try server.get("/api/sync").json
+        let status = sync["status"] as? [String: Any]
+        #expect(sync["available"] as? Bool == true && (status?["owner"] == nil || status?["owner"] is NSNull) && status?["agentRegistered"] as? Bool == false
+                && status?["pending"] as? Int == records + 1 && status?["acknowledged"] as? Int == 0, "\(sync)")
+        #endif
 
         let snapshots = try server.get("/api/snapshots").json
         #expect((snapshots["snapshots"] as? [[String: Any]])?.map { $0["status"] as? String } == ["ok"])
@@ -542,7 +552,7 @@ struct DashboardJSON: Decodable {
 /// The routes the token test walks.
 enum ServeRoutes {
     static let all = ["/", "/index.html", "/app.js", "/app.css", "/api/overview", "/api/catalog", "/api/collection?name=dailyRecords",
-                      "/api/defaults", "/api/files", "/api/file?path=notes.txt", "/api/consumers", "/api/snapshots",
+                      "/api/defaults", "/api/files", "/api/file?path=notes.txt", "/api/consumers", "/api/sync", "/api/snapshots",
                       "/api/readers", "/api/dashboard", "/api/timeline", "/api/events", "/api/put", "/api/nothing", "/../etc/passwd"]
 }
 

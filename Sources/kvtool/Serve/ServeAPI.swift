@@ -84,6 +84,7 @@ struct ServeAPI: Sendable {
             try api.timeline(limit: try request.integer("limit", default: 200, in: 1...ServeLimits.listing))
         },
         Route(method: .GET, path: "/api/consumers", view: View(tab: "consumers", label: "Consumers")) { api, _ in try api.consumers() },
+        Route(method: .GET, path: "/api/sync", view: View(tab: "sync", label: "Sync")) { api, _ in try api.sync() },
         Route(method: .GET, path: "/api/snapshots", view: View(tab: "snapshots", label: "Snapshots")) { api, _ in try api.snapshots() },
         Route(method: .GET, path: "/api/readers", view: View(tab: "readers", label: "Readers")) { api, _ in try api.readers() },
         Route(method: .GET, path: "/api/dashboard", view: View(tab: "dashboard", label: "Dashboard")) { api, _ in try api.dashboard() },
@@ -282,6 +283,15 @@ struct ServeAPI: Sendable {
     ]
 
     // MARK: - History, snapshots, readers
+
+    /// Who owns sync, how far the server has this container's history, the last error. Unavailable
+    /// where no process has written history or sync status yet (a read-only open creates neither).
+    func sync() throws -> ServeResponse {
+        guard history != nil, let service = try? SyncService(container: container) else {
+            return try .json(ServeAnswer.Sync(available: false, status: nil))
+        }
+        return try .json(ServeAnswer.Sync(available: true, status: try service.status()))
+    }
 
     func consumers() throws -> ServeResponse {
         guard let history else { return try .json(ServeAnswer.Consumers(current: 0, historyEnabled: false, consumers: [])) }

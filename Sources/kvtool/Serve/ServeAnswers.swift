@@ -1,5 +1,6 @@
 #if Serve
 import KVStore
+import SyncKit
 
 /// What `kvtool serve`'s API answers, one type per route: the contract `app.js` reads. Each is
 /// written through `JSONValue(encoding:)` by the package's one JSON writer, keys sorted
@@ -73,6 +74,13 @@ enum ServeAnswer {
         var modified: String
         /// Whether the page may show it as an image (its name says so; its bytes are checked when served).
         var image: Bool
+    }
+
+    /// `/api/sync`: the container's sync service, as `kvtool sync status` shows it (no endpoint, no
+    /// credential: those are in the agent's registration file, which is never read here).
+    struct Sync: Encodable {
+        var available: Bool
+        var status: SyncStatus?
     }
 
     /// `/api/consumers`.

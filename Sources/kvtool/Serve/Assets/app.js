@@ -5,7 +5,7 @@
  *
  * Hash routes: #TAB or #TAB/ARG for each tab the server lists (/api/overview's views, one per entry
  * of its route table): #catalog, #collection/NAME, #defaults, #files/DIR, #timeline, #consumers,
- * #snapshots, #readers, #dashboard.
+ * #sync, #snapshots, #readers, #dashboard.
  *
  * data-testid attributes (stable; Tests/Browser/serve_browser.py reads them):
  *   header-group, header-path, header-transaction, mode-badge, tabs, view, view-<tab>
@@ -25,6 +25,8 @@
  *   status (data-state: connecting|syncing|live|reconnecting|closed), filter-target, filter-author,
  *   filter-text
  *   consumers-table, consumer-row (data-name, data-behind)
+ *   sync-table (data-synced: yes|no), sync-owner, sync-state, sync-acknowledged, sync-last, sync-error,
+ *   sync-unavailable, sync-refreshed
  *   snapshots-table, snapshot-row (data-generation, data-status), snapshot-problems
  *   readers-table, reader-row (data-pid, data-status: alive|stale|self), readers-refreshed
  *   dashboard-chart (<svg>), dashboard-bar (<rect> with data-period, data-category, data-value,
@@ -575,6 +577,40 @@ async function viewConsumers(el) {
       : noneRow(4, 'No consumers have registered.')));
 }
 
+async function viewSync(el, _arg, ctx) {
+  const body = h('div');
+  const stamp = h('span', { class: 'muted', testid: 'sync-refreshed' });
+  el.append(h('div', { class: 'toolbar' }, h('h2', {}, 'Sync'), stamp), body);
+  const refresh = async () => {
+    let answer;
+    try {
+      answer = await api('/api/sync');
+    } catch (error) {
+      if (ctx.alive()) body.replaceChildren(errorBox(error.message));
+      return;
+    }
+    if (!ctx.alive()) return;
+    stamp.textContent = `refreshed ${fmtTime(new Date().toISOString(), { dateToo: false })}, every 2 s`;
+    if (!answer.available) {
+      body.replaceChildren(h('div', { class: 'notice', testid: 'sync-unavailable' }, 'No process has synced this container yet.'));
+      return;
+    }
+    const s = answer.status;
+    const row = (label, value, testid) => h('tr', { testid }, h('th', {}, label), h('td', {}, value));
+    body.replaceChildren(h('table', { class: 'grid', testid: 'sync-table', dataset: { synced: s.pending === 0 ? 'yes' : 'no' } },
+      h('tbody', {},
+        row('Owner', s.owner ? `pid ${s.owner.pid} (${s.owner.mode}) since ${fmtTime(s.owner.since)}`
+          : (s.agentRegistered ? 'none: a request starts the registered agent' : 'none, and no agent is registered'), 'sync-owner'),
+        row('State', h('span', { class: s.pending === 0 ? 'pill ok' : 'pill warn' }, s.pending === 0 ? 'synced' : `waiting: ${s.pending} local changes`), 'sync-state'),
+        row('Acknowledged', `token ${s.acknowledged} of ${s.current}`, 'sync-acknowledged'),
+        row('Last sync', s.lastSyncAt ? fmtTime(s.lastSyncAt) : 'never', 'sync-last'),
+        row('Last error', s.lastError ? `${s.lastError.reason}: ${s.lastError.message}` : 'none', 'sync-error'))));
+  };
+  const timer = setInterval(refresh, 2000);
+  ctx.leave.push(() => clearInterval(timer));
+  await refresh();
+}
+
 async function viewSnapshots(el) {
   const { snapshots, problems = [] } = await api('/api/snapshots');
   el.append(h('h2', {}, 'Snapshots ', h('span', { class: 'muted' }, `${snapshots.length}`)));
@@ -696,7 +732,7 @@ function chart(periods, categories) {
  * drawing here shows its route's answer as indented JSON (viewAnswer). */
 const views = {
   catalog: viewCatalog, collection: viewCollection, defaults: viewDefaults, files: viewFiles, timeline: viewTimeline,
-  consumers: viewConsumers, snapshots: viewSnapshots, readers: viewReaders, dashboard: viewDashboard,
+  consumers: viewConsumers, sync: viewSync, snapshots: viewSnapshots, readers: viewReaders, dashboard: viewDashboard,
 };
 
 /** A view drawn as its route's answer, indented, as text. */
