@@ -121,9 +121,9 @@ import Workloads
         // may not start one runs out of time (69), and every local change is pending.
         #expect(try tool(["sync", "request", "--no-agent", "--wait", "0"]).status == 69)
         let sync = try server.get("/api/sync").json
-        let status = sync["status"] as? [String: Any]
-        #expect(sync["available"] as? Bool == true && (status?["owner"] == nil || status?["owner"] is NSNull) && status?["agentRegistered"] as? Bool == false
-                && status?["pending"] as? Int == records + 1 && status?["acknowledged"] as? Int == 0, "\(sync)")
+        let service = sync["status"] as? [String: Any]
+        #expect(sync["available"] as? Bool == true && (service?["owner"] == nil || service?["owner"] is NSNull) && service?["agentRegistered"] as? Bool == false
+                && service?["pending"] as? Int == records + 1 && service?["acknowledged"] as? Int == 0, "\(sync)")
         #endif
 
         let snapshots = try server.get("/api/snapshots").json

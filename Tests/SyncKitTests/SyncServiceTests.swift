@@ -1,0 +1,260 @@
+import Foundation
+import KVStore
+@testable import SyncKit
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The container's sync service without a server (issue 38): ownership, the status every process
+/// reads, requests and the agent's registration. Replication through PostgreSQL, with real owners and
+/// agents, is in SyncKitPostgresTests/SyncServiceTests.
+@Suite struct SyncServiceUnitTests {
+    let dir = TemporaryDirectory()
+
+    func container(_ name: String = "group.com.example.service") throws -> (SharedContainer, KVCollection<String, String>) {
+        let container = try SharedContainer(groupIdentifier: name, root: dir.path)
+        let history = try History.attach(to: container)
+        try history.enable(.collection("notes"))
+        return (container, try container.store.collection("notes", key: String.self, value: String.self))
+    }
+
+    @Test func aFreshContainerHasNoOwnerAndCountsItsWritesAsPending() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        try notes.put("b", forKey: "2")
+        let status = try SyncService(container: container).status()
+        #expect(status.owner == nil && status.acknowledged == .zero && status.current.rawValue == 2)
+        #expect(status.pending == 2 && !status.isSynced && !status.agentRegistered)
+    }
+
+    /// With no owner and no agent, a request runs out of time and says why.
+    @Test func aRequestWithNobodyToAskRunsOutOfTimeAndSaysWhy() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        let outcome = try SyncService(container: container).request(within: .milliseconds(100))
+        guard case .notWithinDeadline(let shortfall) = outcome else {
+            Issue.record("expected notWithinDeadline, got \(outcome)")
+            return
+        }
+        #expect(shortfall.owner == nil && shortfall.pending == 1)
+        #expect(shortfall.agent == "no sync agent is registered (kvtool sync agent set)")
+        #expect(outcome.description.hasPrefix("not within the deadline: no process owns sync; 1 pending"))
+    }
+
+    /// One owner at a time: a second acquisition (another open file description, as another process
+    /// has) is refused with the owner's record; a round recorded by the owner acknowledges what a
+    /// request waits for, and changes applied from other devices right after are acknowledged too.
+    @Test func oneOwnerAtATimeAndItsRoundsAcknowledgeRequests() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        guard case .success(let ownership) = try SyncOwnership.acquire(container, mode: .once) else {
+            Issue.record("the first acquisition failed")
+            return
+        }
+        guard case .failure(let held) = try SyncOwnership.acquire(container, mode: .once) else {
+            Issue.record("a second owner was let in")
+            return
+        }
+        #expect(held.owner?.pid == getpid() && held.owner?.mode == .once)
+        let service = try SyncService(container: container)
+        #expect(try service.status().owner?.pid == getpid())
+        // A change from another device, applied after this device's own write was pushed.
+        try container.store.write(author: SyncService.replicationAuthor) { tx in try notes.put("remote", forKey: "2", in: tx) }
+        try container.store.write { tx in
+            try ownership.recordSuccess(consumerToken: ChangeToken(rawValue: 1), complete: true, now: Date(), in: tx)
+        }
+        let status = try service.status()
+        #expect(status.acknowledged.rawValue == 2 && status.pending == 0 && status.isSynced)
+        guard case .acknowledged(let through, _) = try service.request(within: .seconds(1)) else {
+            Issue.record("a request for what the server has was not acknowledged")
+            return
+        }
+        #expect(through.rawValue == 2)
+        // A refusal recorded before a request was made does not answer it; one recorded after does, at once.
+        try notes.put("c", forKey: "3")
+        try container.store.write { tx in
+            try ownership.recordFailure(SyncFailure(reason: .clockSkew, message: "an old refusal"), in: tx)
+        }
+        guard case .notWithinDeadline(let shortfall) = try service.request(within: .milliseconds(100)) else {
+            Issue.record("an old refusal answered a new request")
+            return
+        }
+        #expect(shortfall.lastError?.message == "an old refusal" && shortfall.pending == 1)
+        let requests = try ChangeNotifier(container: container).subscribe(SyncService.requestNotification)
+        let refusal = Task.detached { try service.request(within: .seconds(120)) }
+        // The request posts when it starts waiting: its refusal is one recorded from then on.
+        try waitUntil("the request's post") { requests.wait(timeout: .milliseconds(100)) }
+        try container.store.write { tx in
+            try ownership.recordFailure(SyncFailure(reason: .clockSkew, message: "too far ahead"), in: tx)
+        }
+        ownership.posted()
+        let refused = try waitFor(refusal)
+        #expect(refused.failure?.reason == .clockSkew && refused.failure?.message == "too far ahead", "\(refused)")
+        ownership.release()
+        #expect(try service.status().owner == nil)
+        guard case .success = try SyncOwnership.acquire(container, mode: .live) else {
+            Issue.record("the lock was not free after release")
+            return
+        }
+    }
+
+    /// The lock free, but the record naming another live process: two owners, refused.
+    @Test func aLiveOwnerRecordedWithoutTheLockIsTwoOwnersAndRefused() throws {
+        let (container, _) = try container()
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        defer { sleeper.terminate(); sleeper.waitUntilExit() }
+        let pid = sleeper.processIdentifier
+        let other = SyncOwner(pid: pid, since: Date(), mode: .live, startTicks: try #require(ProcessStart.ticks(of: pid)))
+        #expect(other.isAlive)
+        let service = try SyncService(container: container)
+        try container.store.write { tx in
+            try tx.unrecorded { try service.states.put(SyncServiceState(owner: other), forKey: SyncService.stateKey, in: tx) }
+        }
+        #expect(throws: SyncError.ownershipConflict(other)) { _ = try SyncOwnership.acquire(container, mode: .once) }
+        // A dead owner's record is no owner: killed and not yet reaped (a zombie) counts as dead.
+        kill(pid, SIGKILL)
+        try waitUntil("the killed process to be a zombie or gone") { !other.isAlive }
+        #expect(try service.status().owner == nil)
+        guard case .success = try SyncOwnership.acquire(container, mode: .once) else {
+            Issue.record("a dead owner's record kept the ownership")
+            return
+        }
+    }
+
+    /// A ValueObservation of the status follows the owner's records, in this process as in others
+    /// (they are posted as "sync.status": the records are outside history).
+    @Test func theStatusIsObservable() async throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        let service = try SyncService(container: container)
+        let seen = Locked<[Bool]>([])
+        let observer = Task {
+            for try await status in service.statusObservation.values(in: container) {
+                seen.withLock { $0.append(status.isSynced) }
+                if status.isSynced { return }
+            }
+        }
+        try await waitUntilAsync("the first value") { !seen.withLock { $0 }.isEmpty }
+        guard case .success(let ownership) = try SyncOwnership.acquire(container, mode: .live) else {
+            Issue.record("no ownership")
+            return
+        }
+        try await container.store.write { tx in
+            try ownership.recordSuccess(consumerToken: ChangeToken(rawValue: 1), complete: true, now: Date(), in: tx)
+        }
+        ownership.posted()
+        try await waitUntilAsync("the synced value") { seen.withLock { $0 }.last == true }
+        #expect(seen.withLock { $0 }.first == false)
+        observer.cancel()
+        ownership.release()
+    }
+
+    // MARK: - The agent's registration
+
+    @Test func aRegistrationIsReadOnlyFromAPrivateRegularFileOfThisUser() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        #expect(try SyncAgentRegistration.load(from: container) == nil)
+        let registration = SyncAgentRegistration(arguments: ["/usr/bin/true", "sync"], server: "postgres://kv:secret@127.0.0.1:1/kv",
+                                                 token: "kvs_secret")
+        try registration.save(in: container)
+        let path = container.path + "/" + SyncAgentRegistration.fileName
+        var info = stat()
+        #expect(lstat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(try SyncAgentRegistration.load(from: container) == registration)
+        #expect(!registration.description.contains("secret"), "the description shows the program only")
+        #expect(try SyncService(container: container).status().agentRegistered)
+
+        chmod(path, 0o644)
+        #expect(throws: SyncError.self) { _ = try SyncAgentRegistration.load(from: container) }
+        chmod(path, 0o600)
+        if geteuid() == 0 {
+            chown(path, 65534, 65534)
+            #expect(throws: SyncError.self) { _ = try SyncAgentRegistration.load(from: container) }
+            chown(path, 0, 0)
+        }
+        // A link a co-tenant planted is not followed, and nothing is started for it.
+        let planted = dir.path + "/planted-agent"
+        try registration.save(in: try self.container("group.com.example.other").0)
+        rename(dir.path + "/group.com.example.other/" + SyncAgentRegistration.fileName, planted)
+        unlink(path)
+        symlink(planted, path)
+        #expect(throws: SyncError.invalidAgentRegistration("\(path) is a symbolic link; it is not followed")) {
+            _ = try SyncAgentRegistration.load(from: container)
+        }
+        let outcome = try SyncService(container: container).request(within: .milliseconds(50))
+        guard case .notWithinDeadline(let shortfall) = outcome else {
+            Issue.record("expected notWithinDeadline, got \(outcome)")
+            return
+        }
+        #expect(shortfall.agent?.contains("is a symbolic link") == true, "\(shortfall)")
+        #expect(try SyncAgentRegistration.remove(from: container))
+        #expect(try !SyncAgentRegistration.remove(from: container))
+    }
+
+    /// A relative program is refused when saved, and when loaded.
+    @Test func theAgentsProgramMustBeAnAbsolutePath() throws {
+        let (container, _) = try container()
+        #expect(throws: SyncError.self) { try SyncAgentRegistration(arguments: ["kvtool"]).save(in: container) }
+        #expect(throws: SyncError.self) { try SyncAgentRegistration(arguments: []).save(in: container) }
+    }
+
+    /// A request with no owner starts the registered program, detached, its output in the
+    /// container's agent log.
+    @Test func aRequestWithNoOwnerStartsTheRegisteredAgent() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        let marker = dir.path + "/agent-ran"
+        try SyncAgentRegistration(arguments: ["/bin/sh", "-c", "echo agent output; touch \(marker)"]).save(in: container)
+        let outcome = try SyncService(container: container).request(within: .milliseconds(300))
+        guard case .notWithinDeadline = outcome else {
+            Issue.record("a program that syncs nothing cannot acknowledge: \(outcome)")
+            return
+        }
+        try waitUntil("the agent to run") { FileManager.default.fileExists(atPath: marker) }
+        try waitUntil("the agent's output in its log") {
+            (try? String(contentsOfFile: container.path + "/" + SyncAgentRegistration.logName, encoding: .utf8))?.contains("agent output") == true
+        }
+    }
+
+    // MARK: - Waiting
+
+    func waitUntil(_ what: String, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(BuildScale.seconds(20))
+        while try !condition() {
+            guard Date() < deadline else { throw TestFailure("timed out waiting for \(what)") }
+            usleep(5_000)
+        }
+    }
+
+    func waitUntilAsync(_ what: String, _ condition: () throws -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(BuildScale.seconds(20))
+        while try !condition() {
+            guard Date() < deadline else { throw TestFailure("timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func waitFor(_ task: Task<SyncRequestOutcome, any Error>) throws -> SyncRequestOutcome {
+        let result = Locked<Result<SyncRequestOutcome, any Error>?>(nil)
+        Task { let value = await task.result; result.withLock { $0 = value } }
+        try waitUntil("the request") { result.withLock { $0 } != nil }
+        return try result.withLock { $0! }.get()
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension SyncRequestOutcome {
+    var failure: SyncFailure? {
+        if case .refused(let failure) = self { failure } else { nil }
+    }
+}
