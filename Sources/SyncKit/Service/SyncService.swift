@@ -41,7 +41,7 @@ public struct SyncService: Sendable {
     /// Posted by the owner after it records a round, or takes or gives up ownership.
     public static let statusNotification = "sync.status"
     /// ``SyncStatus/pending`` counts up to this many entries.
-    public static let maxPendingCounted = 100_000
+    public static let maxPendingCounted = 10_000
     static let collectionName = "_sync.service"
     static let stateKey = "state"
 
@@ -69,6 +69,12 @@ public struct SyncService: Sendable {
         return SyncStatus(owner: state.owner.flatMap { $0.isAlive ? $0 : nil }, acknowledged: state.acknowledged,
                           current: current, pending: pending, lastSyncAt: state.lastSyncAt, lastError: state.lastError,
                           agentRegistered: SyncAgentRegistration.exists(in: container))
+    }
+
+    /// The live owner, from its record alone (no history is read): what a standby checks before it
+    /// tries the lock.
+    package func liveOwner() throws -> SyncOwner? {
+        try container.store.read { try states.get(Self.stateKey, in: $0) }?.owner.flatMap { $0.isAlive ? $0 : nil }
     }
 
     /// The status, observed: a widget shows "synced" or "waiting" and follows it as owners record
@@ -107,14 +113,16 @@ public struct SyncService: Sendable {
         var woke = false
         defer { agent?.reapWhenDone() }
         while true {
-            let status = try status()
-            if status.acknowledged >= target { return .acknowledged(through: target, after: clock.now - start) }
-            if let failure = status.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
+            // The owner's record alone: the pending count (history read) only for a shortfall.
+            let state = try container.store.read { try states.get(Self.stateKey, in: $0) } ?? SyncServiceState()
+            let owner = state.owner.flatMap { $0.isAlive ? $0 : nil }
+            if state.acknowledged >= target { return .acknowledged(through: target, after: clock.now - start) }
+            if let failure = state.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
             if !woke {
                 try notifier.post(Self.requestNotification)
                 woke = true
             }
-            if status.owner == nil && startingAgent && agent == nil && agentNote == nil {
+            if owner == nil && startingAgent && agent == nil && agentNote == nil {
                 do {
                     if let registration = try SyncAgentRegistration.load(from: container) {
                         agent = try StartedAgent.start(registration, in: container)
@@ -130,6 +138,7 @@ public struct SyncService: Sendable {
             }
             let now = clock.now
             guard now < deadline else {
+                let status = try status()
                 return .notWithinDeadline(SyncRequestShortfall(owner: status.owner, lastError: status.lastError,
                                                                pending: status.pending, agent: agentNote))
             }

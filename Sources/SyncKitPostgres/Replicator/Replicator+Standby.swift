@@ -19,13 +19,17 @@ extension Replicator {
                                   options: Options = Options(), standby: @Sendable (SyncOwner?) -> Void = { _ in },
                                   events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws -> Replicator {
         var waiting = false
+        let service = try SyncService(container: container)
         while true {
-            do {
-                return try Replicator(container: container, endpoint: endpoint, targets: targets, options: options, events: events)
-            } catch ReplicationError.ownedElsewhere(let owner, _) {
-                if !waiting {
-                    waiting = true
-                    standby(owner)
+            // While the recorded owner lives, its record is all a try costs (no lock, no collection opened).
+            if try !waiting || service.liveOwner() == nil {
+                do {
+                    return try Replicator(container: container, endpoint: endpoint, targets: targets, options: options, events: events)
+                } catch ReplicationError.ownedElsewhere(let owner, _) {
+                    if !waiting {
+                        waiting = true
+                        standby(owner)
+                    }
                 }
             }
             try await Task.sleep(for: Self.standbyPoll)
