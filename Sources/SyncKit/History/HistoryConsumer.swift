@@ -69,14 +69,18 @@ public struct HistoryConsumer: Sendable {
     /// Records that everything through `token` has been handled. Tokens only move forward: an older
     /// token than the one stored changes nothing but the consumer's last-seen time.
     public func acknowledge(through token: ChangeToken, now: Date = Date()) throws {
-        try history.store.write(author: author) { tx in
-            guard var record = try history.consumerRecords.get(name, in: tx) else { throw SyncError.unknownConsumer(name) }
-            let current = try history.currentToken(in: tx)
-            guard token <= current else { throw SyncError.tokenFromTheFuture(token: token, current: current) }
-            record.token = max(record.token, token)
-            record.updatedAt = now
-            try history.consumerRecords.put(record, forKey: name, in: tx)
-        }
+        try history.store.write(author: author) { tx in try acknowledge(through: token, now: now, in: tx) }
+    }
+
+    /// ``acknowledge(through:now:)`` inside a write transaction of the consumer's store, with what
+    /// else the caller records in it.
+    package func acknowledge(through token: ChangeToken, now: Date = Date(), in tx: WriteTransaction) throws {
+        guard var record = try history.consumerRecords.get(name, in: tx) else { throw SyncError.unknownConsumer(name) }
+        let current = try history.currentToken(in: tx)
+        guard token <= current else { throw SyncError.tokenFromTheFuture(token: token, current: current) }
+        record.token = max(record.token, token)
+        record.updatedAt = now
+        try history.consumerRecords.put(record, forKey: name, in: tx)
     }
 
     /// After an ``HistoryChanges/expired(purgedThrough:)`` answer and a full reload: moves the token to

@@ -90,6 +90,19 @@ package final class SyncOwnership: @unchecked Sendable {
         try tx.unrecorded { try service.states.put(record, forKey: SyncService.stateKey, in: tx) }
     }
 
+    /// In the transaction that acknowledges a push (the push consumer's token), before the round ends:
+    /// a request waiting for it returns without waiting for the round's pull.
+    package func recordAcknowledged(consumerToken: ChangeToken, complete: Bool, in tx: WriteTransaction) throws {
+        guard complete else { return }
+        var record = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()
+        let through = try service.history.lastEntry(after: consumerToken, whileBy: SyncService.replicationAuthor,
+                                                    limit: SyncService.maxPendingCounted, in: tx)
+        guard through > record.acknowledged else { return }
+        record.acknowledged = through
+        record.owner = owner
+        try tx.unrecorded { try service.states.put(record, forKey: SyncService.stateKey, in: tx) }
+    }
+
     /// In the transaction that records a failed round.
     package func recordFailure(_ failure: SyncFailure, in tx: WriteTransaction) throws {
         var record = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()

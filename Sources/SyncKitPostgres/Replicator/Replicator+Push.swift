@@ -37,7 +37,10 @@ extension Replicator {
                 }
             }
             if !end.held.isEmpty { try await onWriter { try holdBack(end.held) } }
-            if let next = end.next { try await onWriter { try consumer.acknowledge(through: next) } }
+            if let next = end.next {
+                try await onWriter { try acknowledgePushed(through: next) }
+                ownership.posted()
+            }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
             if try !sent && !hasDirtyKeys() { break }
         }
@@ -184,6 +187,16 @@ extension Replicator {
             var state = try collections.replicaState(in: tx)
             try queueToSendAgain(held, state: &state, in: tx)
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+        }
+    }
+
+    /// Moves the push consumer to `next` and, in the same transaction, the container's acknowledged
+    /// token (unless keys still wait to be sent): requests learn of the push before the round's pull.
+    func acknowledgePushed(through next: ChangeToken) throws {
+        try container.store.write(author: consumer.author) { tx in
+            try consumer.acknowledge(through: next, in: tx)
+            let waiting = try dirtyKeys(in: tx).waiting
+            try ownership.recordAcknowledged(consumerToken: next, complete: waiting == 0, in: tx)
         }
     }
 
