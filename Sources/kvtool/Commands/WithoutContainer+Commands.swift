@@ -29,6 +29,10 @@ extension Bench.Sync: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
 
+extension Bench.Requests: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
+
 extension Bench.GatewayScale: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
