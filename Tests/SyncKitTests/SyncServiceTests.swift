@@ -222,6 +222,25 @@ import Glibc
         }
     }
 
+    /// The agent's log is never written through a link a co-tenant planted: the agent does not start.
+    @Test func anAgentLogThatIsALinkIsNotFollowed() throws {
+        let (container, notes) = try container()
+        try notes.put("a", forKey: "1")
+        let marker = dir.path + "/agent-ran"
+        try SyncAgentRegistration(arguments: ["/bin/sh", "-c", "echo planted output; touch \(marker)"]).save(in: container)
+        let target = dir.path + "/victim"
+        try Data("untouched\n".utf8).write(to: URL(fileURLWithPath: target))
+        #expect(symlink(target, container.path + "/" + SyncAgentRegistration.logName) == 0)
+        let outcome = try SyncService(container: container).request(within: .seconds(BuildScale.seconds(3)))
+        guard case .notWithinDeadline(let shortfall) = outcome else {
+            Issue.record("expected notWithinDeadline, got \(outcome)")
+            return
+        }
+        #expect(shortfall.agent?.contains("exited with status") == true || shortfall.agent?.contains("could not start") == true, "\(shortfall)")
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "untouched\n")
+        #expect(!FileManager.default.fileExists(atPath: marker))
+    }
+
     // MARK: - Waiting
 
     func waitUntil(_ what: String, _ condition: () throws -> Bool) throws {
