@@ -1,4 +1,4 @@
-# make demo   builds kvtool, trainer-extension and checklist-widget, and runs the demo (app, widget and
+# make demo   builds kvtool, trainer-extension, checklist-widget and push-extension, and runs the demo (app, widget and
 #             extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end, replication through throwaway
 #             PostgreSQL clusters the tests start and stop), with the reliability suite's short
@@ -44,6 +44,7 @@ build: deps
 	$(SWIFT) build -c release --product kvtool
 	$(SWIFT) build -c release --product trainer-extension
 	$(SWIFT) build -c release --product checklist-widget
+	$(SWIFT) build -c release --product push-extension
 
 demo: build
 	$(KVTOOL) demo

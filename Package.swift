@@ -23,6 +23,10 @@ let package = Package(
         // swift-argument-parser, no Foundation (FoundationEssentials only), read-only opens.
         .executable(name: "trainer-extension", targets: ["TrainerExtension"]),
         .executable(name: "checklist-widget", targets: ["ChecklistWidget"]),
+        // The push SDK's notification service extension (seed 003): it records the notification and
+        // asks the container's sync service for it to reach the server before it exits (SyncKit's
+        // request, which links no networking).
+        .executable(name: "push-extension", targets: ["PushExtension"]),
     ],
     // `PostgreSQL` (on by default) builds SyncKitPostgres on postgres-nio and `kvtool sync`; `Serve` (on
     // by default) builds `kvtool serve` on SwiftNIO's HTTP server. Without them
@@ -119,6 +123,8 @@ let package = Package(
         .executableTarget(name: "TrainerExtension", dependencies: ["LeanProcess", "Workloads"],
                           linkerSettings: leanLinking),
         .executableTarget(name: "ChecklistWidget", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
+                          linkerSettings: leanLinking),
+        .executableTarget(name: "PushExtension", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
                           linkerSettings: leanLinking),
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
