@@ -1,5 +1,5 @@
-# make demo   builds kvtool, trainer-extension and checklist-widget, and runs the demo (app, widget and
-#             extension processes) against the default root
+# make demo   builds kvtool, trainer-extension, checklist-widget and push-extension, and runs the demo
+#             (app, widget and extension processes) against the default root
 # make test   runs every test (unit, multi-process, CLI end-to-end, replication through throwaway
 #             PostgreSQL clusters the tests start and stop), with the reliability suite's short
 #             versions (Tests/ReliabilityTests: 50 writer kills + 20 in each other durability mode,
@@ -44,6 +44,7 @@ build: deps
 	$(SWIFT) build -c release --product kvtool
 	$(SWIFT) build -c release --product trainer-extension
 	$(SWIFT) build -c release --product checklist-widget
+	$(SWIFT) build -c release --product push-extension
 
 demo: build
 	$(KVTOOL) demo

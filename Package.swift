@@ -23,6 +23,10 @@ let package = Package(
         // swift-argument-parser, no Foundation (FoundationEssentials only), read-only opens.
         .executable(name: "trainer-extension", targets: ["TrainerExtension"]),
         .executable(name: "checklist-widget", targets: ["ChecklistWidget"]),
+        // The push SDK's notification service extension (seed 003): it records the notification and
+        // asks the container's sync service for it to reach the server before it exits (SyncKit's
+        // request, which links no networking).
+        .executable(name: "push-extension", targets: ["PushExtension"]),
     ],
     // `PostgreSQL` (on by default) builds SyncKitPostgres on postgres-nio and `kvtool sync`; `Serve` (on
     // by default) builds `kvtool serve` on SwiftNIO's HTTP server. Without them
@@ -120,6 +124,14 @@ let package = Package(
                           linkerSettings: leanLinking),
         .executableTarget(name: "ChecklistWidget", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
                           linkerSettings: leanLinking),
+        // Also linked as a position-dependent executable (`-no-pie`): the statically linked runtime's
+        // 41,000 relative relocations are then resolved at link time instead of being applied (and their
+        // pages touched) at each start. Measured (release, the demo's container): peak RSS 13.6 - 13.8
+        // MiB before, 12.4 - 12.6 MiB after; 12.0 -> 10.9 MiB in an empty container. The price: the
+        // executable's own code is not at a random address (ASLR still places the libraries, the heap
+        // and the stack).
+        .executableTarget(name: "PushExtension", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
+                          linkerSettings: leanLinking + [.unsafeFlags(["-Xclang-linker", "-no-pie"], .when(platforms: [.linux]))]),
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
             name: "kvtest-helper",

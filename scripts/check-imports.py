@@ -45,8 +45,9 @@ ALLOWED = {
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
     "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
+    "PushExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
 }
-LEAN_EXECUTABLES = {"LeanProcess", "TrainerExtension", "ChecklistWidget"}
+LEAN_EXECUTABLES = {"LeanProcess", "TrainerExtension", "ChecklistWidget", "PushExtension"}
 PROJECT = set(LAYERS) | LEAN_EXECUTABLES | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
 # What the processes with a memory budget (an extension, a widget) must not link.
 LEAN = {"KVStore", "SyncKit", "Workloads", "SyncWire"} | LEAN_EXECUTABLES

@@ -19,13 +19,14 @@ import TestSupport
             for child in children { walk(child, path: path + " " + (child.configuration.commandName ?? "?")) }
         }
         walk(KVTool.self, path: "kvtool")
-        // The whole tree was walked: kvtool and every command under it (39, with `repair`), with `sync` and its
-        // subcommands (with `sync quarantine`, its `list` and `retry`, `sync setup`, `sync token` and
-        // its `issue`, `list` and `revoke`, and `sync gateway`), `demo machine` and `bench sync` and
-        // `bench gateway` (17) only under the PostgreSQL trait, and `serve` under Serve.
-        var expected = 39
+        // The whole tree was walked: kvtool and every command under it (40, with `repair` and `demo
+        // push-widget`), with `sync` and its subcommands (with `sync quarantine`, its `list` and `retry`,
+        // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
+        // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync` and
+        // `bench gateway` (22) only under the PostgreSQL trait, and `serve` under Serve.
+        var expected = 40
         #if PostgreSQL
-        expected += 17
+        expected += 22
         #endif
         #if Serve
         expected += 1

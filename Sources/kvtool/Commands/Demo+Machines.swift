@@ -80,8 +80,14 @@ extension Demo {
         try on(a, ["demo", "machine", "--label", "A"])
         try on(b, ["demo", "machine", "--label", "B"])
 
+        print("   the push SDK's notification records replicate too (kvtool sync enable \(PushSDKStore.collectionName) on A; B, which has never opened it, joins it through the gateway):")
+        try on(a, ["sync", "enable", PushSDKStore.collectionName])
+        try on(a, ["sync", "run", "--once", "--server", server])
+        try on(b, ["sync", "enable", PushSDKStore.collectionName] + viaGateway)
+        try on(b, ["sync", "run", "--once"] + viaGateway)
+
         print("   live: B's replicator follows the gateway's stream (one LISTEN in the gateway) and B's widget waits; A's app raises perceive.4 and pushes:")
-        let live = try ChildProcess(arguments: ["sync", "run"] + viaGateway + ["--seconds", "120", "--group", group] + b)
+        let live = try ChildProcess(arguments: ["sync", "run"] + viaGateway + ["--seconds", "900", "--group", group] + b, timeout: 1000)
         live.relay(untilLineContaining: "syncing")
         let liveWidget = try ChildProcess(program: "checklist-widget", arguments: ["--group", group, "--wait-for-next"] + b)
         liveWidget.relay(untilLineContaining: "waiting")
@@ -92,15 +98,68 @@ extension Demo {
         liveWidget.relay(untilLineContaining: "woken")
         let elapsed = clock.now - pushed
         try liveWidget.finish()
+        print("   from the start of A's push process to B's widget showing the record: \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
+
+        try pushFromAnExtension(group: group, a: a, b: b, server: server)
+
         live.process.interrupt()
         try live.finish(acceptingSignal: SIGINT)
-        print("   from the start of A's push process to B's widget showing the record: \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
 
         gateway.process.interrupt()
         try gateway.finish()
         try cluster.stop()
         print("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed")
         print("")
+    }
+
+    /// Issue 38's demo: A's push extension receives a notification, writes it, asks for it to reach the
+    /// server within 2 s, and exits; B's live replicator pulls it and B's push widget shows it. First
+    /// with no process of A syncing (the request starts A's registered agent), then with A's app
+    /// syncing live (the request wakes it).
+    private func pushFromAnExtension(group: String, a: [String], b: [String], server: String) throws {
+        let service = try SyncService(container: try SharedContainer(groupIdentifier: group, root: global.root))
+        /// Waits until no process of A owns sync (an agent goes on while requests come, then exits).
+        func untilNoOwner() throws {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try service.status().owner != nil {
+                guard ContinuousClock.now < deadline else { throw CLIError(.failure, "A's sync agent did not exit within 60 s") }
+                usleep(20_000)
+            }
+        }
+        /// The extension on A and the widget on B: returns the time from the extension's write to
+        /// B's widget showing it, and the extension's peak RSS.
+        func deliver(title: String, body: String) throws -> (milliseconds: String, rss: String) {
+            let widget = try ChildProcess(arguments: ["demo", "push-widget", "--timeout", "120", "--group", group] + b, timeout: 180)
+            widget.relay(untilLineContaining: "waiting")
+            let payload = #"{"aps":{"alert":{"title":"\#(title)","body":"\#(body)"},"sound":"default"}}"#
+            let pushExtension = try ChildProcess(program: "push-extension",
+                                                 arguments: ["--group", group, "--payload", payload, "--sync-wait", "2"] + a, timeout: 120)
+            let handled = pushExtension.relay(untilLineContaining: "push extension (pid") ?? ""
+            try pushExtension.finish()
+            let shown = widget.relay(untilLineContaining: "shows") ?? ""
+            try widget.finish()
+            let milliseconds = shown.components(separatedBy: " ms after").first?.split(separator: " ").last.map(String.init) ?? "?"
+            let rss = handled.components(separatedBy: "max RSS ").dropFirst().first?.split(separator: " ").first.map(String.init) ?? "?"
+            return (milliseconds, rss)
+        }
+
+        try untilNoOwner()
+        print("   a. A's app is not running, and no process of A syncs. A registers its sync agent once (kvtool sync agent set --server …);")
+        print("      B's push widget waits; A's push extension receives a notification, writes it, requests sync within 2 s, and exits:")
+        try ChildProcess(arguments: ["sync", "agent", "set", "--server", server, "--group", group] + a).finish()
+        let agentRun = try deliver(title: "Mission 2 unlocked", body: "while A's app is closed")
+        print("   from the extension's write on A (A's agent syncing) to B's widget showing it: \(agentRun.milliseconds) ms; the extension's peak RSS \(agentRun.rss) MiB")
+
+        try untilNoOwner()
+        print("   b. the same with A's app running (kvtool sync run, live, owns A's sync): the request wakes it:")
+        let appLive = try ChildProcess(arguments: ["sync", "run", "--server", server, "--seconds", "600", "--group", group] + a, timeout: 700)
+        appLive.relay(untilLineContaining: "syncing")
+        let liveRun = try deliver(title: "Mission 3 unlocked", body: "while A's app syncs live")
+        appLive.process.interrupt()
+        try appLive.finish(acceptingSignal: SIGINT)
+        print("   from the extension's write on A (A's live app syncing) to B's widget showing it: \(liveRun.milliseconds) ms; the extension's peak RSS \(liveRun.rss) MiB")
+        // The cluster is stopped below: a later request on A must not start an agent for it.
+        try ChildProcess(arguments: ["sync", "agent", "clear", "--group", group] + a).finish()
     }
 
     static func temporaryDirectory(_ prefix: String) throws -> String {

@@ -57,4 +57,52 @@ extension Demo {
             }
         }
     }
+
+    /// The push SDK's widget on the demo's second machine: shows how many notifications the container
+    /// holds, then waits, woken by the container's change notifications (a replicator applying
+    /// another machine's changes posts them too), until a newer one is stored, and shows it with how
+    /// long ago it was received (the demo's machines share one clock).
+    struct PushWidget: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "push-widget",
+            abstract: "The demo's widget of received notifications, which waits for the next one (started by kvtool demo).",
+            shouldDisplay: false)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Give up after this many seconds.") var timeout: Double = 120
+
+        func validate() throws {
+            guard timeout > 0 && timeout <= 3600 else { throw ValidationError("--timeout must be in (0, 3600] seconds") }
+        }
+
+        func run() throws {
+            let group = (try? global.groupIdentifier()) ?? Demo.defaultGroup
+            let container = try SharedContainer(groupIdentifier: group, root: global.root)
+            let store = try PushSDKStore(container: container)
+            let changes = try ChangeNotifier(container: container).subscribe()
+            func newest() throws -> ReceivedNotification? {
+                try container.store.read { try store.received.cursor(reverse: true, in: $0).next()?.value }
+            }
+            let shown = try newest()?.id
+            let pid = ProcessInfo.processInfo.processIdentifier
+            print("push widget (pid \(pid)): \(try store.received.count()) notifications; waiting for the next")
+            Output.flush()
+            let clock = ContinuousClock()
+            let deadline = clock.now + .milliseconds(Int64(timeout * 1000))
+            var wakes = 0
+            while true {
+                if let latest = try newest(), latest.id != shown {
+                    let age = Int((Date().timeIntervalSince(latest.receivedAt) * 1000).rounded())
+                    let what = latest.payload.map { "\"\($0.title)\"" } ?? "rejected: \(latest.error ?? "")"
+                    print("push widget (pid \(pid)): woken \(wakes == 1 ? "once" : "\(wakes) times"); shows \(what), \(age) ms after the extension received it")
+                    return
+                }
+                let left = deadline - clock.now
+                guard left > .zero, changes.wait(timeout: left) else {
+                    throw CLIError(.failure, "no newer notification within \(timeout) seconds")
+                }
+                wakes += 1
+            }
+        }
+    }
 }

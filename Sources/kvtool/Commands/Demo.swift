@@ -19,10 +19,13 @@ struct Demo: ParsableCommand {
             processes) converges with this one through a throwaway PostgreSQL cluster, this machine directly and \
             the other through a sync gateway with a credential it was issued: a first sync wakes its widget, \
             concurrent edits are merged or settled by last writer, and a live replicator following the \
-            gateway's stream wakes its widget within milliseconds of this machine's push; the gateway drains \
-            and the cluster is stopped at the end.
+            gateway's stream wakes its widget within milliseconds of this machine's push. Then this machine's \
+            push extension (its own lean process) records a notification, requests sync within 2 s and exits: \
+            this machine's registered sync agent, then its app syncing live, pushes it, and the other machine's \
+            widget shows it (both times are printed, with the extension's peak RSS); the gateway drains and the \
+            cluster is stopped at the end.
             """,
-        subcommands: [PushExtension.self] + machineSubcommands)
+        subcommands: [PushExtension.self, PushWidget.self] + machineSubcommands)
 
     #if PostgreSQL
     static let machineSubcommands: [any ParsableCommand.Type] = [Machine.self]

@@ -1,0 +1,92 @@
+// The push SDK's notification service extension (seed 003), as its own lean process: it opens the App
+// Group container, handles one APNs payload with the SDK's flow (the configuration and the device token
+// the app stored in the shared defaults; the notification recorded, shown or rejected, in
+// `receivedNotifications`), and, with --sync-wait, asks the container's sync service for that record to
+// reach the server before it exits: the process that owns sync is woken, or, when none does, the
+// registered agent is started. It links KVStore, SyncKit and the workload model only (no
+// swift-argument-parser, no Foundation, no networking), so that it stays within 12 MiB.
+//
+//     push-extension [--group GROUP] [--root DIR] --payload JSON [--sync-wait SECONDS] [--json]
+//
+// It prints one line: what it shows (or why it rejected the payload), then, with --sync-wait, the
+// request's outcome and the time from its committed write to the server's acknowledgement; its pid
+// and its peak RSS. The outcome never changes the exit status: a notification is shown whether or not
+// the server has it yet (the agent goes on after this process exits).
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import KVStore
+import LeanProcess
+import SyncKit
+import Workloads
+
+/// What `--json` prints.
+struct Report: Encodable {
+    var record: ReceivedNotification
+    /// `acknowledged`, `refused` or `notWithinDeadline`; `nil` without --sync-wait.
+    var sync: String?
+    var syncDetail: String?
+    /// From the committed write to the acknowledgement.
+    var acknowledgedAfterMilliseconds: Int64?
+    var pid: Int32
+    var peakResidentKiB: Int?
+}
+
+func milliseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+}
+
+LeanProcess.main("push-extension") {
+    let arguments = try LaunchArguments(CommandLine.arguments.dropFirst(), options: ["--group", "--root", "--payload", "--sync-wait"],
+                                        flags: ["--json"])
+    guard let payload = arguments["--payload"] else { throw LaunchError("--payload JSON is required") }
+    let wait = try arguments.number("--sync-wait", as: Double.self)
+    if let wait, !(wait >= 0 && wait <= 3600) { throw LaunchError("--sync-wait must be from 0 to 3600 seconds") }
+    let group = arguments["--group"] ?? TrainerNotificationFlow.defaultGroup
+    let container = try SharedContainer(groupIdentifier: group, root: arguments["--root"])
+    let store = try PushSDKStore(container: container)
+    let handled = try PushNotificationFlow.handle(apnsJSON: Data(payload.utf8), store: store)
+    // The record is committed: from here to the server's acknowledgement.
+    let clock = ContinuousClock()
+    let written = clock.now
+    var outcome: SyncRequestOutcome?
+    var acknowledgedAfter: Duration?
+    if let wait {
+        let answer = try SyncService(container: container).request(within: .milliseconds(Int64(wait * 1000)))
+        if case .acknowledged = answer { acknowledgedAfter = clock.now - written }
+        outcome = answer
+    }
+    let pid = LeanProcess.pid
+    if arguments.has("--json") {
+        let kind: String? = switch outcome {
+        case .acknowledged?: "acknowledged"
+        case .refused?: "refused"
+        case .notWithinDeadline?: "notWithinDeadline"
+        case nil: nil
+        }
+        let report = Report(record: handled.record, sync: kind, syncDetail: outcome?.description,
+                            acknowledgedAfterMilliseconds: acknowledgedAfter.map(milliseconds), pid: pid,
+                            peakResidentKiB: LeanProcess.peakResidentKiB())
+        print(String(decoding: try PushJSON.encoder().encode(report), as: UTF8.self))
+        return
+    }
+    var line = "push extension (pid \(pid), max RSS \(LeanProcess.peakResidentMiB()) MiB): "
+    if let shown = handled.presentation {
+        line += "shows \"\(shown.title)\""
+    } else {
+        line += "rejected: \(handled.error?.errorDescription ?? "invalid payload")"
+    }
+    switch outcome {
+    case .acknowledged(let token, _)?:
+        line += "; sync: acknowledged through token \(token), \(milliseconds(acknowledgedAfter ?? .zero)) ms after its write"
+    case .refused(let failure)?:
+        line += "; sync: refused (\(failure.reason.rawValue)): \(failure.message)"
+    case .notWithinDeadline(let shortfall)?:
+        line += "; sync: not within \(wait ?? 0) s: \(shortfall)"
+    case nil:
+        break
+    }
+    print(line)
+}
