@@ -124,14 +124,12 @@ let package = Package(
                           linkerSettings: leanLinking),
         .executableTarget(name: "ChecklistWidget", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
                           linkerSettings: leanLinking),
-        // Also linked as a position-dependent executable (`-no-pie`): the statically linked runtime's
-        // 41,000 relative relocations are then resolved at link time instead of being applied (and their
-        // pages touched) at each start. Measured (release, the demo's container): peak RSS 13.6 - 13.8
-        // MiB before, 12.4 - 12.6 MiB after; 12.0 -> 10.9 MiB in an empty container. The price: the
-        // executable's own code is not at a random address (ASLR still places the libraries, the heap
-        // and the stack).
+        // Linked as the other two are, as a PIE: `-no-pie` measured 1.2 MiB less peak RSS (the static
+        // runtime's 41,000 relocations resolved at link time, not applied at each start), at the price of
+        // the executable's own code at a fixed address: not taken for a process that parses untrusted
+        // payloads (benchmarks/baseline.md, "Sync requests from any process").
         .executableTarget(name: "PushExtension", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
-                          linkerSettings: leanLinking + [.unsafeFlags(["-Xclang-linker", "-no-pie"], .when(platforms: [.linux]))]),
+                          linkerSettings: leanLinking),
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
             name: "kvtest-helper",

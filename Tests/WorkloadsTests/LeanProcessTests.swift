@@ -23,9 +23,8 @@ struct LeanProcessTests {
     }
 
     /// Issue 38's budget for the push extension: a peak RSS of at most 12 MiB, except under a sanitizer.
-    /// Not met in every case yet: in release it peaks at 10.8 – 11.0 MiB in an empty container but
-    /// 12.4 – 12.6 MiB in the demo's (a year of records, their history, replication), and at 14.0 –
-    /// 14.7 MiB in debug; the shortfall is recorded as a known issue (intermittent: a run within the
+    /// Not met yet: in release it peaks at about 12.0 MiB in an empty container and 13.0 – 13.8 MiB in
+    /// the demo's (a year of records, their history, replication), and at 14.0 – 14.7 MiB in debug; the shortfall is recorded as a known issue (intermittent: a run within the
     /// budget passes too), and the seed's 24 MB limit is asserted.
     static func expectWithinTheBudgetOfIssue38(_ rss: Double, _ output: String, sourceLocation: SourceLocation = #_sourceLocation) {
         guard BuildScale.sanitizer == nil else { return }
