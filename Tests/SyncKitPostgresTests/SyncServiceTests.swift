@@ -302,10 +302,13 @@ import Glibc
         #expect(line.hasPrefix("not within the deadline"), "\(line)")
         #expect(line.contains("last error (unreachable)"), "\(line)")
 
-        // The agent retries its old endpoint (for --give-up-after): it is stopped by its pid, as its
-        // owner record shows it.
+        // The agent retries its old endpoint (for --give-up-after, 30 s): it still owns sync, and the
+        // request did not wait for it (an agent that kept the requester's output open would have held
+        // it until it gave up). It is stopped by its pid, as its owner record shows it.
         let service = try SyncService(container: device.container)
-        if let agent = try service.status().owner {
+        let retrying = try service.status().owner
+        #expect(retrying != nil, "the agent no longer owns sync when the request returned")
+        if let agent = retrying {
             #expect(agent.mode == .once)
             let shown = try await offPool { try Self.shownOwner(device) }
             #expect(shown?.pid == Int(agent.pid) && shown?.mode == "once", "\(String(describing: shown))")
@@ -383,6 +386,8 @@ import Glibc
         let registration = device.container.path + "/" + SyncAgentRegistration.fileName
         var info = stat()
         #expect(lstat(registration, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        // Something to push: a request with nothing pending is acknowledged at once.
+        try device.put("pending", "k")
 
         func request() async throws -> (status: Int32, agent: String) {
             let result = try await device.kvtoolOffPool(["sync", "request", "--wait", "1", "--json"])
