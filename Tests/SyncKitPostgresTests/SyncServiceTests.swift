@@ -156,7 +156,8 @@ import Glibc
         let set = try await device.kvtoolOffPool(["sync", "agent", "set", "--server", url])
         #expect(set.status == 0, "\(set.stderr)")
         try await Self.threeRequestsAtOnce(device, prefix: "agent-")
-        // Twice: the second three find the first agents gone, or still serving, or exiting.
+        // Again once the agents have exited (idle): the next three find no owner either.
+        try await Self.waitForNoOwner(device)
         try await Self.threeRequestsAtOnce(device, prefix: "again-")
         try await Self.waitForNoOwner(device)
         let keys = try Self.localKeys(device)
@@ -165,6 +166,8 @@ import Glibc
         let log = Self.agentLog(device)
         #expect(!log.isEmpty, "no agent was started")
         #expect(!log.contains("two owners"), "\(log)")
+        #expect(!log.contains("error"), "an agent failed: \(log)")
+        print("SyncServiceTests: the agents' log after six requests:\n\(log)")
     }
 
     @Test func threeRequestsAtOnceWithALiveOwnerAreEachAcknowledgedOnce() async throws {
@@ -202,6 +205,7 @@ import Glibc
         let log = Self.agentLog(device)
         #expect(!log.isEmpty, "no agent was started")
         #expect(!log.contains("two owners"), "\(log)")
+        #expect(!log.contains("error"), "an agent failed: \(log)")
         #expect(!log.contains(token), "the agent's log shows its credential")
     }
 
