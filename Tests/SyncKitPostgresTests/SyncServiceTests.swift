@@ -298,7 +298,8 @@ import Glibc
         let set = try await device.kvtoolOffPool(["sync", "agent", "set", "--server", Self.deadServer])
         #expect(set.status == 0, "\(set.stderr)")
         try device.put("waits for a reachable server", "k")
-        let wait = Int(BuildScale.seconds(3).rounded(.up))
+        // (Scaled for a slow build's start, but well within the agent's 30 s of retries.)
+        let wait = Int(min(BuildScale.seconds(3), 15).rounded(.up))
         let refused = try await device.kvtoolOffPool(["sync", "request", "--wait", "\(wait)"])
         #expect(refused.status == 69, "\(refused.stdout)\(refused.stderr)")
         let line = refused.stdout.split(separator: "\n").first.map(String.init) ?? ""
@@ -394,7 +395,7 @@ import Glibc
         try device.put("pending", "k")
 
         func request() async throws -> (status: Int32, agent: String) {
-            let result = try await device.kvtoolOffPool(["sync", "request", "--wait", "1", "--json"])
+            let result = try await device.kvtoolOffPool(["sync", "request", "--wait", "\(Int(BuildScale.seconds(1)))", "--json"])
             return (result.status, Self.json(result.stdout)?["agent"] as? String ?? "(no agent note: \(result.stdout)\(result.stderr))")
         }
         // As registered, a request starts it (the program exits at once, having left its mark).
