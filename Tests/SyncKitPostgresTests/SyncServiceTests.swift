@@ -209,7 +209,7 @@ import Glibc
         #expect(!log.contains(token), "the agent's log shows its credential")
     }
 
-    // MARK: - 2. kill -9 of the owner, twenty times
+    // MARK: - 2. kill -9 of the owner, twenty times (two hundred in `make stress`)
 
     @Test func aStandbyTakesOverEachTimeTheOwnerIsKilledMidPushAndNothingIsLostOrSentTwice() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
@@ -244,7 +244,9 @@ import Glibc
             stopWriting.withLock { $0 = true }
             for process in standbys { process.kill(SIGKILL) }
         }
-        for round in 0..<20 {
+        // 20 in `make test`, 200 in `make stress`.
+        let rounds = StressLevel.pick(short: 20, long: 200)
+        for round in 0..<rounds {
             let standby = try device.kvtoolInBackground(["sync", "run", "--server", url, "--seconds", "600"])
             standbys.append(standby)
             let waiting = try await offPool { standby.waitForLine(timeout: BuildScale.seconds(60)) { $0.hasPrefix("standby:") } }
@@ -274,7 +276,7 @@ import Glibc
             let ms = sorted.map { Int(($0 * 1000).rounded()) }
             print("SyncServiceTests: takeover after kill -9 (\(BuildScale.name), \(ms.count) rounds): min \(ms.first!) ms, median \(ms[ms.count / 2]) ms, max \(ms.last!) ms; all: \(ms)")
         }
-        #expect(takeovers.count == 20)
+        #expect(takeovers.count == rounds)
 
         // The last owner pushes everything written; then the server's log is checked.
         let request = try await device.kvtoolOffPool(["sync", "request", "--wait", "\(Int(BuildScale.seconds(60)))", "--json"])
@@ -284,7 +286,7 @@ import Glibc
         let count = written.withLock { $0 }
         let keys = try Self.localKeys(device)
         #expect(keys.count == count && count > 0, "\(keys.count) keys here, \(count) written")
-        print("SyncServiceTests: \(count) keys written while 20 owners were killed")
+        print("SyncServiceTests: \(count) keys written while \(rounds) owners were killed")
         try await Self.expectLogHoldsEachOnceInOrder(cluster, group: group, expected: keys)
     }
 
