@@ -169,6 +169,10 @@ final class StartedAgent: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of the requester's: its descriptors are not all close-on-exec (Foundation's
+        // pipes are not), and an agent holding the pipe of `$(kvtool sync request)` kept the caller
+        // waiting until the agent exited, up to its --give-up-after.
+        Self.closeFrom(3, in: &actions)
         var environment: [String] = []
         var entry = environ
         while let pointer = entry.pointee {
@@ -186,6 +190,27 @@ final class StartedAgent: @unchecked Sendable {
         let code = posix_spawn(&pid, registration.arguments[0], &actions, &attributes, &argv, &envp)
         guard code == 0 else { throw KVStoreError.io(operation: "start the sync agent", path: registration.arguments[0], errno: code) }
         return StartedAgent(pid: pid)
+    }
+
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    /// Closes every descriptor from `lowest` up in the started process: glibc's
+    /// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later, which Swift's Glibc module does not
+    /// export), or else each descriptor `/proc/self/fd` lists now.
+    static func closeFrom(_ lowest: Int32, in actions: inout posix_spawn_file_actions_t) {
+        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+            _ = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, lowest)
+            return
+        }
+        guard let directory = opendir("/proc/self/fd") else { return }
+        let own = dirfd(directory)
+        var open: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if let fd = Int32(name), fd >= lowest, fd != own { open.append(fd) }
+        }
+        closedir(directory)
+        for fd in open { posix_spawn_file_actions_addclose(&actions, fd) }
     }
 
     /// Whether it has exited (reaped here, without waiting).
