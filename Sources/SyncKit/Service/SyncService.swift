@@ -12,8 +12,9 @@ import Glibc
 /// tool) asks for what it wrote to reach the server, and learns when it has.
 ///
 /// ```swift
+/// let service = try SyncService(container: container)    // attaches history, before any write
 /// try records.put(visit, forKey: id)                       // the write, recorded in history
-/// switch try SyncService(container: container).request(within: .seconds(2)) {
+/// switch try service.request(within: .seconds(2)) {
 /// case .acknowledged: break                               // the server has it
 /// case .refused(let failure): log(failure)                // a clock too far ahead, a revoked credential
 /// case .notWithinDeadline(let shortfall): log(shortfall)  // it is still on its way
