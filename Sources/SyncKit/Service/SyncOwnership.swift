@@ -42,6 +42,14 @@ package final class SyncOwnership: @unchecked Sendable {
         }
         let owner = SyncOwner.current(mode: mode)
         do {
+            // A killed owner's lock is released when its descriptors close, a moment before the
+            // kernel makes it a zombie: a recorded owner that still looks alive is given a short grace
+            // to finish dying before it counts as a second owner.
+            if let recorded = try service.container.store.read({ try service.states.get(SyncService.stateKey, in: $0) })?.owner,
+               recorded.pid != owner.pid {
+                let grace = ContinuousClock.now + Self.dyingOwnerGrace
+                while recorded.isAlive && ContinuousClock.now < grace { usleep(2_000) }
+            }
             try container.store.write { tx in
                 var state = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()
                 if let previous = state.owner, previous.pid != owner.pid, previous.isAlive {
@@ -57,6 +65,9 @@ package final class SyncOwnership: @unchecked Sendable {
         service.posted()
         return .success(SyncOwnership(service: service, descriptor: fd, owner: owner))
     }
+
+    /// How long a recorded owner may still look alive after its lock was released (it is exiting).
+    static let dyingOwnerGrace: Duration = .seconds(1)
 
     /// Records how the owner syncs now (a replicator that goes live).
     package func setMode(_ mode: SyncOwner.Mode) throws {
