@@ -22,11 +22,11 @@ import TestSupport
         // The whole tree was walked: kvtool and every command under it (40, with `repair` and `demo
         // push-widget`), with `sync` and its subcommands (with `sync quarantine`, its `list` and `retry`,
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
-        // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync` and
-        // `bench gateway` (22) only under the PostgreSQL trait, and `serve` under Serve.
+        // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
+        // requests` and `bench gateway` (23) only under the PostgreSQL trait, and `serve` under Serve.
         var expected = 40
         #if PostgreSQL
-        expected += 22
+        expected += 23
         #endif
         #if Serve
         expected += 1

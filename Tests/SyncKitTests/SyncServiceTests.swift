@@ -10,7 +10,7 @@ import Glibc
 /// The container's sync service without a server (issue 38): ownership, the status every process
 /// reads, requests and the agent's registration. Replication through PostgreSQL, with real owners and
 /// agents, is in SyncKitPostgresTests/SyncServiceTests.
-@Suite struct SyncServiceUnitTests {
+@Suite(.serialized) struct SyncServiceUnitTests {
     let dir = TemporaryDirectory()
 
     func container(_ name: String = "group.com.example.service") throws -> (SharedContainer, KVCollection<String, String>) {
@@ -83,14 +83,14 @@ import Glibc
         }
         #expect(shortfall.lastError?.message == "an old refusal" && shortfall.pending == 1)
         let requests = try ChangeNotifier(container: container).subscribe(SyncService.requestNotification)
-        let refusal = Task.detached { try service.request(within: .seconds(120)) }
+        let refusal = OnAThread { try service.request(within: .seconds(120)) }
         // The request posts when it starts waiting: its refusal is one recorded from then on.
         try waitUntil("the request's post") { requests.wait(timeout: .milliseconds(100)) }
         try container.store.write { tx in
             try ownership.recordFailure(SyncFailure(reason: .clockSkew, message: "too far ahead"), in: tx)
         }
         ownership.posted()
-        let refused = try waitFor(refusal)
+        let refused = try refusal.value(waitingWith: waitUntil)
         #expect(refused.failure?.reason == .clockSkew && refused.failure?.message == "too far ahead", "\(refused)")
         ownership.release()
         #expect(try service.status().owner == nil)
@@ -231,7 +231,7 @@ import Glibc
         let target = dir.path + "/victim"
         try Data("untouched\n".utf8).write(to: URL(fileURLWithPath: target))
         #expect(symlink(target, container.path + "/" + SyncAgentRegistration.logName) == 0)
-        let outcome = try SyncService(container: container).request(within: .seconds(BuildScale.seconds(3)))
+        let outcome = try SyncService(container: container).request(within: .seconds(BuildScale.seconds(1)))
         guard case .notWithinDeadline(let shortfall) = outcome else {
             Issue.record("expected notWithinDeadline, got \(outcome)")
             return
@@ -259,10 +259,20 @@ import Glibc
         }
     }
 
-    func waitFor(_ task: Task<SyncRequestOutcome, any Error>) throws -> SyncRequestOutcome {
-        let result = Locked<Result<SyncRequestOutcome, any Error>?>(nil)
-        Task { let value = await task.result; result.withLock { $0 = value } }
-        try waitUntil("the request") { result.withLock { $0 } != nil }
+}
+
+/// A blocking call run on a thread of its own, never on the cooperative pool, which other suites'
+/// async tests need meanwhile.
+final class OnAThread<T: Sendable>: @unchecked Sendable {
+    private let result = Locked<Result<T, any Error>?>(nil)
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let result = self.result
+        Thread { result.withLock { $0 = Result { try body() } } }.start()
+    }
+
+    func value(waitingWith wait: (String, () throws -> Bool) throws -> Void) throws -> T {
+        try wait("the blocking call") { result.withLock { $0 } != nil }
         return try result.withLock { $0! }.get()
     }
 }

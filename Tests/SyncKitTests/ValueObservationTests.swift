@@ -111,22 +111,22 @@ import TestSupport
         let (container, counter, _) = try historyContainer(group)
         let notify = container.notifyDirectory
         // Threads of the tests before (a loop left with break) may still be winding down: wait for them.
-        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, watching: notify))
+        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, of: container.store, watching: notify))
         let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) ?? 0 }
         let tasks = (0..<3).map { _ in
             Task {
                 for try await _ in observation.values(in: container) {}
             }
         }
-        #expect(await ObservationResources.wait(until: { $0 == (3, 3) }, watching: notify))
+        #expect(await ObservationResources.wait(until: { $0 == (3, 3) }, of: container.store, watching: notify))
         try counter.put(1, forKey: "n")
         for task in tasks { task.cancel() }
         for task in tasks { _ = await task.result }
-        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, watching: notify))
+        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, of: container.store, watching: notify))
         try counter.put(2, forKey: "n")
         // Breaking out of the loop ends observation too.
         for try await _ in observation.values(in: container) { break }
-        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, watching: notify))
+        #expect(await ObservationResources.wait(until: { $0 == (0, 0) }, of: container.store, watching: notify))
     }
 
     @Test func anObservableModelFollowsAnotherProcessesWrites() async throws {
@@ -198,10 +198,14 @@ import TestSupport
 
 /// This process's observation threads and the inotify descriptors watching one directory.
 enum ObservationResources {
-    static func count(watching directory: String) -> (threads: Int, watches: Int) {
+    /// The observation threads of `store` (named after it: another suite's observations running
+    /// meanwhile are not counted) and the inotify watches on `directory`.
+    static func count(of store: Store, watching directory: String) -> (threads: Int, watches: Int) {
+        let name = ObservationThread.name(forStoreAt: store.directory)
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         let threads = tasks.filter {
-            ((try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) ?? "").hasPrefix("KVObservation")
+            ((try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) ?? "")
+                .trimmingCharacters(in: .newlines) == name
         }.count
         var info = stat()
         guard stat(directory, &info) == 0 else { return (threads, -1) }
@@ -215,13 +219,13 @@ enum ObservationResources {
     }
 
     /// Polls until `condition` holds (at most 20 s).
-    static func wait(until condition: ((threads: Int, watches: Int)) -> Bool, watching directory: String) async -> Bool {
+    static func wait(until condition: ((threads: Int, watches: Int)) -> Bool, of store: Store, watching directory: String) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if condition(count(watching: directory)) { return true }
+            if condition(count(of: store, watching: directory)) { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        let last = count(watching: directory)
+        let last = count(of: store, watching: directory)
         Issue.record("observation threads and watches: \(last)")
         return false
     }

@@ -53,7 +53,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
         continuation.onTermination = { _ in driver.stop() }
         do {
             try SystemCall.startThread {
-                nameThisThread("KVObservation")
+                nameThisThread(ObservationThread.name(forStoreAt: store.directory))
                 driver.run()
             }
         } catch {
@@ -190,6 +190,18 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
 /// bytes). `Thread.name` does not always reach the kernel (it races with the thread's start), and
 /// neither `prctl` (variadic) nor `pthread_setname_np` is visible from Swift's Glibc module, so this
 /// writes the thread's own `comm` file.
+/// The name of an observation's thread: `KVObs` and a hash of its store's directory, so that the
+/// threads of one store's observations can be told from another's (in `top -H`, or a test that
+/// checks they end while other observations run).
+package enum ObservationThread {
+    package static func name(forStoreAt directory: String) -> String {
+        var hash: UInt32 = 2_166_136_261
+        for byte in directory.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        let hex = String(hash, radix: 16)
+        return "KVObs " + String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}
+
 func nameThisThread(_ name: String) {
     let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
     guard fd >= 0 else { return }
