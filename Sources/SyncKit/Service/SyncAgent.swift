@@ -180,16 +180,28 @@ final class StartedAgent: @unchecked Sendable {
             if !text.hasPrefix("KVSTORE_SYNC_SERVER=") && !text.hasPrefix("KVSTORE_SYNC_TOKEN=") { environment.append(text) }
             entry += 1
         }
-        var argv = registration.arguments.map { strdup($0) } + [nil]
-        var envp = environment.map { strdup($0) } + [nil]
+        // Allocated and freed by Swift (not strdup and free: in a lean process under ThreadSanitizer,
+        // libc's strdup bypasses the sanitizer's allocator, and freeing its copy failed a check).
+        var argv = Self.cStrings(registration.arguments)
+        var envp = Self.cStrings(environment)
         defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
+            for pointer in argv { pointer?.deallocate() }
+            for pointer in envp { pointer?.deallocate() }
         }
         var pid = pid_t()
         let code = posix_spawn(&pid, registration.arguments[0], &actions, &attributes, &argv, &envp)
         guard code == 0 else { throw KVStoreError.io(operation: "start the sync agent", path: registration.arguments[0], errno: code) }
         return StartedAgent(pid: pid)
+    }
+
+    /// NUL-terminated copies of `strings`, then a `nil`: an `argv` or `envp`.
+    static func cStrings(_ strings: [String]) -> [UnsafeMutablePointer<CChar>?] {
+        strings.map { string -> UnsafeMutablePointer<CChar>? in
+            let bytes = Array(string.utf8CString)
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count)
+            copy.initialize(from: bytes, count: bytes.count)
+            return copy
+        } + [nil]
     }
 
     typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

@@ -26,6 +26,15 @@ extension Demo {
             print("")
             return
         }
+        // A step that fails leaves no child running (a live replicator or a gateway would hold this
+        // process's output open) and no cluster.
+        var finished = false
+        defer {
+            if !finished {
+                ChildProcess.killRunning()
+                try? cluster.stop(immediate: true)
+            }
+        }
         let machineB = try Self.temporaryDirectory("kvstore-demo-machine-b-")
         defer { try? FileManager.default.removeItem(atPath: machineB) }
         let server = "postgres://\(cluster.user)@127.0.0.1:\(cluster.port)/\(cluster.database)"
@@ -108,6 +117,7 @@ extension Demo {
         gateway.process.interrupt()
         try gateway.finish()
         try cluster.stop()
+        finished = true
         print("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed")
         print("")
     }

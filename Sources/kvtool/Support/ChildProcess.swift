@@ -1,4 +1,5 @@
 import Foundation
+import KVStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,6 +30,8 @@ final class ChildProcess {
         process.standardOutput = output
         if quietErrors { process.standardError = FileHandle.nullDevice }
         try process.run()
+        let child = process
+        Self.started.withLock { $0.append(child) }
         let pid = process.processIdentifier
         let process = self.process
         DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
@@ -88,6 +91,23 @@ final class ChildProcess {
         if let signal, process.terminationReason == .uncaughtSignal, process.terminationStatus == signal { return }
         guard process.terminationStatus == 0 else {
             throw CLIError(.failure, "the \(process.executableURL?.lastPathComponent ?? "child") process (\(process.arguments?.first ?? "")) exited with status \(process.terminationStatus)")
+        }
+    }
+
+    /// Every child started, so that a demo or a bench that fails part-way leaves none running
+    /// (``killRunning()``): a gateway or a live replicator left behind would hold this process's output
+    /// open, and whoever reads it would wait.
+    private static let started = Locked<[Process]>([])
+
+    /// Kills (SIGKILL) every child still running, and waits for each.
+    static func killRunning() {
+        let running = started.withLock { processes -> [Process] in
+            defer { processes.removeAll() }
+            return processes.filter(\.isRunning)
+        }
+        for process in running {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
         }
     }
 
