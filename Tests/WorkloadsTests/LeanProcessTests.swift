@@ -77,6 +77,11 @@ struct LeanProcessTests {
         Self.expectWithinTheBudgetOfIssue38(rss, result.stdout)
         #expect(try store.received.count() == 1)
 
+        // Not under a sanitizer: `--json` writes ISO 8601 dates, whose formatter looks up the time zone,
+        // and the statically linked FoundationEssentials then frees a copy of the environment that the
+        // sanitizer's allocator never made (ThreadSanitizer stops on a CHECK in its own runtime, exit 66):
+        // a clash of the static runtime with the sanitizer's, not a race. `make test` runs this half.
+        guard BuildScale.sanitizer == nil else { return }
         let json = try run(program("push-extension"), ["--group", group, "--root", dir.path, "--payload", PushSampleData.invalidPayload, "--json"],
                            timeout: 60)
         #expect(json.status == 0, "\(json.stderr)")
