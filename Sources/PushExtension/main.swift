@@ -35,10 +35,6 @@ struct Report: Encodable {
     var peakResidentKiB: Int?
 }
 
-func milliseconds(_ duration: Duration) -> Int64 {
-    duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-}
-
 LeanProcess.main("push-extension") {
     let arguments = try LaunchArguments(CommandLine.arguments.dropFirst(), options: ["--group", "--root", "--payload", "--sync-wait"],
                                         flags: ["--json"])
@@ -68,7 +64,7 @@ LeanProcess.main("push-extension") {
         case nil: nil
         }
         let report = Report(record: handled.record, sync: kind, syncDetail: outcome?.description,
-                            acknowledgedAfterMilliseconds: acknowledgedAfter.map(milliseconds), pid: pid,
+                            acknowledgedAfterMilliseconds: acknowledgedAfter.map(\.wholeMilliseconds), pid: pid,
                             peakResidentKiB: LeanProcess.peakResidentKiB())
         print(String(decoding: try PushJSON.encoder().encode(report), as: UTF8.self))
         return
@@ -81,7 +77,7 @@ LeanProcess.main("push-extension") {
     }
     switch outcome {
     case .acknowledged(let token, _)?:
-        line += "; sync: acknowledged through token \(token), \(milliseconds(acknowledgedAfter ?? .zero)) ms after its write"
+        line += "; sync: acknowledged through token \(token), \((acknowledgedAfter ?? .zero).wholeMilliseconds) ms after its write"
     case .refused(let failure)?:
         line += "; sync: refused (\(failure.reason.rawValue)): \(failure.message)"
     case .notWithinDeadline(let shortfall)?:

@@ -177,7 +177,7 @@ public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .acknowledged(let token, let elapsed):
-            "acknowledged: the server has every change through token \(token) (\(SyncRequestShortfall.milliseconds(elapsed)) ms)"
+            "acknowledged: the server has every change through token \(token) (\(elapsed.wholeMilliseconds) ms)"
         case .refused(let failure): "refused (\(failure.reason.rawValue)): \(failure.message)"
         case .notWithinDeadline(let shortfall): "not within the deadline: \(shortfall)"
         }
@@ -200,9 +200,5 @@ public struct SyncRequestShortfall: Hashable, Sendable, CustomStringConvertible 
         if let lastError { parts.append("last error (\(lastError.reason.rawValue)): \(lastError.message)") }
         if let agent { parts.append(agent) }
         return parts.joined(separator: "; ")
-    }
-
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 }

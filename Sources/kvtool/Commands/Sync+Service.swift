@@ -80,7 +80,7 @@ extension SyncCommand {
         switch outcome {
         case .acknowledged(let token, let elapsed):
             return ["outcome": .string("acknowledged"), "through": .integer(Int(token.rawValue)),
-                    "milliseconds": .integer(Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000))]
+                    "milliseconds": .integer(elapsed.wholeMilliseconds)]
         case .refused(let refusal):
             return ["outcome": .string("refused"), "error": failure(refusal)]
         case .notWithinDeadline(let shortfall):
