@@ -2,7 +2,8 @@ import KVStore
 
 extension History {
     /// Checks, in one read transaction, that history is whole and was written by SyncKit: its entries
-    /// are exactly the tokens after the purge point up to the last token, with no gap and no duplicate;
+    /// are exactly the tokens after the purge point up to the last token (the last entry's, or the one
+    /// `_history.state` records if that is further), with no gap and no duplicate;
     /// each entry decodes, carries its own token and names a collection or defaults suite; transaction
     /// IDs never go back; the state (`lastToken`, `purgedThrough`, `clock`) and every consumer record decode;
     /// and no consumer is ahead of the last token. Call it outside every transaction.
@@ -41,7 +42,6 @@ extension History {
                     return true
                 }
             }
-            if purged > last { add(Self.entriesName, nil, "purged through \(purged), past the last token \(last)") }
             var expected = purged + 1
             var highest: UInt128?
             var lastTransaction = Int.min
@@ -78,9 +78,9 @@ extension History {
             if expected <= last {
                 add(Self.entriesName, nil, expected == last ? "token \(last) is missing" : "tokens \(expected)–\(last) are missing")
             }
-            if let highest, highest > last {
-                add(Self.entriesName, nil, "entries go past the last token \(last), up to \(highest)")
-            }
+            // Entries past the recorded token are the ordinary case: commits record their entries only.
+            if let highest { last = max(last, highest) }
+            if purged > last { add(Self.entriesName, nil, "purged through \(purged), past the last token \(last)") }
             if let consumersDatabase {
                 try tx.rawScan(consumersDatabase) { keyBytes, value in
                     guard let name = try? String.decodeKey(keyBytes), !name.isEmpty, name.utf8.count <= 200 else {

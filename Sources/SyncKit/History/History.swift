@@ -25,8 +25,11 @@ import KVStore
 /// `History` before writing to that collection: a process that did not would fail to write
 /// (`KVStoreError.observerRequired`) rather than make changes the history never sees.
 ///
-/// Entries live in the collection `_history` (key: the token), the last token and the purge point in
-/// `_history.state`, and consumers in `_history.consumers`, so `kvtool` can show all of them.
+/// Entries live in the collection `_history` (key: the token), the purge point and the clock a remote
+/// stamp moved in `_history.state`, and consumers in `_history.consumers`, so `kvtool` can show all of
+/// them. A commit writes its entries and nothing else: the last token is the last entry's key and the
+/// clock the last entry's stamp, so a save dirties one B-tree of history, not two (a purge that removes
+/// entries records both in `_history.state`, which stores written before issue 39 also kept there).
 /// A `History` is safe to use from any thread.
 public final class History: WriteObserver, @unchecked Sendable {
     /// The store whose history this is.
@@ -118,7 +121,38 @@ public final class History: WriteObserver, @unchecked Sendable {
 
     /// ``currentToken()`` inside a transaction you hold (with, say, its ``KVStore/ReadTransaction/transactionID``).
     public func currentToken(in transaction: ReadTransaction) throws -> ChangeToken {
-        ChangeToken(rawValue: try state.get(Self.lastTokenKey, in: transaction) ?? 0)
+        ChangeToken(rawValue: try Self.lastToken(entries: entries, state: state, in: transaction))
+    }
+
+    /// The last token: the last entry's key, or what `_history.state` records if that is further.
+    static func lastToken(entries: KVCollection<UInt64, HistoryEntry>, state: KVCollection<String, UInt64>,
+                          in transaction: ReadTransaction) throws -> UInt64 {
+        var lastKey: UInt64 = 0
+        try entries.forEachBytes(UInt64(0)..., reverse: true, in: transaction) { keyBytes, _ in
+            lastKey = try UInt64.decodeKey(keyBytes)
+            return false
+        }
+        return max(lastKey, try state.get(Self.lastTokenKey, in: transaction) ?? 0)
+    }
+
+    /// The last token and the clock, as a commit continues from them: the last entry's token and
+    /// stamp, or what `_history.state` records when that is further (after a purge that removed every
+    /// entry, after ``observeClock(_:now:maxSkew:in:)``, or in a store written before issue 39, whose
+    /// commits recorded both there).
+    func lastTokenAndClock(in transaction: ReadTransaction) throws -> (token: UInt64, clock: UInt64) {
+        var lastKey: UInt64 = 0, lastClock: UInt64 = 0
+        // The bytes of the last entry, straight from the map: `last(in:)` would build a generic array
+        // of tuples, whose metadata another module looks up at run time on every commit.
+        try entries.forEachBytes(UInt64(0)..., reverse: true, in: transaction) { keyBytes, valueBytes in
+            lastKey = try UInt64.decodeKey(keyBytes)
+            let entry = try HistoryEntry.decodedDirectly(from: valueBytes)
+                ?? entries.decodeStoredValue(Array(valueBytes), key: Array(keyBytes))
+            lastClock = entry.clock?.rawValue ?? 0
+            return false
+        }
+        let token = max(lastKey, try state.get(Self.lastTokenKey, in: transaction) ?? 0)
+        let clock = max(lastClock, try state.get(Self.clockKey, in: transaction) ?? 0)
+        return (token, clock)
     }
 
     /// The transactions recorded after `token`, oldest first, read in one transaction: no gap, no
@@ -164,7 +198,7 @@ public final class History: WriteObserver, @unchecked Sendable {
 
     /// The last hybrid logical clock stamp recorded (``HybridTimestamp/zero`` if none).
     public func clock() throws -> HybridTimestamp {
-        try store.read { HybridTimestamp(rawValue: try state.get(Self.clockKey, in: $0) ?? 0) }
+        try store.read { HybridTimestamp(rawValue: try lastTokenAndClock(in: $0).clock) }
     }
 
     /// How far ahead of local wall-clock time a remote stamp may be and still be adopted: 60 s.
@@ -184,7 +218,7 @@ public final class History: WriteObserver, @unchecked Sendable {
     public func observeClock(_ remote: HybridTimestamp, now: Date = Date(), maxSkew: Duration = History.defaultMaxClockSkew,
                              in transaction: WriteTransaction) throws -> Bool {
         guard !remote.isAhead(of: now, by: maxSkew) else { return false }
-        let current = try state.get(Self.clockKey, in: transaction) ?? 0
+        let current = try lastTokenAndClock(in: transaction).clock
         guard remote.rawValue > current else { return true }
         try transaction.unrecorded { try state.put(remote.rawValue, forKey: Self.clockKey, in: transaction) }
         return true
@@ -198,6 +232,7 @@ public final class History: WriteObserver, @unchecked Sendable {
         var tracked: [Mutation.Target: Bool] = [:]
         var last: UInt64?
         var clock: HybridTimestamp?
+        var recorded: (token: UInt64, clock: UInt64)?
         let now = wallClock.withLock { $0 }()
         try transaction.unrecorded {
             for mutation in mutations {
@@ -209,7 +244,8 @@ public final class History: WriteObserver, @unchecked Sendable {
                     tracked[mutation.target] = isTracked
                 }
                 guard isTracked else { continue }
-                let previous = try last ?? state.get(Self.lastTokenKey, in: transaction) ?? 0
+                if recorded == nil { recorded = try lastTokenAndClock(in: transaction) }
+                let previous = last ?? recorded!.token
                 // Only garbage written by something else can bring the counter this far: refuse to
                 // wrap around (a trap) or to reuse tokens.
                 guard previous < UInt64.max else {
@@ -218,7 +254,7 @@ public final class History: WriteObserver, @unchecked Sendable {
                 let token = previous + 1
                 last = token
                 if clock == nil {
-                    clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: try state.get(Self.clockKey, in: transaction) ?? 0),
+                    clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: recorded!.clock),
                                                  now: now)
                 }
                 try entries.put(HistoryEntry(
@@ -226,8 +262,7 @@ public final class History: WriteObserver, @unchecked Sendable {
                     author: transaction.author, timestamp: now, target: mutation.target,
                     key: mutation.key, operation: mutation.operation, clock: clock), forKey: token, in: transaction)
             }
-            if let last { try state.put(last, forKey: Self.lastTokenKey, in: transaction) }
-            if let clock { try state.put(clock.rawValue, forKey: Self.clockKey, in: transaction) }
+            // Nothing else: the entries carry the last token and the clock (see `lastTokenAndClock`).
         }
     }
 

@@ -59,9 +59,13 @@ extension History {
             guard floor > before else {
                 return PurgeReport(removed: 0, purgedThrough: ChangeToken(rawValue: before), goneConsumers: gone)
             }
+            // The entries carry the last token and the clock: record both before the last entry may go.
+            let recorded = try lastTokenAndClock(in: tx)
             let doomed = try entries.keys((before + 1)...floor, in: tx)
             for token in doomed { try entries.delete(token, in: tx) }
             try state.put(floor, forKey: Self.purgedThroughKey, in: tx)
+            try state.put(recorded.token, forKey: Self.lastTokenKey, in: tx)
+            try state.put(recorded.clock, forKey: Self.clockKey, in: tx)
             return PurgeReport(removed: doomed.count, purgedThrough: ChangeToken(rawValue: floor), goneConsumers: gone)
         }
     }

@@ -16,7 +16,7 @@ struct HistoryWatermark: Sendable {
 
     /// The token of the last entry recorded.
     func lastToken(in transaction: ReadTransaction) throws -> UInt64 {
-        try state.get(History.lastTokenKey, in: transaction) ?? 0
+        try History.lastToken(entries: entries, state: state, in: transaction)
     }
 
     /// Whether an entry after `token` names a target of `reads` (or the entries after `token` are
