@@ -15,7 +15,8 @@
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures (README, benchmarks/baseline.md) from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
-#             then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
+#             then scripts/save-io.py (what a durable save writes, by strace, and the saves timed
+#             interleaved, 3 runs, medians), then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices),
 #             and kvtool bench gateway (1,000 and 10,000 live devices in 100 groups through a sync
 #             gateway process: commit-to-every-device latency, the gateway's RSS; push through it)
@@ -70,9 +71,12 @@ lean: build
 	python3 scripts/lean-processes.py
 
 bench: deps
+	@./scripts/install-deps.sh --perf
 	mkdir -p benchmarks/.build
 	cd benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress --format markdown > .build/results.md
 	python3 scripts/bench-ratios.py < benchmarks/.build/results.md
+	cd benchmarks && $(SWIFT) build -c release --product Instructions
+	python3 scripts/save-io.py
 	@cat benchmarks/.build/sizes.txt
 	@echo "(every percentile and metric: benchmarks/.build/results.md)"
 	$(MAKE) bench-sync

@@ -27,6 +27,8 @@ fi
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
     command -v hyperfine >/dev/null 2>&1 || missing+=(hyperfine)
+    # make bench: scripts/save-io.py counts what a durable save writes.
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
     command -v strip >/dev/null 2>&1 || missing+=(binutils)
     [ -x /usr/bin/time ] || missing+=(time)
 fi

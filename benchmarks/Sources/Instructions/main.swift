@@ -2,6 +2,11 @@
 //
 //     Instructions <workload> <implementation> <iterations>
 //     Instructions --list      (every "<workload> · <implementation>" and its iterations, tab-separated)
+//     Instructions --interleave <workload> <rounds> <implementation>...
+//
+// --interleave times the implementations of one workload side by side: each round runs one operation
+// of each, in turn, so that whatever else the machine does falls on all of them alike; it prints each
+// one's p50 and p90 and its ratio to the last one named (the floor), by medians.
 //
 // Setup and a few warm-up operations run first; then `measuredLoop` runs the operation <iterations>
 // times. scripts/instructions.py counts only inside it (callgrind --toggle-collect='*measuredLoop*').
@@ -22,6 +27,49 @@ func fail(_ message: String) -> Never {
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.first == "--list" {
     for workload in BenchmarkWorkload.all { print("\(workload.name)\t\(workload.instructionIterations)") }
+    exit(0)
+}
+if arguments.first == "--interleave" {
+    let rest = Array(arguments.dropFirst())
+    guard rest.count >= 3, let rounds = Int(rest[1]), rounds > 0 else {
+        fail("usage: Instructions --interleave <workload> <rounds> <implementation>...")
+    }
+    let implementations = Array(rest[2...])
+    var operations: [BenchmarkWorkload.Operation] = []
+    for implementation in implementations {
+        guard let workload = BenchmarkWorkload.named("\(rest[0]) · \(implementation)") else {
+            fail("no workload named \"\(rest[0]) · \(implementation)\" (see --list)")
+        }
+        do {
+            let operation = try workload.setup()
+            for _ in 0..<3 { try operation() }
+            operations.append(operation)
+        } catch {
+            fail("\(workload.name) failed: \(error)")
+        }
+    }
+    var times = Array(repeating: [Double](), count: operations.count)
+    let clock = ContinuousClock()
+    do {
+        for _ in 0..<rounds {
+            for (index, operation) in operations.enumerated() {
+                let elapsed = try clock.measure { try operation() }
+                times[index].append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6)
+            }
+        }
+    } catch {
+        fail("\(rest[0]) failed: \(error)")
+    }
+    func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+    let floor = percentile(times[times.count - 1], 0.5)
+    print("\(rest[0]), \(rounds) rounds interleaved:")
+    for (index, implementation) in implementations.enumerated() {
+        let p50 = percentile(times[index], 0.5), p90 = percentile(times[index], 0.9)
+        print("  \(implementation): p50 \(Int(p50.rounded())) µs, p90 \(Int(p90.rounded())) µs, \(String(format: "%.2f", p50 / floor))× \(implementations.last!)")
+    }
     exit(0)
 }
 guard arguments.count == 3, let iterations = Int(arguments.last!), iterations > 0 else {
