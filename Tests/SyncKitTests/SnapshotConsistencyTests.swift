@@ -51,9 +51,19 @@ import SyncKit
         #expect(writer.waitForLine { $0 == "ready" } != nil)
 
         var exported: [SnapshotEntry] = []
-        let deadline = Date(timeIntervalSinceNow: 60)
-        while exported.count < 12 && Date() < deadline {
-            exported.append(try snapshots.export(from: container.store))
+        // Twelve snapshots, and the writer far enough along (its transaction IDs, as the store shows
+        // them) to have committed more than 20 states: on a loaded disk each durable commit can take
+        // seconds, so wait for the commits themselves rather than count them after the exports.
+        let meta = try container.store.collection("ledgerMeta", key: String.self, value: Int.self)
+        func writerTransaction() throws -> Int { try container.store.read { try meta.get("txn", in: $0) } ?? 0 }
+        let firstTransaction = try writerTransaction()
+        let deadline = Date(timeIntervalSinceNow: BuildScale.seconds(180))
+        while try exported.count < 12 || writerTransaction() - firstTransaction < 30, Date() < deadline {
+            if exported.count < 12 {
+                exported.append(try snapshots.export(from: container.store))
+            } else {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
         }
         #expect(FileManager.default.createFile(atPath: stop, contents: nil))
         let (status, lines, stderr) = writer.wait()
