@@ -176,6 +176,43 @@ import TestSupport
         #expect(try f.history.purgedThrough() == ChangeToken(rawValue: 20))
     }
 
+    /// A commit records its entries and nothing else (one B-tree of history dirtied a save): the last
+    /// token and the clock are the last entry's. A purge that removes every entry records both in
+    /// `_history.state`, so tokens and the clock carry on; a remote stamp `observeClock` adopted is
+    /// followed too; and the integrity check finds nothing wrong in any of these states.
+    @Test func tokensAndTheClockCarryOnFromTheEntriesAndThroughAPurgeOfEveryEntry() throws {
+        let f = try fixture()
+        let state = try f.container.store.collection("_history.state", key: String.self, value: UInt64.self)
+        for i in 1...3 { try f.notes.put("v\(i)", forKey: i) }
+        #expect(try state.count() == 0)
+        #expect(try f.history.currentToken() == ChangeToken(rawValue: 3))
+        let third = try f.history.clock()
+        #expect(third > HybridTimestamp.zero)
+        guard case .changes(let transactions, _) = try f.history.changes(since: .zero) else { Issue.record("expired"); return }
+        #expect(transactions.last?.entries.last?.clock == third)
+        #expect(try f.history.checkIntegrity().isEmpty)
+
+        // No consumer: the purge removes everything, and records where tokens and the clock were.
+        #expect(try f.history.purge().removed == 3)
+        #expect(try f.history.currentToken() == ChangeToken(rawValue: 3))
+        #expect(try f.history.clock() == third)
+        #expect(try f.history.checkIntegrity().isEmpty)
+        try f.notes.put("v4", forKey: 4)
+        #expect(try f.history.currentToken() == ChangeToken(rawValue: 4))
+        let fourth = try f.history.clock()
+        #expect(fourth > third)
+
+        // A remote stamp 30 s ahead (within the skew bound) moves the clock, and the next commit is
+        // stamped after it though the last entry says less.
+        let remote = HybridTimestamp(date: Date().addingTimeInterval(30))
+        #expect(try f.container.store.write { tx in try f.history.observeClock(remote, in: tx) })
+        #expect(try f.history.clock() == remote)
+        try f.notes.put("v5", forKey: 5)
+        #expect(try f.history.clock() > remote)
+        #expect(try f.history.currentToken() == ChangeToken(rawValue: 5))
+        #expect(try f.history.checkIntegrity().isEmpty)
+    }
+
     @Test func aCommitWakesObserversOfTheContainer() async throws {
         let f = try fixture()
         let notifier = ChangeNotifier(directory: f.container.notifyDirectory)
