@@ -72,7 +72,7 @@ extension SyncGateway {
     /// life the memory its deepest call took (an async function's frame is allocated in its task,
     /// sized for every path of the function, the database's included). A live stream's task lives as
     /// long as the stream, so the database lookup before a body is ``admit(_:hash:from:)``'s, called
-    /// only for a request that has one (its frame was 2.5 KiB of each live stream's memory).
+    /// only for a request that has one (its frame was 2.4 KiB of each live stream's memory).
     func admit(_ head: HTTPRequestHead, from source: SourceAddress) -> Admission {
         let request: GatewayRequestHead
         do {

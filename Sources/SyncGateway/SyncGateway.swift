@@ -258,8 +258,8 @@ public final class SyncGateway: Sendable {
         }
         // The requests are read and answered in a task of their own, and a live stream is served in
         // the connection's task once they end: a task keeps the memory its frames ever took until it
-        // is freed (its frames come from slabs it holds), and the request loop's frame is 4.8 KiB,
-        // which a live stream held for its whole life when the loop ran it.
+        // is freed (its frames come from slabs it holds), and the request loop's frame (4.8 KiB) would
+        // be held by every live stream for its whole life if the loop ran it.
         try? await connection.executeThenClose { inbound, outbound in
             // Answers are written on the channel itself (each write awaited until it is in the socket),
             // a live stream's events through the connection's writer.
