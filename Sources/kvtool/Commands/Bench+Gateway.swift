@@ -95,6 +95,23 @@ extension Bench {
             return (process, try SyncGatewayURL(ready.url, caFile: tls?.certificate))
         }
 
+        /// Stops a gateway started by ``startGateway(_:tls:)`` (SIGTERM: it drains). Under
+        /// `--gateway-wrapper` the gateway is the wrapper's child, which a signal to the wrapper would
+        /// leave running: the wrapper's children that are this executable are signalled (not the
+        /// profiler's own), and the wrapper waited for (a profiler writes its file once the gateway has
+        /// exited).
+        func stop(_ gateway: ChildProcess) {
+            guard gatewayWrapper != nil, gateway.process.isRunning, let own = try? Demo.executablePath() else { return gateway.stop() }
+            let pid = gateway.process.processIdentifier
+            for child in procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap({ Int32($0) }) {
+                var buffer = [CChar](repeating: 0, count: 4096)
+                let count = readlink("/proc/\(child)/exe", &buffer, buffer.count - 1)
+                guard count > 0, String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == own else { continue }
+                kill(child, SIGTERM)
+            }
+            gateway.process.waitUntilExit()
+        }
+
         /// A self-signed certificate for 127.0.0.1 and its key, made with openssl in `directory`; the
         /// devices trust that certificate alone.
         struct TLSFiles {
@@ -139,7 +156,7 @@ extension Bench {
             let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let (gateway, url) = try startGateway(cluster, tls: liveTls ? try TLSFiles(in: directory) : nil)
-            defer { gateway.stop() }
+            defer { stop(gateway) }
             let idle = residentMemory(of: gateway.process.processIdentifier)
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
@@ -216,7 +233,7 @@ extension Bench {
             let tls = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") ? try TLSFiles(in: directory) : nil
             let secure = try tls.map { try startGateway(cluster, tls: $0) }
             defer {
-                for process in [gateway, secure?.0].compactMap({ $0 }) { process.stop() }
+                for process in [gateway, secure?.0].compactMap({ $0 }) { stop(process) }
             }
             let value = String(repeating: "v", count: valueSize)
             let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }
