@@ -147,44 +147,72 @@ extension SyncGateway {
     /// whenever a device commits to the group, a comment every ``heartbeat``, and `closed` with the
     /// reason when the credential is revoked, changed or expires, or the gateway drains. A device that
     /// stops reading is dropped at the answer deadline.
+    @inline(never)
     func streamLive(_ request: Admitted, to answers: AnswerWriter) async throws {
+        // Everything before the first event (the credential's transaction, a refusal, the stream's
+        // head) runs in a task of its own, whose memory is freed when it ends: the connection's task
+        // lives as long as the stream and keeps the memory its deepest frames ever took (a task's
+        // frames come from slabs it holds until it ends, and a database transaction's are deep). At
+        // most ``liveOpenings`` at once: the devices waiting beyond them (10,000 connecting at once)
+        // wait as a continuation each, not as a task in the database pool's queue.
+        await liveOpenings.acquire()
+        let opened = try await Task { [self] in
+            defer { liveOpenings.release() }
+            return try await openLive(request, to: answers)
+        }.value
+        guard let opened else { return }
+        defer { hub.unsubscribe(group: opened.group, id: opened.id) }
+        try await followLive(opened.events, to: answers)
+    }
+
+    /// Checks a live stream's credential (in a transaction) and subscribes it, then writes its head and
+    /// `hello`; `nil` when it is refused (the refusal written).
+    private func openLive(_ request: Admitted, to answers: AnswerWriter) async throws
+        -> (group: String, id: UInt64, events: AsyncStream<LiveHub.Event>)? {
         let principal: Principal
         do {
-            // In a task of its own: the stream's task lives as long as the stream, and keeps the memory
-            // its deepest frames took (a database transaction's are deep); this one's is freed now.
             let logger = options.logger
-            principal = try await Task { [self] in
-                try await client.withTransaction(logger: logger) { connection in
-                    let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
-                    if !request.counted { try check(principal, against: request.head) }
-                    return principal
-                }
-            }.value
+            principal = try await client.withTransaction(logger: logger) { connection in
+                let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
+                if !request.counted { try check(principal, against: request.head) }
+                return principal
+            }
         } catch {
             try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false)
-            return
+            return nil
         }
         let id: UInt64, events: AsyncStream<LiveHub.Event>
         do {
             (id, events) = try hub.subscribe(principal)
         } catch .gateway {
             try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false)
-            return
+            return nil
         } catch .credential {
             try await answers.write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
                                     keepAlive: false)
-            return
+            return nil
         }
-        defer { hub.unsubscribe(group: principal.group, id: id) }
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "text/event-stream")
-        headers.add(name: "Cache-Control", value: "no-store")
-        headers.add(name: "Connection", value: "close")
-        try await answers.event(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
-        try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.hello.frame(data: "\(GatewayWire.version)")))))
-        // One task per stream, woken by the hub for changes, heartbeats and the end: no timer of its
-        // own (a stream costs its connection, this task and a small buffer). A device that left is
-        // found at the next write, and one that stopped reading at the write's deadline.
+        do {
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/event-stream")
+            headers.add(name: "Cache-Control", value: "no-store")
+            headers.add(name: "Connection", value: "close")
+            try await answers.event(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+            try await answers.event(.body(.byteBuffer(ByteBuffer(string: GatewayEvent.hello.frame(data: "\(GatewayWire.version)")))))
+        } catch {
+            hub.unsubscribe(group: principal.group, id: id)
+            throw error
+        }
+        return (principal.group, id, events)
+    }
+
+    /// Writes a subscribed stream's events until it ends. One task per stream (the connection's),
+    /// woken by the hub for changes, heartbeats and the end: no timer of its own (a stream costs its
+    /// connection, this task and a small buffer). A device that left is found at the next write, and
+    /// one that stopped reading at the write's deadline. Not inlined, so that the stream's task holds
+    /// this small frame while it waits, not its caller's.
+    @inline(never)
+    private func followLive(_ events: AsyncStream<LiveHub.Event>, to answers: AnswerWriter) async throws {
         for await event in events {
             switch event {
             case .change:

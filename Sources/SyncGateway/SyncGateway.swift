@@ -118,6 +118,9 @@ public final class SyncGateway: Sendable {
     let hub: LiveHub
     /// Resyncs (`/v1/state`, a group's whole state) being read at once.
     let resyncs = AsyncSemaphore(permits: 2)
+    /// Live streams being opened at once (each holds a database connection for its credential's
+    /// transaction): twice the pool, so that the pool stays busy.
+    let liveOpenings: AsyncSemaphore
     /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
     let verified: RecentlyVerified
 
@@ -151,6 +154,7 @@ public final class SyncGateway: Sendable {
                                capacity: limits.maxRememberedAddresses)
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
+        liveOpenings = AsyncSemaphore(permits: max(2, 2 * limits.databaseConnections))
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -188,6 +192,10 @@ public final class SyncGateway: Sendable {
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 1024)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // A connection keeps its first read's buffer for the next (NIO's pool), so its first size
+                // is kept by every connection, a live stream's for its whole life: 512 bytes hold a
+                // request's head with a token (2,048 by default); larger reads grow it from there.
+                .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
                 .bind(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let sslContext {
@@ -248,6 +256,36 @@ public final class SyncGateway: Sendable {
                 }
             }
         }
+        // The requests are read and answered in a task of their own, and a live stream is served in
+        // the connection's task once they end: a task keeps the memory its frames ever took until it
+        // is freed (its frames come from slabs it holds), and the request loop's frame (4.8 KiB) would
+        // be held by every live stream for its whole life if the loop ran it.
+        try? await connection.executeThenClose { inbound, outbound in
+            // Answers are written on the channel itself (each write awaited until it is in the socket),
+            // a live stream's events through the connection's writer.
+            let answers = AnswerWriter(channel: channel, gateway: self, events: outbound)
+            if let live = try await requests(inbound, answers: answers, admitted: admitted, source: source) {
+                try await streamLive(live, to: answers)
+            }
+        }
+    }
+
+    /// ``serveRequests(_:answers:admitted:source:)`` in a task of its own, cancelled with the caller's;
+    /// that task is freed when this returns (nothing holds it after), and its memory with it.
+    @inline(never)
+    private func requests(_ inbound: NIOAsyncChannelInboundStream<HTTPServerRequestPart>, answers: AnswerWriter,
+                          admitted: Bool, source: SourceAddress) async throws -> Admitted? {
+        let task = Task { try await self.serveRequests(inbound, answers: answers, admitted: admitted, source: source) }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    }
+
+    /// Reads and answers a connection's requests until it ends; returns a live stream's request (admitted,
+    /// its body read), which ends them: the caller serves the stream.
+    @inline(never)
+    private func serveRequests(_ inbound: NIOAsyncChannelInboundStream<HTTPServerRequestPart>, answers: AnswerWriter,
+                               admitted: Bool, source: SourceAddress) async throws -> Admitted? {
+        let channel = answers.channel
+        let key = ObjectIdentifier(channel)
         func idle(_ idle: Bool) {
             let draining = state.withLock { state -> Bool in
                 state.open[key]?.idle = idle
@@ -255,82 +293,80 @@ public final class SyncGateway: Sendable {
             }
             if idle && draining { channel.close(promise: nil) }
         }
-        try? await connection.executeThenClose { inbound, outbound in
-            // Answers are written on the channel itself (each write awaited until it is in the socket),
-            // a live stream's events through the connection's writer.
-            let answers = AnswerWriter(channel: channel, gateway: self, events: outbound)
-            // The request admitted from its head, waiting for the end of its body.
-            var pending: (head: HTTPRequestHead, request: Admitted)?
-            var body = ByteBuffer()
-            // Bytes of this request's body counted against the gateway's budget for all bodies.
-            var reserved = 0
-            defer { release(reserved) }
-            // Refused at its head: the answer is out and the output closed; what the client still sends
-            // is read and dropped (never kept) until it closes or ``lingerTimeout`` passes, so that its
-            // socket does not reset before it read the refusal.
-            var lingering = false
-            func refuse(_ refusal: GatewayResponse) async throws {
-                try await answers.write(refusal, keepAlive: false)
-                lingering = true
-                channel.close(mode: .output, promise: nil)
-                channel.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
-            }
-            for try await part in inbound {
-                if lingering { continue }
-                switch part {
-                case .head(let head):
-                    idle(false)
-                    release(reserved)
-                    reserved = 0
-                    body = ByteBuffer()
-                    // Over the connection limit: refused at once, before any body is read.
-                    guard admitted else {
-                        try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
-                        continue
-                    }
-                    // The credential is checked from the headers alone: a refusal answers and closes the
-                    // connection, and no byte of the body is kept.
-                    let request: Admitted
-                    switch await admit(head, from: source) {
-                    case .refused(let refusal):
-                        try await refuse(refusal)
-                        continue
-                    case .admitted(let admittedRequest):
-                        request = admittedRequest
-                    }
-                    if request.head.bodyLength > 0 {
-                        guard reserve(request.head.bodyLength) else {
-                            try await refuse(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again", retryAfter: 1))
-                            continue
-                        }
-                        reserved = request.head.bodyLength
-                        body.reserveCapacity(reserved)
-                    }
-                    pending = (head, request)
-                case .body(var buffer):
-                    // HTTP's framing holds a body to its Content-Length; a body without an admitted
-                    // request (or longer than it said) ends the connection.
-                    guard pending != nil, body.readableBytes + buffer.readableBytes <= reserved else { return }
-                    body.writeBuffer(&buffer)
-                case .end:
-                    guard let (head, request) = pending else { continue }
-                    pending = nil
-                    if request.head.operation == .live {
-                        try await streamLive(request, to: answers)
-                        return
-                    }
-                    let response = await respond(to: request, body: Array(body.readableBytesView), from: source)
-                    body = ByteBuffer()
-                    release(reserved)
-                    reserved = 0
-                    let draining = state.withLock { $0.draining }
-                    let keepAlive = !response.closes && !draining && head.isKeepAlive
-                    try await answers.write(response, keepAlive: keepAlive)
-                    if !keepAlive { return }
-                    idle(true)
+        // The request admitted from its head, waiting for the end of its body.
+        var pending: (head: HTTPRequestHead, request: Admitted)?
+        var body = ByteBuffer()
+        // Bytes of this request's body counted against the gateway's budget for all bodies.
+        var reserved = 0
+        defer { release(reserved) }
+        // Refused at its head: the answer is out and the output closed; what the client still sends
+        // is read and dropped (never kept) until it closes or ``lingerTimeout`` passes, so that its
+        // socket does not reset before it read the refusal.
+        var lingering = false
+        func refuse(_ refusal: GatewayResponse) async throws {
+            try await answers.write(refusal, keepAlive: false)
+            lingering = true
+            channel.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+        }
+        for try await part in inbound {
+            if lingering { continue }
+            switch part {
+            case .head(let head):
+                idle(false)
+                release(reserved)
+                reserved = 0
+                body = ByteBuffer()
+                // Over the connection limit: refused at once, before any body is read.
+                guard admitted else {
+                    try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
+                    continue
                 }
+                // The credential is checked from the headers alone: a refusal answers and closes the
+                // connection, and no byte of the body is kept.
+                let request: Admitted
+                var admission = admit(head, from: source)
+                if case .lookUp(let head, let hash) = admission { admission = await admit(head, hash: hash, from: source) }
+                switch admission {
+                case .refused(let refusal):
+                    try await refuse(refusal)
+                    continue
+                case .admitted(let admittedRequest):
+                    request = admittedRequest
+                case .lookUp:
+                    try await refuse(.refusal(.serviceUnavailable, "the credential could not be looked up; try again", retryAfter: 1))
+                    continue
+                }
+                if request.head.bodyLength > 0 {
+                    guard reserve(request.head.bodyLength) else {
+                        try await refuse(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again", retryAfter: 1))
+                        continue
+                    }
+                    reserved = request.head.bodyLength
+                    body.reserveCapacity(reserved)
+                }
+                pending = (head, request)
+            case .body(var buffer):
+                // HTTP's framing holds a body to its Content-Length; a body without an admitted
+                // request (or longer than it said) ends the connection.
+                guard pending != nil, body.readableBytes + buffer.readableBytes <= reserved else { return nil }
+                body.writeBuffer(&buffer)
+            case .end:
+                guard let (head, request) = pending else { continue }
+                pending = nil
+                if request.head.operation == .live { return request }
+                let response = await respond(to: request, body: Array(body.readableBytesView), from: source)
+                body = ByteBuffer()
+                release(reserved)
+                reserved = 0
+                let draining = state.withLock { $0.draining }
+                let keepAlive = !response.closes && !draining && head.isKeepAlive
+                try await answers.write(response, keepAlive: keepAlive)
+                if !keepAlive { return nil }
+                idle(true)
             }
         }
+        return nil
     }
 
     /// How long a connection refused at its request's head goes on taking (and dropping) what its client
@@ -383,6 +419,7 @@ struct AnswerWriter: Sendable {
     /// A slice of a body written at once: the writer waits for the device to read it before the next.
     static let slice = 256 << 10
 
+    @inline(never)
     func write(_ response: GatewayResponse, keepAlive: Bool) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8")

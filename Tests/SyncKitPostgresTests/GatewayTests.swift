@@ -863,6 +863,37 @@ extension GatewayTests {
 }
 
 extension GatewayTests {
+    /// Past the gateway's cap on live streams (``SyncGateway/Limits/maxStreams``, `--max-streams`),
+    /// another device's stream is refused with 503 and one line, before it is subscribed; the stream
+    /// open goes on carrying its group's commits, and ends with the drain.
+    @Test func liveStreamsPastTheGatewaysCapAreRefusedAndTheOpenOnesGoOn() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("stream-cap")
+        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "first").token
+        let other = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "second").token
+        var options = SyncGateway.Options()
+        options.limits.maxStreams = 1
+        let gateway = try SyncGateway(database: try await cluster.prepareForGateways(), options: options)
+        let bound = Locked<String?>(nil)
+        let running = Task { try await gateway.run(host: "127.0.0.1", port: 0) { url in bound.withLock { $0 = url } } }
+        #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
+        let url = try #require(bound.withLock { $0 })
+        let follower = try LiveFollower(url, token: token, group: group)
+        #expect(await eventuallyAsync(30) { follower.count == 1 })
+        let refused = try await offPool {
+            try RawHTTP.request(url, "GET /v1/live", headers: ["Authorization: Bearer \(other)", "KVSync-Group: \(group)"])
+        }
+        #expect(refused.status == 503 && refused.text.contains("too many live streams (1)"), "\(refused.text)")
+        // A commit's notification still reaches the open stream.
+        _ = try await offPool { try cluster.psql("NOTIFY kvsync, '\(group)'") }
+        #expect(await eventuallyAsync(30) { follower.count >= 2 })
+        gateway.shutdown()
+        _ = await follower.task.value
+        try await running.value
+    }
+}
+
+extension GatewayTests {
     /// A push of many small batches, two in flight (through a gateway on connections of their own, so
     /// the server may apply them in either order), with conflicts spread among them: each change is in
     /// the log once, the later write of each conflicting key wins everywhere, and nothing stays pending.

@@ -27,6 +27,11 @@ extension Bench {
         @Option(help: "Commits timed per count.") var samples = 20
         @Option(help: "Changes one device pushes through the gateway.") var pushChanges = 50_000
         @Option(help: "Value bytes.") var valueSize = 100
+        @Flag(help: "Time the live devices only, not the push.") var skipPush = false
+        @Flag(help: "The live devices follow the gateway over TLS (a certificate made for the run).") var liveTls = false
+        @Option(help: ArgumentHelp("A program, by its absolute path, and its arguments (space-separated) that the gateway is run under, e.g. '/usr/bin/heaptrack -o /tmp/gw'.",
+                                   discussion: "Its RSS is then the wrapper's; for attributing the gateway's memory, not for timing."))
+        var gatewayWrapper: String?
 
         func validate() throws {
             guard !deviceCounts.isEmpty, deviceCounts.allSatisfy({ (1...50_000).contains($0) }) else {
@@ -41,11 +46,26 @@ extension Bench {
         var deviceCounts: [Int] { devices.split(separator: ",").compactMap { Int($0) } }
 
         func run() throws {
-            // Every live device is a socket here and one in the gateway.
+            // Every live device is a socket here and one in the gateway (a child, which inherits the
+            // limit): raised for the bench alone, past the hard limit when it is too low and this
+            // process may (root), never in the gateway's code.
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            let needed = rlim_t(2 * (deviceCounts.max() ?? 0) + 4_096)
+            if limit.rlim_max < needed {
+                var raised = limit
+                (raised.rlim_cur, raised.rlim_max) = (needed, needed)
+                if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+            }
             limit.rlim_cur = limit.rlim_max
             setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            // This process holds every device's socket, and the gateway one for each: past the limit
+            // they would fail part-way.
+            let most = deviceCounts.max() ?? 0
+            guard limit.rlim_cur >= rlim_t(most + 1_024) else {
+                throw CLIError(.failure, "\(most) live devices need \(most + 1_024) open files in this process and in the gateway's; they may have \(limit.rlim_cur) (the hard limit, which only a process with CAP_SYS_RESOURCE may raise)")
+            }
             let cluster = try LocalPostgresCluster()
             defer { try? cluster.stop() }
             print("PostgreSQL cluster on 127.0.0.1:\(cluster.port) (fsync=off); one kvtool sync gateway process per run; loopback; open files \(limit.rlim_cur)")
@@ -56,7 +76,7 @@ extension Bench {
             for count in deviceCounts {
                 try live(count: count, groupIDs: groupIDs, tokens: tokens, cluster: cluster)
             }
-            try push(cluster: cluster)
+            if !skipPush { try push(cluster: cluster) }
         }
 
         /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
@@ -65,12 +85,31 @@ extension Bench {
         func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (ChildProcess, SyncGatewayURL) {
             // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
             let database = try blocking { try await cluster.prepareForGateways() }
-            let process = try ChildProcess(arguments: ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
-                                                       "--rate", "1000000", "--max-connections", "100000", "--max-streams-per-credential", "100000"]
-                                                + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? []),
+            let arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
+                             "--rate", "1000000", "--max-connections", "100000", "--max-streams", "100000", "--max-streams-per-credential", "100000"]
+                + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
+            let wrapper = gatewayWrapper?.split(separator: " ").map(String.init) ?? []
+            let process = try ChildProcess(program: wrapper.first, arguments: wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [try Demo.programPath(nil)] + arguments,
                                            timeout: 3600, relayIndent: nil)
             let ready = try process.ready(GatewayReadyLine.self, what: "the gateway")
             return (process, try SyncGatewayURL(ready.url, caFile: tls?.certificate))
+        }
+
+        /// Stops a gateway started by ``startGateway(_:tls:)`` (SIGTERM: it drains). Under
+        /// `--gateway-wrapper` the gateway is the wrapper's child, which a signal to the wrapper would
+        /// leave running: the wrapper's children that are this executable are signalled (not the
+        /// profiler's own), and the wrapper waited for (a profiler writes its file once the gateway has
+        /// exited).
+        func stop(_ gateway: ChildProcess) {
+            guard gatewayWrapper != nil, gateway.process.isRunning, let own = try? Demo.executablePath() else { return gateway.stop() }
+            let pid = gateway.process.processIdentifier
+            for child in procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap({ Int32($0) }) {
+                var buffer = [CChar](repeating: 0, count: 4096)
+                let count = readlink("/proc/\(child)/exe", &buffer, buffer.count - 1)
+                guard count > 0, String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == own else { continue }
+                kill(child, SIGTERM)
+            }
+            gateway.process.waitUntilExit()
         }
 
         /// A self-signed certificate for 127.0.0.1 and its key, made with openssl in `directory`; the
@@ -114,8 +153,10 @@ extension Bench {
         }
 
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
-            let (gateway, url) = try startGateway(cluster)
-            defer { gateway.stop() }
+            let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (gateway, url) = try startGateway(cluster, tls: liveTls ? try TLSFiles(in: directory) : nil)
+            defer { stop(gateway) }
             let idle = residentMemory(of: gateway.process.processIdentifier)
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
@@ -175,9 +216,10 @@ extension Bench {
             latencies.sort()
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
             let after = residentMemory(of: gateway.process.processIdentifier)
-            print(String(format: "%6d live devices in %d groups: opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB",
+            print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
-                         percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak))
+                         percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak,
+                         (opened.now - idle.now) * 1024 / Double(count), (after.peak - idle.now) * 1024 / Double(count)))
             Output.flush()
         }
 
@@ -191,7 +233,7 @@ extension Bench {
             let tls = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") ? try TLSFiles(in: directory) : nil
             let secure = try tls.map { try startGateway(cluster, tls: $0) }
             defer {
-                for process in [gateway, secure?.0].compactMap({ $0 }) { process.stop() }
+                for process in [gateway, secure?.0].compactMap({ $0 }) { stop(process) }
             }
             let value = String(repeating: "v", count: valueSize)
             let token = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.push", device: "pusher").token }

@@ -228,6 +228,7 @@ extension SyncCommand {
         var answerTimeout: Double = 30
         @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
+        @Option(name: .customLong("max-streams"), help: "Live streams open at once; past this, devices get 503 and poll.") var maxStreams: Int = 20_000
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
         var maxStreamsPerCredential: Int = 16
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
@@ -246,6 +247,7 @@ extension SyncCommand {
             guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
             guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
+            guard (1...1_000_000).contains(maxStreams) else { throw ValidationError("--max-streams must be from 1 to 1000000") }
             guard (1...1_000_000).contains(maxStreamsPerCredential) else {
                 throw ValidationError("--max-streams-per-credential must be from 1 to 1000000")
             }
@@ -271,6 +273,7 @@ extension SyncCommand {
             options.limits.requestsPerSecond = rate
             options.limits.burst = max(rate * 4, 1)
             options.limits.maxConnections = maxConnections
+            options.limits.maxStreams = maxStreams
             options.limits.maxStreamsPerCredential = maxStreamsPerCredential
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
