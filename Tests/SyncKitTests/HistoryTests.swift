@@ -213,6 +213,27 @@ import TestSupport
         #expect(try f.history.checkIntegrity().isEmpty)
     }
 
+    /// An entry SyncKit never wrote, planted at the end of `_history` by a co-tenant: readers report
+    /// it, but writers carry on after the last entry SyncKit wrote (the last token comes from the
+    /// entries), and once it is gone history reads whole again.
+    @Test func garbageAtTheEndOfHistoryStopsItsReadersNotItsWriters() throws {
+        let f = try fixture()
+        let store = f.container.store
+        try f.notes.put("v1", forKey: 1)
+        let database = try #require(try store.rawDatabase(named: "c/_history"))
+        let garbage = UInt64(1_000_000)
+        try store.write { tx in try tx.rawPut(database, garbage.encodedKey, Array("not an entry".utf8)) }
+        try f.notes.put("v2", forKey: 2)
+        #expect(throws: (any Error).self) { try f.history.changes(since: .zero) }
+        #expect(try f.history.checkIntegrity().contains { $0.key == String(garbage) })
+        #expect(try store.write { tx in try tx.rawDelete(database, garbage.encodedKey) })
+        try f.notes.put("v3", forKey: 3)
+        guard case .changes(let transactions, let next) = try f.history.changes(since: .zero) else { Issue.record("expired"); return }
+        #expect(transactions.flatMap(\.entries).map(\.token.rawValue) == [1, 2, 3])
+        #expect(next == ChangeToken(rawValue: 3))
+        #expect(try f.history.checkIntegrity().isEmpty)
+    }
+
     @Test func aCommitWakesObserversOfTheContainer() async throws {
         let f = try fixture()
         let notifier = ChangeNotifier(directory: f.container.notifyDirectory)

@@ -141,14 +141,25 @@ public final class History: WriteObserver, @unchecked Sendable {
     /// commits recorded both there).
     func lastTokenAndClock(in transaction: ReadTransaction) throws -> (token: UInt64, clock: UInt64) {
         var lastKey: UInt64 = 0, lastClock: UInt64 = 0
-        // The bytes of the last entry, straight from the map: `last(in:)` would build a generic array
-        // of tuples, whose metadata another module looks up at run time on every commit.
+        var skipped = 0
+        // The bytes of the last entry, straight from the map (`last(in:)` would build a generic array
+        // of tuples, whose metadata another module looks up at run time on every commit). An entry
+        // SyncKit never wrote (a co-tenant's garbage) is passed over, so that it stops readers, who
+        // report it, and not every writer of the group; at most 64 of them, then history is corrupt.
         try entries.forEachBytes(UInt64(0)..., reverse: true, in: transaction) { keyBytes, valueBytes in
-            lastKey = try UInt64.decodeKey(keyBytes)
-            let entry = try HistoryEntry.decodedDirectly(from: valueBytes)
-                ?? entries.decodeStoredValue(Array(valueBytes), key: Array(keyBytes))
-            lastClock = entry.clock?.rawValue ?? 0
-            return false
+            if let key = try? UInt64.decodeKey(keyBytes),
+               let entry = HistoryEntry.decodedDirectly(from: valueBytes)
+                   ?? (try? entries.decodeStoredValue(Array(valueBytes), key: Array(keyBytes))),
+               entry.problem(storedAt: key) == nil {
+                lastKey = key
+                lastClock = entry.clock?.rawValue ?? 0
+                return false
+            }
+            skipped += 1
+            guard skipped < 64 else {
+                throw SyncError.corruptHistory("the last 64 entries of \(Self.entriesName) are not entries SyncKit writes")
+            }
+            return true
         }
         let token = max(lastKey, try state.get(Self.lastTokenKey, in: transaction) ?? 0)
         let clock = max(lastClock, try state.get(Self.clockKey, in: transaction) ?? 0)
