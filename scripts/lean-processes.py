@@ -13,7 +13,8 @@ in the demo's container).
 
 The container is seeded by `kvtool demo --root <temporary directory>`.
 Usage: scripts/lean-processes.py [--runs N] [--release DIR]   (DIR: the executables to measure, by
-default .build/release; to compare two builds in the same form)
+default .build/release; to compare two builds in the same form. It must hold kvtool too, a copy, not
+a link: the demo starts the lean executables it finds next to its own executable)
 """
 import json
 import os
