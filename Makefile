@@ -20,8 +20,9 @@
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices),
 #             and kvtool bench gateway (1,000 and 10,000 live devices in 100 groups through a sync
 #             gateway process: commit-to-every-device latency, the gateway's RSS; push through it)
-# make lean  times the lean executables (trainer-extension, checklist-widget) from process start to their
-#             answer beside an empty Swift program (hyperfine), with their peak RSS, instructions and sizes
+# make lean  times the lean executables (trainer-extension, checklist-widget, push-extension) from process
+#             start to their answer beside an empty Swift program (hyperfine), with their peak RSS,
+#             instructions and sizes
 # make instructions counts the instructions per operation of each benchmarks/ workload under valgrind's
 #             callgrind (installed by install-deps.sh --perf), with the ratios to KVStore and to the floor;
 #             FILTER="Decode" keeps the workloads whose name contains it

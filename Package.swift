@@ -127,7 +127,8 @@ let package = Package(
         // Linked as the other two are, as a PIE: `-no-pie` measured 1.2 MiB less peak RSS (the static
         // runtime's 41,000 relocations resolved at link time, not applied at each start), at the price of
         // the executable's own code at a fixed address: not taken for a process that parses untrusted
-        // payloads (benchmarks/baseline.md, "Sync requests from any process").
+        // payloads (benchmarks/baseline.md, "Sync requests from any process"). `leanLinking`'s packed
+        // relocations (DT_RELR) got most of that back, with the PIE kept.
         .executableTarget(name: "PushExtension", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
                           linkerSettings: leanLinking),
         // A small program the multi-process tests start as a second (third, …) process.
@@ -181,8 +182,23 @@ let package = Package(
     ]
 )
 
-/// How the lean executables link on Linux: the Swift standard library and FoundationEssentials
-/// statically (swiftc's `-static-stdlib`), the C libraries (libc, libstdc++, liblmdb) dynamically.
+/// How the lean executables link on Linux, to start in few instructions and pages (issue 39; measured in
+/// benchmarks/baseline.md, "Lean processes", and LeanProcesses.md):
+/// - the Swift standard library and FoundationEssentials statically (swiftc's `-static-stdlib`);
+/// - libstdc++ statically too (`scripts/lean-link/libstdc++.so` is a linker script that swiftc's
+///   `-lstdc++` finds first, naming GCC's `libstdc++.a`): the shared one cost 1.5M instructions of
+///   loading and symbol binding at each start, more than the rest of an empty program; and libgcc
+///   (`-static-libgcc`: its unwinder as an archive, not libgcc_s.so, 0.5 MiB of peak RSS);
+/// - with lld, the relative relocations packed (`-z pack-relative-relocs`, DT_RELR, glibc 2.36 or
+///   later): the 41,000 relocations of the static runtime's metadata are a bitmap of a few kB to read,
+///   not a megabyte of tables;
+/// - the executable's own symbols not exported (`--no-export-dynamic`; swiftc exports them): nothing
+///   looks them up, and the runtime's start-up `dladdr` walked all 5,500 of them.
+/// Still a PIE (`-no-pie` was turned down: these processes parse untrusted input); libc, libm and liblmdb
+/// stay shared.
 var leanLinking: [LinkerSetting] {
-    [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"], .when(platforms: [.linux]))]
+    [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
+                   "-L\(Context.packageDirectory)/scripts/lean-link", "-Xclang-linker", "-static-libgcc", "-use-ld=lld",
+                   "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+                  .when(platforms: [.linux]))]
 }

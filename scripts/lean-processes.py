@@ -2,17 +2,24 @@
 """Measures the lean processes side by side with an empty Swift program, the floor (`make lean`).
 
 From release builds: process start to the answer of `trainer-extension` (the seed's notification
-extension) and of `checklist-widget` (the widget: feed and year dashboard), timed by hyperfine in one
-run with two empty Swift programs (linked like kvtool, and with the static Swift runtime like the lean
-executables) and `kvtool --version`; their peak RSS (`VmHWM`, as each prints it, or `/usr/bin/time`);
-their instructions under callgrind when valgrind is installed; and the binary sizes, also stripped.
+extension), of `checklist-widget` (the widget: feed and year dashboard) and of `push-extension` (the
+push SDK's extension: one notification handled and written with its history, no sync request), timed
+by hyperfine in one run with three empty Swift programs (linked like kvtool; with the static Swift
+runtime, as swiftc's `-static-stdlib` links it; and linked as the lean executables are, Package.swift's
+`leanLinking`) and `kvtool --version`; their peak RSS (`VmHWM`, as each prints it, or
+`/usr/bin/time`); their instructions under callgrind when valgrind is installed; and the binary sizes,
+also stripped. Last, the push extension's peak RSS as `kvtool demo` printed it (with `--sync-wait 2`,
+in the demo's container).
 
 The container is seeded by `kvtool demo --root <temporary directory>`.
-Usage: scripts/lean-processes.py [--runs N]
+Usage: scripts/lean-processes.py [--runs N] [--release DIR]   (DIR: the executables to measure, by
+default .build/release; to compare two builds in the same form. It must hold kvtool too, a copy, not
+a link: the demo starts the lean executables it finds next to its own executable)
 """
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -22,6 +29,13 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(ROOT, ".build", "release")
 GROUP = "group.com.yourcompany.VirtualTrainer"
+# What Package.swift's `leanLinking` adds to swiftc's `-static-stdlib` (libstdc++ and libgcc linked statically,
+# relative relocations packed, the executable's symbols not exported).
+LEAN_LINKING = ["-static-stdlib", "-L" + os.path.join(ROOT, "scripts", "lean-link"), "-Xclang-linker", "-static-libgcc", "-use-ld=lld",
+                "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"]
+# One APNs payload for push-extension: each run records it (so the container grows by one notification
+# a run, a few hundred in all).
+PUSH_PAYLOAD = '{"aps":{"alert":{"title":"Lean","body":"make lean"},"sound":"default"}}'
 
 
 def run(arguments, **kwargs):
@@ -61,10 +75,11 @@ def size_mib(path, scratch):
 
 def main():
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 300
+    release = os.path.abspath(sys.argv[sys.argv.index("--release") + 1]) if "--release" in sys.argv else RELEASE
     for tool in ("hyperfine", "/usr/bin/time"):
         if not shutil.which(tool):
             sys.exit(f"lean-processes: {tool} is missing (scripts/install-deps.sh --perf installs it)")
-    programs = {name: os.path.join(RELEASE, name) for name in ("kvtool", "trainer-extension", "checklist-widget")}
+    programs = {name: os.path.join(release, name) for name in ("kvtool", "trainer-extension", "checklist-widget", "push-extension")}
     for name, path in programs.items():
         if not os.access(path, os.X_OK):
             sys.exit(f"lean-processes: {path} is missing; build it with: swift build -c release --product {name}")
@@ -76,19 +91,25 @@ def main():
         empty_static = os.path.join(scratch, "empty-swift-static")
         run(["swiftc", "-O", source, "-o", empty])
         run(["swiftc", "-O", "-static-stdlib", source, "-o", empty_static])
+        empty_lean = os.path.join(scratch, "empty-swift-lean")
+        run(["swiftc", "-O", source, "-o", empty_lean] + LEAN_LINKING)
         root = os.path.join(scratch, "root")
-        run([programs["kvtool"], "demo", "--root", root])
+        demo = run([programs["kvtool"], "demo", "--root", root]).stdout
+        demo_rss = re.findall(r"the extension's peak RSS ([0-9.?]+) MiB", demo)
 
         commands = {
             "empty Swift program (dynamic runtime, as kvtool)": [empty],
-            "empty Swift program (static runtime, as the lean executables)": [empty_static],
+            "empty Swift program (static runtime, swiftc -static-stdlib)": [empty_static],
+            "empty Swift program (linked as the lean executables: static runtime and libstdc++, RELR)": [empty_lean],
             "trainer-extension: start to the sender shown": [programs["trainer-extension"], "--root", root],
             "checklist-widget: start to the feed and the year dashboard": [programs["checklist-widget"], "--root", root],
+            "push-extension: start to the notification written (no sync request)": [programs["push-extension"], "--root", root,
+                                                                                    "--payload", PUSH_PAYLOAD],
             "kvtool --version": [programs["kvtool"], "--version"],
         }
         exported = os.path.join(scratch, "hyperfine.json")
         subprocess.run(["hyperfine", "-N", "--warmup", "20", "--runs", str(runs), "--export-json", exported,
-                        "--style", "none"] + [" ".join(command) for command in commands.values()],
+                        "--style", "none"] + [shlex.join(command) for command in commands.values()],
                        check=True, timeout=1800, stdout=subprocess.DEVNULL)
         with open(exported) as handle:
             timings = json.load(handle)["results"]
@@ -111,6 +132,9 @@ def main():
         for name, path in programs.items():
             size, stripped = size_mib(path, scratch)
             print("| %s | %.1f MiB | %.1f MiB |" % (name, size, stripped))
+        print()
+        print("push-extension's peak RSS in kvtool demo (--sync-wait 2; its agent, then its live app): %s MiB"
+              % (" / ".join(demo_rss) if demo_rss else "(not printed)"))
 
 
 if __name__ == "__main__":

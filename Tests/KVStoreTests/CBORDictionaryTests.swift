@@ -18,6 +18,24 @@ import Testing
         }
     }
 
+    /// The shortcut the decoder takes before its cast to `CBORDecodableStringMap`: every dictionary
+    /// type is recognised (or its direct path would be lost), nothing else is.
+    @Test func dictionaryTypesAreRecognisedFromTheirMetadata() throws {
+        struct Point: Codable { var x: Int }
+        enum Shade: String, Codable { case light }
+        final class Box: Codable {}
+        #expect(CBORKnownTypes.isDictionary([String: Int].self))
+        #expect(CBORKnownTypes.isDictionary([String: [String: Point]].self))
+        #expect(CBORKnownTypes.isDictionary([Int: String].self))
+        #expect(CBORKnownTypes.isDictionary([LogicalDay: Shade].self))
+        for other: Any.Type in [Int.self, String.self, [Int].self, [String: Int]?.self, Set<String>.self, Point.self, Shade.self,
+                                Box.self, (Int, String).self, ((Int) -> Int).self, (any Codable).self, Int.Type.self] {
+            #expect(!CBORKnownTypes.isDictionary(other), "\(other)")
+        }
+        // A struct value inside a dictionary: the dictionary by the direct path, the struct by its own.
+        #expect(try CBORDecoder().decode([String: Point].self, from: CBOREncoder().encode(["p": Point(x: 3)]))["p"]?.x == 3)
+    }
+
     @Test func dictionariesRoundTripWithEveryValueKind() throws {
         let ints = ["b": 2, "a": -1, "long.key.number.1": 1 << 40]
         let strings = ["名前": "値", "x": ""]

@@ -108,7 +108,15 @@ public enum ContainerRoot {
             default: parts.append(part)
             }
         }
-        return "/" + parts.joined(separator: "/")
+        // Not `"/" + parts.joined(separator: "/")`: that `joined` is the standard library's unspecialised
+        // generic one, whose first call costs a process 180,000 instructions of type look-ups.
+        guard !parts.isEmpty else { return "/" }
+        var path = ""
+        for part in parts {
+            path += "/"
+            path += part
+        }
+        return path
     }
 
     private static func currentDirectory(for path: String) throws -> String {

@@ -189,7 +189,7 @@ final class CBORDecodingOptions {
         if ObjectIdentifier(T.self) == CBORKnownTypes.stringBoolMap, let r = try decodeStringMap(reader, at: p, path: path(), { q, _ in try reader.readBool(at: q) }) {
             return (unsafeBitCast(r.value, to: T.self), r.next)
         }
-        if let mapType = T.self as? any CBORDecodableStringMap.Type {
+        if CBORKnownTypes.isDictionary(T.self), let mapType = T.self as? any CBORDecodableStringMap.Type {
             return try decodeMap(mapType, as: T.self, reader, at: p, path: path(), needsEnd: needsEnd)
         }
         return try decodeWithDecoder(T.self, reader, at: p, path: path(), needsEnd: needsEnd)

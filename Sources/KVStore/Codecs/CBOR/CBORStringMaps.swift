@@ -176,4 +176,25 @@ enum CBORKnownTypes {
     static let stringStringMap = ObjectIdentifier([String: String].self)
     static let stringDoubleMap = ObjectIdentifier([String: Double].self)
     static let stringBoolMap = ObjectIdentifier([String: Bool].self)
+
+    /// The nominal type descriptor that every `Dictionary<Key, Value>` shares.
+    static let dictionaryDescriptor = nominalDescriptor(of: [String: Int].self)
+
+    /// Whether `type` is a `Dictionary` of some key and value types: a struct's metadata (kind 0x200)
+    /// whose nominal type descriptor is Dictionary's (Swift's metadata layout: the kind, then the
+    /// descriptor). A shortcut taken before the cast to ``CBORDecodableStringMap``, which still
+    /// decides: a type that is no dictionary skips that cast, whose miss has the Swift runtime scan
+    /// every protocol conformance record of the process (75,000 instructions for each type, the first
+    /// time one is decoded, in the lean executables).
+    static func isDictionary(_ type: Any.Type) -> Bool {
+        let descriptor = nominalDescriptor(of: type)
+        return descriptor != 0 && descriptor == dictionaryDescriptor
+    }
+
+    /// The address of a struct's nominal type descriptor, or 0 for any other kind of type.
+    private static func nominalDescriptor(of type: Any.Type) -> UInt {
+        let metadata = unsafeBitCast(type, to: UnsafeRawPointer.self)
+        guard metadata.load(as: UInt.self) == 0x200 else { return 0 }
+        return metadata.load(fromByteOffset: MemoryLayout<UInt>.size, as: UInt.self)
+    }
 }
