@@ -18,6 +18,8 @@ command -v mdb_stat >/dev/null 2>&1 || missing+=(lmdb-utils)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # PostgreSQL's server programs: the replication tests and the demo start throwaway clusters.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# The lean executables link GCC's libstdc++ statically (Package.swift's leanLinking).
+ls /usr/lib/gcc/*/*/libstdc++.a >/dev/null 2>&1 || missing+=(libstdc++-12-dev)
 if [ "${1:-}" = "--test" ]; then
     # The sync gateway's TLS tests make a certificate authority of their own.
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
