@@ -144,13 +144,14 @@ public final class History: WriteObserver, @unchecked Sendable {
         var skipped = 0
         // The bytes of the last entry, straight from the map (`last(in:)` would build a generic array
         // of tuples, whose metadata another module looks up at run time on every commit). An entry
-        // SyncKit never wrote (a co-tenant's garbage) is passed over, so that it stops readers, who
-        // report it, and not every writer of the group; at most 64 of them, then history is corrupt.
+        // that does not decode, or names another token than its key (a co-tenant's garbage), is
+        // passed over, so that it stops readers, who report it, and not every writer of the group;
+        // at most 64 of them, then history is corrupt.
         try entries.forEachBytes(UInt64(0)..., reverse: true, in: transaction) { keyBytes, valueBytes in
             if let key = try? UInt64.decodeKey(keyBytes),
                let entry = HistoryEntry.decodedDirectly(from: valueBytes)
                    ?? (try? entries.decodeStoredValue(Array(valueBytes), key: Array(keyBytes))),
-               entry.problem(storedAt: key) == nil {
+               entry.token.rawValue == key {
                 lastKey = key
                 lastClock = entry.clock?.rawValue ?? 0
                 return false
