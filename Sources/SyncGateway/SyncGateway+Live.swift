@@ -153,6 +153,8 @@ extension SyncGateway {
             // In a task of its own: the stream's task lives as long as the stream, and keeps the memory
             // its deepest frames took (a database transaction's are deep); this one's is freed now.
             let logger = options.logger
+            let started = ContinuousClock.now
+            defer { metrics.transaction(ContinuousClock.now - started) }
             principal = try await Task { [self] in
                 try await client.withTransaction(logger: logger) { connection in
                     let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
@@ -161,21 +163,24 @@ extension SyncGateway {
                 }
             }.value
         } catch {
-            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false)
+            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false,
+                                    endpoint: .live, method: .GET)
             return
         }
         let id: UInt64, events: AsyncStream<LiveHub.Event>
         do {
             (id, events) = try hub.subscribe(principal)
         } catch .gateway {
-            try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false)
+            try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false,
+                                    endpoint: .live, method: .GET)
             return
         } catch .credential {
             try await answers.write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
-                                    keepAlive: false)
+                                    keepAlive: false, endpoint: .live, method: .GET)
             return
         }
         defer { hub.unsubscribe(group: principal.group, id: id) }
+        metrics.request(.live, status: .ok, sent: 0, outcome: .answered)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/event-stream")
         headers.add(name: "Cache-Control", value: "no-store")
@@ -246,7 +251,8 @@ extension SyncGateway {
         while !Task.isCancelled {
             try? await Task.sleep(for: pause)
             pause = Self.revocationSweep
-            guard hub.count > 0 else { continue }
+            // No stream to close: the sweep is as current as it needs to be.
+            guard hub.count > 0 else { metrics.swept(); continue }
             var revoked = Set<Int64>()
             do {
                 // Each step has a deadline: a database behind a network that drops packets silently
@@ -271,8 +277,11 @@ extension SyncGateway {
                 revoked = Set(entries.filter { $0.sequence > start && !seen.contains($0.sequence) }.map(\.credential))
                 seen = Set(entries.map(\.sequence))
                 cursor = max(cursor, entries.map(\.sequence).max() ?? cursor)
+                metrics.swept()
             } catch {
                 options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
+                metrics.error()
+                options.log?(GatewayLogEvent(level: .error, event: "error", message: "cannot look for revoked credentials: \(ServerStatements.describe(error))"))
                 if let open = connection { try? await open.close() }
                 connection = nil
                 pause = Self.revocationRetry
