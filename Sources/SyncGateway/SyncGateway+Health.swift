@@ -85,6 +85,11 @@ public struct GatewayLogEvent: Sendable {
     }
 }
 
+/// The metrics address cannot be listened on (in use, or not this machine's): one line naming it.
+public struct GatewayListenError: Error, CustomStringConvertible {
+    public let description: String
+}
+
 extension SyncGateway {
     /// How long a readiness check's answer is reused: a load balancer (or anyone: the checks take no
     /// credential) asking often costs the database one query a second at most.
@@ -162,9 +167,9 @@ extension SyncGateway {
         } catch {
             let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
             if "\(error)".contains("Address already in use") {
-                throw ReplicationError.server("the metrics address \(shown) is in use: pass --metrics-listen HOST:PORT (port 0: any free port), or --metrics-listen off")
+                throw GatewayListenError(description: "the metrics address \(shown) is in use: pass --metrics-listen HOST:PORT (port 0: any free port), or --metrics-listen off")
             }
-            throw ReplicationError.server("cannot listen for metrics on \(shown): \(error)")
+            throw GatewayListenError(description: "cannot listen for metrics on \(shown): \(error)")
         }
     }
 

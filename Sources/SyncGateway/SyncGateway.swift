@@ -198,7 +198,8 @@ public final class SyncGateway: Sendable {
     /// ``shutdown()`` (then drains: requests in flight finish) or cancellation.
     ///
     /// - Throws: ``ReplicationError/server(_:)`` when the database's schema is not this gateway's
-    ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged.
+    ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged;
+    ///   ``GatewayListenError`` when ``Options/metricsHost`` cannot be listened on.
     public func run(host: String = "127.0.0.1", port: Int = 0, ready: @Sendable (String) -> Void) async throws {
         try await withThrowingDiscardingTaskGroup { tasks in
             // Checked before the pool runs: a database that cannot be used fails the start at once.

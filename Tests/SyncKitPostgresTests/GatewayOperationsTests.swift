@@ -119,6 +119,20 @@ import Glibc
         #expect(before["kvsync_gateway_requests_total{endpoint=\"push\",status=\"200\"}"] == 0, "\(before)")
         #expect(before["kvsync_gateway_connections"] != nil && before["kvsync_gateway_live_streams"] == 0, "\(before)")
 
+        // A second gateway told to serve its metrics where the first does stops at its start, saying so
+        // in one line; bad values of the new options are refused before anything starts.
+        let database = try await cluster.prepareForGateways().description
+        let taken = try await kvtoolRun(["sync", "gateway", "--database", database, "--listen", "127.0.0.1:0",
+                                         "--metrics-listen", metricsBase.replacingOccurrences(of: "http://", with: "")])
+        #expect(taken.status == 74 && taken.stdout.isEmpty, "\(taken.status) \(taken.stdout) \(taken.stderr)")
+        #expect(taken.stderr == "kvtool: error: the metrics address \(metricsBase.dropFirst("http://".count)) is in use: pass --metrics-listen HOST:PORT (port 0: any free port), or --metrics-listen off\n",
+                "\(taken.stderr)")
+        for (option, value) in [("--metrics-listen", "9464"), ("--metrics-listen", "127.0.0.1:70000"), ("--log-format", "xml")] {
+            let refused = try await kvtoolRun(["sync", "gateway", "--database", database, option, value])
+            #expect(refused.status == 64 && refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains(option),
+                    "\(option) \(value): \(refused.status) \(refused.stderr)")
+        }
+
         let tokenA = try await issueToken(cluster, ["--group", group, "--device", "a"])
         let tokenB = try await issueToken(cluster, ["--group", group, "--device", "b"])
         let a = try Device(group: group), b = try Device(group: group)

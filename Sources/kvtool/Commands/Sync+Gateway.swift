@@ -356,6 +356,8 @@ extension SyncCommand {
                 }
             } catch let error as ReplicationError {
                 throw error
+            } catch let error as GatewayListenError {
+                throw CLIError(.failure, error.description)
             } catch {
                 if "\(error)".contains("Address already in use") {
                     throw CLIError(.failure, "\(listen) is in use: pass --listen HOST:PORT, or port 0 for any free port")
