@@ -16,7 +16,7 @@ public struct GatewayLogEvent: Sendable {
 
     public var time = Date()
     public var level: Level
-    /// `refusal` or `error`.
+    /// `refusal`, `error`, or `recovered` (the revocation sweep reaches the database again).
     public var event: String
     /// A refusal's reason (``GatewayMetrics/RefusalReason``'s label).
     public var reason: String?
@@ -111,7 +111,11 @@ extension SyncGateway {
         case .readyz:
             // Not ready is an answer, not an error: counted by its status, and not logged (a load
             // balancer asks every few seconds).
-            let (ready, line) = await readiness()
+            let (ready, reason) = await readiness()
+            // The devices' address says why in general terms only: the database's own words (its
+            // address, say) are for the metrics address, which only operators reach.
+            let line = !ready && !served && reason.hasPrefix("not ready: the database")
+                ? "not ready: the database does not answer, or its schema is not this gateway's" : reason
             return GatewayResponse(status: ready ? .ok : .serviceUnavailable, body: ByteBuffer(string: line + "\n"),
                                    contentType: "text/plain; charset=utf-8")
         default:

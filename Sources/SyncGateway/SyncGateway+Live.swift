@@ -248,6 +248,8 @@ extension SyncGateway {
         // After a failed sweep the next comes sooner: the first one after the database is back must not
         // wait a whole period.
         var pause = Self.revocationSweep
+        // Whether the last sweep failed (its error was logged).
+        var failing = false
         while !Task.isCancelled {
             try? await Task.sleep(for: pause)
             pause = Self.revocationSweep
@@ -278,10 +280,19 @@ extension SyncGateway {
                 seen = Set(entries.map(\.sequence))
                 cursor = max(cursor, entries.map(\.sequence).max() ?? cursor)
                 metrics.swept()
+                if failing {
+                    failing = false
+                    options.log?(GatewayLogEvent(level: .info, event: "recovered", message: "the revocation sweep reaches the database again"))
+                }
             } catch {
                 options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
                 metrics.error()
-                options.log?(GatewayLogEvent(level: .error, event: "error", message: "cannot look for revoked credentials: \(ServerStatements.describe(error))"))
+                // Logged once until a sweep succeeds again (it is tried every 250 ms meanwhile).
+                if !failing {
+                    failing = true
+                    options.log?(GatewayLogEvent(level: .error, event: "error",
+                                                 message: "cannot look for revoked credentials: \(ServerStatements.describe(error))"))
+                }
                 if let open = connection { try? await open.close() }
                 connection = nil
                 pause = Self.revocationRetry

@@ -63,18 +63,45 @@ import Glibc
         #expect(try await Self.get(url, "/metrics").status == 404)
         #expect(try await Self.get(metricsBase, "/v1/hello").status == 404)
 
+        // A live stream open: the revocation sweep has work, and its lag shows when it cannot do it.
+        let group = Self.group("health")
+        let token = try await issueToken(cluster, ["--group", group, "--device", "d"])
+        let stream = try RawHTTP.connect(url)
+        defer { close(stream) }
+        RawHTTP.sendAll(stream, Array("GET /v1/live HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nKVSync-Group: \(group)\r\n\r\n".utf8))
+        #expect(await eventuallyAsync(BuildScale.seconds(30)) {
+            ((try? await Self.metrics(metricsBase))?["kvsync_gateway_live_streams"] ?? 0) == 1
+        })
+
         // The database stops: not ready (the process is still up); it starts again: ready.
         try await offPool { try cluster.stop() }
         #expect(await eventuallyAsync(BuildScale.seconds(30)) { (try? await Self.get(url, "/readyz").status) == 503 })
         let down = try await Self.get(metricsBase, "/readyz")
-        #expect(down.status == 503 && down.text.hasPrefix("not ready: the database"), "\(down.status) \(down.text)")
+        #expect(down.status == 503 && down.text.hasPrefix("not ready: the database: "), "\(down.status) \(down.text)")
+        // The devices' address says it in general terms only.
+        let downPublic = try await Self.get(url, "/readyz")
+        #expect(downPublic.status == 503 && downPublic.text == "not ready: the database does not answer, or its schema is not this gateway's\n",
+                "\(downPublic.status) \(downPublic.text)")
         #expect(try await Self.get(url, "/healthz").status == 200)
+        #expect(await eventuallyAsync(BuildScale.seconds(60)) {
+            ((try? await Self.metrics(metricsBase))?["kvsync_gateway_revocation_sweep_lag_seconds"] ?? 0) > 6
+        }, "the sweep's lag did not grow while the database was down")
         try await offPool { try cluster.start() }
         #expect(await eventuallyAsync(BuildScale.seconds(60)) { (try? await Self.get(url, "/readyz").status) == 200 })
         #expect(try await Self.get(metricsBase, "/readyz").status == 200)
+        #expect(await eventuallyAsync(BuildScale.seconds(60)) {
+            ((try? await Self.metrics(metricsBase))?["kvsync_gateway_revocation_sweep_lag_seconds"] ?? 99) < 6
+        }, "the sweep's lag did not come down after the database came back")
         let counted = try await Self.metrics(metricsBase)
         #expect((counted["kvsync_gateway_requests_total{endpoint=\"readyz\",status=\"503\"}"] ?? 0) >= 1, "\(counted)")
         #expect((counted["kvsync_gateway_requests_total{endpoint=\"healthz\",status=\"200\"}"] ?? 0) >= 3, "\(counted)")
+        #expect((counted["kvsync_gateway_errors_total"] ?? 0) >= 1, "\(counted)")
+        // The sweep's failure is logged once, then its recovery; not once per attempt.
+        gateway.kill(SIGTERM)
+        let exited = try await offPool { gateway.wait(timeout: BuildScale.seconds(60)) }
+        let sweepLines = exited.stderr.split(separator: "\n").filter { $0.contains("revocation") || $0.contains("revoked credentials") }
+        #expect(sweepLines.count == 2 && sweepLines.first?.hasPrefix("kvtool gateway: error: cannot look for revoked credentials") == true
+                && sweepLines.last == "kvtool gateway: recovered: the revocation sweep reaches the database again", "\(exited.stderr)")
     }
 
     /// A gateway told to stop drains: while a request is in flight it still runs, and says it is not
