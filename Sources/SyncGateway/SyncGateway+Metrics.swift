@@ -99,7 +99,6 @@ public final class GatewayMetrics: Sendable {
         var transactionBuckets = [Int](repeating: 0, count: GatewayMetrics.transactionBuckets.count + 1)
         var transactionSum = 0.0
         var transactionCount = 0
-        var logLinesDropped = 0
     }
 
     private let counts = Locked(Counts())
@@ -138,7 +137,7 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
-    /// An error that answered no request (the revocation sweep's, a log line dropped).
+    /// An error that answered no request (a failed revocation sweep).
     func error() {
         counts.withLock { $0.errors += 1 }
     }
@@ -163,12 +162,6 @@ public final class GatewayMetrics: Sendable {
     var sweepLag: Double {
         let lag = ContinuousClock.now - sweptAt.withLock { $0 }
         return Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18
-    }
-
-    /// Requests counted for `endpoint` with `status` (a test's and a benchmark's view).
-    public func requests(_ endpoint: Endpoint, status: Int) -> Int {
-        let statusIndex = Self.statuses.firstIndex(of: UInt(status)) ?? Self.statuses.count
-        return counts.withLock { $0.requests[endpoint.rawValue * (Self.statuses.count + 1) + statusIndex] }
     }
 
     /// The Prometheus text exposition (version 0.0.4) of every metric, with the gauges given.

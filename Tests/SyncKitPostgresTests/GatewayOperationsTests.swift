@@ -66,7 +66,8 @@ import Glibc
         // A live stream open: the revocation sweep has work, and its lag shows when it cannot do it.
         let group = Self.group("health")
         let token = try await issueToken(cluster, ["--group", group, "--device", "d"])
-        let stream = try RawHTTP.connect(url)
+        // (From another address than the one throttled above.)
+        let stream = try RawHTTP.connect(url, source: "127.0.0.3")
         defer { close(stream) }
         RawHTTP.sendAll(stream, Array("GET /v1/live HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nKVSync-Group: \(group)\r\n\r\n".utf8))
         #expect(await eventuallyAsync(BuildScale.seconds(30)) {
