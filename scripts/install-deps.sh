@@ -5,7 +5,9 @@
 # own throwaway clusters), Python's cbor2 (the interoperability tests; with --test) and valgrind (`make
 # instructions` counts instructions under callgrind, and `make lean` times processes with hyperfine and
 # /usr/bin/time; with --perf), and Debian's chromium and chromium-driver with Selenium from PyPI (the
-# browser tests of `kvtool serve`; with --test), and openssl (the sync gateway's TLS tests; with --test).
+# browser tests of `kvtool serve`; with --test), openssl (the sync gateway's TLS tests; with --test), and
+# Debian's prometheus (a test scrapes a gateway with it and queries it through its HTTP API; with --test:
+# the package's service is not started, the test runs /usr/bin/prometheus itself).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -25,6 +27,7 @@ if [ "${1:-}" = "--test" ]; then
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    [ -x /usr/bin/prometheus ] || missing+=(prometheus)
 fi
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
@@ -37,8 +40,8 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     sudo_if_needed apt-get update -qq
-    # Debian's postgresql package creates and starts a cluster of its own; the tests and the demo start
-    # their own instead, and a machine without an init system cannot start it: while installing, a
+    # Debian's postgresql package creates and starts a cluster of its own (and prometheus a service);
+    # the tests and the demo start their own instead, and a machine without an init system cannot start it: while installing, a
     # policy-rc.d (the standard Debian hook) tells the package scripts not to start services.
     added_policy=""
     if [ ! -e /usr/sbin/policy-rc.d ]; then

@@ -172,26 +172,31 @@ extension SyncGateway {
         let principal: Principal
         do {
             let logger = options.logger
+            let started = ContinuousClock.now
+            defer { metrics.transaction(ContinuousClock.now - started) }
             principal = try await client.withTransaction(logger: logger) { connection in
                 let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 return principal
             }
         } catch {
-            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false)
+            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false,
+                                    endpoint: .live, method: .GET)
             return nil
         }
         let id: UInt64, events: AsyncStream<LiveHub.Event>
         do {
             (id, events) = try hub.subscribe(principal)
         } catch .gateway {
-            try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false)
+            try await answers.write(.refusal(.serviceUnavailable, "too many live streams (\(hub.maxStreams)); poll instead"), keepAlive: false,
+                                    endpoint: .live, method: .GET)
             return nil
         } catch .credential {
             try await answers.write(.refusal(.tooManyRequests, "too many live streams for this credential (\(hub.maxStreamsPerCredential))", retryAfter: 15),
-                                    keepAlive: false)
+                                    keepAlive: false, endpoint: .live, method: .GET)
             return nil
         }
+        metrics.request(.live, status: .ok, sent: 0, outcome: .answered)
         do {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "text/event-stream")
@@ -271,10 +276,13 @@ extension SyncGateway {
         // After a failed sweep the next comes sooner: the first one after the database is back must not
         // wait a whole period.
         var pause = Self.revocationSweep
+        // Whether the last sweep failed (its error was logged).
+        var failing = false
         while !Task.isCancelled {
             try? await Task.sleep(for: pause)
             pause = Self.revocationSweep
-            guard hub.count > 0 else { continue }
+            // No stream to close: the sweep is as current as it needs to be.
+            guard hub.count > 0 else { metrics.swept(); continue }
             var revoked = Set<Int64>()
             do {
                 // Each step has a deadline: a database behind a network that drops packets silently
@@ -299,8 +307,20 @@ extension SyncGateway {
                 revoked = Set(entries.filter { $0.sequence > start && !seen.contains($0.sequence) }.map(\.credential))
                 seen = Set(entries.map(\.sequence))
                 cursor = max(cursor, entries.map(\.sequence).max() ?? cursor)
+                metrics.swept()
+                if failing {
+                    failing = false
+                    options.log?(GatewayLogEvent(level: .info, event: "recovered", message: "the revocation sweep reaches the database again"))
+                }
             } catch {
                 options.logger.warning("cannot look for revoked credentials: \(ServerStatements.describe(error))")
+                metrics.error()
+                // Logged once until a sweep succeeds again (it is tried every 250 ms meanwhile).
+                if !failing {
+                    failing = true
+                    options.log?(GatewayLogEvent(level: .error, event: "error",
+                                                 message: "cannot look for revoked credentials: \(ServerStatements.describe(error))"))
+                }
                 if let open = connection { try? await open.close() }
                 connection = nil
                 pause = Self.revocationRetry

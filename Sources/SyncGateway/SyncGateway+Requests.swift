@@ -152,7 +152,7 @@ extension SyncGateway {
         if let replication = inner as? ReplicationError, case .deviceInUse(let reason) = replication {
             return .refusal(.conflict, reason)
         }
-        return .refusal(.serviceUnavailable, "the database: \(ServerStatements.describe(error))", retryAfter: 1)
+        return .failure("the database: \(ServerStatements.describe(error))")
     }
 
     /// The verified principal of `credential`, with the transaction on `connection` scoped to its
@@ -228,14 +228,18 @@ extension SyncGateway {
         do {
             let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
             let logger = options.logger
-            let answer: [UInt8] = try await client.withTransaction(logger: logger) { [self] connection in
+            // The answer, and the changes it pushed or pulled, and whether a push's clock was ahead.
+            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: Int64?)
+            let started = ContinuousClock.now
+            defer { metrics.transaction(ContinuousClock.now - started) }
+            let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
                 let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
                 switch request.head.operation {
                 case .hello:
-                    return GatewayHello(serverID: try await statements.serverID(), group: principal.group,
-                                        device: principal.device, readOnly: principal.readOnly).encoded()
+                    return (GatewayHello(serverID: try await statements.serverID(), group: principal.group,
+                                         device: principal.device, readOnly: principal.readOnly).encoded(), 0, 0, nil)
                 case .push:
                     guard let device = principal.device, !principal.readOnly else {
                         throw Refusal(status: .forbidden, line: principal.device == nil
@@ -250,15 +254,16 @@ extension SyncGateway {
                     do {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
                                                                  maxClockSkew: maxClockSkew)
-                        return GatewayPushResponse.outcomes(outcomes).encoded()
+                        return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil)
                     } catch ReplicationError.clockAhead(let ahead, _) {
-                        return GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded()
+                        return (GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded(), 0, 0, ahead.wholeMilliseconds)
                     }
                 case .changes(let after, let limit):
-                    return try await statements.changes(group: principal.group, after: after, limit: limit, maxBytes: maxPageBytes).encoded()
+                    let page = try await statements.changes(group: principal.group, after: after, limit: limit, maxBytes: maxPageBytes)
+                    return (page.encoded(), 0, page.changes.count, nil)
                 case .state:
                     let (last, rows) = try await statements.currentState(group: principal.group)
-                    return GatewayState(lastSequence: last, rows: rows).encoded()
+                    return (GatewayState(lastSequence: last, rows: rows).encoded(), 0, rows.count, nil)
                 case .live:
                     throw Refusal(status: .badRequest, line: "a live stream is not a request")
                 }
@@ -268,7 +273,14 @@ extension SyncGateway {
             guard answer.count <= Self.smallAnswer || answerBytes + answer.count <= options.limits.maxAnswerBytes else {
                 return Self.busyWriting
             }
-            return .ok(answer)
+            metrics.changes(pushed: pushed, pulled: pulled)
+            var response = GatewayResponse.ok(answer)
+            if let ahead {
+                // Answered (the device learns its skew), and counted and logged as a refusal.
+                response.outcome = .refused(.skew)
+                response.logLine = "the push's stamps are \(ahead) ms ahead of the server's clock, past the bound; the batch was refused"
+            }
+            return response
         } catch {
             return refusal(for: error, from: source)
         }

@@ -103,6 +103,17 @@ public final class SyncGateway: Sendable {
         /// first attempt to connect (`kvtool sync gateway` prints it on standard error).
         public var waitingForDatabase: (@Sendable (String) -> Void)?
         public var logger = Logger(label: "kvstore.gateway", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// Where to serve `GET /metrics` (Prometheus's text format), `/healthz` and `/readyz` apart from
+        /// the devices' address (`nil`: nowhere; the main address answers the health checks anyway).
+        /// Port 0: any free port.
+        public var metricsHost: String?
+        public var metricsPort = 0
+        /// Told once, with the metrics listener's URL (`http://HOST:PORT/metrics`), before the ready
+        /// callback of ``SyncGateway/run(host:port:ready:)``.
+        public var metricsListening: (@Sendable (String) -> Void)?
+        /// Told of each refusal and error (`kvtool sync gateway --log-format json|text` writes them on
+        /// standard error), on the thread that answers: it must not block for long.
+        public var log: (@Sendable (GatewayLogEvent) -> Void)?
         public init() {}
     }
 
@@ -110,7 +121,7 @@ public final class SyncGateway: Sendable {
     let options: Options
     let client: PostgresClient
     private let sslContext: NIOSSLContext?
-    private let state = Locked(State())
+    let state = Locked(State())
     /// Requests of verified principals.
     let limiter: RateLimiter<String>
     /// Failed authentications of source addresses.
@@ -123,6 +134,19 @@ public final class SyncGateway: Sendable {
     let liveOpenings: AsyncSemaphore
     /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
     let verified: RecentlyVerified
+    /// What the gateway counts, for `GET /metrics`.
+    public let metrics = GatewayMetrics()
+    /// One readiness check at a time, and its answer reused for ``readinessReuse``.
+    let readinessChecks = AsyncSemaphore(permits: 1)
+    let readinessCache = Locked<(ContinuousClock.Instant, (Bool, String))?>(nil)
+    /// The metrics listener and its open connections (closed at the end of a drain).
+    let metricsConnections = Locked(MetricsListener())
+
+    struct MetricsListener {
+        var server: Channel?
+        var open: [ObjectIdentifier: Channel] = [:]
+        var closed = false
+    }
 
     struct State {
         var connections = 0
@@ -178,11 +202,20 @@ public final class SyncGateway: Sendable {
     /// ``shutdown()`` (then drains: requests in flight finish) or cancellation.
     ///
     /// - Throws: ``ReplicationError/server(_:)`` when the database's schema is not this gateway's
-    ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged.
+    ///   version (`kvtool sync setup` creates and migrates it), or its login is privileged;
+    ///   ``GatewayListenError`` when ``Options/metricsHost`` cannot be listened on.
     public func run(host: String = "127.0.0.1", port: Int = 0, ready: @Sendable (String) -> Void) async throws {
         try await withThrowingDiscardingTaskGroup { tasks in
             // Checked before the pool runs: a database that cannot be used fails the start at once.
             let revocations = try await checkDatabase()
+            metrics.swept()
+            if let metricsHost = options.metricsHost {
+                let server = try await bindMetrics(host: metricsHost, port: options.metricsPort)
+                metricsConnections.withLock { $0.server = server.channel }
+                let bound = server.channel.localAddress?.port ?? options.metricsPort
+                options.metricsListening?("http://\(metricsHost.contains(":") ? "[\(metricsHost)]" : metricsHost):\(bound)/metrics")
+                tasks.addTask { await self.serveMetrics(server) }
+            }
             tasks.addTask { await self.client.run() }
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.followRevocations(after: revocations) }
@@ -218,7 +251,9 @@ public final class SyncGateway: Sendable {
                     }
                 }
             }
-            // Every connection has ended (drained): stop the database pool, the LISTEN and the sweep.
+            // Every connection has ended (drained): stop the metrics listener, the database pool, the
+            // LISTEN and the sweep.
+            closeMetrics()
             tasks.cancelAll()
         }
     }
@@ -295,6 +330,8 @@ public final class SyncGateway: Sendable {
         }
         // The request admitted from its head, waiting for the end of its body.
         var pending: (head: HTTPRequestHead, request: Admitted)?
+        // A health check, answered at the end of its request.
+        var healthCheck: (head: HTTPRequestHead, answer: GatewayResponse)?
         var body = ByteBuffer()
         // Bytes of this request's body counted against the gateway's budget for all bodies.
         var reserved = 0
@@ -303,8 +340,11 @@ public final class SyncGateway: Sendable {
         // is read and dropped (never kept) until it closes or ``lingerTimeout`` passes, so that its
         // socket does not reset before it read the refusal.
         var lingering = false
+        // The request being answered: what it is counted and logged under.
+        var endpoint = GatewayMetrics.Endpoint.other
+        var method = HTTPMethod.GET
         func refuse(_ refusal: GatewayResponse) async throws {
-            try await answers.write(refusal, keepAlive: false)
+            try await answers.write(refusal, keepAlive: false, endpoint: endpoint, method: method)
             lingering = true
             channel.close(mode: .output, promise: nil)
             channel.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
@@ -317,6 +357,15 @@ public final class SyncGateway: Sendable {
                 release(reserved)
                 reserved = 0
                 body = ByteBuffer()
+                endpoint = GatewayMetrics.Endpoint(uri: head.uri)
+                method = head.method
+                // The health checks: no credential, no rate, no body; answered on the connection.
+                if endpoint == .healthz || endpoint == .readyz, admitted,
+                   let answer = await operationsAnswer(method: head.method, endpoint: endpoint, metrics: false) {
+                    pending = nil
+                    healthCheck = (head, answer)
+                    continue
+                }
                 // Over the connection limit: refused at once, before any body is read.
                 guard admitted else {
                     try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
@@ -352,16 +401,26 @@ public final class SyncGateway: Sendable {
                 guard pending != nil, body.readableBytes + buffer.readableBytes <= reserved else { return nil }
                 body.writeBuffer(&buffer)
             case .end:
+                if let (head, answer) = healthCheck {
+                    healthCheck = nil
+                    let keepAlive = !state.withLock { $0.draining } && head.isKeepAlive
+                    try await answers.write(answer, keepAlive: keepAlive, endpoint: endpoint, method: method,
+                                            withBody: head.method != .HEAD)
+                    if !keepAlive { return nil }
+                    idle(true)
+                    continue
+                }
                 guard let (head, request) = pending else { continue }
                 pending = nil
                 if request.head.operation == .live { return request }
+                let received = body.readableBytes
                 let response = await respond(to: request, body: Array(body.readableBytesView), from: source)
                 body = ByteBuffer()
                 release(reserved)
                 reserved = 0
                 let draining = state.withLock { $0.draining }
                 let keepAlive = !response.closes && !draining && head.isKeepAlive
-                try await answers.write(response, keepAlive: keepAlive)
+                try await answers.write(response, keepAlive: keepAlive, endpoint: endpoint, method: method, received: received)
                 if !keepAlive { return nil }
                 idle(true)
             }
@@ -420,9 +479,17 @@ struct AnswerWriter: Sendable {
     static let slice = 256 << 10
 
     @inline(never)
-    func write(_ response: GatewayResponse, keepAlive: Bool) async throws {
+    /// Writes `response` (its body unless `withBody` is false: a HEAD request), counted under
+    /// `endpoint` with the `received` bytes of its request's body, and logged if it is a refusal or
+    /// an error.
+    func write(_ response: GatewayResponse, keepAlive: Bool, endpoint: GatewayMetrics.Endpoint, method: HTTPMethod,
+               received: Int = 0, withBody: Bool = true) async throws {
+        gateway.metrics.request(endpoint, status: response.status, received: received, sent: withBody ? response.body.readableBytes : 0,
+                                outcome: response.outcome)
+        gateway.log(response, method: method, endpoint: endpoint, peer: channel.remoteAddress)
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8")
+        headers.add(name: "Content-Type", value: response.contentType
+                    ?? (response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8"))
         headers.add(name: "Content-Length", value: String(response.body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-store")
         if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
@@ -432,7 +499,7 @@ struct AnswerWriter: Sendable {
         defer { gateway.countAnswer(-size) }
         channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
                       promise: nil)
-        var buffer = response.body
+        var buffer = withBody ? response.body : ByteBuffer()
         while buffer.readableBytes > Self.slice {
             try await send(.body(.byteBuffer(buffer.readSlice(length: Self.slice)!)))
         }
@@ -448,6 +515,7 @@ struct AnswerWriter: Sendable {
     /// Writes a live stream's `part` (its head, an event, its end). Only a live stream's parts come this
     /// way, after every answer on the connection was written whole.
     func event(_ part: HTTPServerResponsePart) async throws {
+        if case .body(.byteBuffer(let buffer)) = part { gateway.metrics.sent(buffer.readableBytes) }
         try await events.write(part)
     }
 }
@@ -460,12 +528,39 @@ struct GatewayResponse: Sendable {
     var retryAfter: Int?
     /// Whether the connection is closed after it (a refused credential).
     var closes = false
+    /// The Content-Type (`nil`: the protocol's for 200, else text).
+    var contentType: String?
+    /// What it is counted as: an answer, a refusal and its reason, or an error.
+    var outcome = Outcome.answered
+    /// The line logged for it, when its body is not one (a push answered with its clock's skew).
+    var logLine: String?
+
+    enum Outcome: Sendable, Equatable {
+        case answered
+        case refused(GatewayMetrics.RefusalReason)
+        /// The gateway or its database failed (503).
+        case failed
+    }
+
+    init(status: HTTPResponseStatus, body: ByteBuffer, retryAfter: Int? = nil, closes: Bool = false, contentType: String? = nil,
+         outcome: Outcome = .answered, logLine: String? = nil) {
+        (self.status, self.body, self.retryAfter, self.closes) = (status, body, retryAfter, closes)
+        (self.contentType, self.outcome, self.logLine) = (contentType, outcome, logLine)
+    }
 
     static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: ByteBuffer(bytes: body)) }
 
-    static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil) -> GatewayResponse {
+    /// A refusal: its reason is the status's (``GatewayMetrics/RefusalReason/of(_:)``) unless given.
+    static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil,
+                        reason: GatewayMetrics.RefusalReason? = nil) -> GatewayResponse {
         GatewayResponse(status: status, body: ByteBuffer(string: line + "\n"), retryAfter: retryAfter,
-                        closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests)
+                        closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests,
+                        outcome: .refused(reason ?? .of(status)))
+    }
+
+    /// An error of the gateway or its database: 503, to be tried again.
+    static func failure(_ line: String) -> GatewayResponse {
+        GatewayResponse(status: .serviceUnavailable, body: ByteBuffer(string: line + "\n"), retryAfter: 1, outcome: .failed)
     }
 }
 #endif

@@ -39,7 +39,8 @@ import Glibc
         let proxy = try FaultProxy(to: cluster.port)
         defer { proxy.stop() }
         let database = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(proxy.port)/\(cluster.database)"
-        let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", database, "--listen", "127.0.0.1:0"])
+        let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", database, "--listen", "127.0.0.1:0",
+                                                                              "--metrics-listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
         let url = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init)).url
         let revoked = try await issueToken(cluster, ["--group", group, "--device", "stolen"])
@@ -73,7 +74,7 @@ import Glibc
         // A database nobody set up: the gateway says what to run.
         let bare = try await offPool {
             try run(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", cluster.tcpURL.description, "--listen", "127.0.0.1:0",
-                                                      "--allow-privileged-role"], timeout: 60)
+                                                      "--metrics-listen", "127.0.0.1:0", "--allow-privileged-role"], timeout: 60)
         }
         #expect(bare.status != 0 && bare.stderr.contains("no kvsync schema") && bare.stderr.contains("kvtool sync setup"), "\(bare.stderr)")
         let setup = try await kvtoolRun(["sync", "setup", "--database", cluster.tcpURL.description, "--gateway-login", "gw", "--json"])
@@ -91,7 +92,8 @@ import Glibc
         #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_tokens") } == 0)
         /// Starts a gateway as `url`'s login: whether it started, and what it said on stderr.
         func start(_ url: String, _ extra: [String] = []) async throws -> (started: Bool, stderr: String) {
-            let process = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", url, "--listen", "127.0.0.1:0"] + extra)
+            let process = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database", url, "--listen", "127.0.0.1:0",
+                                                                                  "--metrics-listen", "127.0.0.1:0"] + extra)
             let line = try await offPool { process.waitForLine(timeout: 30) { GatewayReadyLine($0) != nil } }
             process.kill(SIGTERM)
             let result = try await offPool { process.wait(timeout: 30) }

@@ -113,7 +113,7 @@ import Glibc
         try "postgres://\(LocalPostgresCluster.gatewayLogin):not-for-ps-eyes@127.0.0.1:\(arena.cluster.port)/kv\n"
             .write(toFile: urlFile, atomically: true, encoding: .utf8)
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database-url-file", urlFile,
-                                                                              "--listen", "127.0.0.1:0"])
+                                                                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
         let url = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init)).url
         func commandLine(_ pid: Int32) throws -> String {

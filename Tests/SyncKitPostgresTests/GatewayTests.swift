@@ -796,7 +796,8 @@ extension GatewayTests {
         try await SyncServerSetup.prepare(on: try ServerURL(base + "?sslmode=require"), gatewayLogin: LocalPostgresCluster.gatewayLogin)
         let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/kv"
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
-            "sync", "gateway", "--database", gatewayLogin + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0"])
+            "sync", "gateway", "--database", gatewayLogin + "?sslmode=verify-full&sslrootcert=\(pki.caCertificate)", "--listen", "127.0.0.1:0",
+            "--metrics-listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
         let line = try #require(try await offPool { gateway.waitForLine(timeout: 60) { GatewayReadyLine($0) != nil } }.flatMap(GatewayReadyLine.init))
         let token = try await kvtoolRun(["sync", "token", "issue", "--database", base + "?sslmode=require", "--group", group])

@@ -116,7 +116,8 @@ import Glibc
         var gatewayPort = cluster.port
         func startGateway() throws {
             let process = try BackgroundProcess(productsDirectory() + "/kvtool", [
-                "sync", "gateway", "--database", cluster.gatewayURL.description, "--listen", "127.0.0.1:\(gatewayPort)"])
+                "sync", "gateway", "--database", cluster.gatewayURL.description, "--listen", "127.0.0.1:\(gatewayPort)",
+                "--metrics-listen", "127.0.0.1:0"])
             guard process.waitForLine(timeout: BuildScale.seconds(60), where: { GatewayReadyLine($0) != nil }) != nil else {
                 let ended = process.wait(timeout: 5)
                 throw ReplicationError.server("the gateway did not start: \(ended.stderr)")

@@ -15,7 +15,8 @@ public func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: 
                          environment: [String: String]? = nil) async throws -> (BackgroundProcess, String) {
     let database = try await cluster.prepareForGateways()
     let process = try BackgroundProcess(productsDirectory() + "/kvtool",
-                                        ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:\(port)"] + extra,
+                                        ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:\(port)"]
+                                            + (extra.contains("--metrics-listen") ? [] : ["--metrics-listen", "127.0.0.1:0"]) + extra,
                                         environment: environment ?? [:])
     let line = try await offPool { process.waitForLine(timeout: 60, where: { GatewayReadyLine($0) != nil }).flatMap(GatewayReadyLine.init) }
     guard let line else {
@@ -23,6 +24,15 @@ public func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: 
         throw ReplicationError.server("the gateway did not start: \(ended.stderr)")
     }
     return (process, line.url)
+}
+
+/// The metrics listener of a gateway `startGateway` started (`http://127.0.0.1:PORT`, without
+/// `/metrics`), from the line `gateway metrics on URL` it printed before its ready line.
+public func gatewayMetricsBase(_ process: BackgroundProcess) -> String? {
+    let prefix = "gateway metrics on "
+    guard let line = process.output.first(where: { $0.hasPrefix(prefix) }) else { return nil }
+    let url = String(line.dropFirst(prefix.count))
+    return url.hasSuffix("/metrics") ? String(url.dropLast("/metrics".count)) : url
 }
 
 /// `kvtool sync token issue … ARGUMENTS` as the cluster's owner: the token it printed (its whole output).

@@ -85,7 +85,7 @@ extension Bench {
         func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (ChildProcess, SyncGatewayURL) {
             // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
             let database = try blocking { try await cluster.prepareForGateways() }
-            let arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0",
+            let arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
                              "--rate", "1000000", "--max-connections", "100000", "--max-streams", "100000", "--max-streams-per-credential", "100000"]
                 + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
             let wrapper = gatewayWrapper?.split(separator: " ").map(String.init) ?? []

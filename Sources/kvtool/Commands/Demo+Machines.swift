@@ -57,7 +57,8 @@ extension Demo {
         try ChildProcess(arguments: ["sync", "setup", "--database", server, "--gateway-login", LocalPostgresCluster.gatewayLogin]).finish()
         let gatewayLogin = "postgres://\(LocalPostgresCluster.gatewayLogin)@127.0.0.1:\(cluster.port)/\(cluster.database)"
         print("   a sync gateway logged in as it, and a credential for machine B (kvtool sync token issue --group \(group) --device machine-b):")
-        let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", gatewayLogin, "--listen", "127.0.0.1:0"])
+        let gateway = try ChildProcess(arguments: ["sync", "gateway", "--database", gatewayLogin, "--listen", "127.0.0.1:0",
+                                                                "--metrics-listen", "off"])
         let gatewayURL = try gateway.ready(GatewayReadyLine.self, what: "the gateway").url
         let serverURL = try ServerURL(server)
         let token = try blocking { try await SyncTokens.issue(on: serverURL, group: group, device: "machine-b").token }

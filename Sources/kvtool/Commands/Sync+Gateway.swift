@@ -199,8 +199,13 @@ extension SyncCommand {
                 only (kvtool sync setup --gateway-login NAME makes one): the gateway refuses the owner, a superuser or a \
                 role that bypasses row-level security. Prints `gateway listening on URL` first; while the database does \
                 not answer, it says so on standard error and waits up to --database-timeout seconds, then fails \
-                (exit 74). Listens on 127.0.0.1:8391 by default (kvtool serve's is 8390). SIGTERM or SIGINT \
-                drains it: requests in flight finish, then it exits.
+                (exit 74). Listens on 127.0.0.1:8391 by default (kvtool serve's is 8390). GET /healthz (the process is up) \
+                and GET /readyz (the database answers and its schema is current; 503 while draining) take no credential. \
+                Prometheus metrics (GET /metrics), with /healthz and /readyz, are served on --metrics-listen, \
+                127.0.0.1:9464 by default (`off`: none; a port in use stops the start with an error naming it); the \
+                line `gateway metrics on URL` comes before the ready line. Each refusal and error is one line on standard \
+                error (--log-format json: one JSON object; never a credential). SIGTERM or SIGINT drains it: requests in \
+                flight finish, then it exits.
                 """)
         @OptionGroup var database: DatabaseOption
         @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8391"
@@ -233,6 +238,11 @@ extension SyncCommand {
         var maxStreamsPerCredential: Int = 16
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
         var databaseTimeout: Double = 30
+        @Option(name: .customLong("metrics-listen"),
+                help: "HOST:PORT for Prometheus metrics, /healthz and /readyz (port 0: any free port; off: none).")
+        var metricsListen: String = "127.0.0.1:9464"
+        @Option(name: .customLong("log-format"), help: "How refusals and errors are logged on standard error: text or json (one object a line).")
+        var logFormat: String = "text"
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
@@ -252,15 +262,27 @@ extension SyncCommand {
                 throw ValidationError("--max-streams-per-credential must be from 1 to 1000000")
             }
             _ = try hostAndPort()
+            _ = try metricsHostAndPort()
+            guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, got '\(logFormat)'") }
         }
 
         func hostAndPort() throws -> (String, Int) {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65_535).contains(port) else {
-                throw ValidationError("--listen takes HOST:PORT, got '\(listen)'")
+            try Self.hostAndPort(listen, option: "--listen")
+        }
+
+        /// Where metrics are served, or `nil` for `--metrics-listen off`.
+        func metricsHostAndPort() throws -> (String, Int)? {
+            metricsListen == "off" ? nil : try Self.hostAndPort(metricsListen, option: "--metrics-listen")
+        }
+
+        static func hostAndPort(_ text: String, option: String) throws -> (String, Int) {
+            let more = option == "--metrics-listen" ? ", or off" : ""
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port) else {
+                throw ValidationError("\(option) takes HOST:PORT\(more), got '\(text)'")
             }
-            var host = String(listen[..<colon])
+            var host = String(text[..<colon])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            guard !host.isEmpty else { throw ValidationError("--listen takes HOST:PORT, got '\(listen)'") }
+            guard !host.isEmpty else { throw ValidationError("\(option) takes HOST:PORT\(more), got '\(text)'") }
             return (host, port)
         }
 
@@ -283,6 +305,19 @@ extension SyncCommand {
             options.waitingForDatabase = { line in
                 Output.flush()
                 FileHandle.standardError.write(Data("kvtool: \(line)\n".utf8))
+            }
+            if let (metricsHost, metricsPort) = try metricsHostAndPort() {
+                options.metricsHost = metricsHost
+                options.metricsPort = metricsPort
+                options.metricsListening = { url in
+                    print("gateway metrics on \(url)")
+                    Output.flush()
+                }
+            }
+            // One line per refusal or error on standard error, written whole (one write each).
+            let json = logFormat == "json"
+            options.log = { event in
+                FileHandle.standardError.write(Data(((json ? event.jsonLine : "kvtool gateway: " + event.textLine) + "\n").utf8))
             }
             var keys: [JWTVerifier.Key] = []
             if let jwtSecretFile {
@@ -324,6 +359,8 @@ extension SyncCommand {
                 }
             } catch let error as ReplicationError {
                 throw error
+            } catch let error as GatewayListenError {
+                throw CLIError(.failure, error.description)
             } catch {
                 if "\(error)".contains("Address already in use") {
                     throw CLIError(.failure, "\(listen) is in use: pass --listen HOST:PORT, or port 0 for any free port")
