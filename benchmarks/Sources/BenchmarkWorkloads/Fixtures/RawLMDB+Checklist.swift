@@ -46,7 +46,7 @@ extension RawLMDB {
         try write { txn in try put(bytes, summary, day: day, in: txn) }
     }
 
-    private func put(_ bytes: [UInt8], _ summary: DailySummary, day: LogicalDay, in txn: OpaquePointer) throws {
+    func put(_ bytes: [UInt8], _ summary: DailySummary, day: LogicalDay, in txn: OpaquePointer) throws {
         let key = day.encodedKey
         var summary = summary
         try key.withUnsafeBytes { k in

@@ -17,7 +17,7 @@ final class RawLMDB: @unchecked Sendable {
         try Self.check(mdb_env_create(&env))
         guard let env else { throw LMDBError(rawValue: MDB_PANIC) }
         self.env = env
-        try Self.check(mdb_env_set_maxdbs(env, 4))
+        try Self.check(mdb_env_set_maxdbs(env, 8))
         try Self.check(mdb_env_set_mapsize(env, 64 << 20))
         try Self.check(mdb_env_open(env, directory, UInt32(MDB_NOTLS) | flags, 0o600))
         var write: OpaquePointer?
