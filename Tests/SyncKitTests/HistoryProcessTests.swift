@@ -62,6 +62,48 @@ import TestSupport
         #expect(Set(all.map(\.transactionID)).count == transactions)
     }
 
+    /// Tokens and clocks carry on across writers of different processes: a process whose previous
+    /// commit was its own reuses what it left, and after another process's commit it reads them again.
+    /// Three writers at once (this process and two helpers) leave one run of tokens, each used once,
+    /// and stamps that rise with the tokens, whichever way their commits interleaved.
+    @Test func writersOfSeveralProcessesShareOneRunOfTokensAndOneClock() throws {
+        let group = "group.com.example.writers"
+        let container = try dir.container(group)
+        let history = try History.attach(to: container)
+        let events = try container.store.collection("events", key: Int.self, value: Int.self)
+        try history.enable(.collection("events"))
+        for i in 0..<3 { try container.store.write(author: "test") { tx in try events.put(i, forKey: 100_000 + i, in: tx) } }
+        // Another process commits 4 transactions (1 + 2 + 3 + 1 entries) between two of ours.
+        let other = try BackgroundProcess.helper(["history-writer", dir.path, group, "4"])
+        #expect(other.wait().status == 0)
+        #expect(other.output.last == "done 10")
+        try container.store.write(author: "test") { tx in try events.put(3, forKey: 100_003, in: tx) }
+        #expect(try history.currentToken() == ChangeToken(rawValue: 11))
+
+        // Then three writers at once.
+        let count = 100
+        let helpers = try (0..<2).map { _ in try BackgroundProcess.helper(["history-writer", dir.path, group, String(count)]) }
+        for i in 0..<count {
+            try container.store.write(author: "test") { tx in try events.put(i, forKey: 200_000 + i, in: tx) }
+        }
+        for helper in helpers { #expect(helper.wait().status == 0) }
+        let perHelper = (0..<count).reduce(0) { $0 + 1 + $1 % 3 }
+        let expected = 11 + count + 2 * perHelper
+        guard case .changes(let transactions, let next) = try history.changes(since: .zero) else { Issue.record("expired"); return }
+        let entries = transactions.flatMap(\.entries)
+        #expect(entries.map(\.token.rawValue) == Array(1...UInt64(expected)))
+        #expect(next == ChangeToken(rawValue: UInt64(expected)))
+        #expect(transactions.count == 3 + 4 + 1 + count + 2 * count)
+        // One stamp a transaction, each after the one before.
+        let stamps = transactions.compactMap { $0.entries.first?.clock }
+        #expect(stamps.count == transactions.count)
+        #expect(zip(stamps, stamps.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(transactions.allSatisfy { t in t.entries.allSatisfy { $0.clock == t.entries.first?.clock } })
+        let switches = zip(transactions, transactions.dropFirst()).count { $0.author != $1.author }
+        print("history writers: \(transactions.count) transactions, the author changed \(switches) times between consecutive ones")
+        #expect(try history.checkIntegrity().isEmpty)
+    }
+
     @Test func aStoppedObserverNeverBlocksTheWriterAndStillLearnsOfTheChange() throws {
         let group = "group.com.example.stopped"
         let container = try dir.container(group)

@@ -234,6 +234,55 @@ import TestSupport
         #expect(try f.history.checkIntegrity().isEmpty)
     }
 
+    /// A write observer that runs after History and fails the commit when told to.
+    final class FailingObserver: WriteObserver, @unchecked Sendable {
+        let armed = Locked(false)
+        struct Refused: Error {}
+        func transactionWillCommit(_ transaction: WriteTransaction) throws {
+            if armed.withLock({ $0 }) { throw Refused() }
+        }
+        func transactionDidCommit(_ commit: CommittedTransaction) {}
+    }
+
+    /// A commit starts from the token and clock this process's last commit left, without reading
+    /// them, only when no commit came between: a transaction aborted after History recorded its
+    /// entries (its ID goes to the next one) leaves no token behind, and a remote clock observed in
+    /// the same transaction is not passed over.
+    @Test func theTokenAndClockRememberedFromTheLastCommitAreUsedOnlyWhenNothingCameBetween() throws {
+        let f = try fixture()
+        let store = f.container.store
+        try f.notes.put("v1", forKey: 1)
+        try f.notes.put("v2", forKey: 2)
+        let failing = FailingObserver()
+        store.addObserver(failing)
+        failing.armed.withLock { $0 = true }
+        #expect(throws: FailingObserver.Refused.self) { try f.notes.put("lost", forKey: 3) }
+        failing.armed.withLock { $0 = false }
+        // The aborted transaction's ID goes to this one, which records nothing.
+        try f.other.put("untracked", forKey: 1)
+        try f.notes.put("v3", forKey: 3)
+        #expect(try f.history.currentToken() == ChangeToken(rawValue: 3))
+        guard case .changes(let transactions, _) = try f.history.changes(since: .zero) else { Issue.record("expired"); return }
+        let entries = transactions.flatMap(\.entries)
+        #expect(entries.map(\.token.rawValue) == [1, 2, 3])
+        #expect(entries.map(\.key) == [1, 2, 3].map { $0.encodedKey })
+        #expect(try f.notes.get(3) == "v3")
+
+        // A remote stamp observed in the transaction that writes: its entry is stamped after it.
+        let remote = HybridTimestamp(date: Date().addingTimeInterval(30))
+        try store.write { tx in
+            #expect(try f.history.observeClock(remote, in: tx))
+            try f.notes.put("v4", forKey: 4, in: tx)
+        }
+        guard case .changes(let after, _) = try f.history.changes(since: ChangeToken(rawValue: 3)) else { Issue.record("expired"); return }
+        let stamped = try #require(after.first?.entries.first?.clock)
+        #expect(stamped > remote)
+        try f.notes.put("v5", forKey: 5)
+        #expect(try f.history.clock() > stamped)
+        #expect(try f.history.checkIntegrity().isEmpty)
+        store.removeObserver(failing)
+    }
+
     @Test func aCommitWakesObserversOfTheContainer() async throws {
         let f = try fixture()
         let notifier = ChangeNotifier(directory: f.container.notifyDirectory)

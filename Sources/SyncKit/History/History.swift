@@ -56,6 +56,23 @@ public final class History: WriteObserver, @unchecked Sendable {
 
     private let wallClock = Locked<@Sendable () -> Date>({ Date() })
 
+    /// The last token and clock that this process's last recording commit left, with that commit's
+    /// transaction ID; and those of the transaction now committing, kept until it has committed.
+    ///
+    /// LMDB numbers write transactions one after the other, whichever process commits, so the next
+    /// write transaction can trust `committed` only when its own ID is the very next one: then no
+    /// commit of any process came between, and reading the last entry again would find the same
+    /// token and clock. Otherwise, or when the transaction itself touches history's collections, it
+    /// reads them from the store (``lastTokenAndClock(in:)``). This saves a commit the cursor's descent
+    /// and the decoding of the last entry.
+    private let recordedTail = Locked<(committed: RecordedTail?, pending: RecordedTail?)>((nil, nil))
+
+    struct RecordedTail {
+        var transactionID: Int
+        var token: UInt64
+        var clock: UInt64
+    }
+
     /// Makes this process stamp the transactions it records from `clock` instead of the system's
     /// wall clock: a seam for tests that give a machine a wrong clock (a replicator takes its own in
     /// its options). Every stamp still follows the last one.
@@ -232,6 +249,9 @@ public final class History: WriteObserver, @unchecked Sendable {
         guard !remote.isAhead(of: now, by: maxSkew) else { return false }
         let current = try lastTokenAndClock(in: transaction).clock
         guard remote.rawValue > current else { return true }
+        // The clock this process remembers is behind from now on (a transaction of this process that
+        // commits after this one reads the clock from the store again).
+        recordedTail.withLock { $0 = (nil, nil) }
         try transaction.unrecorded { try state.put(remote.rawValue, forKey: Self.clockKey, in: transaction) }
         return true
     }
@@ -239,6 +259,12 @@ public final class History: WriteObserver, @unchecked Sendable {
     // MARK: - WriteObserver
 
     public func transactionWillCommit(_ transaction: WriteTransaction) throws {
+        // Whatever an earlier transaction of this ID left pending did not commit (LMDB gives an
+        // aborted transaction's ID to the next one).
+        let remembered = recordedTail.withLock { tail -> RecordedTail? in
+            tail.pending = nil
+            return tail.committed
+        }
         let mutations = transaction.mutations
         guard !mutations.isEmpty else { return }
         var tracked: [Mutation.Target: Bool] = [:]
@@ -256,7 +282,14 @@ public final class History: WriteObserver, @unchecked Sendable {
                     tracked[mutation.target] = isTracked
                 }
                 guard isTracked else { continue }
-                if recorded == nil { recorded = try lastTokenAndClock(in: transaction) }
+                if recorded == nil {
+                    if let remembered, remembered.transactionID == transaction.transactionID - 1,
+                       !mutations.contains(where: { Self.isBookkeeping($0.target) }) {
+                        recorded = (remembered.token, remembered.clock)
+                    } else {
+                        recorded = try lastTokenAndClock(in: transaction)
+                    }
+                }
                 let previous = last ?? recorded!.token
                 // Only garbage written by something else can bring the counter this far: refuse to
                 // wrap around (a trap) or to reuse tokens.
@@ -276,9 +309,18 @@ public final class History: WriteObserver, @unchecked Sendable {
             }
             // Nothing else: the entries carry the last token and the clock (see `lastTokenAndClock`).
         }
+        if let last, let clock {
+            let pending = RecordedTail(transactionID: transaction.transactionID, token: last, clock: clock.rawValue)
+            recordedTail.withLock { $0.pending = pending }
+        }
     }
 
     public func transactionDidCommit(_ commit: CommittedTransaction) {
+        recordedTail.withLock { tail in
+            if let pending = tail.pending, pending.transactionID == commit.transactionID {
+                tail = (pending, nil)
+            }
+        }
         guard let notifier, commit.mutations.contains(where: { !Self.isBookkeeping($0.target) }) else { return }
         // A failed post loses nothing: observers also find changes by reading history.
         try? notifier.post()

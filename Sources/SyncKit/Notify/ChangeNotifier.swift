@@ -50,7 +50,9 @@ public struct ChangeNotifier: Sendable {
     /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
     ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
     public func post(_ name: String = Self.changes) throws {
-        let path = try self.path(for: name)
+        try Self.validate(name)
+        // Built only for an error: every commit that changed something posts.
+        var path: String { directory + "/" + name }
         // Under a no-follow descriptor of the directory: neither `Notify/` nor the file may be a link
         // a co-tenant planted. The process that creates the file gives it its mode whatever the
         // umask; later posts (from any process of the group) only write to it.
@@ -113,6 +115,11 @@ public struct ChangeNotifier: Sendable {
     }
 
     func path(for name: String) throws -> String {
+        try Self.validate(name)
+        return directory + "/" + name
+    }
+
+    static func validate(_ name: String) throws {
         // ASCII letters, digits, `.`, `_` and `-`, checked byte by byte (every commit that changed
         // something posts, and Unicode properties cost thousands of instructions a name).
         let valid = !name.isEmpty && name.utf8.count <= 100 && name.utf8.allSatisfy { byte in
@@ -120,7 +127,6 @@ public struct ChangeNotifier: Sendable {
                 || byte == 0x2E || byte == 0x5F || byte == 0x2D
         } && name != "." && name != ".."
         guard valid else { throw SyncError.invalidNotificationName(name) }
-        return directory + "/" + name
     }
 }
 
