@@ -27,7 +27,7 @@ EXECUTABLE = os.path.join(ROOT, "benchmarks", ".build", "release", "Instructions
 WORKLOAD = "Save one DailyRecord, durable"
 # The three "raw LMDB + history …" rows are designs of history in plain LMDB (benchmarks'
 # RawLMDB+HistoryModels.swift): the floor each design sets, beside the raw put. "raw LMDB" stays last.
-IMPLEMENTATIONS = ["KVStore", "KVStore without history", "GRDB", "raw LMDB + history B-tree",
+IMPLEMENTATIONS = ["KVStore", "KVStore without notification", "KVStore without history", "GRDB", "raw LMDB + history B-tree",
                    "raw LMDB + history tail", "raw LMDB + history in the main DB", "raw LMDB"]
 
 

@@ -21,10 +21,10 @@ import Glibc
 /// try notifier.post()
 /// ```
 ///
-/// A post rewrites one byte of the file `<directory>/<name>`; observers watch the directory with
-/// inotify and wake on the file's `IN_CLOSE_WRITE`. Nothing connects a writer to its observers, so a
-/// dead, stopped or slow observer never blocks a writer, and a post with no observer costs one small
-/// write. Notifications carry no data and may coalesce: an observer learns *that* something changed
+/// A post opens the file `<directory>/<name>` for writing and closes it, writing nothing; observers
+/// watch the directory with inotify and wake on the file's `IN_CLOSE_WRITE`. Nothing connects a
+/// writer to its observers, so a dead, stopped or slow observer never blocks a writer, and a post
+/// with no observer costs an open and a close. Notifications carry no data and may coalesce: an observer learns *that* something changed
 /// and reads ``History`` for what.
 public struct ChangeNotifier: Sendable {
     /// The directory holding the notification files (a container's `Notify/`).
@@ -84,11 +84,10 @@ public struct ChangeNotifier: Sendable {
             close(fd)
             throw KVStoreError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
         }
-        defer { close(fd) }
-        var byte: UInt8 = 1
-        guard pwrite(fd, &byte, 1, 0) == 1 else {
-            throw KVStoreError.io(operation: "post notification to", path: path, errno: errno)
-        }
+        // Closing a descriptor opened for writing is what wakes observers (`IN_CLOSE_WRITE` is raised
+        // for the open mode, written or not). Nothing is written: a write would change the file's
+        // times, an inode update that costs a durable save about 5 % of its time (issue 39).
+        close(fd)
     }
 
     /// An endless sequence that yields once per post of `name` by any process (posts that arrive while

@@ -1,4 +1,5 @@
 import KVStore
+import SyncKit
 import Workloads
 
 /// Saving in KVStore as the app does: record + derived summary + history, one transaction, into a store
@@ -17,15 +18,26 @@ struct KVStoreSaver: Sendable {
         try (durability == .durable ? durableWithoutHistory : noMetaSyncWithoutHistory).get()
     }
 
+    private static let durableWithoutNotification = Result { try KVStoreSaver(durability: .durable, history: true, notifying: false) }
+    /// The durable saver with history attached but no change notifier: what posting costs a save shows
+    /// apart (the app's history posts `Notify/changes` after every commit).
+    static func withoutNotification() throws -> KVStoreSaver { try durableWithoutNotification.get() }
+
     let store: Store
     let checklist: ChecklistStore
 
-    private init(durability: Durability, history: Bool) throws {
+    private init(durability: Durability, history: Bool, notifying: Bool = true) throws {
         var options = SharedContainer.Options()
         options.store.durability = durability
         let container = try SharedContainer(groupIdentifier: "group.com.example.save", root: try Dataset.temporaryDirectory("save"), options: options)
         store = container.store
-        checklist = history ? try ChecklistWidgetFlow.App(container: container).checklist : try ChecklistStore(store: container.store)
+        if history && !notifying {
+            let history = try History.attach(to: container.store)
+            checklist = try ChecklistStore(store: container.store)
+            try history.enable(.collection(checklist.records.name))
+        } else {
+            checklist = history ? try ChecklistWidgetFlow.App(container: container).checklist : try ChecklistStore(store: container.store)
+        }
         let checklist = self.checklist
         try store.write { tx in for r in Dataset.records { try checklist.records.put(r, forKey: r.day, in: tx) } }
     }

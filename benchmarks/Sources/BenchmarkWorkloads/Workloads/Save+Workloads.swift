@@ -25,7 +25,11 @@ extension BenchmarkWorkload {
                 let encoder = CBOREncoder()
                 return saving { record in try raw.save(try encoder.encode(record), DailySummary(record), day: record.day) }
             },
-        ] } + HistoryModel.allCases.map { model in
+        ] } + [
+            BenchmarkWorkload("Save one DailyRecord, durable", "KVStore without notification", instructionIterations: 20, maxIterations: 500) {
+                saving(try KVStoreSaver.withoutNotification().save)
+            },
+        ] + HistoryModel.allCases.map { model in
             // Designs of history in plain LMDB (issue 39): what each costs a durable save, beside the
             // raw put. Durable only: that is the save the goal is set for.
             BenchmarkWorkload("Save one DailyRecord, durable", model.rawValue, instructionIterations: 20, maxIterations: 500) {
