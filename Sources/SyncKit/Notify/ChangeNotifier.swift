@@ -34,6 +34,9 @@ public struct ChangeNotifier: Sendable {
     /// The name ``History`` posts after every commit.
     public static let changes = "changes"
 
+    /// The directory's descriptor, opened (no-follow) at the first post and kept for the next ones.
+    private let heldDirectory = HeldDirectory()
+
     public init(directory: String, fileMode: mode_t = 0o600) {
         self.directory = directory
         self.fileMode = fileMode
@@ -47,6 +50,11 @@ public struct ChangeNotifier: Sendable {
 
     /// Wakes every process observing `name`.
     ///
+    /// The notifier keeps a descriptor of its directory from its first post on (opened without
+    /// following a link), and opens the path again only when that directory is gone: so a `Notify/`
+    /// renamed away while the process runs keeps receiving its posts, and observers watching a new
+    /// `Notify/` put in its place do not wake for them until the old one is removed.
+    ///
     /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
     ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
     public func post(_ name: String = Self.changes) throws {
@@ -55,13 +63,28 @@ public struct ChangeNotifier: Sendable {
         var path: String { directory + "/" + name }
         // Under a no-follow descriptor of the directory: neither `Notify/` nor the file may be a link
         // a co-tenant planted. The process that creates the file gives it its mode whatever the
-        // umask; later posts (from any process of the group) only write to it.
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard directoryFD >= 0 else {
-            let code = errno
-            throw KVStoreError.io(operation: code == ELOOP ? "refuse the symbolic link" : "open the notification directory", path: directory, errno: code)
+        // umask; later posts (from any process of the group) only open it. The descriptor is kept for
+        // the next posts (opening and closing it cost a post half its time); if its directory is gone
+        // (removed, so another process may have made a new one), the post opens the path again.
+        var (fd, code) = try heldDirectory.withDescriptor(of: directory, fresh: false) { openFile(name, in: $0) }
+        if fd < 0 && code == ENOENT {
+            (fd, code) = try heldDirectory.withDescriptor(of: directory, fresh: true) { openFile(name, in: $0) }
         }
-        defer { close(directoryFD) }
+        guard fd >= 0 else { throw KVStoreError.io(operation: "post notification to", path: path, errno: code) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+            close(fd)
+            throw KVStoreError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
+        }
+        // Closing a descriptor opened for writing is what wakes observers (`IN_CLOSE_WRITE` is raised
+        // for the open mode, written or not). Nothing is written, so the file's times and blocks stay
+        // as they are: a post makes no inode update for the disk.
+        close(fd)
+    }
+
+    /// Opens `name` in the directory `directoryFD` for writing, creating it if it is missing; or -1
+    /// and the error number. No link is followed.
+    private func openFile(_ name: String, in directoryFD: Int32) -> (fd: Int32, error: Int32) {
         // The file exists after the first post, so open it first and create it only when it is missing
         // (one system call a post fewer than creating first).
         var fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
@@ -71,23 +94,14 @@ public struct ChangeNotifier: Sendable {
                 guard fchmod(fd, fileMode) == 0 else {
                     let code = errno
                     close(fd)
-                    throw KVStoreError.io(operation: "set the mode of", path: path, errno: code)
+                    return (-1, code)
                 }
             } else if errno == EEXIST {
                 // Another process created it in between.
                 fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
             }
         }
-        guard fd >= 0 else { throw KVStoreError.io(operation: "post notification to", path: path, errno: errno) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
-            close(fd)
-            throw KVStoreError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
-        }
-        // Closing a descriptor opened for writing is what wakes observers (`IN_CLOSE_WRITE` is raised
-        // for the open mode, written or not). Nothing is written: a write would change the file's
-        // times, an inode update that costs a durable save about 5 % of its time (issue 39).
-        close(fd)
+        return (fd, fd < 0 ? errno : 0)
     }
 
     /// An endless sequence that yields once per post of `name` by any process (posts that arrive while
@@ -232,5 +246,31 @@ final class InotifyWatch: @unchecked Sendable {
             offset = nameEnd
         }
         return false
+    }
+}
+
+/// A directory descriptor a ``ChangeNotifier`` (and its copies) keep between posts, closed when the
+/// last copy goes.
+final class HeldDirectory: @unchecked Sendable {
+    private let descriptor = Locked<Int32>(-1)
+
+    /// Runs `body` with the directory's descriptor, opening `path` (`O_NOFOLLOW`) first if none is
+    /// held or `fresh` asks for a new one.
+    func withDescriptor<R>(of path: String, fresh: Bool, _ body: (Int32) -> R) throws -> R {
+        try descriptor.withLock { fd in
+            if fresh || fd < 0 {
+                if fd >= 0 { close(fd) }
+                fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else {
+                    let code = errno
+                    throw KVStoreError.io(operation: code == ELOOP ? "refuse the symbolic link" : "open the notification directory", path: path, errno: code)
+                }
+            }
+            return body(fd)
+        }
+    }
+
+    deinit {
+        descriptor.withLock { if $0 >= 0 { close($0) } }
     }
 }
