@@ -22,7 +22,9 @@ public enum ChecklistWidgetFlow {
         /// Resolves the container's paths; nothing is opened or created.
         public init(groupIdentifier: GroupIdentifier, root: String? = nil) throws {
             layout = try ContainerLayout(groupIdentifier: groupIdentifier, root: root)
-            feed = try WidgetFeed(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: layout.snapshots)
+            // The payload read by hand (CBORDecoder for anything else): see `decodeEncodedCBOR`.
+            feed = try WidgetFeed(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: layout.snapshots,
+                                  payloadDecoder: { ChecklistWidgetFeed.decodeEncodedCBOR($0) })
         }
 
         /// Waits until a feed newer than generation `after` is published, woken by the app's change
