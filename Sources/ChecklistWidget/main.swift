@@ -39,6 +39,7 @@ LeanProcess.main("checklist-widget") {
         published = feed
         print("widget (pid \(LeanProcess.pid), max RSS \(LeanProcess.peakResidentMiB()) MiB): \(ChecklistWidgetFlow.summary(published))")
     }
-    store = try widget.openStore()
-    print("  \(ChecklistWidgetFlow.yearLine(try widget.yearDashboard(today: published.payload.day, in: store!)))")
+    let opened = try widget.openStore()
+    store = opened
+    print("  \(ChecklistWidgetFlow.yearLine(try widget.yearDashboard(today: published.payload.day, in: opened)))")
 }
