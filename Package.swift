@@ -209,7 +209,10 @@ var leanLinking: [LinkerSetting] {
 /// and looks up each conformance its generic requirements need (`Dictionary`'s key `Hashable`,
 /// `KeyedDecodingContainer`'s key `CodingKey`...), and each first look-up of a conformance scans every
 /// conformance record of the process: 4,000 in a lean executable, about 150,000 instructions a scan.
-/// Measured in benchmarks/baseline.md ("issue 39 part 3, second round").
+/// Only on targets no other package can depend on: SwiftPM refuses a dependency taken by version whose
+/// library products carry unsafe flags (so not on KVStore, SyncKit or Workloads, where it would take the
+/// widget from 3.50M to 2.57M instructions). Measured in benchmarks/baseline.md ("issue 39 part 3,
+/// second round").
 var leanMetadata: [SwiftSetting] {
     [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(platforms: [.linux]))]
 }
