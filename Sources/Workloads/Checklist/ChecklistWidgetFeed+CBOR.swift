@@ -2,7 +2,7 @@ import KVStore
 
 extension ChecklistWidgetFeed {
     /// The payload read by hand from the CBOR that `CBOREncoder` writes for it, or `nil` when `bytes`
-    /// are anything else: what the widget's ``SyncKit/WidgetFeed/payloadDecoder`` does before falling
+    /// are anything else: what the widget's `WidgetFeed.payloadDecoder` does before falling
     /// back to `CBORDecoder`.
     ///
     /// Why: decoding a `Codable` type through `CBORDecoder`'s keyed containers makes the Swift runtime
@@ -10,14 +10,14 @@ extension ChecklistWidgetFeed {
     /// each first instantiation scans every protocol conformance record of the process (4,000 in the
     /// lean widget): about 0.5M instructions of the widget's start in all (issue 39).
     ///
-    /// The bytes are parsed by ``KVStore/CBORValue/decode(_:limits:)-([UInt8],_)`` (the default limits:
+    /// The bytes are parsed by `CBORValue.decode(_:limits:)` (the default limits:
     /// bounded size and depth, UTF-8 checked, duplicate map keys refused; it never traps), then mapped
     /// field by field. Only the forms the encoder writes are taken: a map of the six fields under
     /// their names (the optional ones absent or null), days as `YYYY-MM-DD` text, doubles as floats,
     /// integers as integers, the category as its raw text. Anything else, unknown keys included, gives
-    /// `nil`, and `CBORDecoder` then decides, with its own error. So whatever this accepts,
-    /// `CBORDecoder` accepts too with the same value (`ChecklistWidgetFeedCBORTests` checks both on
-    /// encoded, mutated, truncated and random bytes).
+    /// `nil`, and `CBORDecoder` then decides, with its own error. Each form taken is one `CBORDecoder`
+    /// reads to the same value; `ChecklistWidgetFeedCBORTests` compares the two on encoded, mutated,
+    /// truncated and random bytes.
     public static func decodeEncodedCBOR(_ bytes: [UInt8]) -> ChecklistWidgetFeed? {
         guard let value = try? CBORValue.decode(bytes), case .map(let entries) = value else { return nil }
         var day: LogicalDay?, total: Double?, averages: [String: Double]?, streak: Streak?
