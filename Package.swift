@@ -116,21 +116,21 @@ let package = Package(
         ),
         // The README's example, word for word (ReadmeExampleTests checks that it still is).
         .executableTarget(name: "ReadmeExample", dependencies: ["KVStore", "SyncKit"], path: "Examples/ReadmeExample"),
-        .target(name: "LeanProcess"),
+        .target(name: "LeanProcess", swiftSettings: leanMetadata),
         // The Swift runtime and FoundationEssentials linked in statically: no dynamic relocations of
         // libswiftCore and no shared-library loading at start-up. Measured (benchmarks/baseline.md, "Lean processes"):
         // the extension's peak RSS went from 15.2 to 11.0 - 11.4 MiB.
         .executableTarget(name: "TrainerExtension", dependencies: ["LeanProcess", "Workloads"],
-                          linkerSettings: leanLinking),
+                          swiftSettings: leanMetadata, linkerSettings: leanLinking),
         .executableTarget(name: "ChecklistWidget", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
-                          linkerSettings: leanLinking),
+                          swiftSettings: leanMetadata, linkerSettings: leanLinking),
         // Linked as the other two are, as a PIE: `-no-pie` measured 1.2 MiB less peak RSS (the static
         // runtime's 41,000 relocations resolved at link time, not applied at each start), at the price of
         // the executable's own code at a fixed address: not taken for a process that parses untrusted
         // payloads (benchmarks/baseline.md, "Sync requests from any process"). `leanLinking`'s packed
         // relocations (DT_RELR) got most of that back, with the PIE kept.
         .executableTarget(name: "PushExtension", dependencies: ["LeanProcess", "KVStore", "SyncKit", "Workloads"],
-                          linkerSettings: leanLinking),
+                          swiftSettings: leanMetadata, linkerSettings: leanLinking),
         // A small program the multi-process tests start as a second (third, …) process.
         .executableTarget(
             name: "kvtest-helper",
@@ -201,4 +201,18 @@ var leanLinking: [LinkerSetting] {
                    "-L\(Context.packageDirectory)/scripts/lean-link", "-Xclang-linker", "-static-libgcc", "-use-ld=lld",
                    "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
                   .when(platforms: [.linux]))]
+}
+
+/// How the modules a lean executable is made of reach the metadata of concrete generic types (issue 39):
+/// through the types' metadata accessors, given the conformances the compiler already knows, not by
+/// mangled name. By mangled name (swiftc's default, for smaller code) the runtime demangles the type
+/// and looks up each conformance its generic requirements need (`Dictionary`'s key `Hashable`,
+/// `KeyedDecodingContainer`'s key `CodingKey`...), and each first look-up of a conformance scans every
+/// conformance record of the process: 4,000 in a lean executable, about 150,000 instructions a scan.
+/// Only on targets no other package can depend on: SwiftPM refuses a dependency taken by version whose
+/// library products carry unsafe flags (so not on KVStore, SyncKit or Workloads, where it would take the
+/// widget from 3.50M to 2.57M instructions). Measured in benchmarks/baseline.md ("issue 39 part 3,
+/// second round").
+var leanMetadata: [SwiftSetting] {
+    [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(platforms: [.linux]))]
 }

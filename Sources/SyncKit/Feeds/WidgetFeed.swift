@@ -47,6 +47,13 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
     public let sharing: SharingMode
     /// The largest payload accepted, in bytes, when publishing and when reading. Default 1 MiB.
     public var maxPayloadSize: Int = 1 << 20
+    /// A reader of the payload's CBOR written by hand for `Payload`, tried before `CBORDecoder`; `nil`
+    /// (the default) for `CBORDecoder` alone. It returns `nil` for any bytes it does not take, and
+    /// `CBORDecoder` then decodes them (or says why not) exactly as without it; for bytes it takes it
+    /// must give what `CBORDecoder` gives. The checklist widget's
+    /// (`ChecklistWidgetFeed.decodeEncodedCBOR`) saves the Swift runtime's look-ups of the payload's
+    /// coding keys at a lean process's start (issue 39).
+    public var payloadDecoder: (@Sendable ([UInt8]) -> Payload?)?
 
     /// Feed files live here, relative to ``snapshotsDirectory``.
     public static var feedsDirectoryName: String { ContainerLayout.feedsName }
@@ -69,14 +76,17 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
         try self.init(name: name, snapshotsDirectory: layout.snapshots, sharing: sharing)
     }
 
-    /// The feed `name` in the `feeds/` directory below `snapshotsDirectory`.
+    /// The feed `name` in the `feeds/` directory below `snapshotsDirectory`, read with
+    /// `payloadDecoder` first if one is given (see ``payloadDecoder``).
     ///
     /// - Throws: ``WidgetFeedError/invalidName(_:reason:)``.
-    public init(name: String, snapshotsDirectory: String, sharing: SharingMode = .privateToUser) throws {
+    public init(name: String, snapshotsDirectory: String, sharing: SharingMode = .privateToUser,
+                payloadDecoder: (@Sendable ([UInt8]) -> Payload?)? = nil) throws {
         if let reason = Self.nameProblem(name) { throw WidgetFeedError.invalidName(name, reason: reason) }
         self.name = name
         self.snapshotsDirectory = try ContainerRoot.resolve(explicit: snapshotsDirectory, environment: [:])
         self.sharing = sharing
+        self.payloadDecoder = payloadDecoder
     }
 
     /// The feed file's name, `<name>.feed`.
@@ -120,8 +130,12 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
     public func readIfPublished() throws -> PublishedFeed<Payload>? {
         guard let bytes = try rawBytes() else { return nil }
         let parsed = try WidgetFeedFile.decode(bytes, path: path)
+        let payloadBytes = Array(parsed.payload)
+        if let payloadDecoder, let payload = payloadDecoder(payloadBytes) {
+            return PublishedFeed(generation: parsed.generation, publishedAt: parsed.publishedAt, payload: payload)
+        }
         do {
-            let payload = try CBORDecoder().decode(Payload.self, from: Array(parsed.payload))
+            let payload = try CBORDecoder().decode(Payload.self, from: payloadBytes)
             return PublishedFeed(generation: parsed.generation, publishedAt: parsed.publishedAt, payload: payload)
         } catch {
             throw WidgetFeedError.payloadMismatch(path: path, type: "\(Payload.self)", reason: "\(error)")

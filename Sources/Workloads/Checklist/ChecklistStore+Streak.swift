@@ -1,6 +1,6 @@
 import KVStore
 
-extension ChecklistStore {
+extension ChecklistSummaries {
     /// The streak over every record in the store, as `transaction` sees it, from the month aggregates
     /// (each month's runs at its ends and within it): a dozen reads for a year. A store whose months
     /// have not been computed yet is read day by day.

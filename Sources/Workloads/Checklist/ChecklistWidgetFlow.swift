@@ -22,7 +22,9 @@ public enum ChecklistWidgetFlow {
         /// Resolves the container's paths; nothing is opened or created.
         public init(groupIdentifier: GroupIdentifier, root: String? = nil) throws {
             layout = try ContainerLayout(groupIdentifier: groupIdentifier, root: root)
-            feed = try WidgetFeed(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: layout.snapshots)
+            // The payload read by hand (CBORDecoder for anything else): see `decodeEncodedCBOR`.
+            feed = try WidgetFeed(name: ChecklistWidgetFeed.feedName, snapshotsDirectory: layout.snapshots,
+                                  payloadDecoder: { ChecklistWidgetFeed.decodeEncodedCBOR($0) })
         }
 
         /// Waits until a feed newer than generation `after` is published, woken by the app's change
@@ -51,11 +53,21 @@ public enum ChecklistWidgetFlow {
         /// The year's dashboard ending `today`, from the month aggregates (one short read transaction
         /// in a read-only open of the store).
         public func yearDashboard(today: LogicalDay) throws -> DashboardPeriodResult {
+            try yearDashboard(today: today, in: try openStore())
+        }
+
+        /// The container opened read-only, as ``yearDashboard(today:)`` opens it.
+        public func openStore() throws -> SharedContainer {
             var options = SharedContainer.Options()
             options.readOnly = true
-            let container = try SharedContainer(groupIdentifier: layout.groupIdentifier.rawValue, root: layout.root, options: options)
-            let checklist = try ChecklistStore(store: container.store)
-            let dashboard = try container.store.read { tx in try checklist.dashboard([.year], today: today, in: tx) }
+            return try SharedContainer(groupIdentifier: layout.groupIdentifier.rawValue, root: layout.root, options: options)
+        }
+
+        /// The year's dashboard ending `today`, read from `container` (one opened by ``openStore()``).
+        public func yearDashboard(today: LogicalDay, in container: SharedContainer) throws -> DashboardPeriodResult {
+            // The summaries and the months only: the dashboard reads nothing else.
+            let derived = try ChecklistSummaries(store: container.store)
+            let dashboard = try container.store.read { tx in try derived.dashboard([.year], today: today, in: tx) }
             guard let year = dashboard[.year] else { throw ChecklistWidgetError.noYear }
             return year
         }
@@ -68,7 +80,7 @@ public enum ChecklistWidgetFlow {
             let arrow = switch year.trends[category] { case .rising?: "↑"; case .falling?: "↓"; default: "→" }
             return "\(category.rawValue) \(fixed(average, digits: 2)) \(arrow)"
         }
-        return "year dashboard: \(year.records) records" + (categories.isEmpty ? "" : ", " + categories.joined(separator: ", "))
+        return "year dashboard: \(year.records) records" + (categories.isEmpty ? "" : ", " + join(categories, ", "))
     }
     /// The app side: the checklist collections with history enabled on the records, and the feed.
     public struct App: Sendable {
@@ -126,9 +138,9 @@ public enum ChecklistWidgetFlow {
                      "today \(payload.day)"]
         if let total = payload.totalAverage {
             parts.append("total \(Self.fixed(total, digits: 2))")
-            parts.append(ChecklistCategory.allCases.compactMap { category in
+            parts.append(join(ChecklistCategory.allCases.compactMap { category in
                 payload.categoryAverages[category.rawValue].map { "\(category.rawValue) \(Self.fixed($0, digits: 1))" }
-            }.joined(separator: " "))
+            }, " "))
         } else {
             parts.append("no record today")
         }
@@ -137,7 +149,19 @@ public enum ChecklistWidgetFlow {
             let text = message.text.count > 12 ? String(message.text.prefix(12)) + "…" : message.text
             parts.append("latest message \"\(text)\" (\(message.category.rawValue), \(message.day))")
         }
-        return parts.joined(separator: ", ")
+        return join(parts, ", ")
+    }
+
+    /// `parts.joined(separator: separator)`, concatenated here: the standard library's `joined` is not
+    /// specialised for `[String]`, and its first call looks up `Array`'s conformance to `Collection` by
+    /// scanning every conformance record of the process (issue 39: 0.17M instructions of the widget's start).
+    static func join(_ parts: [String], _ separator: String) -> String {
+        var text = ""
+        for position in parts.indices {
+            if position > 0 { text += separator }
+            text += parts[position]
+        }
+        return text
     }
 }
 

@@ -72,7 +72,7 @@ extension Trend {
     }
 }
 
-extension ChecklistStore {
+extension ChecklistSummaries {
     /// The dashboard for `periods`, ending `today`, read in `transaction` from the month aggregates
     /// (`checklistMonths`): each period combines the months wholly inside it, and scans the day
     /// summaries only of the months cut by its ends or split by its halves; the streak comes from the
