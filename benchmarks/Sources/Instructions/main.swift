@@ -5,7 +5,8 @@
 //     Instructions --interleave <workload> <rounds> <implementation>...
 //
 // --interleave times the implementations of one workload side by side: each round runs one operation
-// of each, in turn, so that whatever else the machine does falls on all of them alike; it prints each
+// of each, in an order shuffled anew each round, so that whatever else the machine does falls on all of
+// them alike, and none always follows the same neighbour; it prints each
 // one's p50 and p90 and its ratio to the last one named (the floor), by medians.
 //
 // Setup and a few warm-up operations run first; then `measuredLoop` runs the operation <iterations>
@@ -50,9 +51,14 @@ if arguments.first == "--interleave" {
     }
     var times = Array(repeating: [Double](), count: operations.count)
     let clock = ContinuousClock()
+    // Each round runs them in a new order (a fixed sequence of shuffles, the same every run): one
+    // implementation's commit changes what the next one finds (a file grown, a journal commit of the
+    // disk under way), so a fixed order would give each a neighbour of its own.
+    var random = SplitMix64(seed: 39)
     do {
         for _ in 0..<rounds {
-            for (index, operation) in operations.enumerated() {
+            for index in operations.indices.shuffled(using: &random) {
+                let operation = operations[index]
                 let elapsed = try clock.measure { try operation() }
                 times[index].append(Double(elapsed.components.attoseconds) / 1e12 + Double(elapsed.components.seconds) * 1e6)
             }
@@ -83,4 +89,17 @@ do {
     try measuredLoop(operation, iterations)
 } catch {
     fail("\(name) failed: \(error)")
+}
+
+/// A small seeded generator (SplitMix64), so that the interleaved orders are the same from run to run.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }
