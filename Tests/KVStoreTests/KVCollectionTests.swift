@@ -14,6 +14,26 @@ struct Charge: Codable, Hashable, Sendable {
 @Suite struct KVCollectionTests {
     let dir = TemporaryDirectory()
 
+    /// `append` (a log's next entry) stores what `put` would: a key that sorts last is appended, and
+    /// one that does not (before the last key, or equal to it) takes `put`'s path, in the same
+    /// transaction, which stays usable.
+    @Test func appendStoresWhatPutWouldWhereverTheKeySorts() throws {
+        let store = try dir.store()
+        let log = try store.collection("log", key: UInt64.self, value: String.self)
+        try store.write { tx in
+            for token in UInt64(1)...300 { try log.append("entry \(token)", forKey: token, in: tx) }
+            try log.append("late", forKey: 150, in: tx)
+            try log.append("again", forKey: 300, in: tx)
+            try log.append("after", forKey: 301, in: tx)
+        }
+        #expect(try log.count() == 301)
+        #expect(try log.get(1) == "entry 1")
+        #expect(try log.get(150) == "late")
+        #expect(try log.get(300) == "again")
+        #expect(try log.get(301) == "after")
+        #expect(try store.read { tx in try log.keys(in: tx) } == Array(UInt64(1)...301))
+    }
+
     @Test func getPutDeleteContainsCount() throws {
         let store = try dir.store()
         let scores = try store.collection("scores", key: String.self, value: Int.self)

@@ -205,6 +205,29 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .put))
     }
 
+    /// `put` of a key that sorts after every key of the collection, as a log's next entry does (SyncKit's
+    /// history): LMDB appends it (`MDB_APPEND`) without looking the key up, and fills the last page
+    /// instead of splitting it in half. A key that does not sort last, or a collection with indexes or
+    /// derived collections, takes `put`'s path; either way the result is `put`'s.
+    package func append(_ value: Value, forKey key: Key, in transaction: WriteTransaction) throws {
+        guard indexes.isEmpty, derivations.isEmpty, aggregations.isEmpty,
+              let database = try resolvedDatabase(in: transaction) else {
+            return try put(value, forKey: key, in: transaction)
+        }
+        let keyBytes = try checkedKey(key)
+        let valueBytes: [UInt8]
+        do {
+            valueBytes = try codec.encode(value)
+        } catch {
+            throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
+        }
+        // Appended, there is no stored value whose unknown fields to keep.
+        guard try transaction.append(database, keyBytes, valueBytes) else {
+            return try put(value, forKey: key, in: transaction)
+        }
+        transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .put))
+    }
+
     /// Deletes the value at `key` with its index entries and derived values. Returns whether it existed.
     @discardableResult
     public func delete(_ key: Key, in transaction: WriteTransaction) throws -> Bool {

@@ -68,6 +68,23 @@ extension WriteTransaction {
         }
     }
 
+    /// Puts `key` after every key of `database` (`MDB_APPEND`: the last leaf is filled, not split
+    /// in half, and the key is not looked for); returns `false`, having written nothing, if `key` is
+    /// not greater than the database's last key.
+    func append(_ database: DatabaseHandle, _ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+        try checkActive()
+        return try key.withUnsafeBytes { k in
+            try value.withUnsafeBytes { v in
+                var mk = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+                var mv = MDB_val(mv_size: v.count, mv_data: UnsafeMutableRawPointer(mutating: v.baseAddress))
+                let rc = mdb_put(pointer, database.dbi, &mk, &mv, UInt32(MDB_APPEND))
+                if rc == MDB_KEYEXIST { return false }
+                try checkWrite(rc)
+                return true
+            }
+        }
+    }
+
     /// Deletes `key`; returns whether it existed.
     @discardableResult
     func delete(_ database: DatabaseHandle, _ key: [UInt8]) throws -> Bool {

@@ -302,7 +302,9 @@ public final class History: WriteObserver, @unchecked Sendable {
                     clock = HybridTimestamp.next(after: HybridTimestamp(rawValue: recorded!.clock),
                                                  now: now)
                 }
-                try entries.put(HistoryEntry(
+                // Each token sorts after every entry: appended (a co-tenant's garbage key further on
+                // sends it down `put`'s path).
+                try entries.append(HistoryEntry(
                     token: ChangeToken(rawValue: token), transactionID: transaction.transactionID,
                     author: transaction.author, timestamp: now, target: mutation.target,
                     key: mutation.key, operation: mutation.operation, clock: clock), forKey: token, in: transaction)
