@@ -130,8 +130,8 @@ public final class SyncGateway: Sendable {
     /// Resyncs (`/v1/state`, a group's whole state) being read at once.
     let resyncs = AsyncSemaphore(permits: 2)
     /// Live streams being opened at once (each holds a database connection for its credential's
-    /// transaction): twice the pool, so that the pool stays busy.
-    let liveOpenings: AsyncSemaphore
+    /// transaction): twice the pool, so that the pool stays busy; the others wait in its queue.
+    let liveOpenings: LiveOpenings
     /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
     let verified: RecentlyVerified
     /// What the gateway counts, for `GET /metrics`.
@@ -178,7 +178,7 @@ public final class SyncGateway: Sendable {
                                capacity: limits.maxRememberedAddresses)
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
-        liveOpenings = AsyncSemaphore(permits: max(2, 2 * limits.databaseConnections))
+        liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -307,12 +307,13 @@ public final class SyncGateway: Sendable {
         outbound.finish()
         let answers = AnswerWriter(channel: channel, gateway: self)
         do {
-            if let live = try await requests(inbound, answers: answers, admitted: admitted, source: source),
-               try await streamLive(live, to: answers) {
+            if let live = try await requests(inbound, answers: answers, admitted: admitted, source: source) {
+                // Opened (or refused, and closed) without this task: the channel is counted until it closes.
                 if admitted {
                     state.withLock { $0.open[key]?.idle = false }
                     channel.closeFuture.whenComplete { _ in forget() }
                 }
+                streamLive(live, to: answers)
                 return
             }
         } catch {}
