@@ -7,7 +7,7 @@ import NIOHTTP1
 /// Closes a connection whose request (head and body) has not arrived within `timeout` of the
 /// connection opening or of the previous response: a client that trickles a byte a second, or says
 /// nothing, holds its slot that long and no longer. Disarmed while a request is being answered.
-public final class RequestDeadline: ChannelDuplexHandler, @unchecked Sendable {
+public final class RequestDeadline: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     public typealias InboundIn = HTTPServerRequestPart
     public typealias InboundOut = HTTPServerRequestPart
     public typealias OutboundIn = HTTPServerResponsePart
@@ -34,6 +34,11 @@ public final class RequestDeadline: ChannelDuplexHandler, @unchecked Sendable {
     public func channelActive(context: ChannelHandlerContext) {
         arm(context)
         context.fireChannelActive()
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
     }
 
     public func channelInactive(context: ChannelHandlerContext) {

@@ -130,8 +130,8 @@ public final class SyncGateway: Sendable {
     /// Resyncs (`/v1/state`, a group's whole state) being read at once.
     let resyncs = AsyncSemaphore(permits: 2)
     /// Live streams being opened at once (each holds a database connection for its credential's
-    /// transaction): twice the pool, so that the pool stays busy.
-    let liveOpenings: AsyncSemaphore
+    /// transaction): twice the pool, so that the pool stays busy; the others wait in its queue.
+    let liveOpenings: LiveOpenings
     /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
     let verified: RecentlyVerified
     /// What the gateway counts, for `GET /metrics`.
@@ -178,7 +178,7 @@ public final class SyncGateway: Sendable {
                                capacity: limits.maxRememberedAddresses)
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
-        liveOpenings = AsyncSemaphore(permits: max(2, 2 * limits.databaseConnections))
+        liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -244,13 +244,19 @@ public final class SyncGateway: Sendable {
             let bound = server.channel.localAddress?.port ?? port
             let shown = host.contains(":") ? "[\(host)]" : host
             ready("\(sslContext == nil ? "http" : "https")://\(shown):\(bound)")
-            try await withThrowingDiscardingTaskGroup { connections in
-                try await server.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        connections.addTask { await self.serve(connection) }
+            do {
+                try await withThrowingDiscardingTaskGroup { connections in
+                    try await server.executeThenClose { inbound in
+                        for try await connection in inbound {
+                            connections.addTask { await self.serve(connection) }
+                        }
                     }
                 }
+            } catch {
+                await endLiveStreams()
+                throw error
             }
+            await endLiveStreams()
             // Every connection has ended (drained): stop the metrics listener, the database pool, the
             // LISTEN and the sweep.
             closeMetrics()
@@ -283,26 +289,46 @@ public final class SyncGateway: Sendable {
         let key = ObjectIdentifier(channel)
         let source = SourceAddress(channel.remoteAddress)
         if admitted { state.withLock { $0.open[key] = (channel, true) } }
-        defer {
-            if admitted {
-                state.withLock { state in
-                    state.connections -= 1
-                    state.open[key] = nil
-                }
+        @Sendable func forget() {
+            guard admitted else { return }
+            state.withLock { state in
+                state.connections -= 1
+                state.open[key] = nil
             }
         }
-        // The requests are read and answered in a task of their own, and a live stream is served in
-        // the connection's task once they end: a task keeps the memory its frames ever took until it
-        // is freed (its frames come from slabs it holds), and the request loop's frame (4.8 KiB) would
-        // be held by every live stream for its whole life if the loop ran it.
-        try? await connection.executeThenClose { inbound, outbound in
-            // Answers are written on the channel itself (each write awaited until it is in the socket),
-            // a live stream's events through the connection's writer.
-            let answers = AnswerWriter(channel: channel, gateway: self, events: outbound)
+        // The requests are read and answered in a task of their own: a task keeps the memory its
+        // frames ever took until it is freed (its frames come from slabs it holds). A live stream's
+        // request ends them, and the stream is handed to its channel (``LiveStream``, on the event
+        // loop): this task ends then, and the channel stays open without it, counted until it closes.
+        // So the connection's inbound and outbound are taken without `executeThenClose` (which
+        // closes the channel when its body returns), and closed here as it would close them.
+        // Answers are written on the channel itself (each write awaited until it is in the socket).
+        let (inbound, outbound) = connection.unscoped
+        outbound.finish()
+        let answers = AnswerWriter(channel: channel, gateway: self)
+        do {
             if let live = try await requests(inbound, answers: answers, admitted: admitted, source: source) {
-                try await streamLive(live, to: answers)
+                // Opened (or refused, and closed) without this task: the channel is counted until it closes.
+                if admitted {
+                    state.withLock { $0.open[key]?.idle = false }
+                    channel.closeFuture.whenComplete { _ in forget() }
+                }
+                streamLive(live, to: answers)
+                return
             }
-        }
+        } catch {}
+        channel.close(promise: nil)
+        try? await channel.closeFuture.get()
+        forget()
+    }
+
+    /// The live streams' channels still open, waited for until they close: at the end of a drain
+    /// (``shutdown()`` ended them; the rest, when ``run(host:port:ready:)`` ends otherwise, are ended
+    /// here), so that `run` returns once every stream has ended.
+    func endLiveStreams() async {
+        hub.closeAll()
+        let open = state.withLock { $0.open.values.map(\.channel) }
+        for channel in open { try? await channel.closeFuture.get() }
     }
 
     /// ``serveRequests(_:answers:admitted:source:)`` in a task of its own, cancelled with the caller's;
@@ -470,10 +496,6 @@ public final class SyncGateway: Sendable {
 struct AnswerWriter: Sendable {
     let channel: Channel
     let gateway: SyncGateway
-    /// The connection's writer, for a live stream's events: a write returns once the event is handed to
-    /// the channel (waiting only while the channel is unwritable), so that a commit's fan-out to a
-    /// group's streams waits for none of them.
-    let events: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
 
     /// A slice of a body written at once: the writer waits for the device to read it before the next.
     static let slice = 256 << 10
@@ -511,13 +533,22 @@ struct AnswerWriter: Sendable {
     func send(_ part: HTTPServerResponsePart) async throws {
         try await channel.writeAndFlush(part)
     }
+}
 
-    /// Writes a live stream's `part` (its head, an event, its end). Only a live stream's parts come this
-    /// way, after every answer on the connection was written whole.
-    func event(_ part: HTTPServerResponsePart) async throws {
-        if case .body(.byteBuffer(let buffer)) = part { gateway.metrics.sent(buffer.readableBytes) }
-        try await events.write(part)
-    }
+/// A connection's inbound and outbound, taken without `executeThenClose`: a live stream's connection
+/// outlives the task that read its request (its handler serves it from the event loop), so the channel
+/// cannot be closed when that task ends. The connection's owner closes it (``SyncGateway``'s `serve`).
+protocol UnscopedAsyncChannel {
+    associatedtype Inbound: Sendable
+    associatedtype Outbound: Sendable
+    var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
+    var outbound: NIOAsyncChannelOutboundWriter<Outbound> { get }
+}
+
+extension NIOAsyncChannel: UnscopedAsyncChannel {}
+
+extension UnscopedAsyncChannel {
+    var unscoped: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
 }
 
 /// One answer: the protocol's bytes, or a refusal as one line of text.

@@ -171,6 +171,59 @@ import Glibc
         #expect(whole.rows.count == 3)
     }
 
+    /// A live stream is served from the gateway's event loop once admitted, its HTTP handlers gone: its
+    /// head and `hello` come as a chunked answer; a device that sends bytes on it anyway is closed (what
+    /// it sent dropped, never kept), and the streams gauge counts the streams that are open, whether
+    /// the gateway or the device closed them.
+    @Test func aLiveStreamsDeviceThatSendsBytesIsClosedAndTheStreamsAreCountedUntilTheyClose() async throws {
+        let arena = try await Arena("live-input")
+        let token = try await arena.token(["--device", "follower"])
+        let metricsBase = try #require(gatewayMetricsBase(arena.gateway))
+        @Sendable func gauge(_ name: String) -> Int? {
+            guard let answer = try? RawHTTP.request(metricsBase, "GET /metrics", headers: []) else { return nil }
+            return answer.text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                .flatMap { Int($0.split(separator: " ").last ?? "") }
+        }
+        @Sendable func live() async -> Int? { (try? await offPool { gauge("kvsync_gateway_live_streams") }) ?? nil }
+        let request = RawHTTP.head("GET /v1/live", headers: arena.headers(token), length: nil)
+        /// A live stream's socket, read until its `hello`; the head and what came.
+        @Sendable func open() throws -> (Int32, RawHTTP.Answer) {
+            let fd = try RawHTTP.connect(arena.url, timeout: 30)
+            RawHTTP.sendAll(fd, request)
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while !String(decoding: received, as: UTF8.self).contains("event: hello") {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                received += buffer[0..<n]
+            }
+            return (fd, try RawHTTP.parse(received))
+        }
+        let (first, head) = try await offPool { try open() }
+        defer { close(first) }
+        #expect(head.status == 200 && head.header("Content-Type") == "text/event-stream", "\(head.status) \(head.headers)")
+        #expect(head.header("Transfer-Encoding") == "chunked", "\(head.headers)")
+        #expect(head.text.contains("event: hello\ndata: \(GatewayWire.version)\n\n"), "\(head.text)")
+        #expect(await eventuallyAsync(30) { await live() == 1 })
+        // 1 MiB sent on the stream: the gateway closes it, having dropped what it read.
+        let before = residentMemory(of: arena.gateway.pid)
+        let sent = try await offPool { RawHTTP.sendAll(first, [UInt8](repeating: 0x41, count: 1 << 20)) }
+        let closed = try await offPool { RawHTTP.awaitCloseUnread(first, until: .now + .seconds(BuildScale.seconds(30))) }
+        let after = residentMemory(of: arena.gateway.pid)
+        print("[adversary] a live stream's device sent \(sent) of 1 MiB: closed \(closed); gateway peak RSS \(before.peak) -> \(after.peak) MiB")
+        #expect(closed, "the gateway kept a live stream whose device sent \(sent) bytes on it")
+        #expect(await eventuallyAsync(30) { await live() == 0 })
+        // A device that closes its stream: the gauge drops back too, and the gateway still serves.
+        let (second, again) = try await offPool { try open() }
+        #expect(again.status == 200 && again.text.contains("event: hello"), "\(again.status) \(again.text)")
+        #expect(await eventuallyAsync(30) { await live() == 1 })
+        close(second)
+        #expect(await eventuallyAsync(30) {
+            (try? await offPool { gauge("kvsync_gateway_live_streams") == 0 && gauge("kvsync_gateway_connections") == 0 }) == true
+        })
+    }
+
     /// A client that trickles its request head a byte every 200 ms is cut off at the request deadline.
     @Test func slowlorisIsCutOffAtTheRequestDeadline() async throws {
         let arena = try await Arena("slowloris", gatewayArguments: ["--request-timeout", "1"])
