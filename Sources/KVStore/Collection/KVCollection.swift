@@ -176,12 +176,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
                      in transaction: WriteTransaction) throws {
         guard let database = try resolvedDatabase(in: transaction) else { throw KVStoreError.readOnly(path: store.directory) }
         let keyBytes = try checkedKey(key)
-        var valueBytes: [UInt8]
-        do {
-            valueBytes = try codec.encode(value)
-        } catch {
-            throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
-        }
+        var valueBytes = try encoded(value)
         if codec.keepsUnknownFields {
             let merged: [UInt8]?
             if let source {
@@ -215,17 +210,21 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
             return try put(value, forKey: key, in: transaction)
         }
         let keyBytes = try checkedKey(key)
-        let valueBytes: [UInt8]
-        do {
-            valueBytes = try codec.encode(value)
-        } catch {
-            throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
-        }
+        let valueBytes = try encoded(value)
         // Appended, there is no stored value whose unknown fields to keep.
         guard try transaction.append(database, keyBytes, valueBytes) else {
             return try put(value, forKey: key, in: transaction)
         }
         transaction.record(Mutation(target: .collection(name), key: keyBytes, operation: .put))
+    }
+
+    /// `value`'s bytes, or ``KVStoreError/encodingFailed(collection:reason:)``.
+    private func encoded(_ value: Value) throws -> [UInt8] {
+        do {
+            return try codec.encode(value)
+        } catch {
+            throw KVStoreError.encodingFailed(collection: name, reason: "\(error)")
+        }
     }
 
     /// Deletes the value at `key` with its index entries and derived values. Returns whether it existed.
