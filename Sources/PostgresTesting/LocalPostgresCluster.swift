@@ -14,7 +14,8 @@ import Glibc
 /// the `postgres` user (`runuser -u postgres`).
 public final class LocalPostgresCluster: @unchecked Sendable {
     public let directory: String
-    public let port: Int
+    /// The loopback port the server listens on (chosen when the cluster is made, unless given).
+    public private(set) var port: Int
     public let user = "kv"
     public let database = "kv"
     let binaries: String
@@ -63,13 +64,15 @@ public final class LocalPostgresCluster: @unchecked Sendable {
     ///
     /// - Throws: ``ReplicationError/server(_:)`` naming the step that failed (PostgreSQL not
     ///   installed, `initdb` or `pg_ctl` failing, with the end of the server's log).
-    public init(port: Int? = nil) throws {
+    /// - Parameter tryingFirst: a port to try first when `port` is nil, as if it had been found free
+    ///   (for the test of what happens when a port found free is taken before the server binds it).
+    public init(port: Int? = nil, tryingFirst firstPort: Int? = nil) throws {
         binaries = try Self.findBinaries()
         asPostgresUser = geteuid() == 0
         var template = Array((NSTemporaryDirectory() + "kvsync-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw ReplicationError.server("cannot make a temporary directory") }
         directory = String(cString: made)
-        self.port = try port ?? Self.freePort()
+        self.port = try port ?? firstPort ?? Self.freePort()
         do {
             try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
             if asPostgresUser {
@@ -77,7 +80,20 @@ public final class LocalPostgresCluster: @unchecked Sendable {
                 chmod(directory, 0o755)
             }
             try run(binaries + "/initdb", ["-D", dataDirectory, "-U", user, "-A", "trust", "--no-sync", "-E", "UTF8"])
-            try start()
+            // A port found free can be taken before the server binds it (by another test's server,
+            // or as the source port of any outgoing connection, from the same ephemeral range): then
+            // the server is started again on another one, up to 5 times. A port that was given is kept.
+            var attempt = 1
+            while true {
+                do {
+                    try start()
+                    break
+                } catch ReplicationError.server(let message) where port == nil && attempt < 5
+                            && message.contains("Address already in use") {
+                    attempt += 1
+                    self.port = try Self.freePort()
+                }
+            }
             try run(binaries + "/createdb", ["-h", socketDirectory, "-p", "\(self.port)", "-U", user, database])
         } catch {
             try? stop()

@@ -31,5 +31,27 @@ import Testing
         #expect(held.contains { $0.hasPrefix("/") }, "the server's descriptors were not read: \(held)")
         #expect(!held.contains(ours), "the server holds the pipe \(ours) of the process that started it: \(held)")
     }
+
+    /// A port found free can be taken before the server binds it (here, by a listener of the test's):
+    /// the cluster starts on another port, and works.
+    @Test func aPortTakenBeforeTheServerBindsItIsReplacedByAnother() async throws {
+        let (taken, port, answer) = try await offPool {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(listener) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+            }
+            guard bound, listen(listener, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
+            let taken = Int(UInt16(bigEndian: address.sin_port))
+            let cluster = try LocalPostgresCluster(tryingFirst: taken)
+            return (taken, cluster.port, try cluster.psql("SELECT 40 + 2"))
+        }
+        #expect(port != taken)
+        #expect(answer.trimmingCharacters(in: .whitespacesAndNewlines) == "42")
+    }
 }
 #endif
