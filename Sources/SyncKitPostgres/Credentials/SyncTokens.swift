@@ -104,7 +104,8 @@ public enum SyncTokens {
     }
 
     /// A device name: 1 to 200 bytes of UTF-8 with no control characters, not starting with
-    /// `credential-` (the device ids of tokens issued without a name).
+    /// `credential-` (the device ids of tokens issued without a name), and not ending like an install's
+    /// id (`#` and 24 hexadecimal digits: `InstallID`), so that no name is another's install.
     static func checkDeviceName(_ device: String) throws {
         guard !device.isEmpty, device.utf8.count <= ServerStatements.maxNameBytes,
               !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -112,6 +113,9 @@ public enum SyncTokens {
         }
         guard !device.hasPrefix(JWTClaims.reservedDevicePrefix) else {
             throw ReplicationError.invalidCredential("a device name cannot start with \(JWTClaims.reservedDevicePrefix): it names the tokens issued without one")
+        }
+        guard !InstallID.endsWithPublicID(device) else {
+            throw ReplicationError.invalidCredential("a device name cannot end with \(InstallID.separator) and \(InstallID.publicIDLength) hexadecimal digits: that names one install of a device")
         }
     }
 
