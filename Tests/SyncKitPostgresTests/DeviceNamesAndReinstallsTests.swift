@@ -12,8 +12,8 @@ import Testing
 /// A device's name is the credential's, and a container is an install of its own (issue 46, finding 7
 /// and part of 9): a name issued again after a revocation, and a JWT's `sub`, sync from a new container
 /// (the app installed again) while the old container's rows stay in the log; the old container, given
-/// the new credential, still syncs as itself. Real `kvtool` processes, a real gateway and a throwaway
-/// cluster.
+/// the new credential, still syncs as itself; a second live token for one name is issued with a warning
+/// that names the first. Real `kvtool` processes, a real gateway and a throwaway cluster.
 @Suite(.serialized) struct DeviceNamesAndReinstallsTests {
     static func group(_ name: String) -> String { "group.com.example.reinstall.\(name)" }
 
@@ -135,6 +135,61 @@ import Testing
         #expect(try await installed.kvtoolOffPool(["sync", "run", "--once", "--server", server]).status == 0)
         let stored = try await offPool { try cluster.storedNotes(group: group) }
         for device in [installed, reinstalled] { #expect(try device.storedNotes() == stored) }
+    }
+
+    /// A second token for a device that has a live one is issued, with one line on standard error that
+    /// names the first by its id and issue time (never a token); a revoked or another device's token is
+    /// not named.
+    @Test func aSecondTokenForADeviceWarnsAndNamesTheFirst() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("second-token")
+        let database = cluster.tcpURL.description
+        func issue(_ arguments: [String]) async throws -> ProcessResult {
+            try await kvtoolRun(["sync", "token", "issue", "--database", database, "--group", group] + arguments)
+        }
+        struct Listed: Decodable { var id: Int64; var device: String?; var createdAt: String; var revokedAt: String? }
+        func listed() async throws -> [Listed] {
+            let list = try await kvtoolRun(["sync", "token", "list", "--database", database, "--group", group, "--json"])
+            return try JSONDecoder().decode([Listed].self, from: Data(list.stdout.utf8))
+        }
+        let first = try await issue(["--device", "bob"])
+        #expect(first.status == 0 && first.stderr.isEmpty, "\(first.stderr)")
+        let firstToken = first.stdout.trimmingCharacters(in: .newlines)
+        let firstRow = try #require(try await listed().last)
+
+        let second = try await issue(["--device", "bob"])
+        #expect(second.status == 0, "\(second.stderr)")
+        let secondToken = second.stdout.trimmingCharacters(in: .newlines)
+        #expect(Self.lines(second.stdout).count == 1 && secondToken.hasPrefix("kvs1_") && secondToken != firstToken, "\(second.stdout)")
+        #expect(second.stderr == """
+            kvtool: warning: device bob of \(group) already has a live credential: id \(firstRow.id), issued \(firstRow.createdAt); \
+            the new one works beside it until one is revoked (kvtool sync token revoke --id \(firstRow.id))
+
+            """, "\(second.stderr)")
+        #expect(!second.stderr.contains(firstToken) && !second.stderr.contains(secondToken))
+        let secondRow = try #require(try await listed().last)
+
+        // A third names both; the rows are all there, none revoked.
+        let third = try await issue(["--device", "bob", "--read-only"])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(third.stderr == """
+            kvtool: warning: device bob of \(group) already has 2 live credentials: id \(firstRow.id), issued \(firstRow.createdAt); \
+            id \(secondRow.id), issued \(secondRow.createdAt); the new one works beside them until they are revoked \
+            (kvtool sync token revoke --id ID)
+
+            """, "\(third.stderr)")
+        #expect(try await listed().filter { $0.device == "bob" && $0.revokedAt == nil }.count == 3)
+
+        // A revoked one is no longer named; another name, or none, warns of nothing.
+        let revoke = try await kvtoolRun(["sync", "token", "revoke", "--database", database, "--id", "\(firstRow.id)"])
+        #expect(revoke.status == 0, "\(revoke.stderr)")
+        let fourth = try await issue(["--device", "bob"])
+        #expect(fourth.status == 0 && fourth.stderr.contains("already has 2 live credentials: id \(secondRow.id),")
+                && !fourth.stderr.contains("id \(firstRow.id),"), "\(fourth.stderr)")
+        for arguments in [["--device", "alice"], []] {
+            let other = try await issue(arguments)
+            #expect(other.status == 0 && other.stderr.isEmpty, "\(arguments): \(other.stderr)")
+        }
     }
 }
 #endif
