@@ -504,6 +504,10 @@ def gateway_seeds():
         f"GET /v1/hello\nauthorization: Bearer {token}",
         f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\ncontent-length: +5",
         "GET /v1/hello\nauthorization: Bearer " + jwt('{"alg":"HS256"}', '{"group":"g"}').decode() + "\nkvsync-group: group.com.example.app",
+        # The install id (issue 46): a secret's form, accepted; one character short; sent twice.
+        f"POST /v1/push\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\nkvsync-install: {'i' * 43}\ncontent-length: 10",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\nkvsync-install: {'i' * 42}",
+        f"GET /v1/hello\nauthorization: Bearer {token}\nkvsync-group: group.com.example.app\nkvsync-install: {'i' * 43}\nkvsync-install: {'j' * 43}",
     ]
     for n, text in enumerate(heads):
         seeds[f"head-{n}"] = b"\x02" + text.encode()
@@ -521,6 +525,7 @@ def gateway_seeds():
         "jwt-aud-array": jwt('{"alg":"ES256"}', '{"group":"g","aud":["x","kvsync"],"exp":%d}' % exp),
         "jwt-aud-other": jwt('{"alg":"ES256"}', '{"group":"g","aud":"x","exp":%d}' % exp),
         "jwt-reserved-device": jwt('{"alg":"HS256"}', '{"group":"g","device":"credential-7","aud":"kvsync","exp":%d}' % exp),
+        "jwt-install-device": jwt('{"alg":"HS256"}', '{"group":"g","sub":"bob#0123456789abcdef01234567","aud":"kvsync","exp":%d}' % exp),
         "jwt-nested": jwt('{"alg":"HS256","x":' + "[" * 40 + "]" * 40 + "}", "{" + good + "}"),
         "jwt-two-parts": b"e30.e30",
         "jwt-bad-base64": b"e30.e3*.e30",

@@ -27,7 +27,7 @@ import Workloads
 /// What `--json` prints.
 struct Report: Encodable {
     var record: ReceivedNotification
-    /// `acknowledged`, `refused` or `notWithinDeadline`; `nil` without --sync-wait.
+    /// `acknowledged`, `refused`, `notWithinDeadline` or `nothingSyncs`; `nil` without --sync-wait.
     var sync: String?
     var syncDetail: String?
     /// From the committed write to the acknowledgement.
@@ -62,6 +62,7 @@ LeanProcess.main("push-extension") {
         case .acknowledged?: "acknowledged"
         case .refused?: "refused"
         case .notWithinDeadline?: "notWithinDeadline"
+        case .nothingSyncs?: "nothingSyncs"
         case nil: nil
         }
         let report = Report(record: handled.record, sync: kind, syncDetail: outcome?.description,
@@ -83,6 +84,8 @@ LeanProcess.main("push-extension") {
         line += "; sync: refused (\(failure.reason.rawValue)): \(failure.message)"
     case .notWithinDeadline(let shortfall)?:
         line += "; sync: not within \(wait ?? 0) s: \(shortfall)"
+    case .nothingSyncs?:
+        line += "; sync: " + (outcome?.description ?? "")
     case nil:
         break
     }

@@ -32,14 +32,25 @@ extension SyncGateway {
         var id: Int64
         var group: String
         /// The device id its pushes are recorded under: the name a token was issued to, else
-        /// `credential-ID`; a JWT's `device` or `sub`. `nil`: a JWT that names no device (pulls only).
+        /// `credential-ID`; a JWT's `device` or `sub`; followed, for a request that sent an install id,
+        /// by `#` and that install's public id (`InstallID`). `nil`: a JWT that names no device (pulls
+        /// only).
         var device: String?
         var readOnly: Bool
         /// When it stops being valid (a live stream closes then).
         var expiresAt: Date?
-        /// What its rate and its live streams are counted by: its group and device (or, for a JWT
-        /// without a device, its signed header and claims).
+        /// What its rate and its live streams are counted by: its group and device name, whatever the
+        /// install (or, for a JWT without a device, its signed header and claims).
         var key: String
+
+        /// This principal as a request with install id `install` (its secret) is recorded: under its
+        /// device name and the install's public id. The limits' key stays the credential's.
+        func installed(_ install: String?) -> Principal {
+            guard let install, let device else { return self }
+            var copy = self
+            copy.device = InstallID.device(named: device, publicID: InstallID.publicID(of: install))
+            return copy
+        }
     }
 
     /// What a request presented: a token the database must check, or a JWT already verified.
@@ -155,16 +166,18 @@ extension SyncGateway {
         return .failure("the database: \(ServerStatements.describe(error))")
     }
 
-    /// The verified principal of `credential`, with the transaction on `connection` scoped to its
-    /// group and device (and running as the gateway's role) from here on.
-    func principal(of credential: Credential, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
+    /// The verified principal of `credential`, as a request with install id `install` is recorded,
+    /// with the transaction on `connection` scoped to its group and device (and running as the
+    /// gateway's role) from here on.
+    func principal(of credential: Credential, install: String? = nil, on connection: PostgresConnection,
+                   logger: Logger) async throws -> Principal {
         switch credential {
         case .token(let hash):
-            let principal = try await Self.authenticate(hash, on: connection, logger: logger)
+            let principal = try await Self.authenticate(hash, install: install, on: connection, logger: logger)
             verified.remember(hash, principal)
             return principal
         case .verified(let principal):
-            return try await Self.scope(principal, on: connection, logger: logger)
+            return try await Self.scope(principal.installed(install), on: connection, logger: logger)
         }
     }
 
@@ -180,29 +193,45 @@ extension SyncGateway {
         return principal
     }
 
-    /// The credential whose SHA-256 is `hash`, checked, with the transaction scoped to its group and
-    /// device and running as the gateway's role from here on.
-    static func authenticate(_ hash: [UInt8], on connection: PostgresConnection, logger: Logger) async throws -> Principal {
-        var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?)?
+    /// The credential whose SHA-256 is `hash`, checked, as a request with install id `install` is
+    /// recorded, with the transaction scoped to its group and device and running as the gateway's role
+    /// from here on.
+    static func authenticate(_ hash: [UInt8], install: String? = nil, on connection: PostgresConnection,
+                             logger: Logger) async throws -> Principal {
+        var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String)?
+        // The scope's device is ``InstallID/device(named:publicID:)`` of the credential's name, in SQL
+        // (the name is known only here); the one computed below must be the same.
+        let publicID = install.map(InstallID.publicID(of:))
         let rows = try await connection.query("""
             SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
                    set_config('kvsync.group', a.group_id, true),
-                   set_config('kvsync.device', coalesce(a.device, 'credential-' || a.id), true),
+                   set_config('kvsync.device', CASE
+                       WHEN \(publicID)::text IS NOT NULL
+                            AND octet_length(coalesce(a.device, 'credential-' || a.id)) <= \(InstallID.maxNameBytesWithInstall)
+                       THEN coalesce(a.device, 'credential-' || a.id) || \(InstallID.separator) || \(publicID)::text
+                       ELSE coalesce(a.device, 'credential-' || a.id) END, true),
                    set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
                    set_config('role', \(ServerStatements.gatewayRole), true)
             FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
             """, logger: logger)
         for try await row in rows.decode((Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String, String, String, String).self) {
-            found = (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7)
+            found = (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.9)
         }
         guard let found, SyncTokens.constantTimeEqual(Array(found.4.readableBytesView), hash) else {
             throw Refusal(status: .unauthorized, line: "the credential is not known here")
         }
         if found.6 { throw Refusal(status: .unauthorized, line: "the credential was revoked") }
         if found.5 { throw Refusal(status: .unauthorized, line: "the credential has expired") }
-        let device = found.2 ?? SyncTokens.derivedDevice(credential: found.0)
+        let name = found.2 ?? SyncTokens.derivedDevice(credential: found.0)
+        // (No token is issued with such a name; one written into the table by hand would be another
+        // device's install.)
+        guard !InstallID.endsWithPublicID(name) else {
+            throw Refusal(status: .forbidden, line: "the credential's device name ends like an install's id (\(InstallID.separator) and \(InstallID.publicIDLength) hexadecimal digits), which is reserved: issue one under another name")
+        }
+        let device = InstallID.device(named: name, publicID: publicID)
+        guard device == found.8 else { throw Refusal(status: .internalServerError, line: "the gateway scoped the transaction to another device than its own") }
         return Principal(id: found.0, group: found.1, device: device, readOnly: found.3, expiresAt: found.7,
-                         key: "device \(found.1)\u{0}\(device)")
+                         key: "device \(found.1)\u{0}\(name)")
     }
 
     /// Answers an admitted request in one transaction scoped to its credential's group and device.
@@ -233,7 +262,7 @@ extension SyncGateway {
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
-                let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
+                let principal = try await self.principal(of: request.credential, install: request.head.install, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
                 switch request.head.operation {

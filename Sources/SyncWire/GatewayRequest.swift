@@ -65,6 +65,8 @@ package struct GatewayRequestHead: Equatable, Sendable {
     package var operation: GatewayOperation
     package var credential: String
     package var group: String
+    /// The container's install id (``InstallID``), when the device sent one: a secret, never shown.
+    package var install: String?
     /// The declared `Content-Length` (0 when absent, which only a request without a body may be).
     package var bodyLength: Int
 
@@ -73,7 +75,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
 
     /// Reads `method` and `uri`, then the headers a request is admitted on. The order of the checks
     /// is the order of the answers: a request line no gateway serves (404, 400), then the credential
-    /// (401), the group (400), the framing of the body (400, 411, 413).
+    /// (401), the group and the install id (400), the framing of the body (400, 411, 413).
     ///
     /// - Parameter header: every value of a header, by its name in lower case.
     package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int) throws(GatewayRefusal) {
@@ -100,6 +102,15 @@ package struct GatewayRequestHead: Equatable, Sendable {
             throw GatewayRefusal(400, "the \(GatewayWire.groupHeader) header is not a group identifier")
         }
         group = named
+        // The install id is a secret of the device's: a refusal names the header, never its value.
+        let installs = header(InstallID.header.lowercased())
+        guard installs.count <= 1 else { throw GatewayRefusal(400, "more than one \(InstallID.header) header") }
+        if let text = installs.first {
+            guard InstallID.isSecret(text) else {
+                throw GatewayRefusal(400, "the \(InstallID.header) header is not an install id (\(InstallID.secretLength) characters of base64url)")
+            }
+            install = text
+        }
         // Bodies come with a Content-Length, and only with a push: a chunked body (or one with two
         // lengths, which HTTP parsing already refuses) never reaches the budget of bodies unmeasured.
         guard header("transfer-encoding").isEmpty else {

@@ -18,7 +18,9 @@ import Glibc
 ///   (a credential revoked or expired, a drain). A device that is refused (503 when the gateway has
 ///   too many streams open) polls instead.
 ///
-/// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`; a refusal is an HTTP
+/// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`, and from a device of
+/// this release on, `KVSync-Install: SECRET` (``InstallID``: the container's own, so that a name
+/// used again is not an impostor); a refusal is an HTTP
 /// status with one line of text. Another version's path (`/v2/…`) is refused with
 /// 400 and a line that names both versions.
 package enum GatewayWire {
@@ -184,8 +186,8 @@ package struct GatewayHello: Sendable, Equatable {
     package var serverID: String
     package var group: String
     /// The device id the gateway records this credential's pushes under (from the credential: the
-    /// name it was issued to, or one derived from it), which the device takes as its own; `nil` for a
-    /// credential that names no device (it pulls only).
+    /// name it was issued to, or one derived from it, and the request's install id: ``InstallID``),
+    /// which the device takes as its own; `nil` for a credential that names no device (it pulls only).
     package var device: String?
     package var readOnly: Bool
 
@@ -222,7 +224,7 @@ package struct GatewayHello: Sendable, Equatable {
 /// Who pushes, and how far ahead of the server's clock a stamp may be, are the gateway's to say, not
 /// the body's: the device of every change is the verified credential's, and the clock bound is the
 /// gateway's (`--max-clock-skew`) within the server's. The body's `device` is empty, or the device id
-/// the gateway's hello gave this credential (anything else is refused: 403); its
+/// the gateway's hello gave this credential and install id (anything else is refused: 403); its
 /// `maxClockSkewMilliseconds` keeps version 1's layout and is read by no gateway.
 package struct GatewayPushRequest: Sendable {
     package var device: String

@@ -171,6 +171,9 @@ package struct JWTClaims: Sendable, Equatable {
             guard !device.hasPrefix(Self.reservedDevicePrefix) else {
                 throw JWTRefusal("has a device (or sub) claim that starts with \(Self.reservedDevicePrefix), which names tokens' devices")
             }
+            guard !InstallID.endsWithPublicID(device) else {
+                throw JWTRefusal("has a device (or sub) claim that ends like an install's id (\(InstallID.separator) and \(InstallID.publicIDLength) hexadecimal digits), which is reserved")
+            }
         }
         self.device = device
         if let kind = claims["read_only"] {

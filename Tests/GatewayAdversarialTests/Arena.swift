@@ -50,22 +50,23 @@ final class Arena: @unchecked Sendable {
         }
     }
 
-    /// The headers a device of this group sends with `credential`.
-    func headers(_ credential: String) -> [String] {
-        ["Authorization: Bearer \(credential)", "\(GatewayWire.groupHeader): \(group)"]
+    /// The headers a device of this group sends with `credential` (and `install`, its install id:
+    /// `KVSync-Install`, as a device of issue 46 on sends it; none, as one before).
+    func headers(_ credential: String, install: String? = nil) -> [String] {
+        ["Authorization: Bearer \(credential)", "\(GatewayWire.groupHeader): \(group)"] + (install.map { ["\(InstallID.header): \($0)"] } ?? [])
     }
 
     /// A raw push of `changes` (key text → value text) as `device`, from `source`.
-    func push(_ credential: String, device: String = "", skew: Int64 = 60_000, changes: [OutgoingChange],
+    func push(_ credential: String, device: String = "", install: String? = nil, skew: Int64 = 60_000, changes: [OutgoingChange],
               source: String? = nil) async throws -> RawHTTP.Answer {
         let body = GatewayPushRequest(device: device, maxClockSkewMilliseconds: skew, changes: changes).encoded()
-        let url = self.url, headers = headers(credential)
+        let url = self.url, headers = headers(credential, install: install)
         return try await offPool { try RawHTTP.request(url, "POST /v1/push", headers: headers, body: body, source: source) }
     }
 
     /// A raw request with `credential`.
-    func get(_ target: String, _ credential: String, source: String? = nil) async throws -> RawHTTP.Answer {
-        let url = self.url, headers = headers(credential)
+    func get(_ target: String, _ credential: String, install: String? = nil, source: String? = nil) async throws -> RawHTTP.Answer {
+        let url = self.url, headers = headers(credential, install: install)
         return try await offPool { try RawHTTP.request(url, "GET \(target)", headers: headers, source: source) }
     }
 

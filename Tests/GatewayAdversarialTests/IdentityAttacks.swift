@@ -25,21 +25,25 @@ import Testing
         #expect(try await arena.sync(alice, aliceToken).status == 0)
         #expect(try await arena.sync(bob, bobToken).status == 0)
         #expect(try bob.notes.get("k1") == "alice 1")
-        #expect(try alice.status().device == "alice")
+        // Her container's id: her credential's name and its install (issue 46).
+        let aliceID = try #require(try alice.status().device)
+        #expect(aliceID.hasPrefix("alice#") && InstallID.endsWithPublicID(aliceID), "\(aliceID)")
 
         // What any member can read: the device and token of every change.
         let page = try ChangesPage(decoding: try await arena.get("/v1/changes?after=0", mallory).body, maxValueBytes: 1 << 20)
-        let last = try #require(page.changes.last { $0.device == "alice" })
+        let last = try #require(page.changes.last { $0.device == aliceID })
         let junk = try (1...5).map { try note("junk\($0)", "junk", token: last.token + UInt64($0)) }
         let before = try await arena.log()
-        let impersonated = try await arena.push(mallory, device: "alice", changes: junk)
-        #expect(impersonated.status == 403 && impersonated.text.contains("this credential's device is mallory"), "\(impersonated.status) \(impersonated.text)")
+        for named in [aliceID, "alice"] {
+            let impersonated = try await arena.push(mallory, device: named, changes: junk)
+            #expect(impersonated.status == 403 && impersonated.text.contains("this credential's device is mallory"), "\(impersonated.status) \(impersonated.text)")
+        }
         #expect(try await arena.log() == before, "the impersonating push reached the log")
         // Naming nobody, the same tokens are mallory's own: the log credits mallory, not alice.
         let own = try await arena.push(mallory, changes: junk)
         #expect(own.status == 200, "\(own.text)")
         let rows = try await arena.log()
-        #expect(rows.filter { $0.contains("|alice|") }.count == 1, "\(rows)")
+        #expect(rows.filter { $0.contains("|\(aliceID)|") }.count == 1, "\(rows)")
         #expect(rows.filter { $0.contains("|mallory|") }.count == 5, "\(rows)")
 
         // Alice's next write is hers, applied, and reaches bob.
@@ -49,10 +53,12 @@ import Testing
         #expect(try alice.status().pendingChanges == 0)
         #expect(try await arena.sync(bob, bobToken).status == 0)
         #expect(try bob.notes.get("k2") == "alice 2")
-        // A device that names itself is taken at its word only when that is its credential's device.
+        // A device that names itself is taken at its word only when that is its credential's device
+        // (with no install id, as a release before issue 46 sends: the name alone).
         let named = try await arena.push(aliceToken, device: "alice", changes: [try note("k3", "named", token: 1 << 40)])
         #expect(named.status == 200, "\(named.text)")
-        #expect(try await arena.log().filter { $0.contains("|alice|") }.count == 3)
+        let credited = try await arena.log()
+        #expect(credited.filter { $0.contains("|\(aliceID)|") }.count == 2 && credited.filter { $0.contains("|alice|") }.count == 1, "\(credited)")
     }
 
     /// The clock bound is the gateway's (within the server's): a push that asks for `Int64.max` and is
@@ -121,22 +127,45 @@ import Testing
         #expect(try await arena.log().count == 1)
     }
 
-    /// Two containers given one credential send different changes under one device id and the same
-    /// history tokens. The second is refused ("in use by another container"), never answered
-    /// "duplicate" (which would tell it its writes had reached the server); the direct path's
-    /// `kvsync_push` refuses the same.
+    /// Two containers given one credential are two installs (issue 46: before, the second was refused
+    /// for good, and so was an app installed again): each syncs under its own id, the credential's name
+    /// and its install. A (device, token) that comes again with another change is still refused, never
+    /// answered "duplicate" (which would tell the sender its writes reached the server): from one
+    /// install (its secret sent again), from a device that sends no install id (a release before), and
+    /// on the direct path.
     @Test func aReusedDeviceTokenWithAnotherChangeIsRefusedNeverAnsweredDuplicate() async throws {
         let arena = try await Arena("reuse")
         let shared = try await arena.token(["--device", "phone"])
         let first = try Device(group: arena.group), copy = try Device(group: arena.group)
         for index in 0..<3 { try first.put("first \(index)", "k\(index)") }
         #expect(try await arena.sync(first, shared).status == 0)
-        let before = try await arena.log()
         for index in 0..<3 { try copy.put("copy \(index)", "c\(index)") }
-        let refused = try await arena.sync(copy, shared)
-        #expect(refused.status == 77 && refused.stderr.contains("in use by another container"), "\(refused.status) \(refused.stderr)")
-        #expect(try copy.status().pendingChanges == 3)
+        let second = try await arena.sync(copy, shared)
+        #expect(second.status == 0 && second.stdout.contains("pushed 3,"), "\(second.status) \(second.stdout)\(second.stderr)")
+        let ids = (try first.status().device ?? "", try copy.status().device ?? "")
+        #expect(ids.0.hasPrefix("phone#") && ids.1.hasPrefix("phone#") && ids.0 != ids.1, "\(ids)")
+        #expect(try await arena.log().filter { $0.contains("|\(ids.1)|") }.count == 3)
+
+        // One install sends a token again with another change: refused, whole, with 409.
+        let install = InstallID.make()
+        let sent = try await arena.push(shared, install: install, changes: [try note("r", "v1", token: 7)])
+        #expect(sent.status == 200, "\(sent.text)")
+        let resent = try await arena.push(shared, install: install, changes: [try note("r", "v1", token: 7)])
+        #expect(resent.status == 200 && resent.body == sent.body, "a batch sent again is answered as the first time")
+        let before = try await arena.log()
+        for changes in [[try note("r", "v2", token: 7)], [try note("r2", "v1", token: 7)], [try note("r", nil, token: 7)]] {
+            let refused = try await arena.push(shared, install: install, changes: changes)
+            #expect(refused.status == 409 && refused.text.contains("in use by another container"), "\(refused.status) \(refused.text)")
+        }
         #expect(try await arena.log() == before)
+        // A device that sends no install id pushes under the name alone, and is held to it the same way.
+        let legacy = try await arena.push(shared, changes: [try note("l", "legacy", token: 7)])
+        #expect(legacy.status == 200, "\(legacy.text)")
+        let legacyAgain = try await arena.push(shared, changes: [try note("l", "legacy, changed", token: 7)])
+        #expect(legacyAgain.status == 409 && legacyAgain.text.contains("in use by another container"), "\(legacyAgain.status) \(legacyAgain.text)")
+        let rows = try await arena.log()
+        #expect(rows.filter { $0.contains("|phone|7|") }.count == 1
+                && rows.filter { $0.contains("|phone#\(InstallID.publicID(of: install))|7|") }.count == 1, "\(rows)")
 
         // The direct path, statement by statement.
         let server = try await ServerConnection.connect(arena.cluster.tcpURL, logger: Logger(label: "test"), maxValueBytes: 1 << 20)
@@ -190,12 +219,122 @@ import Testing
         let device = try Device(group: arena.group)
         try device.put("v", "k")
         #expect(try await arena.sync(device, unnamed).status == 0)
-        #expect(try device.status().device == "credential-\(id)")
-        #expect(try await arena.log().first?.contains("|credential-\(id)|") == true)
+        let recorded = try #require(try device.status().device)
+        #expect(recorded.hasPrefix("credential-\(id)#") && InstallID.endsWithPublicID(recorded), "\(recorded)")
+        #expect(try await arena.log().first?.contains("|\(recorded)|") == true)
         // The name is reserved: no token is issued with it.
         let reserved = try await kvtoolRun(["sync", "token", "issue", "--database", arena.cluster.tcpURL.description,
                                             "--group", arena.group, "--device", "credential-\(id)"])
         #expect(reserved.status == 65 && reserved.stderr.contains("cannot start with credential-"), "\(reserved.stderr)")
+    }
+
+    /// The install id (issue 46) is the device's to send, so it is believed only as far as it cannot
+    /// hurt: it picks one install among those of the verified credential's name, never another name,
+    /// and an install is reached only with its secret, which the log does not show. A malformed one is
+    /// refused before the database, in a line that never holds it.
+    @Test func anInstallIdNeverWritesAsAnotherDeviceNorAsAnInstallWhoseSecretItLacks() async throws {
+        let arena = try await Arena("install")
+        let aliceToken = try await arena.token(["--device", "alice"])
+        let mallory = try await arena.token(["--device", "mallory"])
+        let alice = try Device(group: arena.group)
+        try alice.put("alice 1", "k1")
+        #expect(try await arena.sync(alice, aliceToken).status == 0)
+        let aliceID = try #require(try alice.status().device)
+        // Her container's secret, as a thief of the container's files would read it.
+        let aliceSecret = try #require(try Replication.Collections(store: alice.container.store).state.get(Replication.stateKey)?.install)
+        #expect(aliceID == "alice#" + InstallID.publicID(of: aliceSecret))
+        let hello = try GatewayHello(decoding: try await arena.get("/v1/hello", aliceToken, install: aliceSecret).body)
+        #expect(hello.device == aliceID)
+        let start = try await arena.log()
+
+        // Malformed: 400 and one line, before the database; the line never holds the value.
+        let publicID = String(aliceID.dropFirst("alice#".count))
+        for bad in [String(repeating: "A", count: 42), String(repeating: "A", count: 44), String(repeating: "+", count: 43), publicID,
+                    String(repeating: "A", count: 4_000)] {
+            for answer in [try await arena.get("/v1/hello", aliceToken, install: bad),
+                           try await arena.push(aliceToken, install: bad, changes: [try note("k9", "never", token: 1 << 41)])] {
+                #expect(answer.status == 400 && answer.text == "the KVSync-Install header is not an install id (43 characters of base64url)\n",
+                        "\(bad.prefix(50)): \(answer.status) \(answer.text)")
+            }
+        }
+        let twice = try await offPool { [url = arena.url, headers = arena.headers(aliceToken, install: aliceSecret)] in
+            try RawHTTP.request(url, "GET /v1/hello", headers: headers + ["\(InstallID.header): \(InstallID.make())"])
+        }
+        #expect(twice.status == 400 && twice.text == "more than one KVSync-Install header\n", "\(twice.status) \(twice.text)")
+
+        // Another credential with alice's install secret (stolen with her container's files, but not her
+        // token) pushes under its own name: never alice's rows.
+        let stolen = try await arena.push(mallory, install: aliceSecret, changes: [try note("m1", "from mallory", token: 1)])
+        #expect(stolen.status == 200, "\(stolen.text)")
+        let named = try await arena.push(mallory, device: aliceID, install: aliceSecret, changes: [try note("m2", "as alice", token: 2)])
+        #expect(named.status == 403 && named.text.contains("this credential's device is mallory#\(publicID)"), "\(named.status) \(named.text)")
+        var rows = try await arena.log()
+        #expect(rows.filter { $0.contains("|\(aliceID)|") } == start.filter { $0.contains("|\(aliceID)|") }, "\(rows)")
+        #expect(rows.filter { $0.contains("|mallory#\(publicID)|1|") }.count == 1, "\(rows)")
+
+        // Alice's credential is revoked and issued again: whoever holds the new one, without her
+        // container's secret, cannot push as her install (its public id is in every page of the log).
+        let revoked = try await kvtoolRun(["sync", "token", "revoke", "--database", arena.cluster.tcpURL.description, "--device", "alice",
+                                           "--group", arena.group])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        let reissued = try await arena.token(["--device", "alice"])
+        let outsider = InstallID.make()
+        let outsiderHello = try GatewayHello(decoding: try await arena.get("/v1/hello", reissued, install: outsider).body)
+        #expect(outsiderHello.device == "alice#" + InstallID.publicID(of: outsider) && outsiderHello.device != aliceID)
+        let page = try ChangesPage(decoding: try await arena.get("/v1/changes?after=0", reissued, install: outsider).body, maxValueBytes: 1 << 20)
+        let next = (page.changes.filter { $0.device == aliceID }.map(\.token).max() ?? 0) + 1
+        let asOld = try await arena.push(reissued, device: aliceID, install: outsider, changes: [try note("k1", "rewritten", token: next)])
+        #expect(asOld.status == 403 && asOld.text.contains("this credential's device is \(outsiderHello.device ?? "")"), "\(asOld.status) \(asOld.text)")
+        // Without an install id it is the name alone: another id than the install's too.
+        let legacy = try await arena.push(reissued, changes: [try note("n1", "as the name", token: next)])
+        #expect(legacy.status == 200, "\(legacy.text)")
+        rows = try await arena.log()
+        #expect(rows.filter { $0.contains("|\(aliceID)|") } == start.filter { $0.contains("|\(aliceID)|") }, "the old install's rows changed: \(rows)")
+        #expect(rows.filter { $0.contains("|alice|") }.count == 1, "\(rows)")
+        // Her own container, given the new credential, holds its secret: it goes on as her install.
+        try alice.put("alice 2", "k2")
+        let resumed = try await arena.sync(alice, reissued)
+        #expect(resumed.status == 0 && resumed.stdout.contains("pushed 1,"), "\(resumed.stdout)\(resumed.stderr)")
+        #expect(try alice.status().device == aliceID)
+        #expect(try await arena.log().filter { $0.contains("|\(aliceID)|") }.count == start.filter { $0.contains("|\(aliceID)|") }.count + 1)
+    }
+
+    /// No credential's device is another's install: a name that ends like one (`#` and 24 hexadecimal
+    /// digits) is not issued, and a row written into the tokens' table by hand with one is refused by
+    /// the gateway (a JWT's is refused too: SyncWireTests).
+    @Test func aNameThatEndsLikeAnInstallIsReserved() async throws {
+        let arena = try await Arena("reserved")
+        let victim = try await arena.token(["--device", "bob"])
+        let install = InstallID.make()
+        let bobID = try #require(try GatewayHello(decoding: try await arena.get("/v1/hello", victim, install: install).body).device)
+        let issued = try await kvtoolRun(["sync", "token", "issue", "--database", arena.cluster.tcpURL.description, "--group", arena.group,
+                                          "--device", bobID])
+        #expect(issued.status == 65 && issued.stderr.contains("cannot end with # and 24 hexadecimal digits"), "\(issued.status) \(issued.stderr)")
+        let planted = SyncTokens.prefix + String(repeating: "P", count: 43)
+        try await offPool { [cluster = arena.cluster, group = arena.group] in
+            _ = try cluster.psql("""
+                INSERT INTO kvsync_tokens (group_id, device, hash) VALUES ('\(group)', '\(bobID)', decode('\(Hex.encode(SyncTokens.hash(planted)))', 'hex'))
+                """)
+        }
+        for answer in [try await arena.get("/v1/hello", planted), try await arena.push(planted, changes: [try note("k", "as bob's install", token: 1)])] {
+            #expect(answer.status == 403 && answer.text.contains("ends like an install's id"), "\(answer.status) \(answer.text)")
+        }
+        #expect(try await arena.log().isEmpty)
+    }
+
+    /// Installs share their credential's limits: the rate (and the live streams) are counted by the
+    /// credential's group and name, whatever install a request names.
+    @Test func installsShareTheirCredentialsRate() async throws {
+        // A burst of one request, then one every 1,000 s: the second request of a credential is refused.
+        let arena = try await Arena("install-rate", gatewayArguments: ["--rate", "0.001"])
+        let token = try await arena.token(["--device", "phone"])
+        let other = try await arena.token(["--device", "tablet"])
+        #expect(try await arena.get("/v1/hello", token, install: InstallID.make()).status == 200)
+        for install in [InstallID.make(), InstallID.make(), nil] {
+            let answer = try await arena.get("/v1/hello", token, install: install)
+            #expect(answer.status == 429 && answer.text.hasPrefix("too many requests for this credential"), "\(answer.status) \(answer.text)")
+        }
+        #expect(try await arena.get("/v1/hello", other, install: InstallID.make()).status == 200)
     }
 }
 

@@ -49,6 +49,42 @@ struct SyncWireTests {
         refused("GET", "/v1/changes?after=0&limit=10001", Self.auth, 400, "limit must be")
     }
 
+    /// The install id (issue 46): a secret of 43 base64url characters, at most one header, refused in
+    /// a line that never holds it; a device id is a name and the install's public id, or the name alone
+    /// when there is no room; a name that ends like one is reserved.
+    @Test func anInstallIdIsReadFromItsHeaderAndItsFormsAreStrict() throws {
+        let secret = String(repeating: "a", count: 42) + "_"
+        let head = try Self.head("GET", "/v1/hello", Self.auth + [("kvsync-install", secret)])
+        #expect(head.install == secret)
+        #expect(try Self.head("GET", "/v1/hello", Self.auth).install == nil)
+        for bad in ["", String(repeating: "a", count: 42), String(repeating: "a", count: 44), String(repeating: "a", count: 42) + "=",
+                    String(repeating: "a", count: 42) + "\u{0}", String(repeating: "é", count: 22)] {
+            do {
+                _ = try Self.head("GET", "/v1/hello", Self.auth + [("kvsync-install", bad)])
+                Issue.record("accepted \(bad.debugDescription)")
+            } catch {
+                #expect(error.status == 400 && error.line == "the KVSync-Install header is not an install id (43 characters of base64url)")
+            }
+        }
+        do {
+            _ = try Self.head("GET", "/v1/hello", Self.auth + [("kvsync-install", secret), ("kvsync-install", secret)])
+            Issue.record("accepted two install headers")
+        } catch {
+            #expect(error.status == 400 && error.line == "more than one KVSync-Install header")
+        }
+        let publicID = "0123456789abcdef01234567"
+        #expect(InstallID.isPublicID(publicID) && !InstallID.isPublicID(publicID.uppercased()) && !InstallID.isPublicID(publicID.dropLast()))
+        #expect(InstallID.device(named: "bob", publicID: publicID) == "bob#" + publicID)
+        #expect(InstallID.device(named: "bob", publicID: nil) == "bob")
+        let longest = String(repeating: "n", count: InstallID.maxNameBytesWithInstall)
+        #expect(InstallID.device(named: longest, publicID: publicID).utf8.count == GatewayWire.maxNameBytes)
+        #expect(InstallID.device(named: longest + "n", publicID: publicID) == longest + "n")
+        for reserved in ["bob#" + publicID, "#" + publicID, "credential-7#" + publicID] { #expect(InstallID.endsWithPublicID(reserved), "\(reserved)") }
+        for free in ["bob", "bob#" + publicID.dropLast(), "bob#" + publicID.uppercased(), "bob-" + publicID, "bob#" + publicID + "x", publicID] {
+            #expect(!InstallID.endsWithPublicID(free), "\(free)")
+        }
+    }
+
     static func claims(_ json: String, audience: String? = nil, issuer: String? = nil) throws(JWTRefusal) -> JWTClaims {
         try JWTClaims(Array(json.utf8), policy: JWTPolicy(audience: audience, issuer: issuer), now: 1_000_000)
     }
@@ -72,6 +108,7 @@ struct SyncWireTests {
             (#"{"group":"g","exp":1003600,"aud":"x"}"#, "no audience to check it against"),
             (#"{"group":"g","device":"","exp":1003600}"#, "empty"),
             (#"{"group":"g","device":"credential-3","exp":1003600}"#, "credential-"),
+            (#"{"group":"g","sub":"user-1#0123456789abcdef01234567","exp":1003600}"#, "ends like an install's id"),
             (#"{"group":"g","sub":"a\u0000b","exp":1003600}"#, "control character"),
             (#"{"group":"g","exp":1003600,"read_only":"yes"}"#, "read_only"),
             (#"["group"]"#, "not a JSON object"),

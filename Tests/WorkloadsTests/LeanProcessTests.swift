@@ -59,20 +59,23 @@ struct LeanProcessTests {
     }
 
     /// The push SDK's extension records the notification and asks for sync; with no process owning
-    /// sync and no agent registered, the request ends at its deadline, says why, and the process exits 0
-    /// within the 12 MiB budget of issue 38.
+    /// sync and no agent registered, the request says so (at once: nothing could start an owner), and
+    /// the process exits 0 within the 12 MiB budget of issue 38.
     @Test func thePushExtensionRecordsRequestsSyncAndStaysWithin12MiB() async throws {
         let container = try dir.container(group)
         let store = try PushSDKStore(container: container)
         try store.enableHistory()
+        // Enabled for sync, as SyncKitPostgres's `Replication.enable` leaves a container: the push
+        // consumer is registered.
+        _ = try History.attach(to: container).consumer(named: SyncService.consumerName)
         try store.saveConfiguration(try PushSampleData.configuration())
         _ = try await DeviceTokenManager(store: store, server: PushSampleData.server).registerToken(PushSampleData.deviceToken)
 
         let result = try run(program("push-extension"), ["--group", group, "--root", dir.path, "--payload", PushSampleData.validPayload,
                                                          "--sync-wait", "0.2"], timeout: 60)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("shows \"New Mission Available!\"; sync: not within 0.2 s: no process owns sync; "), "\(result.stdout)")
-        #expect(result.stdout.contains("no sync agent is registered (kvtool sync agent set)"), "\(result.stdout)")
+        #expect(result.stdout.contains("shows \"New Mission Available!\"; sync: not acknowledged: no process owns sync and none can start: "
+                                       + "no sync agent is registered (kvtool sync agent set); "), "\(result.stdout)")
         #expect(result.stdout.split(separator: "\n").count == 1, "\(result.stdout)")
         let rss = try #require(peakRSS(in: result.stdout), "no peak RSS in \(result.stdout)")
         expectUnderTheSeedsLimit(rss, "push-extension")
@@ -89,6 +92,22 @@ struct LeanProcessTests {
         #expect(json.status == 0, "\(json.stderr)")
         #expect(json.stdout.contains(#""status":"rejected""#) && !json.stdout.contains(#""sync":"#), "\(json.stdout)")
         #expect(try store.received.count() == 2)
+    }
+
+    /// With nothing of its container enabled for sync, the push extension does not report its record
+    /// as acknowledged (issue 46: it printed "acknowledged through token 0" when the app had not turned
+    /// history on), and still shows the notification and exits 0.
+    @Test func thePushExtensionSaysSoWhenNothingOfItsContainerSyncs() async throws {
+        let container = try dir.container(group)
+        let store = try PushSDKStore(container: container)
+        try store.saveConfiguration(try PushSampleData.configuration())
+        _ = try await DeviceTokenManager(store: store, server: PushSampleData.server).registerToken(PushSampleData.deviceToken)
+        let result = try run(program("push-extension"), ["--group", group, "--root", dir.path, "--payload", PushSampleData.validPayload,
+                                                         "--sync-wait", "30"], timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasSuffix("shows \"New Mission Available!\"; sync: not acknowledged: nothing in this container is enabled for sync "
+                                        + "(kvtool sync enable COLLECTION), so nothing of it goes to a server\n"), "\(result.stdout)")
+        #expect(try store.received.count() == 1)
     }
 
     @Test func theExtensionFallsBackForAMissingGroupAndCreatesNothing() throws {

@@ -123,12 +123,24 @@ public enum GatewayProperty {
             try requireOneLine(error.line, "the refusal")
             try require([400, 401, 404, 411, 413, 414].contains(error.status), "a request head got status \(error.status)")
             try require(!error.line.contains("kvs1_") || !headers.contains { $0.1.contains(error.line) }, "a refusal repeats the credential")
+            // A head refused for its install id alone: a 400 in a fixed line that holds nothing of the id
+            // (a secret).
+            let withoutInstall = headers.filter { $0.0 != InstallID.header.lowercased() }
+            if withoutInstall.count < headers.count,
+               (try? GatewayRequestHead(method: method, uri: uri, header: { name in withoutInstall.filter { $0.0 == name }.map(\.1) },
+                                        maxBodyBytes: maxBodyBytes)) != nil {
+                try require(error.status == 400 && (error.line == "more than one \(InstallID.header) header"
+                            || error.line == "the \(InstallID.header) header is not an install id (\(InstallID.secretLength) characters of base64url)"),
+                            "an install id's refusal is \(error.status) \(error.line)")
+            }
             return .rejected("head \(error.status)")
         }
         try require(CredentialText.isToken(admitted.credential) || CredentialText.isJWT(admitted.credential),
                     "admitted the credential \(admitted.credential.debugDescription)")
         try require((try? GroupIdentifier(admitted.group)) != nil, "admitted the group \(admitted.group.debugDescription)")
         try require(headers.filter { $0.0 == "transfer-encoding" }.isEmpty, "admitted a Transfer-Encoding")
+        try require(admitted.install.map(InstallID.isSecret) ?? headers.allSatisfy { $0.0 != "kvsync-install" },
+                    "admitted the install id \(admitted.install.debugDescription)")
         if admitted.operation.hasBody {
             try require((0...maxBodyBytes).contains(admitted.bodyLength), "admitted a body of \(admitted.bodyLength) bytes")
         } else {
@@ -161,6 +173,7 @@ public enum GatewayProperty {
         try require(!claims.group.isEmpty && claims.group.utf8.count <= 1024, "accepted the group \(claims.group.debugDescription)")
         if let device = claims.device {
             try require(!device.isEmpty && device.utf8.count <= GatewayWire.maxNameBytes && !device.hasPrefix(JWTClaims.reservedDevicePrefix)
+                        && !InstallID.endsWithPublicID(device)
                         && !device.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) },
                         "accepted the device \(device.debugDescription)")
         }

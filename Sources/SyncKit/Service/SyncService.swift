@@ -18,6 +18,7 @@ import Glibc
 /// case .acknowledged: break                               // the server has it
 /// case .refused(let failure): log(failure)                // a clock too far ahead, a revoked credential
 /// case .notWithinDeadline(let shortfall): log(shortfall)  // it is still on its way
+/// case .nothingSyncs(let shortfall): log(shortfall)       // nothing can take it: no owner, no agent
 /// }
 /// ```
 ///
@@ -94,11 +95,18 @@ public struct SyncService: Sendable {
     // MARK: - Requests
 
     /// Asks for everything written to the container so far to reach the server, and waits, blocking
-    /// the calling thread, until the server has it, the owner is refused, or `timeout` passes.
+    /// the calling thread, until the server has it, the owner is refused, nothing can take it there,
+    /// or `timeout` passes.
+    ///
+    /// It is acknowledged only by what an owner recorded from a server: with nothing written, by an
+    /// owner's round that reached one. It is answered ``SyncRequestOutcome/nothingSyncs(_:)`` at once
+    /// when nothing of the container is enabled for sync (no replicator's history consumer is
+    /// registered), and, when it may start the agent, as soon as no process owns sync and none can
+    /// start: no agent is registered, its registration is refused, it could not start, or it exited.
     ///
     /// - Parameters:
     ///   - startingAgent: when no process owns sync, start the registered agent (an agent itself
-    ///     waiting for another owner passes `false`).
+    ///     waiting for another owner passes `false`, and waits for an owner until `timeout`).
     /// - Returns: ``SyncRequestOutcome``; a refusal is one recorded after this request was made.
     /// - Throws: errors of the store or the notification directory; never for the server's answers.
     public func request(within timeout: Duration, startingAgent: Bool = true) throws -> SyncRequestOutcome {
@@ -115,10 +123,23 @@ public struct SyncService: Sendable {
         defer { agent?.reapWhenDone() }
         while true {
             // The owner's record alone: the pending count (history read) only for a shortfall.
-            let state = try container.store.read { try states.get(Self.stateKey, in: $0) } ?? SyncServiceState()
+            let (state, replicates) = try container.store.read { tx in
+                (try states.get(Self.stateKey, in: tx) ?? SyncServiceState(), try history.consumerRecords.get(Self.consumerName, in: tx) != nil)
+            }
             let owner = state.owner.flatMap { $0.isAlive ? $0 : nil }
-            if state.acknowledged >= target { return .acknowledged(through: target, after: clock.now - start) }
+            // Token 0 (nothing written) is acknowledged by a round that reached a server, not by default.
+            if state.acknowledged >= target && (target > .zero || state.lastSyncAt != nil) {
+                return .acknowledged(through: target, after: clock.now - start)
+            }
             if let failure = state.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
+            guard replicates else {
+                return .nothingSyncs(try shortfall(owner: owner, agent: nil, replicates: false))
+            }
+            // The agent's fate was seen in the round before, and this round's record still shows no
+            // owner and no acknowledgement: nothing will take the changes to a server.
+            if owner == nil && startingAgent, let agentNote {
+                return .nothingSyncs(try shortfall(owner: nil, agent: agentNote, replicates: true))
+            }
             if !woke {
                 try notifier.post(Self.requestNotification)
                 woke = true
@@ -148,6 +169,13 @@ public struct SyncService: Sendable {
         }
     }
 
+    /// What a request that nothing can acknowledge knows, from the status now.
+    private func shortfall(owner: SyncOwner?, agent: String?, replicates: Bool) throws -> SyncRequestShortfall {
+        let status = try status()
+        return SyncRequestShortfall(owner: owner ?? status.owner, lastError: status.lastError, pending: status.pending, agent: agent,
+                                    replicates: replicates)
+    }
+
     /// ``request(within:startingAgent:)`` from async code: the wait holds a thread of its own, never
     /// one of the cooperative pool's.
     public func request(within timeout: Duration, startingAgent: Bool = true) async throws -> SyncRequestOutcome {
@@ -173,6 +201,11 @@ public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
     case refused(SyncFailure)
     /// The deadline passed first; what is known of why.
     case notWithinDeadline(SyncRequestShortfall)
+    /// Nothing can take the changes to a server, known before the deadline: nothing of the container
+    /// is enabled for sync (``SyncRequestShortfall/replicates`` is false), or no process owns sync and
+    /// none can start (``SyncRequestShortfall/agent`` says why: no agent registered, its registration
+    /// refused, or it exited).
+    case nothingSyncs(SyncRequestShortfall)
 
     public var description: String {
         switch self {
@@ -180,6 +213,7 @@ public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
             "acknowledged: the server has every change through token \(token) (\(elapsed.wholeMilliseconds) ms)"
         case .refused(let failure): "refused (\(failure.reason.rawValue)): \(failure.message)"
         case .notWithinDeadline(let shortfall): "not within the deadline: \(shortfall)"
+        case .nothingSyncs(let shortfall): "not acknowledged: \(shortfall.nothingSyncsDescription)"
         }
     }
 }
@@ -194,11 +228,29 @@ public struct SyncRequestShortfall: Hashable, Sendable, CustomStringConvertible 
     public var pending: Int
     /// What became of the agent the request started, or why it started none.
     public var agent: String?
+    /// Whether anything of the container is enabled for sync (a replicator's history consumer is
+    /// registered: SyncKitPostgres's `Replication.enable` registers it).
+    public var replicates: Bool
+
+    public init(owner: SyncOwner?, lastError: SyncFailure?, pending: Int, agent: String?, replicates: Bool = true) {
+        (self.owner, self.lastError, self.pending, self.agent, self.replicates) = (owner, lastError, pending, agent, replicates)
+    }
 
     public var description: String {
         var parts = [owner.map { "\($0) owns sync" } ?? "no process owns sync", "\(pending) pending"]
         if let lastError { parts.append("last error (\(lastError.reason.rawValue)): \(lastError.message)") }
         if let agent { parts.append(agent) }
+        return parts.joined(separator: "; ")
+    }
+
+    /// The rest of the line of ``SyncRequestOutcome/nothingSyncs(_:)``.
+    var nothingSyncsDescription: String {
+        guard replicates else {
+            return "nothing in this container is enabled for sync (kvtool sync enable COLLECTION), so nothing of it goes to a server"
+        }
+        var parts = ["no process owns sync and none can start: \(agent ?? "no sync agent is registered (kvtool sync agent set)")",
+                     "\(pending) pending"]
+        if let lastError { parts.append("last error (\(lastError.reason.rawValue)): \(lastError.message)") }
         return parts.joined(separator: "; ")
     }
 }

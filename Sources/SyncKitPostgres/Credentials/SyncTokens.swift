@@ -17,12 +17,16 @@ public enum SyncTokens {
     /// Every token starts with this (so that a leaked one is recognisable, as with GitHub's `ghp_`).
     public static let prefix = CredentialText.tokenPrefix
 
-    /// Issues a credential for `group`; returns the token, which nothing keeps.
+    /// Issues a credential for `group`; returns the token, which nothing keeps, its row, and the
+    /// credentials of the same device name that were live (neither revoked nor expired) when it was
+    /// issued, oldest first: a second credential for one device is issued (a rotation issues the new one
+    /// before it revokes the old), and the caller says so (`kvtool sync token issue` warns, naming them).
     ///
     /// - Throws: ``ReplicationError/invalidCredential(_:)`` for a bad group, device name or lifetime;
     ///   ``ReplicationError/server(_:)`` when the database cannot be reached.
     public static func issue(on server: ServerURL, group: String, device: String? = nil, readOnly: Bool = false,
-                             expiresIn: Duration? = nil, logger: Logger = quietLogger) async throws -> (token: String, credential: SyncCredential) {
+                             expiresIn: Duration? = nil, logger: Logger = quietLogger)
+        async throws -> (token: String, credential: SyncCredential, alsoLive: [SyncCredential]) {
         do { _ = try GroupIdentifier(group) } catch { throw ReplicationError.invalidCredential("the group '\(group)' is not a group identifier: \(error)") }
         if let device { try checkDeviceName(device) }
         if let expiresIn, expiresIn <= .zero || expiresIn > .seconds(100 * 365 * 86_400) {
@@ -32,7 +36,16 @@ public enum SyncTokens {
         let random = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let token = prefix + Base64.url(random)
         let seconds = expiresIn.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-        let credential = try await withOwner(server, logger: logger) { connection in
+        let (credential, alsoLive) = try await withOwner(server, logger: logger) { connection in
+            var live: [SyncCredential] = []
+            if let device {
+                let rows = try await connection.query("""
+                    SELECT \(unescaped: columns) FROM kvsync_tokens
+                    WHERE group_id = \(group) AND device = \(device) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+                    ORDER BY id
+                    """, logger: logger)
+                for try await row in rows.decode(Row.self) { live.append(Self.credential(row)) }
+            }
             var issued: SyncCredential?
             let rows = try await connection.query("""
                 INSERT INTO kvsync_tokens (group_id, device, hash, read_only, expires_at)
@@ -42,9 +55,9 @@ public enum SyncTokens {
                 """, logger: logger)
             for try await row in rows.decode(Row.self) { issued = Self.credential(row) }
             guard let issued else { throw ReplicationError.server("the database returned no credential") }
-            return issued
+            return (issued, live)
         }
-        return (token, credential)
+        return (token, credential, alsoLive)
     }
 
     /// The credentials of `group` (every group's if `nil`), oldest first.
@@ -104,7 +117,8 @@ public enum SyncTokens {
     }
 
     /// A device name: 1 to 200 bytes of UTF-8 with no control characters, not starting with
-    /// `credential-` (the device ids of tokens issued without a name).
+    /// `credential-` (the device ids of tokens issued without a name), and not ending like an install's
+    /// id (`#` and 24 hexadecimal digits: `InstallID`), so that no name is another's install.
     static func checkDeviceName(_ device: String) throws {
         guard !device.isEmpty, device.utf8.count <= ServerStatements.maxNameBytes,
               !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -112,6 +126,9 @@ public enum SyncTokens {
         }
         guard !device.hasPrefix(JWTClaims.reservedDevicePrefix) else {
             throw ReplicationError.invalidCredential("a device name cannot start with \(JWTClaims.reservedDevicePrefix): it names the tokens issued without one")
+        }
+        guard !InstallID.endsWithPublicID(device) else {
+            throw ReplicationError.invalidCredential("a device name cannot end with \(InstallID.separator) and \(InstallID.publicIDLength) hexadecimal digits: that names one install of a device")
         }
     }
 

@@ -20,6 +20,9 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     let maxValueBytes: Int
     let operationTimeout: Duration
     let connectTimeout: Duration
+    /// The container's install id (`InstallID`), sent with every request; `nil` for a client that
+    /// pushes nothing (a live stream's follower).
+    let install: String?
     private let sslContext: NIOSSLContext?
     /// Whether ``close()`` was called, and the kept-alive connections between requests.
     private let pool = Locked(Pool())
@@ -28,7 +31,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// The largest answer read: a resync's whole state may be large, but not without bound.
     static let maxResponseBytes = 1 << 30
 
-    init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration) throws {
+    init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration,
+         install: String? = nil) throws {
         guard SyncTokens.isPresentable(token) else {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
@@ -38,6 +42,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         self.maxValueBytes = maxValueBytes
         self.operationTimeout = operationTimeout
         self.connectTimeout = connectTimeout
+        self.install = install
         sslContext = url.tls ? try GatewayTLS.context(trusting: url.caFile, for: url.description) : nil
     }
 
@@ -254,6 +259,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
         headers.add(name: "Authorization", value: "Bearer \(token)")
         headers.add(name: GatewayWire.groupHeader, value: group)
+        if let install { headers.add(name: InstallID.header, value: install) }
         headers.add(name: "Content-Length", value: String(bodyLength ?? 0))
         if bodyLength != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }

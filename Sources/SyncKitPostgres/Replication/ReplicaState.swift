@@ -7,12 +7,20 @@ import SyncWire
 /// What a replicator keeps about itself in the store (`_sync.state`), in the same transactions as the
 /// changes it applies.
 struct ReplicaState: Codable, Hashable, Sendable {
-    /// This container's id on the server: random, made once, and again for a copy of the container.
+    /// This container's id on the server: random, made once, and again for a copy of the container;
+    /// through a sync gateway, the one its hello gives (the credential's device name and this
+    /// container's install: ``install``).
     var device: String
     /// Where the device id was made: the machine's id and the store file's device and inode. A
-    /// container copied elsewhere (or restored from a backup) differs, and takes a new device id, so
-    /// that two containers never send changes under one id (the server would keep one of each token).
+    /// container copied elsewhere (or restored from a backup) differs, and takes a new device id and
+    /// install id, so that two containers never send changes under one id (the server would keep one of
+    /// each token).
     var home: String?
+    /// This container's install id (`InstallID`): a secret, made once per container (and again for a
+    /// copy), sent to a sync gateway with the credential so that a container under a device name used
+    /// before (an app installed again, a token issued again) is a device id of its own. `nil` in state
+    /// written before installs had ids, until the next replicator starts.
+    var install: String?
     /// The last server sequence number applied (or skipped as this device's own).
     var cursor: Int64 = 0
     /// The id of the server the cursor and the known versions belong to (nil before the first sync,

@@ -39,9 +39,11 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// The gateway asks this device to wait (too many requests for its credential).
     case rateLimited(retryAfter: Duration)
     /// The server refused a push that sends a token this device id sent before with another change:
-    /// another container syncs under the same device id (a copy of this one, or one that was given
-    /// this device's credential). Nothing was applied, and the changes stay pending; give each
-    /// container a credential of its own.
+    /// another container syncs under the same device id. Every container of this release has an id
+    /// of its own (a random one on the direct path; through a gateway, the credential's name and the
+    /// container's install), so it takes a container of a release before installs (sharing a
+    /// credential's name), or one whose replication state was copied with its install id and home.
+    /// Nothing was applied, and the changes stay pending.
     case deviceInUse(String)
     /// Another process owns this container's sync (``SyncKit/SyncOwner``; `nil` when it has not
     /// recorded itself yet): one replicator per container at a time. Wait for it

@@ -3,6 +3,7 @@ import Foundation
 import KVStore
 import Logging
 import SyncKit
+import SyncWire
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -93,10 +94,13 @@ public final class Replicator: @unchecked Sendable {
     public let options: Options
     /// The group's id on the server: the container's group identifier.
     public let group: String
-    /// This container's device id: made for it, or, through a sync gateway, its credential's
-    /// (the gateway records every push under the credential's device, whatever a request says).
+    /// This container's device id: made for it, or, through a sync gateway, its credential's device
+    /// and this container's install (the gateway records every push under them, whatever a request
+    /// says: `NAME#` and the install's public id).
     public var device: String { deviceID.withLock { $0 } }
     private let deviceID: Locked<String>
+    /// This container's install id (`InstallID`), a secret sent to a gateway with the credential.
+    let install: String
 
     let targets: [Mutation.Target: ReplicatedTarget]
     let versions: [Mutation.Target: KVCollection<ByteKey, KeyVersion>]
@@ -167,16 +171,24 @@ public final class Replicator: @unchecked Sendable {
         }
         let collections = self.collections
         let home = Self.home(of: container)
-        deviceID = Locked(try container.store.write { tx in
+        let (device, install) = try container.store.write { tx -> (String, String) in
             var state = try collections.replicaState(in: tx)
-            guard state.home != home else { return state.device }
+            if state.home == home, let install = state.install { return (state.device, install) }
             // First start here (or state from before homes were kept: that container keeps its id),
-            // or a copy: a new id. What the copy knows of the server (cursor, versions) stays true.
-            if state.home != nil { state.device = UUID().uuidString.lowercased() }
+            // or a copy: a new id and install. What the copy knows of the server (cursor, versions)
+            // stays true. State from before installs had ids gets one: through a gateway, the
+            // container's next pushes go under its install (its tokens go on from its own).
+            if state.home != nil && state.home != home {
+                state.device = UUID().uuidString.lowercased()
+                state.install = nil
+            }
             state.home = home
+            if state.install == nil { state.install = InstallID.make() }
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-            return state.device
-        })
+            return (state.device, state.install!)
+        }
+        deviceID = Locked(device)
+        self.install = install
     }
 
     /// `/etc/machine-id` and the store file's device and inode.
@@ -295,7 +307,8 @@ public final class Replicator: @unchecked Sendable {
         switch endpoint {
         case .gateway(let gateway, let token):
             fresh = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: options.maxValueBytes,
-                                          operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
+                                          operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout,
+                                          install: install)
         case .database(let server):
             let direct = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
                                                             operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)

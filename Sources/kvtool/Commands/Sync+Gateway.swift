@@ -97,7 +97,12 @@ extension SyncCommand {
         struct Issue: ParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "issue",
-                abstract: "Issue a credential for one group and print the token, and only the token (it is shown once).")
+                abstract: "Issue a credential for one group and print the token, and only the token (it is shown once).",
+                discussion: """
+                    A device that already has a live credential gets this one too, with a warning on standard error that \
+                    names the others by id and issue time (revoke the one it replaces: sync token revoke --id ID). A new \
+                    container under a name used before (the app installed again) syncs as an install of its own.
+                    """)
             @OptionGroup var database: DatabaseOption
             @Option(help: "The group it syncs, and the only one it can read or write (default: $KVSTORE_GROUP).") var group: String?
             @Option(help: "The name of the device it is for (for list and revoke --device).") var device: String?
@@ -119,6 +124,26 @@ extension SyncCommand {
                     try await SyncTokens.issue(on: url, group: group, device: device, readOnly: readOnly, expiresIn: lifetime)
                 }
                 print(issued.token)
+                if let device, let warning = Self.warning(device: device, group: group, alsoLive: issued.alsoLive) {
+                    Output.flush()
+                    FileHandle.standardError.write(Data(("kvtool: warning: " + warning + "\n").utf8))
+                }
+            }
+
+            /// Issued anyway (a rotation issues the new credential before it revokes the old one), but
+            /// said: a device with two live credentials is often one that was meant to lose the first.
+            /// The others are named by their id and issue time, never by anything secret.
+            static func warning(device: String, group: String, alsoLive: [SyncCredential]) -> String? {
+                guard !alsoLive.isEmpty else { return nil }
+                let format = ISO8601DateFormatter()
+                let named = alsoLive.map { "id \($0.id), issued \(format.string(from: $0.createdAt))" }.joined(separator: "; ")
+                let shown = Escaping.escape(device, quoting: false, shortForms: true, style: .swift)
+                if alsoLive.count == 1 {
+                    return "device \(shown) of \(group) already has a live credential: \(named); the new one works beside it until one is "
+                        + "revoked (kvtool sync token revoke --id \(alsoLive[0].id))"
+                }
+                return "device \(shown) of \(group) already has \(alsoLive.count) live credentials: \(named); the new one works beside them "
+                    + "until they are revoked (kvtool sync token revoke --id ID)"
             }
         }
 

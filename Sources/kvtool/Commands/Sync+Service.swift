@@ -29,10 +29,13 @@ extension SyncCommand {
             commandName: "request",
             abstract: "Ask the process that owns sync (or the registered agent) to push what is written here, and wait for the server's acknowledgement.",
             discussion: """
-                Prints one line: acknowledged (exit 0); refused, with the reason (clock skew exits 75, a credential 77, \
-                quarantine 74); or not within the deadline, with what is known: the owner, the last error, the agent \
-                (exit 69). When no process owns sync, the agent registered with kvtool sync agent set is started, \
-                detached (--no-agent: never). --json prints {"outcome":…, …}.
+                Prints one line: acknowledged (exit 0), only for what a server acknowledged; refused, with the reason \
+                (clock skew exits 75, a credential 77, quarantine 74); not acknowledged, at once, when nothing of the \
+                container is enabled for sync, or no process owns sync and none can start (no agent registered, its \
+                registration refused, or it exited) (exit 69); or not within the deadline, with what is known: the \
+                owner, the last error, the agent (exit 69). When no process owns sync, the agent registered with \
+                kvtool sync agent set is started, detached (--no-agent: never; the request then waits for an owner). \
+                --json prints {"outcome":…, …}.
                 """)
         @OptionGroup var global: GlobalOptions
         @Option(help: "Wait at most this many seconds.") var wait: Double = 10
@@ -57,7 +60,7 @@ extension SyncCommand {
             case .refused(let failure):
                 Output.flush()
                 Foundation.exit(SyncCommand.exitCode(of: failure.reason).rawValue)
-            case .notWithinDeadline:
+            case .notWithinDeadline, .nothingSyncs:
                 Output.flush()
                 Foundation.exit(CLIError.Kind.unavailable.rawValue)
             }
@@ -87,6 +90,11 @@ extension SyncCommand {
             return ["outcome": .string("notWithinDeadline"), "owner": shortfall.owner.map { .integer(Int($0.pid)) } ?? .null,
                     "pending": .integer(shortfall.pending), "lastError": failure(shortfall.lastError),
                     "agent": shortfall.agent.map { .string($0) } ?? .null]
+        case .nothingSyncs(let shortfall):
+            return ["outcome": .string("nothingSyncs"), "replicates": .bool(shortfall.replicates),
+                    "owner": shortfall.owner.map { .integer(Int($0.pid)) } ?? .null, "pending": .integer(shortfall.pending),
+                    "lastError": failure(shortfall.lastError), "agent": shortfall.agent.map { .string($0) } ?? .null,
+                    "message": .string(outcome.description)]
         }
     }
 
@@ -195,8 +203,9 @@ extension SyncCommand.Run {
                 return nil
             case .refused(let failure):
                 throw CLIError(SyncCommand.exitCode(of: failure.reason), failure.message)
-            case .notWithinDeadline(let shortfall):
-                if shortfall.owner == nil {
+            case .notWithinDeadline(let shortfall), .nothingSyncs(let shortfall):
+                // (Nothing of the container enabled for sync: the replicator made here says so.)
+                if shortfall.owner == nil || !shortfall.replicates {
                     do { return try make() } catch ReplicationError.ownedElsewhere {}
                 }
                 guard ContinuousClock.now < deadline else {

@@ -10,7 +10,8 @@ struct CLIError: Error, CustomStringConvertible {
         case notFound = 1
         case usage = 64
         case badInput = 65
-        /// A sync request the server did not acknowledge within its deadline (sysexits' EX_UNAVAILABLE).
+        /// A sync request the server did not acknowledge: nothing can take it there, or not within its
+        /// deadline (sysexits' EX_UNAVAILABLE).
         case unavailable = 69
         /// A store or I/O failure, and any error nothing classified.
         case failure = 74
@@ -24,7 +25,7 @@ struct CLIError: Error, CustomStringConvertible {
             case .notFound: "not found"
             case .usage: "usage"
             case .badInput: "bad input data"
-            case .unavailable: "a sync request was not acknowledged within its deadline (no owner, no network, or an error)"
+            case .unavailable: "a sync request was not acknowledged: nothing enabled for sync, no owner and none can start, or not within its deadline (no network, an error)"
             case .failure: "store or I/O failure, or an error nothing classified"
             case .clockSkew: "the replication server refused this machine's changes: its clock is too far ahead"
             case .credential: "a gateway refused this device's credential (or the server its device id)"
