@@ -114,11 +114,23 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
 
-    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
-        let answer = try await request(.state)
-        let state = try decoding { try GatewayState(decoding: answer, maxValueBytes: maxValueBytes) }
-        return (state.lastSequence, state.rows)
+    /// A page of the state after `cursor` (`GET /v1/state?after=CURSOR&limit=N`, at most the
+    /// protocol's largest page). A gateway from before paged resyncs refuses the query: the whole
+    /// state is asked of it then, as one last page.
+    func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage {
+        let answer: [UInt8]
+        do {
+            answer = try await request(.state, target: GatewayEndpoint.state(after: cursor, limit: min(limit, GatewayRequestHead.maxPageChanges)))
+        } catch ReplicationError.server(let message) where cursor == nil && message.hasSuffix(Self.olderGatewaysRefusal) {
+            let whole = try await request(.state)
+            let state = try decoding { try GatewayState(decoding: whole, maxValueBytes: maxValueBytes) }
+            return StatePage(prunedThrough: 0, lastSequence: state.lastSequence, rows: state.rows, next: nil)
+        }
+        return try decoding { try StatePage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
+
+    /// How a gateway from before paged resyncs refuses a query on `/v1/state` (400).
+    static let olderGatewaysRefusal = "400: \(GatewayEndpoint.state.path) takes no query"
 
     func prune(group: String, olderThan age: Duration) async throws -> Int64 {
         throw ReplicationError.server("pruning is the database owner's: run it with a postgres:// URL, not through a gateway")

@@ -116,6 +116,8 @@ public final class Replicator: @unchecked Sendable {
     let writer: DispatchQueue
     /// A test's seam: awaited in every round, once it has its connection.
     let roundEntered = Locked<(@Sendable () async -> Void)?>(nil)
+    /// A test's seam: awaited after each page of a resync is applied, with the number of pages so far.
+    let resyncPaged = Locked<(@Sendable (Int) async -> Void)?>(nil)
 
     /// The rounds (``sync()``, ``push()``, ``pull()``, and those of ``run(until:)``) that reached the
     /// server and ended well since this replicator was made: 0 after a live run that never reached it.

@@ -87,11 +87,11 @@ final class ServerConnection: @unchecked Sendable {
         try await mapErrors { [statements] in try await statements.changes(group: group, after: cursor, limit: limit) }
     }
 
-    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
+    /// A page of the state after `cursor`, of ``ChangesPage/maxBytes`` at most (as a page of the log):
+    /// a resync holds a page of the group at a time, never the whole.
+    func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage {
         try await mapErrors { [statements] in
-            try await statements.connection.withTransaction(logger: statements.logger) { connection in
-                try await statements.on(connection).currentState(group: group)
-            }
+            try await statements.statePage(group: group, after: cursor, limit: limit, maxBytes: ChangesPage.maxBytes)
         }
     }
 
