@@ -115,7 +115,7 @@ extension SyncGateway {
     func admit(_ request: GatewayRequestHead, hash: [UInt8], from source: SourceAddress) async -> Admission {
         do {
             let logger = options.logger
-            let principal = try await client.withConnection { connection in
+            let principal = try await pool().withConnection { connection in
                 try await Self.authenticate(hash, on: connection, logger: logger)
             }
             verified.remember(hash, principal)
@@ -151,6 +151,14 @@ extension SyncGateway {
         let inner = (error as? PostgresTransactionError)?.closureError ?? error
         if let replication = inner as? ReplicationError, case .deviceInUse(let reason) = replication {
             return .refusal(.conflict, reason)
+        }
+        // The database unreachable, or gone mid-request: said in the gateway's words, never the
+        // library's (the watch has its reason when it knows, else the connection's).
+        let cause = (error as? PostgresTransactionError).map { $0.closureError ?? $0.beginError ?? $0.commitError ?? error } ?? error
+        if let unreachable = cause as? DatabaseLink.Unreachable { return Self.unreachable(unreachable.reason) }
+        if Self.isConnectionFailure(cause) {
+            let status = link.status
+            return Self.unreachable(status.up ? Self.unreachableWords(cause) : status.reason)
         }
         return .failure("the database: \(ServerStatements.describe(error))")
     }
@@ -238,6 +246,8 @@ extension SyncGateway {
             let logger = options.logger
             // The answer, and the changes it pushed or pulled, and whether a push's clock was ahead.
             typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: Int64?)
+            // Refused here, before a transaction, while the database is unreachable.
+            let client = try pool()
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in

@@ -67,11 +67,11 @@ public final class SyncGateway: Sendable {
         public var failedAuthenticationBurst = 20.0
         /// Source addresses whose failures are remembered at once.
         public var maxRememberedAddresses = 100_000
-        /// A page of changes holds this many bytes of keys and values at most (its first change whatever
-        /// its size); the bound is applied in the statement.
+        /// A page of changes, or of a group's state (a resync), holds this many bytes of keys and values
+        /// at most (its first row whatever its size); the bound is applied in the statement.
         public var maxPageBytes = ChangesPage.maxBytes
-        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`, and one for
-        /// following revocations).
+        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`, one for
+        /// following revocations, and one that watches whether the database answers).
         public var databaseConnections = 16
         /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.
         public var maxStreams = 20_000
@@ -121,7 +121,8 @@ public final class SyncGateway: Sendable {
 
     let database: ServerURL
     let options: Options
-    let client: PostgresClient
+    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase()``).
+    let link: DatabaseLink
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
     /// Requests of verified principals.
@@ -140,7 +141,8 @@ public final class SyncGateway: Sendable {
     public let metrics = GatewayMetrics()
     /// One readiness check at a time, and its answer reused for ``readinessReuse``.
     let readinessChecks = AsyncSemaphore(permits: 1)
-    let readinessCache = Locked<(ContinuousClock.Instant, (Bool, String))?>(nil)
+    /// The last readiness check's answer, when it was made, and the database's status changes then.
+    let readinessCache = Locked<(ContinuousClock.Instant, Int, (Bool, String))?>(nil)
     /// The metrics listener and its open connections (closed at the end of a drain).
     let metricsConnections = Locked(MetricsListener())
 
@@ -172,8 +174,8 @@ public final class SyncGateway: Sendable {
     public init(database: ServerURL, options: Options = Options()) throws {
         self.database = database
         self.options = options
-        client = PostgresClient(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
-                                backgroundLogger: options.logger)
+        link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
+                            logger: options.logger)
         let limits = options.limits
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
@@ -218,7 +220,8 @@ public final class SyncGateway: Sendable {
                 options.metricsListening?("http://\(metricsHost.contains(":") ? "[\(metricsHost)]" : metricsHost):\(bound)/metrics")
                 tasks.addTask { await self.serveMetrics(server) }
             }
-            tasks.addTask { await self.client.run() }
+            tasks.addTask { await self.link.run() }
+            tasks.addTask { await self.watchDatabase() }
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }
