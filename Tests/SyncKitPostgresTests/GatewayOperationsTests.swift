@@ -289,6 +289,35 @@ import Glibc
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     }
 
+    /// Issue 46, finding 5: the sync agent (`kvtool sync run --once --exit-when-idle`, as a request
+    /// starts it) gives up after its `--give-up-after` without an answer: while a connection attempt
+    /// hangs (a gateway that accepts and never answers, with a statement timeout of 100 s), and while
+    /// the gateway's database is stopped. Main waited for the statement timeout (and a hello took 66 s
+    /// to be refused); the times are printed.
+    @Test func theSyncAgentGivesUpWhenToldWhileItsConnectionHangsOrTheDatabaseIsDown() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("agent")
+        let (gateway, url) = try await startGateway(cluster)
+        defer { gateway.kill(SIGKILL) }
+        let token = try await issueToken(cluster, ["--group", group, "--device", "agent"])
+        let device = try Device(group: group)
+        try device.put("waits", "pending")
+        let agent = ["sync", "run", "--once", "--exit-when-idle", "--give-up-after", "3", "--statement-timeout", "100", "--token", token]
+        // A "gateway" that accepts connections and never answers.
+        let (silent, port) = try GatewayTests.listeningSocket()
+        defer { close(silent) }
+        let (hung, hungTook) = try await Self.timed { try await device.kvtoolOffPool(agent + ["--server", "http://127.0.0.1:\(port)"]) }
+        // The gateway, with its database stopped.
+        try await offPool { try cluster.stop() }
+        let (down, downTook) = try await Self.timed { try await device.kvtoolOffPool(agent + ["--server", url]) }
+        print("[outage] the agent with --give-up-after 3: a gateway that never answers, exit \(hung.status) after \(hungTook); a gateway without its database, exit \(down.status) after \(downTook)")
+        #expect(hung.status == 74 && hung.stderr.contains("within --give-up-after (3 s); gave up"), "\(hung.status) \(hung.stderr)")
+        #expect(hungTook < .seconds(BuildScale.seconds(30)), "\(hungTook)")
+        #expect(down.status == 74 && down.stderr.contains("the gateway cannot reach its database"), "\(down.status) \(down.stderr)")
+        #expect(downTook < .seconds(BuildScale.seconds(30)), "\(downTook)")
+        #expect(try device.status().pendingChanges == 1)
+    }
+
     /// A gateway told to stop drains: while a request is in flight it still runs, and says it is not
     /// ready (503) on its metrics address; when the request ends, it exits.
     @Test func aDrainingGatewayAnswersReadyz503() async throws {

@@ -25,10 +25,15 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     private let pool = Locked(Pool())
     private let greeting = Locked<GatewayHello?>(nil)
 
+    /// Set to now whenever the gateway answers a request with 200 (a replicator's sign that its
+    /// server answers).
+    let answered: Locked<ContinuousClock.Instant?>?
+
     /// The largest answer read: a resync's whole state may be large, but not without bound.
     static let maxResponseBytes = 1 << 30
 
-    init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration) throws {
+    init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration,
+         answered: Locked<ContinuousClock.Instant?>? = nil) throws {
         guard SyncTokens.isPresentable(token) else {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
@@ -38,6 +43,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         self.maxValueBytes = maxValueBytes
         self.operationTimeout = operationTimeout
         self.connectTimeout = connectTimeout
+        self.answered = answered
         sslContext = url.tls ? try GatewayTLS.context(trusting: url.caFile, for: url.description) : nil
     }
 
@@ -172,6 +178,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         guard status == .ok else {
             throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: "Retry-After"))
         }
+        answered?.withLock { $0 = .now }
         return answer
     }
 
