@@ -228,20 +228,24 @@ extension SyncCommand.Run {
                     if !requests.wait(timeout: .milliseconds(250)) { return total }
                 }
                 lastPending = pending
-            } else {
-                _ = requests.wait(timeout: backoff)
+            } else if let since = failingSince {
+                // The backoff, but not past --give-up-after: the last attempt is made then.
+                let left = since + .milliseconds(Int64(giveUpAfter * 1000)) - .now
+                _ = requests.wait(timeout: max(min(backoff, left), .zero))
                 backoff = min(backoff * 2, .seconds(2))
             }
+            // Failures are counted from the start of the first round that failed.
+            let started = ContinuousClock.now
             do {
-                let report = try round(of: replicator, quietSince: failingSince ?? .now)
+                let report = try round(of: replicator, quietSince: failingSince ?? started)
                 total.add(report)
                 failingSince = nil
             } catch let error as GaveUp {
                 throw error.error
             } catch {
-                let since = failingSince ?? .now
+                let since = failingSince ?? started
                 failingSince = since
-                if ContinuousClock.now - since > .milliseconds(Int64(giveUpAfter * 1000)) { throw error }
+                if ContinuousClock.now - since >= .milliseconds(Int64(giveUpAfter * 1000)) { throw error }
             }
         }
     }
