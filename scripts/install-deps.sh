@@ -6,8 +6,9 @@
 # instructions` counts instructions under callgrind, and `make lean` times processes with hyperfine and
 # /usr/bin/time; with --perf), and Debian's chromium and chromium-driver with Selenium from PyPI (the
 # browser tests of `kvtool serve`; with --test), openssl (the sync gateway's TLS tests; with --test), and
-# Debian's prometheus (a test scrapes a gateway with it and queries it through its HTTP API; with --test:
-# the package's service is not started, the test runs /usr/bin/prometheus itself).
+# Debian's prometheus (a test scrapes a gateway with it and queries it through its HTTP API, another
+# fires the shipped alerting rules in it, and its promtool checks and tests those rules; with --test:
+# the package's service is not started, the tests run /usr/bin/prometheus and /usr/bin/promtool).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -27,7 +28,7 @@ if [ "${1:-}" = "--test" ]; then
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-    [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+    { [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; } || missing+=(prometheus)
 fi
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)

@@ -122,7 +122,8 @@ extension SyncGateway {
             let (connections, inFlight, draining) = state.withLock { state in
                 (state.connections, state.open.values.count { !$0.idle }, state.draining)
             }
-            let text = metrics.exposition(connections: connections, inFlight: inFlight, liveStreams: hub.count, draining: draining)
+            let text = metrics.exposition(connections: connections, inFlight: inFlight, liveStreams: hub.count, draining: draining,
+                                          databaseUp: link.status.up)
             return GatewayResponse(status: .ok, body: ByteBuffer(string: text),
                                    contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
@@ -132,12 +133,21 @@ extension SyncGateway {
     /// gateway's version; with one line saying so, or why not.
     func readiness() async -> (Bool, String) {
         if state.withLock({ $0.draining }) { return (false, "draining: the gateway is shutting down") }
+        // The watch's answer, at once, while the database is unreachable (and no query waits on it).
+        let status = link.status
+        if !status.up {
+            return (false, "not ready: the database at \(database.shownEndpoint) is unreachable (\(status.reason)), for \(Self.seconds(.now - status.since))")
+        }
         await readinessChecks.acquire()
         defer { readinessChecks.release() }
-        if let (at, result) = readinessCache.withLock({ $0 }), ContinuousClock.now - at < Self.readinessReuse { return result }
+        // A check's answer is reused for a second, unless the watch changed its mind since.
+        if let (at, changes, result) = readinessCache.withLock({ $0 }), changes == status.changes,
+           ContinuousClock.now - at < Self.readinessReuse {
+            return result
+        }
         let result: (Bool, String)
         do {
-            let (client, logger) = (self.client, options.logger)
+            let (client, logger) = (try pool(), options.logger)
             try await withDeadline(Self.readinessTimeout, what: "the database") {
                 try await client.withTransaction(logger: logger) { connection in
                     try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
@@ -147,9 +157,15 @@ extension SyncGateway {
             result = (true, "ready")
         } catch {
             let inner = (error as? PostgresTransactionError)?.closureError ?? error
-            result = (false, "not ready: the database: \(ServerStatements.describe(inner))")
+            if case ReplicationError.server(let message)? = inner as? ReplicationError, message.hasPrefix("no answer from") {
+                result = (false, "not ready: the database at \(database.shownEndpoint) does not answer within \(Self.seconds(Self.readinessTimeout))")
+            } else if Self.isConnectionFailure(inner) || inner is DatabaseLink.Unreachable {
+                result = (false, "not ready: the database at \(database.shownEndpoint) is unreachable (\(Self.unreachableWords(inner)))")
+            } else {
+                result = (false, "not ready: the database: \(ServerStatements.describe(inner))")
+            }
         }
-        readinessCache.withLock { $0 = (.now, result) }
+        readinessCache.withLock { $0 = (.now, status.changes, result) }
         if state.withLock({ $0.draining }) { return (false, "draining: the gateway is shutting down") }
         return result
     }

@@ -8,7 +8,8 @@ import NIOHTTP1
 /// transactions' latency as a histogram. Every label takes a value from a fixed set (an unknown
 /// path counts as `other`, an unlisted status as `other`), so a client cannot grow the exposition.
 /// Updated once per request (one lock held for a few additions), once per live event, and once per
-/// transaction; gauges (connections, live streams, the revocation sweep's lag) are read at a scrape.
+/// transaction; gauges (connections, live streams, the revocation sweep's lag, whether the database
+/// answers) are read at a scrape.
 public final class GatewayMetrics: Sendable {
     /// The endpoints requests are counted by: the protocol's, the health checks, and `other`.
     public enum Endpoint: Int, CaseIterable, Sendable {
@@ -165,7 +166,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// The Prometheus text exposition (version 0.0.4) of every metric, with the gauges given.
-    func exposition(connections: Int, inFlight: Int, liveStreams: Int, draining: Bool) -> String {
+    func exposition(connections: Int, inFlight: Int, liveStreams: Int, draining: Bool, databaseUp: Bool) -> String {
         let counts = self.counts.withLock { $0 }
         var text = ""
         func family(_ name: String, _ type: String, _ help: String) {
@@ -215,6 +216,8 @@ public final class GatewayMetrics: Sendable {
         sample("db_transaction_seconds_count", "", "\(counts.transactionCount)")
         family("revocation_sweep_lag_seconds", "gauge", "Seconds since the revocation sweep was last current (it runs every 2 s while streams are open).")
         sample("revocation_sweep_lag_seconds", "", Self.number(sweepLag))
+        family("database_up", "gauge", "1 while the gateway reaches its database (a probe every 0.5 s), else 0: requests are answered 503 then.")
+        sample("database_up", "", databaseUp ? "1" : "0")
         family("draining", "gauge", "1 while the gateway drains (SIGTERM), else 0.")
         sample("draining", "", draining ? "1" : "0")
         family("start_time_seconds", "gauge", "When the gateway started, in seconds since the Unix epoch.")

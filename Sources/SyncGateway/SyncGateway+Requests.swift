@@ -126,7 +126,7 @@ extension SyncGateway {
     func admit(_ request: GatewayRequestHead, hash: [UInt8], from source: SourceAddress) async -> Admission {
         do {
             let logger = options.logger
-            let principal = try await client.withConnection { connection in
+            let principal = try await pool().withConnection { connection in
                 try await Self.authenticate(hash, on: connection, logger: logger)
             }
             verified.remember(hash, principal)
@@ -162,6 +162,14 @@ extension SyncGateway {
         let inner = (error as? PostgresTransactionError)?.closureError ?? error
         if let replication = inner as? ReplicationError, case .deviceInUse(let reason) = replication {
             return .refusal(.conflict, reason)
+        }
+        // The database unreachable, or gone mid-request: said in the gateway's words, never the
+        // library's (the watch has its reason when it knows, else the connection's).
+        let cause = (error as? PostgresTransactionError).map { $0.closureError ?? $0.beginError ?? $0.commitError ?? error } ?? error
+        if let unreachable = cause as? DatabaseLink.Unreachable { return Self.unreachable(unreachable.reason) }
+        if Self.isConnectionFailure(cause) {
+            let status = link.status
+            return Self.unreachable(status.up ? Self.unreachableWords(cause) : status.reason)
         }
         return .failure("the database: \(ServerStatements.describe(error))")
     }
@@ -238,6 +246,7 @@ extension SyncGateway {
     @inline(never)
     func respond(to request: Admitted, body: [UInt8], from source: SourceAddress) async -> GatewayResponse {
         var push: GatewayPushRequest?
+        let reservation = Locked(0)
         switch request.head.operation {
         case .push:
             do {
@@ -245,20 +254,29 @@ extension SyncGateway {
             } catch {
                 return .refusal(.badRequest, "the push is malformed: \(error)")
             }
-        case .changes, .state:
-            // Reads whose answers may be large start only while the answers being written leave room.
-            guard answersHaveRoom() else { return Self.busyWriting }
+        case .changes, .statePage:
+            // A page reserves the room its statement may fill before anything is read: a refusal
+            // reads nothing from the database.
+            guard let granted = reserveAnswer(upTo: options.limits.maxPageBytes) else { return busyWriting }
+            reservation.withLock { $0 = granted }
+        case .state:
+            // The whole state (a device from before paged resyncs) reserves its size once it is known.
+            guard answersHaveRoom() else { return busyWriting }
         case .hello, .live:
             break
         }
-        // A resync reads a group's whole state: two at a time, the others wait their turn.
+        // The room reserved for this answer in the budget, released unless the answer takes it over.
+        defer { countAnswer(-reservation.withLock { $0 }) }
+        // A whole state is read under a lock on the group's pushes: two at a time, the others wait.
         if request.head.operation == .state { await resyncs.acquire() }
         defer { if request.head.operation == .state { resyncs.release() } }
         do {
-            let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
+            let (maxValueBytes, maxClockSkew, maxAnswerBytes) = (options.maxValueBytes, options.maxClockSkew, options.limits.maxAnswerBytes)
             let logger = options.logger
             // The answer, and the changes it pushed or pulled, and whether a push's clock was ahead.
             typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: Int64?)
+            // Refused here, before a transaction, while the database is unreachable.
+            let client = try pool()
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
@@ -288,22 +306,39 @@ extension SyncGateway {
                         return (GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded(), 0, 0, ahead.wholeMilliseconds)
                     }
                 case .changes(let after, let limit):
-                    let page = try await statements.changes(group: principal.group, after: after, limit: limit, maxBytes: maxPageBytes)
+                    let page = try await statements.changes(group: principal.group, after: after, limit: limit,
+                                                            maxBytes: reservation.withLock { $0 })
                     return (page.encoded(), 0, page.changes.count, nil)
+                case .statePage(let after, let limit):
+                    let page = try await statements.statePage(group: principal.group, after: after, limit: limit,
+                                                              maxBytes: reservation.withLock { $0 })
+                    return (page.encoded(), 0, page.rows.count, nil)
                 case .state:
-                    let (last, rows) = try await statements.currentState(group: principal.group)
+                    let (last, rows) = try await statements.currentState(group: principal.group) { size in
+                        guard size <= Int64(maxAnswerBytes) else { throw Self.wholeStateTooLarge(size, budget: maxAnswerBytes) }
+                        guard reserveAnswer(exactly: Int(size)) else {
+                            throw Refusal(status: .serviceUnavailable, line: busyLine, retryAfter: 1)
+                        }
+                        reservation.withLock { $0 = Int(size) }
+                    }
                     return (GatewayState(lastSequence: last, rows: rows).encoded(), 0, rows.count, nil)
                 case .live:
                     throw Refusal(status: .badRequest, line: "a live stream is not a request")
                 }
             }
-            // An answer that would take the answers being written past their budget is dropped now,
-            // rather than held for a device that may never read it.
-            guard answer.count <= Self.smallAnswer || answerBytes + answer.count <= options.limits.maxAnswerBytes else {
-                return Self.busyWriting
+            // A page or a state was counted as it was reserved: its reservation becomes its size, and the
+            // writer releases it. Another answer (a push's outcomes) that would take the answers being
+            // written past their budget is dropped now, rather than held for a device that may never
+            // read it.
+            var response = GatewayResponse.ok(answer)
+            let reserved = reservation.withLock { held -> Int in defer { held = 0 }; return held }
+            if reserved > 0 {
+                countAnswer(answer.count - reserved)
+                response.reserved = answer.count
+            } else if answer.count > Self.smallAnswer && answerBytes + answer.count > options.limits.maxAnswerBytes {
+                return busyWriting
             }
             metrics.changes(pushed: pushed, pulled: pulled)
-            var response = GatewayResponse.ok(answer)
             if let ahead {
                 // Answered (the device learns its skew), and counted and logged as a refusal.
                 response.outcome = .refused(.skew)
@@ -318,8 +353,23 @@ extension SyncGateway {
     /// Answers this small are written whatever the budget (a hello, a push's outcomes, a short page).
     static let smallAnswer = 64 << 10
 
-    static var busyWriting: GatewayResponse {
-        .refusal(.serviceUnavailable, "the gateway is busy writing other answers; try again", retryAfter: 1)
+    /// The refusal when the answers being written fill ``Limits/maxAnswerBytes``: it says what is full.
+    var busyWriting: GatewayResponse { .refusal(.serviceUnavailable, busyLine, retryAfter: 1) }
+
+    var busyLine: String {
+        "the gateway's budget for answers being written (\(Self.mebibytes(options.limits.maxAnswerBytes))) is full with other devices' answers; try again"
+    }
+
+    /// The refusal of a whole state over what one answer may hold (a device from before paged resyncs
+    /// asks for it): it cannot be answered, and the device is told why.
+    static func wholeStateTooLarge(_ size: Int64, budget: Int) -> Refusal {
+        Refusal(status: .badRequest, line: "the group's state is \(mebibytes(Int(size))), over the \(mebibytes(budget)) one answer may hold: this device's version asks for it whole; a newer version resyncs it a page at a time")
+    }
+
+    /// `128 MiB`, `1.5 MiB`.
+    static func mebibytes(_ bytes: Int) -> String {
+        let tenths = (bytes * 10 + (1 << 19)) >> 20
+        return tenths % 10 == 0 ? "\(tenths / 10) MiB" : "\(tenths / 10).\(tenths % 10) MiB"
     }
 
     // MARK: - The database at start

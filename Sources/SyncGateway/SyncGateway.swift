@@ -39,9 +39,11 @@ public final class SyncGateway: Sendable {
         /// that many connections each sending a large body cannot make the gateway allocate without
         /// bound). A body is counted from its declared length, once its credential is verified.
         public var maxBufferedBytes = 256 << 20
-        /// Answers being written at once, over every connection: past this, a read (a page, a resync)
-        /// gets 503 before it is made, and an answer made that would pass it is dropped (503), so that
-        /// devices that never read their answers cannot make the gateway hold them without bound.
+        /// Answers being written at once, over every connection, so that devices that never read their
+        /// answers cannot make the gateway hold them without bound. A page (of the log, or of a resync)
+        /// reserves its room before it is read (its statement is bounded by what it got: alone, its
+        /// whole ``maxPageBytes``; beside other answers, at most a quarter of the room left); with no
+        /// room, it gets 503 and nothing is read. Another answer that would pass it is dropped (503).
         public var maxAnswerBytes = 128 << 20
         /// A connection whose writes make no progress this long (its device stopped reading an answer,
         /// or a live stream: a write waited this long and none completed meanwhile) is closed, and what
@@ -65,11 +67,11 @@ public final class SyncGateway: Sendable {
         public var failedAuthenticationBurst = 20.0
         /// Source addresses whose failures are remembered at once.
         public var maxRememberedAddresses = 100_000
-        /// A page of changes holds this many bytes of keys and values at most (its first change whatever
-        /// its size); the bound is applied in the statement.
+        /// A page of changes, or of a group's state (a resync), holds this many bytes of keys and values
+        /// at most (its first row whatever its size); the bound is applied in the statement.
         public var maxPageBytes = ChangesPage.maxBytes
-        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`, and one for
-        /// following revocations).
+        /// PostgreSQL connections the gateway holds at most (and one more for its `LISTEN`, one for
+        /// following revocations, and one that watches whether the database answers).
         public var databaseConnections = 16
         /// Live streams (`GET /v1/live`) open at once; past this, devices get 503 and poll.
         public var maxStreams = 20_000
@@ -119,7 +121,8 @@ public final class SyncGateway: Sendable {
 
     let database: ServerURL
     let options: Options
-    let client: PostgresClient
+    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase()``).
+    let link: DatabaseLink
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
     /// Requests of verified principals.
@@ -127,7 +130,7 @@ public final class SyncGateway: Sendable {
     /// Failed authentications of source addresses.
     let failures: RateLimiter<SourceAddress>
     let hub: LiveHub
-    /// Resyncs (`/v1/state`, a group's whole state) being read at once.
+    /// Whole states (`/v1/state` without a query, devices before paged resyncs) being read at once.
     let resyncs = AsyncSemaphore(permits: 2)
     /// Live streams being opened at once (each holds a database connection for its credential's
     /// transaction): twice the pool, so that the pool stays busy; the others wait in its queue.
@@ -138,7 +141,8 @@ public final class SyncGateway: Sendable {
     public let metrics = GatewayMetrics()
     /// One readiness check at a time, and its answer reused for ``readinessReuse``.
     let readinessChecks = AsyncSemaphore(permits: 1)
-    let readinessCache = Locked<(ContinuousClock.Instant, (Bool, String))?>(nil)
+    /// The last readiness check's answer, when it was made, and the database's status changes then.
+    let readinessCache = Locked<(ContinuousClock.Instant, Int, (Bool, String))?>(nil)
     /// The metrics listener and its open connections (closed at the end of a drain).
     let metricsConnections = Locked(MetricsListener())
 
@@ -170,8 +174,8 @@ public final class SyncGateway: Sendable {
     public init(database: ServerURL, options: Options = Options()) throws {
         self.database = database
         self.options = options
-        client = PostgresClient(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
-                                backgroundLogger: options.logger)
+        link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
+                            logger: options.logger)
         let limits = options.limits
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
@@ -216,7 +220,8 @@ public final class SyncGateway: Sendable {
                 options.metricsListening?("http://\(metricsHost.contains(":") ? "[\(metricsHost)]" : metricsHost):\(bound)/metrics")
                 tasks.addTask { await self.serveMetrics(server) }
             }
-            tasks.addTask { await self.client.run() }
+            tasks.addTask { await self.link.run() }
+            tasks.addTask { await self.watchDatabase() }
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }
@@ -477,6 +482,38 @@ public final class SyncGateway: Sendable {
         state.withLock { $0.answerBytes < options.limits.maxAnswerBytes }
     }
 
+    /// Reserves room in ``Limits/maxAnswerBytes`` for an answer of up to `bound` bytes, before anything
+    /// of it is read: the bytes the read may make (its statement's bound), or `nil` when the answers
+    /// being written fill the budget (then nothing is read). Alone (no other answer in the budget), an
+    /// answer gets its whole bound, whatever the budget, so that one device always makes progress; with
+    /// others, at most a quarter of the room left (at least ``smallAnswer``), so that one large read
+    /// does not keep every other device's page out.
+    func reserveAnswer(upTo bound: Int) -> Int? {
+        state.withLock { state in
+            let room = options.limits.maxAnswerBytes - state.answerBytes
+            let granted: Int
+            if state.answerBytes == 0 {
+                granted = bound
+            } else if room > 0 {
+                granted = min(bound, max(Self.smallAnswer, room / 4))
+            } else {
+                return nil
+            }
+            state.answerBytes += granted
+            return granted
+        }
+    }
+
+    /// Reserves exactly `bytes` for an answer whose size is known before it is read (a whole state):
+    /// false when they do not fit beside the answers being written (alone, they always do).
+    func reserveAnswer(exactly bytes: Int) -> Bool {
+        state.withLock { state in
+            guard state.answerBytes == 0 || state.answerBytes + bytes <= options.limits.maxAnswerBytes else { return false }
+            state.answerBytes += bytes
+            return true
+        }
+    }
+
     /// Counts an answer being written (negative: written, or abandoned).
     func countAnswer(_ bytes: Int) {
         state.withLock { $0.answerBytes += bytes }
@@ -516,8 +553,10 @@ struct AnswerWriter: Sendable {
         headers.add(name: "Cache-Control", value: "no-store")
         if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
+        // A page reserved its bytes before it was read (``SyncGateway/reserveAnswer(upTo:)``): they
+        // are released once written; other answers are counted from here.
         let size = response.body.readableBytes
-        gateway.countAnswer(size)
+        gateway.countAnswer(size - response.reserved)
         defer { gateway.countAnswer(-size) }
         channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
                       promise: nil)
@@ -565,6 +604,9 @@ struct GatewayResponse: Sendable {
     var outcome = Outcome.answered
     /// The line logged for it, when its body is not one (a push answered with its clock's skew).
     var logLine: String?
+    /// The bytes of ``SyncGateway/Limits/maxAnswerBytes`` already counted for it (its body's size, for
+    /// an answer whose room was reserved before it was read; else 0).
+    var reserved = 0
 
     enum Outcome: Sendable, Equatable {
         case answered

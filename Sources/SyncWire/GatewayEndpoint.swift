@@ -19,4 +19,9 @@ package enum GatewayEndpoint: String, CaseIterable, Sendable {
     package static func changes(after cursor: Int64, limit: Int) -> String {
         "\(Self.changes.path)?after=\(cursor)&limit=\(limit)"
     }
+
+    /// `GET /v1/state?after=CURSOR&limit=N`'s request target (without `after` for the first page).
+    package static func state(after cursor: StateCursor?, limit: Int) -> String {
+        "\(Self.state.path)?\(cursor.map { "after=\($0.text)&" } ?? "")limit=\(limit)"
+    }
 }

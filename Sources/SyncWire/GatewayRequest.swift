@@ -51,7 +51,10 @@ package enum GatewayOperation: Equatable, Sendable {
     case hello
     case push
     case changes(after: Int64, limit: Int)
+    /// The whole state in one answer (`GET /v1/state`: what devices before paged resyncs ask).
     case state
+    /// A page of the state after a cursor (`nil`: from its start): `GET /v1/state?after=CURSOR&limit=N`.
+    case statePage(after: StateCursor?, limit: Int)
     case live
 
     /// Whether the operation carries a body (a push's batch); the others must not.
@@ -157,8 +160,19 @@ package struct GatewayRequestHead: Equatable, Sendable {
         switch endpoint {
         case .hello: operation = .hello
         case .push: operation = .push
-        case .state: operation = .state
         case .live: operation = .live
+        case .state:
+            // No query: the whole state, as devices before paged resyncs ask it.
+            guard !query.isEmpty else { return .state }
+            guard Set(query.keys).isSubset(of: ["after", "limit"]) else {
+                throw GatewayRefusal(400, "state takes only ?after=CURSOR&limit=N")
+            }
+            guard let text = query["limit"], let limit = Int(text), text.first != "+", (1...maxPageChanges).contains(limit) else {
+                throw GatewayRefusal(400, "a page of the state needs ?limit=N, from 1 to \(maxPageChanges)")
+            }
+            var after: StateCursor?
+            if let text = query["after"] { after = try StateCursor(text: text) }
+            return .statePage(after: after, limit: limit)
         case .changes:
             guard let text = query["after"], let after = Int64(text), after >= 0, text.first != "+" else {
                 throw GatewayRefusal(400, "changes needs ?after=CURSOR, a sequence number")

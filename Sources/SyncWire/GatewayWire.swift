@@ -12,7 +12,11 @@ import Glibc
 /// - `POST /v1/push`: ``GatewayPushRequest`` → ``GatewayPushResponse``. Idempotent by (device, token),
 ///   as the direct path is: a batch sent again is answered as it was the first time.
 /// - `GET /v1/changes?after=CURSOR&limit=N`: a ``ChangesPage``.
-/// - `GET /v1/state`: the group's current state (``GatewayState``, a resync).
+/// - `GET /v1/state?after=CURSOR&limit=N`: a page of the group's current state (``StatePage``, a resync
+///   a page at a time: `after` is the previous page's ``StatePage/next``, absent for the first).
+///   `GET /v1/state` without a query: the whole state in one answer (``GatewayState``), as devices
+///   before paged resyncs ask it; a state over what one answer may hold is refused (400) in a line
+///   that says so.
 /// - `GET /v1/live`: server-sent events (``GatewayEvent``): `hello`, then `change` whenever a device
 ///   commits to the group, a heartbeat comment, and `closed` with a reason before the gateway ends it
 ///   (a credential revoked or expired, a drain). A device that is refused (503 when the gateway has
@@ -408,7 +412,7 @@ extension ChangesPage {
     }
 }
 
-/// `GET /v1/state`'s answer.
+/// `GET /v1/state`'s answer (without a query: the whole state).
 package struct GatewayState: Sendable {
     package var lastSequence: Int64
     package var rows: [ServerChange]

@@ -1,3 +1,4 @@
+import KVStore
 import SyncWire
 import Testing
 
@@ -23,6 +24,54 @@ import Testing
         #expect(GatewayEndpoint.live.path == "/v1/live")
         #expect(GatewayEndpoint(method: "POST", name: "push") == .push)
         #expect(GatewayEndpoint(method: "GET", name: "pushy") == nil)
+    }
+
+    /// A page of the state is asked with a cursor the request target carries (the first page without
+    /// one); the whole state, as devices before paged resyncs ask it, without a query. A cursor or a
+    /// limit that is not one is refused in one line, before anything is read.
+    @Test func aStatePageIsAskedWithACursorAndTheWholeStateWithoutAQuery() throws {
+        #expect(try GatewayRequestHead.operation(method: "GET", uri: "/v1/state") == .state)
+        #expect(try GatewayRequestHead.operation(method: "GET", uri: GatewayEndpoint.state(after: nil, limit: 50))
+                == .statePage(after: nil, limit: 50))
+        // The longest cursor (names of 200 bytes, a key of 511) fits the request target's 2,048 bytes.
+        let cursors = [StateCursor(kind: "collection", name: "notes", key: Array("k7".utf8)),
+                       StateCursor(kind: String(repeating: "é", count: 100), name: String(repeating: "n", count: 200),
+                                   key: [UInt8](repeating: 0xFF, count: 511)),
+                       StateCursor(kind: "", name: "", key: [])]
+        for cursor in cursors {
+            let target = GatewayEndpoint.state(after: cursor, limit: GatewayRequestHead.maxPageChanges)
+            #expect(try GatewayRequestHead.operation(method: "GET", uri: target)
+                    == .statePage(after: cursor, limit: GatewayRequestHead.maxPageChanges), "\(target)")
+            #expect(try StateCursor(text: cursor.text) == cursor)
+        }
+        let refused = ["/v1/state?limit=0", "/v1/state?limit=10001", "/v1/state?after=00", "/v1/state?after=zz&limit=1",
+                       "/v1/state?after=0&limit=1", "/v1/state?limit=5&group=x", "/v1/state?after=&limit=1",
+                       // A NUL in a name (PostgreSQL's text holds none), a kind over 200 bytes, bytes after the key.
+                       "/v1/state?after=\(Hex.encode([1, 0, 0, 0]))&limit=1",
+                       "/v1/state?after=\(Hex.encode([0xC9, 0x01] + [UInt8](repeating: 0x61, count: 201) + [0, 0]))&limit=1",
+                       "/v1/state?after=\(StateCursor(kind: "a", name: "b", key: [1]).text)00&limit=1"]
+        for target in refused {
+            do {
+                _ = try GatewayRequestHead.operation(method: "GET", uri: target)
+                Issue.record("\(target) was admitted")
+            } catch {
+                #expect(error.status == 400 && !error.line.contains("\n"), "\(target): \(error)")
+            }
+        }
+    }
+
+    /// A page of the state round-trips, its cursor with it; what does not decode is one line.
+    @Test func aStatePageRoundTrips() throws {
+        let rows = [ServerChange(sequence: 7, device: "d", kind: "collection", name: "notes", key: [1, 2], value: [3], clock: 1 << 20, token: 9),
+                    ServerChange(sequence: 8, device: "e", kind: "collection", name: "notes", key: [4], value: nil, clock: 5, token: 1,
+                                 problem: "its value is 20 bytes, over the 10-byte limit", valueKept: false)]
+        for next in [nil, StateCursor(kind: "collection", name: "notes", key: [4])] {
+            let page = StatePage(prunedThrough: 3, lastSequence: 12, rows: rows, unnameable: next == nil ? [] : [rows[1]], next: next)
+            #expect(try StatePage(decoding: page.encoded(), maxValueBytes: 16) == page)
+        }
+        let bytes = StatePage(prunedThrough: 3, lastSequence: 12, rows: rows, next: nil).encoded()
+        #expect(throws: GatewayWireError.self) { try StatePage(decoding: Array(bytes.dropLast()), maxValueBytes: 16) }
+        #expect(throws: GatewayWireError.self) { try StatePage(decoding: bytes + [0], maxValueBytes: 16) }
     }
 
     /// What the gateway frames, the client parses back; heartbeats and unknown events are not events,

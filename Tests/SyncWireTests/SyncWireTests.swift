@@ -44,7 +44,8 @@ struct SyncWireTests {
         refused("GET", "/v1/nothing", Self.auth, 404, "no such endpoint")
         refused("GET", "/v1/changes?after=1&after=2", Self.auth, 400, "twice")
         refused("GET", "/v1/changes?after=1&group=x", Self.auth, 400, "only ?after")
-        refused("GET", "/v1/state?x=1", Self.auth, 400, "takes no query")
+        refused("GET", "/v1/hello?x=1", Self.auth, 400, "takes no query")
+        refused("GET", "/v1/state?x=1", Self.auth, 400, "state takes only ?after=CURSOR&limit=N")
         refused("GET", "/v1/changes?after=-1", Self.auth, 400, "after=CURSOR")
         refused("GET", "/v1/changes?after=0&limit=10001", Self.auth, 400, "limit must be")
     }

@@ -24,7 +24,8 @@ func requireOneLine(_ text: String, _ what: String) throws(PropertyViolation) {
 /// 0. a push body (`GatewayPushRequest`); 1. a request line `METHOD TARGET`; 2. a method, a target
 /// and headers (`GatewayRequestHead`), one `Name: value` a line; 3. a JWT's text (`JWT`, then its
 /// claims as if its signature held); 4. a JWT's claims (`JWTClaims`); 5. a page of changes
-/// (`ChangesPage`); 6. a push's answer (`GatewayPushResponse`); 7. a resync's answer (`GatewayState`).
+/// (`ChangesPage`); 6. a push's answer (`GatewayPushResponse`); 7. a resync's answer (`GatewayState`, and the
+/// same bytes as a page of a paged resync, `StatePage`).
 ///
 /// Nothing traps; every refusal is the parser's typed error, one line; and what is accepted holds the
 /// rules the gateway relies on, and round-trips through its encoder where it has one.
@@ -97,6 +98,16 @@ public enum GatewayProperty {
         case .changes(let after, let limit):
             try require(method == "GET" && after >= 0 && (1...GatewayRequestHead.maxPageChanges).contains(limit),
                         "accepted changes after \(after), limit \(limit), by \(method)")
+        case .statePage(let after, let limit):
+            try require(method == "GET" && (1...GatewayRequestHead.maxPageChanges).contains(limit),
+                        "accepted a state page of limit \(limit), by \(method)")
+            if let after {
+                // What a cursor holds, it says again: a request target carries it unchanged.
+                try require(after.kind.utf8.count <= GatewayWire.maxNameBytes && after.name.utf8.count <= GatewayWire.maxNameBytes
+                            && after.key.count <= Store.maxKeySize && !after.kind.utf8.contains(0) && !after.name.utf8.contains(0),
+                            "accepted the state cursor \(after)")
+                try require((try? StateCursor(text: after.text)) == after, "a state cursor does not round-trip: \(after)")
+            }
         case .push: try require(method == "POST", "a push by \(method)")
         case .hello, .state, .live: try require(method == "GET", "\(operation) by \(method)")
         }
@@ -195,6 +206,16 @@ public enum GatewayProperty {
                     try require(outcomes.count <= bytes.count, "\(outcomes.count) outcomes from \(bytes.count) bytes")
                 }
             default:
+                // The same bytes as a page of the state (a paged resync's answer): it round-trips
+                // when it decodes, and its error is one line when it does not.
+                do {
+                    let page = try StatePage(decoding: bytes, maxValueBytes: maxValueBytes)
+                    try require(page.rows.count <= bytes.count, "a state page of \(page.rows.count) rows from \(bytes.count) bytes")
+                    let again = try StatePage(decoding: page.encoded(), maxValueBytes: maxValueBytes)
+                    try require(again == page, "a state page does not round-trip")
+                } catch let error as GatewayWireError {
+                    try requireOneLine(error.description, "the state page's error")
+                }
                 let state = try GatewayState(decoding: bytes, maxValueBytes: maxValueBytes)
                 try require(state.rows.count <= bytes.count, "a state of \(state.rows.count) rows from \(bytes.count) bytes")
             }

@@ -371,6 +371,21 @@ public final class SharedDefaults: @unchecked Sendable {
         return keys
     }
 
+    /// The stored keys after `lower` (from the first when `nil`) through `upper` (to the last when
+    /// `nil`), as UTF-8, in key order, `limit` at most (for replication, as
+    /// `KVCollection.encodedKeys(after:through:limit:in:)`).
+    package func storedKeys(after lower: [UInt8]?, through upper: [UInt8]?, limit: Int,
+                            in transaction: ReadTransaction) throws -> [[UInt8]] {
+        guard limit > 0, let database = try resolvedDatabase(in: transaction) else { return [] }
+        var keys: [[UInt8]] = []
+        try transaction.scan(database, ByteRange(lower: lower, lowerInclusive: false, upper: upper, upperInclusive: true),
+                             reverse: false) { key, _ in
+            keys.append(Array(key))
+            return keys.count < limit
+        }
+        return keys
+    }
+
     // MARK: - Internals
 
     /// The stored value, or the registered default, as of the last commit (for the getters without a

@@ -28,11 +28,15 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     private let pool = Locked(Pool())
     private let greeting = Locked<GatewayHello?>(nil)
 
+    /// Set to now whenever the gateway answers a request with 200 (a replicator's sign that its
+    /// server answers).
+    let answered: Locked<ContinuousClock.Instant?>?
+
     /// The largest answer read: a resync's whole state may be large, but not without bound.
     static let maxResponseBytes = 1 << 30
 
     init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration,
-         install: String? = nil) throws {
+         install: String? = nil, answered: Locked<ContinuousClock.Instant?>? = nil) throws {
         guard SyncTokens.isPresentable(token) else {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
@@ -43,6 +47,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         self.operationTimeout = operationTimeout
         self.connectTimeout = connectTimeout
         self.install = install
+        self.answered = answered
         sslContext = url.tls ? try GatewayTLS.context(trusting: url.caFile, for: url.description) : nil
     }
 
@@ -119,11 +124,23 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
 
-    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
-        let answer = try await request(.state)
-        let state = try decoding { try GatewayState(decoding: answer, maxValueBytes: maxValueBytes) }
-        return (state.lastSequence, state.rows)
+    /// A page of the state after `cursor` (`GET /v1/state?after=CURSOR&limit=N`, at most the
+    /// protocol's largest page). A gateway from before paged resyncs refuses the query: the whole
+    /// state is asked of it then, as one last page.
+    func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage {
+        let answer: [UInt8]
+        do {
+            answer = try await request(.state, target: GatewayEndpoint.state(after: cursor, limit: min(limit, GatewayRequestHead.maxPageChanges)))
+        } catch ReplicationError.server(let message) where cursor == nil && message.hasSuffix(Self.olderGatewaysRefusal) {
+            let whole = try await request(.state)
+            let state = try decoding { try GatewayState(decoding: whole, maxValueBytes: maxValueBytes) }
+            return StatePage(prunedThrough: 0, lastSequence: state.lastSequence, rows: state.rows, next: nil)
+        }
+        return try decoding { try StatePage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
+
+    /// How a gateway from before paged resyncs refuses a query on `/v1/state` (400).
+    static let olderGatewaysRefusal = "400: \(GatewayEndpoint.state.path) takes no query"
 
     func prune(group: String, olderThan age: Duration) async throws -> Int64 {
         throw ReplicationError.server("pruning is the database owner's: run it with a postgres:// URL, not through a gateway")
@@ -165,6 +182,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         guard status == .ok else {
             throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: "Retry-After"))
         }
+        answered?.withLock { $0 = .now }
         return answer
     }
 

@@ -21,6 +21,10 @@ public struct ReplicatedTarget: Sendable {
     let write: @Sendable (_ key: [UInt8], _ value: [UInt8]?, _ transaction: WriteTransaction) throws -> Void
     /// Every stored key.
     let keys: @Sendable (_ transaction: ReadTransaction) throws -> [[UInt8]]
+    /// The stored keys after a key (from the first: `nil`) through another (to the last: `nil`), in
+    /// key order (byte order, the server's within a target), `limit` at most: what a resync compares
+    /// with a page of the server's state.
+    let keysInRange: @Sendable (_ after: [UInt8]?, _ through: [UInt8]?, _ limit: Int, _ transaction: ReadTransaction) throws -> [[UInt8]]
     /// Decodes a key and value as `write` would, writing nothing: throws ``UnreadableChange`` for
     /// bytes this device cannot read.
     let check: @Sendable (_ key: [UInt8], _ value: [UInt8]?) throws -> Void
@@ -65,6 +69,9 @@ public struct ReplicatedTarget: Sendable {
                 }
             },
             keys: { transaction in try collection.keys(in: transaction).map(\.encodedKey) },
+            keysInRange: { after, through, limit, transaction in
+                try collection.encodedKeys(after: after, through: through, limit: limit, in: transaction)
+            },
             check: { key, value in
                 _ = try Self.decodeKey(key, as: Key.self, collection.name)
                 if let value { _ = try UnreadableChange.reading { try collection.decodeStoredValue(value, key: key) } }
@@ -88,6 +95,9 @@ public struct ReplicatedTarget: Sendable {
                 }
             },
             keys: { transaction in try defaults.storedKeys(in: transaction).map { Array($0.utf8) } },
+            keysInRange: { after, through, limit, transaction in
+                try defaults.storedKeys(after: after, through: through, limit: limit, in: transaction)
+            },
             check: { key, value in
                 let name = try Self.defaultsKey(key, defaults.suiteName)
                 if let value { _ = try Self.defaultsValue(value, name, defaults.suiteName) }

@@ -166,40 +166,5 @@ extension Replicator {
         if !touched.isEmpty { outcome.events.append(.applied(targets: touched, changes: outcome.applied)) }
         return outcome
     }
-
-    /// Reloads the targets from the server's current state after the log was pruned past the cursor.
-    func resynchronize(_ server: any ReplicationServer, report: inout SyncReport) async throws {
-        let (last, rows) = try await server.currentState(group: group)
-        var pulled = 0
-        let events = try await onWriter { try apply(rows, newCursor: last, stage: .resync, pulled: &pulled).events }
-        // Keys the server no longer has (and no pending local write): deleted, in a second transaction
-        // (the first already moved the cursor; a crash between them leaves stale keys that the next
-        // expiry, or the next write of them, settles).
-        try await onWriter { try deleteKeys(notIn: rows) }
-        report.pulled += pulled
-        report.conflicts += events.count(where: \.isConflict)
-        report.quarantined += events.count(where: \.isQuarantine)
-        report.resynchronized = true
-        for event in events { self.events(event) }
-        self.events(.resynchronized(cursor: last))
-    }
-
-    func deleteKeys(notIn rows: [ServerChange]) throws {
-        var onServer: [Mutation.Target: Set<[UInt8]>] = [:]
-        for row in rows where row.value != nil {
-            if let target = Mutation.Target(kindName: row.kind, name: row.name) { onServer[target, default: []].insert(row.key) }
-        }
-        try container.store.write(author: Replication.author) { tx in
-            let pending = try pendingLocalClocks(in: tx)
-            for (id, target) in targets {
-                for key in try target.keys(tx) where !(onServer[id]?.contains(key) ?? false) {
-                    if pending[PendingKey(target: id, key: key)] == nil { try target.write(key, nil, tx) }
-                }
-            }
-            var state = try collections.replicaState(in: tx)
-            state.resyncs += 1
-            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
-        }
-    }
 }
 #endif

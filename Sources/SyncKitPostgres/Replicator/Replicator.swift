@@ -120,10 +120,19 @@ public final class Replicator: @unchecked Sendable {
     let writer: DispatchQueue
     /// A test's seam: awaited in every round, once it has its connection.
     let roundEntered = Locked<(@Sendable () async -> Void)?>(nil)
+    /// When the server last answered an operation of this replicator's (`nil`: never yet).
+    let serverAnswered = Locked<ContinuousClock.Instant?>(nil)
+    /// A test's seam: awaited after each page of a resync is applied, with the number of pages so far.
+    let resyncPaged = Locked<(@Sendable (Int) async -> Void)?>(nil)
 
     /// The rounds (``sync()``, ``push()``, ``pull()``, and those of ``run(until:)``) that reached the
     /// server and ended well since this replicator was made: 0 after a live run that never reached it.
     public var successfulRounds: Int { succeeded.withLock { $0 } }
+
+    /// When the server (the database, or a gateway) last answered one of this replicator's requests
+    /// well, `nil` before the first: a round that goes on long is making progress while this moves
+    /// (a resync of a large group), and is stuck when it does not (a connection that hangs).
+    public var lastServerAnswer: ContinuousClock.Instant? { serverAnswered.withLock { $0 } }
 
     /// - Parameters:
     ///   - endpoint: the database, or a gateway with a credential; `nil` for a replicator that can
@@ -308,10 +317,11 @@ public final class Replicator: @unchecked Sendable {
         case .gateway(let gateway, let token):
             fresh = try GatewayConnection(url: gateway, token: token, group: group, maxValueBytes: options.maxValueBytes,
                                           operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout,
-                                          install: install)
+                                          install: install, answered: serverAnswered)
         case .database(let server):
             let direct = try await ServerConnection.connect(server, logger: options.logger, maxValueBytes: options.maxValueBytes,
-                                                            operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
+                                                            operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout,
+                                                            answered: serverAnswered)
             do {
                 try await direct.migrate()
             } catch {

@@ -10,8 +10,9 @@ protocol ReplicationServer: AnyObject, Sendable {
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome]
     /// The group's log after `cursor`: up to `limit` changes.
     func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage
-    /// The group's current state and the last sequence number it includes (a resync).
-    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange])
+    /// One page of the group's current state after `cursor` (from its start when `nil`), up to `limit`
+    /// rows and the server's byte bound for a page (a resync, a page at a time).
+    func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage
     /// Removes the group's log older than `age`; returns the new horizon.
     func prune(group: String, olderThan age: Duration) async throws -> Int64
     /// Whether this device may only pull (a read-only credential): its local writes wait unsent.

@@ -23,8 +23,13 @@ final class ServerConnection: @unchecked Sendable {
     /// The statements, on this connection.
     let statements: ServerStatements
 
-    private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int, operationTimeout: Duration) {
+    /// Set to now whenever an operation succeeds (a replicator's sign that its server answers).
+    let answered: Locked<ContinuousClock.Instant?>?
+
+    private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int, operationTimeout: Duration,
+                 answered: Locked<ContinuousClock.Instant?>?) {
         self.connection = connection
+        self.answered = answered
         statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
         self.logger = logger
         self.maxValueBytes = maxValueBytes
@@ -33,7 +38,8 @@ final class ServerConnection: @unchecked Sendable {
 
     static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int,
                         operationTimeout: Duration = defaultOperationTimeout,
-                        connectTimeout: Duration = defaultConnectTimeout) async throws -> ServerConnection {
+                        connectTimeout: Duration = defaultConnectTimeout,
+                        answered: Locked<ContinuousClock.Instant?>? = nil) async throws -> ServerConnection {
         do {
             // The TCP connect has its own timeout; the start-up exchange after it does not, and a
             // server that accepts and then closes while it starts can leave it waiting for good. So
@@ -45,7 +51,7 @@ final class ServerConnection: @unchecked Sendable {
                 try? await late.close()
             }
             return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes,
-                                    operationTimeout: operationTimeout)
+                                    operationTimeout: operationTimeout, answered: answered)
         } catch let error as ReplicationError {
             if case .invalidServerURL = error { throw error }
             if case .server(let message) = error, message.hasPrefix("no answer from") {
@@ -87,11 +93,11 @@ final class ServerConnection: @unchecked Sendable {
         try await mapErrors { [statements] in try await statements.changes(group: group, after: cursor, limit: limit) }
     }
 
-    func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
+    /// A page of the state after `cursor`, of ``ChangesPage/maxBytes`` at most (as a page of the log):
+    /// a resync holds a page of the group at a time, never the whole.
+    func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage {
         try await mapErrors { [statements] in
-            try await statements.connection.withTransaction(logger: statements.logger) { connection in
-                try await statements.on(connection).currentState(group: group)
-            }
+            try await statements.statePage(group: group, after: cursor, limit: limit, maxBytes: ChangesPage.maxBytes)
         }
     }
 
@@ -116,10 +122,12 @@ final class ServerConnection: @unchecked Sendable {
     func mapErrors<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
         guard !connection.isClosed else { throw ReplicationError.server("the connection to the server is closed") }
         let connection = self.connection
-        return try await withDeadline(operationTimeout, what: "the server", onTimeout: { try? await connection.close() },
-                                      abandonWhen: { connection.isClosed ? "the connection to the server closed mid-statement" : nil }) {
+        let result = try await withDeadline(operationTimeout, what: "the server", onTimeout: { try? await connection.close() },
+                                            abandonWhen: { connection.isClosed ? "the connection to the server closed mid-statement" : nil }) {
             try await Self.mapErrors(body)
         }
+        answered?.withLock { $0 = .now }
+        return result
     }
 
     /// Runs `body`, turning PostgreSQL's errors into one-line ``ReplicationError``s.

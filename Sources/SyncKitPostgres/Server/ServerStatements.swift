@@ -248,23 +248,6 @@ package struct ServerStatements: Sendable {
         return page
     }
 
-    /// The group's current state, every key with its version, read while no push of the group can
-    /// commit, and the last sequence number that state includes. Run it in a transaction (the lock
-    /// it takes lasts until COMMIT).
-    package func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange]) {
-        var last: Int64 = 0
-        // Waits for the group's pushes in flight and holds the next ones back until COMMIT.
-        for try await (found) in try await connection.query(
-            "SELECT last_seq FROM kvsync_groups WHERE group_id = \(group) FOR SHARE", logger: logger).decode(Int64.self) {
-            last = found
-        }
-        let rows = try await connection.query("""
-            SELECT version, \(unescaped: boundedColumns)
-            FROM kvsync_state WHERE group_id = \(group) ORDER BY kind, name, key
-            """, logger: logger)
-        return (last, try await decodeChanges(rows))
-    }
-
     /// Removes the group's log entries and tombstones older than `age`; returns the new horizon.
     func prune(group: String, olderThan age: Duration) async throws -> Int64 {
         let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
@@ -292,7 +275,7 @@ package struct ServerStatements: Sendable {
     /// The columns of a log or state row after its sequence number, each variable-length one with its
     /// limit applied in the statement (``decodeChanges(_:)`` reads them): device, kind, name, key, the
     /// value's length, the value, clock and token.
-    private var boundedColumns: String {
+    var boundedColumns: String {
         """
         CASE WHEN octet_length(device) <= \(Self.maxNameBytes) THEN device END,
                CASE WHEN octet_length(kind) <= \(Self.maxNameBytes) THEN kind END,
@@ -308,7 +291,7 @@ package struct ServerStatements: Sendable {
 
     /// Rows of the log or the state. Every variable-length column comes with its limit applied in the
     /// statement, so that a planted row cannot make this process allocate more than the limits.
-    private func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
+    func decodeChanges(_ rows: PostgresRowSequence) async throws -> [ServerChange] {
         var changes: [ServerChange] = []
         for try await (sequence, device, kind, name, key, length, value, clock, token)
                 in rows.decode((Int64, String?, String?, String?, ByteBuffer?, Int?, ByteBuffer?, Int64, Int64).self) {

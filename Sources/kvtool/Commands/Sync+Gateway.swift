@@ -261,6 +261,11 @@ extension SyncCommand {
         @Option(name: .customLong("max-streams"), help: "Live streams open at once; past this, devices get 503 and poll.") var maxStreams: Int = 20_000
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
         var maxStreamsPerCredential: Int = 16
+        @Option(name: .customLong("max-answer-bytes"),
+                help: "Bytes of answers being written at once, over every device; a page that finds them full is refused 503 before it reads anything.")
+        var maxAnswerBytes: Int = SyncGateway.Limits().maxAnswerBytes
+        @Option(name: .customLong("max-page-bytes"), help: "Bytes of keys and values in a page of the log or of a resync, at most.")
+        var maxPageBytes: Int = SyncGateway.Limits().maxPageBytes
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
         var databaseTimeout: Double = 30
         @Option(name: .customLong("metrics-listen"),
@@ -278,6 +283,12 @@ extension SyncCommand {
             }
             if (jwtAudience != nil || jwtIssuer != nil) && jwtSecretFile == nil && jwtPublicKey == nil {
                 throw ValidationError("--jwt-audience and --jwt-issuer go with a JWT key (--jwt-hs256-secret-file or --jwt-es256-public-key)")
+            }
+            guard ((1 << 20)...(1 << 40)).contains(maxAnswerBytes) else {
+                throw ValidationError("--max-answer-bytes must be from 1048576 (1 MiB) to 1099511627776 (1 TiB)")
+            }
+            guard ((64 << 10)...(1 << 30)).contains(maxPageBytes) else {
+                throw ValidationError("--max-page-bytes must be from 65536 (64 KiB) to 1073741824 (1 GiB)")
             }
             guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
@@ -322,6 +333,8 @@ extension SyncCommand {
             options.limits.maxConnections = maxConnections
             options.limits.maxStreams = maxStreams
             options.limits.maxStreamsPerCredential = maxStreamsPerCredential
+            options.limits.maxAnswerBytes = maxAnswerBytes
+            options.limits.maxPageBytes = maxPageBytes
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))

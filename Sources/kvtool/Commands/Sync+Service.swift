@@ -216,7 +216,9 @@ extension SyncCommand.Run {
     }
 
     /// `--exit-when-idle`: more rounds while requests come or changes wait, then exit. A failed round is
-    /// retried with a backoff (at once when a request comes) for at most `--give-up-after` seconds.
+    /// retried with a backoff (at once when a request comes) for at most `--give-up-after` seconds, and
+    /// a round that hangs (a connection attempt nothing answers) is given up at the same time
+    /// (``round(of:quietSince:)``).
     func serveUntilIdle(_ replicator: Replicator, container: SharedContainer) throws -> SyncReport {
         let service = try SyncService(container: container)
         let requests = try ChangeNotifier(container: container).subscribe(SyncService.requestNotification)
@@ -235,20 +237,58 @@ extension SyncCommand.Run {
                     if !requests.wait(timeout: .milliseconds(250)) { return total }
                 }
                 lastPending = pending
-            } else {
-                _ = requests.wait(timeout: backoff)
+            } else if let since = failingSince {
+                // The backoff, but not past --give-up-after: the last attempt is made then.
+                let left = since + .milliseconds(Int64(giveUpAfter * 1000)) - .now
+                _ = requests.wait(timeout: max(min(backoff, left), .zero))
                 backoff = min(backoff * 2, .seconds(2))
             }
+            // Failures are counted from the start of the first round that failed.
+            let started = ContinuousClock.now
             do {
-                let report = try blocking { try await replicator.sync() }
+                let report = try round(of: replicator, quietSince: failingSince ?? started)
                 total.add(report)
                 failingSince = nil
+            } catch let error as GaveUp {
+                throw error.error
             } catch {
-                let since = failingSince ?? .now
+                let since = failingSince ?? started
                 failingSince = since
-                if ContinuousClock.now - since > .milliseconds(Int64(giveUpAfter * 1000)) { throw error }
+                if ContinuousClock.now - since >= .milliseconds(Int64(giveUpAfter * 1000)) { throw error }
             }
         }
+    }
+
+    /// A round of `replicator`, given up once `--give-up-after` seconds have passed since `quietSince`
+    /// (when its failures began, or when it began) in which the server answered none of its requests:
+    /// a round that hangs (a connection attempt that nothing answers, a server that went silent) ends
+    /// then, however long its statement timeout, while one that goes on long because it has much to do
+    /// (a resync of a large group) is not cut short. The abandoned round is left to its timeouts; the
+    /// process exits.
+    func round(of replicator: Replicator, quietSince: ContinuousClock.Instant) throws -> SyncReport {
+        let giveUp = Duration.milliseconds(Int64(giveUpAfter * 1000))
+        let gaveUp = Locked(false)
+        let shown = replicator.endpoint.map { "\($0)" } ?? "the server"
+        do {
+            return try blocking {
+                try await withDeadline(.seconds(366 * 86_400), what: shown, abandonWhen: {
+                    let answered = max(quietSince, replicator.lastServerAnswer ?? quietSince)
+                    guard ContinuousClock.now - answered > giveUp else { return nil }
+                    gaveUp.withLock { $0 = true }
+                    return "gave up"
+                }) {
+                    try await replicator.sync()
+                }
+            }
+        } catch where gaveUp.withLock({ $0 }) {
+            let seconds = giveUpAfter == giveUpAfter.rounded() ? "\(Int(giveUpAfter)) s" : "\(giveUpAfter) s"
+            throw GaveUp(error: ReplicationError.unreachable("no answer from \(shown) within --give-up-after (\(seconds)); gave up"))
+        }
+    }
+
+    /// A round given up (``round(of:quietSince:)``): not retried.
+    struct GaveUp: Error {
+        var error: ReplicationError
     }
 }
 #endif

@@ -208,7 +208,7 @@ struct SyncCommand: ParsableCommand {
         @Flag(name: .customLong("exit-when-idle"), help: "With --once: sync again while requests come or changes wait, then exit.")
         var exitWhenIdle = false
         @Option(name: .customLong("give-up-after"),
-                help: "With --once: retry a failed round (or wait for another owner) at most this many seconds.")
+                help: "With --once: give up after this many seconds in which the server answered nothing (retrying failed rounds meanwhile, with --exit-when-idle), or waiting for another owner.")
         var giveUpAfter: Double = 30
         @Option(help: "Stay live this many seconds, then exit (default: until interrupted).") var seconds: Double?
         @Option(help: "Changes per server transaction.") var batchSize: Int = Replicator.Options().batchSize
@@ -285,8 +285,13 @@ struct SyncCommand: ParsableCommand {
             let shown = endpoint.description
             failures.attach(replicator)
             if once {
-                let report = exitWhenIdle ? try serveUntilIdle(replicator, container: container)
-                                          : try blocking { try await replicator.sync() }
+                let report: SyncReport
+                do {
+                    report = exitWhenIdle ? try serveUntilIdle(replicator, container: container)
+                                          : try round(of: replicator, quietSince: .now)
+                } catch let error as GaveUp {
+                    throw error.error
+                }
                 if json {
                     print(try Output.line([
                         "device": .string(replicator.device), "pushed": .integer(report.pushed), "pulled": .integer(report.pulled),

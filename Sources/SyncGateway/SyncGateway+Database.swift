@@ -1,0 +1,127 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import Logging
+import NIOCore
+import PostgresNIO
+import SyncKitPostgres
+
+extension SyncGateway {
+    /// How often the watch asks the database whether it answers (`SELECT 1` on a connection of its
+    /// own), and how often it tries to reach it again while it does not.
+    static let probeInterval: Duration = .milliseconds(500)
+    static let probeRetry: Duration = .milliseconds(250)
+    /// How long a probe (a connection, or its query) may go without an answer before the database is
+    /// taken for unreachable: with ``probeInterval``, a database behind a network that went silent is
+    /// found within 2 s; one that stopped closes the watch's connection, and is found at once.
+    static let probeTimeout: Duration = .milliseconds(1_500)
+    /// What a device is told to wait before it tries again while the database is unreachable.
+    static let unreachableRetryAfter = 2
+
+    /// The pool to lease a connection from, or ``DatabaseLink/Unreachable`` when the database does not
+    /// answer (the request is refused at once, and nothing is asked of the database).
+    func pool() throws -> PostgresClient {
+        let status = link.status
+        guard status.up else { throw DatabaseLink.Unreachable(reason: status.reason) }
+        return link.client
+    }
+
+    /// The answer while the database is unreachable: 503 in a line of the gateway's own words (never a
+    /// library's), with `Retry-After`. The database's address is not in it: devices need not learn it.
+    static func unreachable(_ reason: String) -> GatewayResponse {
+        var response = GatewayResponse.failure("the gateway cannot reach its database (\(reason)); try again")
+        response.retryAfter = unreachableRetryAfter
+        return response
+    }
+
+    /// Watches the database on a connection of its own until cancelled: a probe every
+    /// ``probeInterval`` (at once when the connection closes); when one fails, the database is
+    /// unreachable (``DatabaseLink/markDown(_:now:)``, logged once, and the pool replaced) until one
+    /// succeeds again (logged: `recovered`). A connection that closed is opened again before anything
+    /// is concluded: only a database that cannot be reached, or does not answer, is down.
+    func watchDatabase() async {
+        let logger = options.logger
+        guard var configuration = try? database.connectionConfiguration() else { return }
+        configuration.options.connectTimeout = .milliseconds(Self.probeTimeout.wholeMilliseconds)
+        let settings = configuration
+        let endpoint = database.shownEndpoint
+        var connection: PostgresConnection?
+        while !Task.isCancelled {
+            do {
+                if connection == nil || connection!.isClosed {
+                    if let closed = connection { try? await closed.close() }
+                    connection = nil
+                    connection = try await withDeadline(Self.probeTimeout, what: "the database") {
+                        try await PostgresConnection.connect(configuration: settings, id: 3, logger: logger)
+                    } abandoned: { late in
+                        try? await late.close()
+                    }
+                }
+                let open = connection!
+                try await withDeadline(Self.probeTimeout, what: "the database", onTimeout: { try? await open.close() }) {
+                    _ = try await open.query("SELECT 1", logger: logger)
+                }
+                if let down = link.markUp() {
+                    options.log?(GatewayLogEvent(level: .info, event: "recovered",
+                                                 message: "the database at \(endpoint) answers again, after \(Self.seconds(down)) unreachable"))
+                }
+                // The next probe, sooner when the connection closes (a server that stops closes it).
+                let next = ContinuousClock.now + Self.probeInterval
+                while ContinuousClock.now < next && !open.isClosed && !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            } catch {
+                if Task.isCancelled { break }
+                if let failed = connection { try? await failed.close() }
+                connection = nil
+                let reason = Self.unreachableWords(error)
+                if link.markDown(reason) {
+                    metrics.error()
+                    options.log?(GatewayLogEvent(level: .error, event: "error",
+                                                 message: "the database at \(endpoint) is unreachable (\(reason)): requests are answered 503 until it answers"))
+                }
+                try? await Task.sleep(for: Self.probeRetry)
+            }
+        }
+        if let connection { try? await connection.close() }
+    }
+
+    /// Why a connection to the database failed, in a few words of the gateway's own: the socket's
+    /// error, the server's reason for a connection it refused or ended, or that it did not answer.
+    static func unreachableWords(_ error: any Error) -> String {
+        let inner = (error as? PostgresTransactionError)?.closureError ?? error
+        if let unreachable = inner as? DatabaseLink.Unreachable { return unreachable.reason }
+        if let reason = unreachableReason(inner) { return reason }
+        if case ReplicationError.server(let message)? = inner as? ReplicationError, message.hasPrefix("no answer from") {
+            return "no answer within \(seconds(probeTimeout))"
+        }
+        if let error = inner as? PSQLError {
+            switch error.serverInfo?[.sqlState] {
+            case "57P01", "57P02": return "it is shutting down"
+            case "57P03": return "it is starting up or shutting down"
+            case "53300": return "it has no connection slot free"
+            case "28P01", "28000": return "it refused the gateway's login"
+            case "3D000": return "its database does not exist"
+            case let state?: return "it answered with an error, SQLSTATE \(state)"
+            case nil: return "the connection to it closed"
+            }
+        }
+        return "the connection to it failed"
+    }
+
+    /// Whether `error` is the connection's, not the statement's (the database went away, or the pool
+    /// could not reach it): answered as unreachable, in the gateway's words.
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        if error is Refusal || error is ReplicationError || error is PostgresDecodingError { return false }
+        guard let error = error as? PSQLError else { return true }
+        guard let state = error.serverInfo?[.sqlState] else { return true }
+        return state.hasPrefix("08") || state.hasPrefix("57P")
+    }
+
+    /// `1.5 s`.
+    static func seconds(_ duration: Duration) -> String {
+        let tenths = (duration.wholeMilliseconds + 50) / 100
+        return tenths % 10 == 0 ? "\(tenths / 10) s" : "\(tenths / 10).\(tenths % 10) s"
+    }
+}
+#endif
