@@ -39,7 +39,7 @@ import Glibc
             return
         }
         #expect(shortfall.owner == nil && shortfall.pending == 1)
-        #expect(shortfall.agent == "no sync agent is registered (kvtool sync agent set)")
+        #expect(shortfall.agent == "no sync agent is registered; to register one: kvtool --root \(dir.path) --group group.com.example.service sync agent set --server URL")
         #expect(outcome.description.hasPrefix("not within the deadline: no process owns sync; 1 pending"))
     }
 

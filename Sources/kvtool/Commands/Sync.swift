@@ -322,8 +322,11 @@ struct SyncCommand: ParsableCommand {
 
         func run() throws {
             let container = try global.openContainer(readOnly: false)
-            let status = try Replication.status(of: container)
-            let service = try SyncService(container: container).status()
+            var status = try Replication.status(of: container)
+            // What is not on the server yet is one count (SyncKit's), read once: the text shows it once,
+            // and the JSON's two fields for it (`pendingChanges`, `service.pending`) hold the same number.
+            let service = try SyncService(container: container).status(countingUpTo: .max)
+            status.pendingChanges = service.pending
             if global.json {
                 // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below; the
                 // container's sync service (owner, acknowledged token, last failure) under "service".
@@ -343,13 +346,19 @@ struct SyncCommand: ParsableCommand {
             if let owner = service.owner {
                 print("owner pid \(owner.pid) (\(owner.mode.rawValue)) since \(format.string(from: owner.since))")
             } else {
-                print("owner none: " + (service.agentRegistered ? "a request starts the registered agent" : "no agent is registered (kvtool sync agent set)"))
+                if let problem = service.agentProblem {
+                    print("owner none: a request cannot start the registered agent: \(problem)")
+                } else if service.agentRegistered {
+                    print("owner none: a request starts the registered agent")
+                } else {
+                    print("owner none: no agent is registered; \(SyncAgentRegistration.advice(for: container, replacing: false))")
+                }
             }
             print("acknowledged through token \(service.acknowledged) of \(service.current); \(service.pending) local change\(service.pending == 1 ? "" : "s") not on the server yet")
             if let failure = service.lastError { print("last round failed (\(failure.reason.rawValue)) at \(format.string(from: failure.at)): \(failure.message)") }
             print("device \(status.device ?? "(none yet)")")
             print("replicates \(status.targets.joined(separator: ", "))")
-            print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
+            print("cursor \(status.cursor); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
             print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
