@@ -228,8 +228,9 @@ extension SyncGateway {
         do {
             let (maxPageBytes, maxValueBytes, maxClockSkew) = (options.limits.maxPageBytes, options.maxValueBytes, options.maxClockSkew)
             let logger = options.logger
-            // The answer, and the changes it pushed or pulled, and whether a push's clock was ahead.
-            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: Int64?)
+            // The answer, and the changes it pushed or pulled, and how far ahead a refused push's clock
+            // was, with the bound that refused it (milliseconds).
+            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?)
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
@@ -255,8 +256,9 @@ extension SyncGateway {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
                                                                  maxClockSkew: maxClockSkew)
                         return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil)
-                    } catch ReplicationError.clockAhead(let ahead, _) {
-                        return (GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded(), 0, 0, ahead.wholeMilliseconds)
+                    } catch ReplicationError.clockAhead(let ahead, let limit) {
+                        let (by, bound) = (ahead.wholeMilliseconds, limit.wholeMilliseconds)
+                        return (GatewayPushResponse.clockAhead(milliseconds: by, limitMilliseconds: bound).encoded(), 0, 0, (by, bound))
                     }
                 case .changes(let after, let limit):
                     let page = try await statements.changes(group: principal.group, after: after, limit: limit, maxBytes: maxPageBytes)
@@ -278,7 +280,7 @@ extension SyncGateway {
             if let ahead {
                 // Answered (the device learns its skew), and counted and logged as a refusal.
                 response.outcome = .refused(.skew)
-                response.logLine = "the push's stamps are \(ahead) ms ahead of the server's clock, past the bound; the batch was refused"
+                response.logLine = "the push's stamps are \(ahead.by) ms ahead of the server's clock, past the bound of \(ahead.limit) ms; the batch was refused"
             }
             return response
         } catch {

@@ -97,7 +97,8 @@ package struct ServerStatements: Sendable {
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
     ///
-    /// - Throws: ``ReplicationError/clockAhead(by:limit:)`` for a batch stamped too far ahead;
+    /// - Throws: ``ReplicationError/clockAhead(by:limit:)`` for a batch stamped too far ahead (its
+    ///   limit is the bound that refused it: `maxClockSkew`, or the server's own where that is lower);
     ///   ``ReplicationError/deviceInUse(_:)`` for a batch that sends a token this device id sent
     ///   before with another change (another container under the same id).
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
@@ -159,6 +160,8 @@ package struct ServerStatements: Sendable {
         var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
         // The versions of the conflicts the first row announced, waiting for their own row.
         var unanswered: [Int: Int64] = [:]
+        // How far ahead of the server's clock the batch's latest stamp is, when it was refused for it.
+        var ahead: Int64?
         for try await (conflict, indexes, codes, versions, length, value, clock, serverDevice)
                 in rows.decode((Int32?, [Int32]?, [Int16]?, [Int64]?, Int32?, ByteBuffer?, Int64?, String?).self) {
             guard let conflict else {
@@ -169,7 +172,8 @@ package struct ServerStatements: Sendable {
                     if codes[at] == 2 {
                         // The whole batch was refused: `version` is how far ahead of the server's clock
                         // its latest stamp is, in milliseconds.
-                        throw ReplicationError.clockAhead(by: .milliseconds(versions[at]), limit: maxClockSkew)
+                        ahead = versions[at]
+                        break
                     }
                     guard (1...changes.count).contains(Int(index)) else {
                         throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
@@ -197,6 +201,9 @@ package struct ServerStatements: Sendable {
             outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
                                             clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
         }
+        if let ahead {
+            throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: try await clockBound(asked: maxClockSkew))
+        }
         if let index = unanswered.keys.min() {
             throw ReplicationError.server("kvsync_push gave no current state for the conflict of change \(index)")
         }
@@ -204,6 +211,20 @@ package struct ServerStatements: Sendable {
             guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }
             return outcome
         }
+    }
+
+    /// The clock bound `kvsync_push` applies to a caller that asks for `asked`: the lower of that and
+    /// the server's own (`kvsync_schema.max_clock_skew_ms`, which only the owner sets), as the function
+    /// computes it. Read after a refusal, so that the refusal names the bound that refused it (a
+    /// device's or a gateway's 60 s is not the limit when the owner set the server's to 10 s).
+    func clockBound(asked: Duration) async throws -> Duration {
+        var bound = asked.wholeMilliseconds
+        for try await (found) in try await connection.query("""
+            SELECT least(\(bound), (SELECT max(s.max_clock_skew_ms) FROM kvsync_schema s))
+            """, logger: logger).decode(Int64?.self) {
+            if let found { bound = found }
+        }
+        return .milliseconds(bound)
     }
 
     /// The server's id (``ServerSchema``, version 2).
