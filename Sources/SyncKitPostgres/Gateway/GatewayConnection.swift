@@ -120,7 +120,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         return (state.lastSequence, state.rows)
     }
 
-    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         throw ReplicationError.server("pruning is the database owner's: run it with a postgres:// URL, not through a gateway")
     }
 

@@ -12,8 +12,8 @@ protocol ReplicationServer: AnyObject, Sendable {
     func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage
     /// The group's current state and the last sequence number it includes (a resync).
     func currentState(group: String) async throws -> (lastSequence: Int64, rows: [ServerChange])
-    /// Removes the group's log older than `age`; returns the new horizon.
-    func prune(group: String, olderThan age: Duration) async throws -> Int64
+    /// Removes the group's log older than `age`, and the tombstones it covered; says what it removed.
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning
     /// Whether this device may only pull (a read-only credential): its local writes wait unsent.
     var readOnly: Bool { get }
     /// The device id this server records this device's pushes under, when the server decides it (a

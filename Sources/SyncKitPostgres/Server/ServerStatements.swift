@@ -286,11 +286,16 @@ package struct ServerStatements: Sendable {
         return (last, try await decodeChanges(rows))
     }
 
-    /// Removes the group's log entries and tombstones older than `age`; returns the new horizon.
-    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+    /// Removes the group's log entries and tombstones older than `age`; says how many of each it
+    /// removed, and the group's horizon after it (an earlier prune's when this one removes nothing).
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
         return try await connection.withTransaction(logger: logger) { connection in
-            try await connection.query("SELECT 1 FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger)
+            var previous: Int64 = 0
+            for try await (found) in try await connection.query(
+                "SELECT pruned_through FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger).decode(Int64.self) {
+                previous = found
+            }
             var horizon: Int64 = 0
             for try await (found) in try await connection.query("""
                 SELECT coalesce(max(seq), 0) FROM kvsync_changes
@@ -298,16 +303,27 @@ package struct ServerStatements: Sendable {
                 """, logger: logger).decode(Int64.self) {
                 horizon = found
             }
-            guard horizon > 0 else { return 0 }
-            try await connection.query("DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon)", logger: logger)
-            try await connection.query("""
-                DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon)
-                """, logger: logger)
+            guard horizon > 0 else { return ServerPruning(changes: 0, tombstones: 0, prunedThrough: max(0, previous)) }
+            // The counts come back as the rows each statement removed.
+            let changes = try await Self.count(try await connection.query(
+                "WITH d AS (DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon) RETURNING 1) SELECT count(*) FROM d",
+                logger: logger))
+            let tombstones = try await Self.count(try await connection.query("""
+                WITH d AS (DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon) RETURNING 1)
+                SELECT count(*) FROM d
+                """, logger: logger))
             try await connection.query("""
                 UPDATE kvsync_groups SET pruned_through = greatest(pruned_through, \(horizon)) WHERE group_id = \(group)
                 """, logger: logger)
-            return horizon
+            return ServerPruning(changes: changes, tombstones: tombstones, prunedThrough: max(previous, horizon))
         }
+    }
+
+    /// The one `count(*)` a statement answers.
+    private static func count(_ rows: PostgresRowSequence) async throws -> Int {
+        var count: Int64 = 0
+        for try await (found) in rows.decode(Int64.self) { count = found }
+        return Int(count)
     }
 
     /// The columns of a log or state row after its sequence number, each variable-length one with its

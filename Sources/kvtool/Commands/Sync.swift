@@ -443,9 +443,19 @@ struct SyncCommand: ParsableCommand {
             let url = try server.url()
             let container = try global.openContainer(readOnly: false)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container))
-            let horizon = try blocking { try await replicator.pruneServer(olderThan: .milliseconds(Int64(olderThan * 1000))) }
+            let pruning = try blocking { try await replicator.pruneServerReport(olderThan: .milliseconds(Int64(olderThan * 1000))) }
             _ = try? blocking { await replicator.close() }
-            print(global.json ? try Output.line(["prunedThrough": .integer(horizon)]) : "pruned through \(horizon)")
+            if global.json {
+                print(try Output.line(["removedChanges": .integer(pruning.changes), "removedTombstones": .integer(pruning.tombstones),
+                                       "prunedThrough": .integer(pruning.prunedThrough)]))
+                return
+            }
+            let age = ReplicationError.seconds(.milliseconds(Int64(olderThan * 1000)))
+            let removed = pruning.changes == 0 && pruning.tombstones == 0
+                ? "removed nothing: no change of \(container.groupIdentifier.rawValue) on the server is older than \(age)"
+                : "removed \(pruning.changes) change\(pruning.changes == 1 ? "" : "s") and \(pruning.tombstones) tombstone\(pruning.tombstones == 1 ? "" : "s") older than \(age)"
+            print(removed + "; the server's log is pruned through \(pruning.prunedThrough)"
+                  + (pruning.prunedThrough > 0 ? " (a device whose cursor is behind it resyncs)" : ""))
         }
     }
 
