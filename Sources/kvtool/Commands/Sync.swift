@@ -245,9 +245,12 @@ struct SyncCommand: ParsableCommand {
             let note = { @Sendable (changed: Set<Mutation.Target>?) in
                 for note in afterSync(changed) { SyncCommand.say(json, note.kind, note.message) }
             }
+            // Keys as `kvtool get` takes them (the catalog's encodings as the run starts).
+            let keys = try HistoryText(store: container.store)
             let events: @Sendable (SyncEvent) -> Void = { event in
                 switch event {
-                case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
+                case .conflict(let conflict):
+                    SyncCommand.say(json, "conflict", conflict.description(key: keys.key(conflict.key, of: conflict.target)))
                 case .resynchronized(let cursor):
                     SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
                     note(nil)
@@ -257,7 +260,8 @@ struct SyncCommand: ParsableCommand {
                     let names = targets.map(\.description).sorted().joined(separator: ", ")
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
                     note(Set(targets))
-                case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
+                case .quarantined(let change):
+                    SyncCommand.say(json, "quarantined", change.description(key: SyncCommand.key(of: change, keys)))
                 case .failed(let message): failures.report(message)
                 }
             }
@@ -381,12 +385,15 @@ struct SyncCommand: ParsableCommand {
             func run() throws {
                 let container = try global.openContainer(readOnly: false)
                 let rows = try Replication.quarantine(of: container)
+                // The key as `kvtool get` takes it ("key"), and its bytes ("keyHex").
+                let keys = try HistoryText(store: container.store)
                 if global.json {
                     print(try Output.line(.array(rows.map { row in
                         [
                             "sequence": .integer(row.sequence), "target": .string(row.target?.description ?? row.kind),
                             "kind": .string(row.kind), "name": .string(row.name),
-                            "key": .string(Hex.encode(row.key)), "device": .string(row.device),
+                            "key": .string(SyncCommand.key(of: row, keys)), "keyHex": .string(Hex.encode(row.key)),
+                            "device": .string(row.device),
                             "clock": .string(HybridTimestamp(rawValue: row.clock).description),
                             "valueBytes": row.value.map { .integer($0.count) } ?? .null,
                             "reason": .string(row.reason),
@@ -399,7 +406,7 @@ struct SyncCommand: ParsableCommand {
                 // printable line each, whatever it holds.
                 func shown(_ text: String) -> String { Escaping.escape(text, quoting: false, shortForms: true, style: .swift) }
                 for row in rows {
-                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(Hex.encode(row.key))\t\(shown(row.device))\t\(shown(row.reason))")
+                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(shown(SyncCommand.key(of: row, keys)))\t\(shown(row.device))\t\(shown(row.reason))")
                 }
             }
         }
@@ -512,4 +519,12 @@ struct SyncCommand: ParsableCommand {
     }
 }
 
+extension SyncCommand {
+    /// A quarantined change's key as `kvtool get` takes it (`0x` and its hex for a target this
+    /// container does not know).
+    static func key(of change: QuarantinedChange, _ keys: HistoryText) -> String {
+        guard let target = change.target else { return "0x" + Hex.encode(change.key) }
+        return keys.key(change.key, of: target)
+    }
+}
 #endif
