@@ -28,15 +28,23 @@ struct SyncCommand: ParsableCommand {
     }
 
     /// The secret a file holds (a token, a URL with its password), its trailing newline dropped: a
-    /// secret on the command line is visible to every user of the machine through `ps`.
+    /// secret on the command line is visible to every user of the machine through `ps`. A file other
+    /// users can read is refused, as `ssh` refuses such a key (``SecretFile``): exit 65.
     static func secret(fromFile path: String, what: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError(.notFound, "cannot read the \(what) file \(path)") }
-        guard data.count <= 64 << 10, var text = String(data: data, encoding: .utf8) else {
-            throw CLIError(.badInput, "the \(what) file \(path) is not UTF-8 text of at most 64 KiB")
+        do {
+            return try SecretFile.line(path, what: what)
+        } catch {
+            throw CLIError(refusal: error)
         }
-        while text.last == "\n" || text.last == "\r" { text.removeLast() }
-        guard !text.isEmpty, !text.contains("\n") else { throw CLIError(.badInput, "the \(what) file \(path) must hold one line") }
-        return text
+    }
+
+    /// The bytes of a secret file (a JWT signing secret, a TLS key), as ``secret(fromFile:what:)`` checks it.
+    static func secretBytes(fromFile path: String, what: String, maxBytes: Int = 64 << 10) throws -> [UInt8] {
+        do {
+            return try SecretFile.read(path, what: what, maxBytes: maxBytes)
+        } catch {
+            throw CLIError(refusal: error)
+        }
     }
 
     /// `--server URL` for the commands that need the database itself (prune): no gateway options.
