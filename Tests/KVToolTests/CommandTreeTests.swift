@@ -34,7 +34,7 @@ import TestSupport
         }
         #endif
         var containerCommands = 0
-        for (path, command) in paths {
+        for (path, _) in paths {
             let spelledPath = path.joined(separator: " ")
             let (resolved, depth) = CommandTree.resolve(path + ["x"])
             #expect(depth == path.count, "\(spelledPath): resolved \(depth) words")

@@ -26,7 +26,6 @@ public enum Replication {
     /// - Throws: `KVStoreError.collectionNotFound` for a collection the catalog does not have;
     ///   ``ReplicationError/unsupportedTarget(_:reason:)`` for one of SyncKit's own.
     public static func enable(_ target: Mutation.Target, in container: SharedContainer, now: Date = Date()) throws {
-        let store = container.store
         let history = try History.attach(to: container)
         guard !target.name.hasPrefix("_") else {
             throw ReplicationError.unsupportedTarget(target, reason: "names starting with '_' are SyncKit's own bookkeeping")
