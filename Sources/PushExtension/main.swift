@@ -4,9 +4,9 @@
 // `receivedNotifications`), and, with --sync-wait, asks the container's sync service for that record to
 // reach the server before it exits: the process that owns sync is woken, or, when none does, the
 // registered agent is started. It links KVStore, SyncKit and the workload model only (no
-// swift-argument-parser, no Foundation, no networking), to stay small: issue 38 budgets 12 MiB (11.2 - 11.6
-// MiB in release in the demo's container since issue 39's linking, 13.0 - 14.6 before; LeanProcesses.md
-// says where it goes).
+// swift-argument-parser, no Foundation, no networking), to stay small: issue 38 budgets 12 MiB (8.6 - 10.6
+// MiB in release under parallel load since issue 46 placed the code it runs together, LeanProcessMemoryTests;
+// 10.5 - 12.5 before, 12.9 - 13.9 in the demo's container; LeanProcesses.md says where it goes).
 //
 //     push-extension [--group GROUP] [--root DIR] --payload JSON [--sync-wait SECONDS] [--json]
 //
