@@ -10,7 +10,8 @@
 # Dependencies' lines (.build/checkouts/…) are left out.
 #
 # Usage: scripts/check-warnings.sh [debug|release|all]   (default all: `swift build --build-tests`,
-#                                                          then `swift build -c release`)
+#                                                          then `make build`'s release products:
+#                                                          kvtool and the three lean executables)
 #        scripts/check-warnings.sh --log FILE...          (reads logs of builds made elsewhere, for
 #                                                          example .build/ci-make-test.log of a
 #                                                          clean CI build)
@@ -96,11 +97,18 @@ build() {
     log="$(mktemp)"
     # Every Swift file of ours compiles again (their modules only: the dependencies are not touched).
     find "$ROOT/Sources" "$ROOT/Tests" "$ROOT/Examples" -name '*.swift' -exec touch {} +
-    local arguments=(build "${EXTRA[@]}")
-    if [ "$config" = debug ]; then arguments+=(--build-tests); else arguments+=(-c release); fi
-    echo "check-warnings: $SWIFT ${arguments[*]}"
     local status=0
-    (cd "$ROOT" && "$SWIFT" "${arguments[@]}") >"$log" 2>&1 || status=$?
+    if [ "$config" = debug ]; then
+        echo "check-warnings: $SWIFT build --build-tests ${EXTRA[*]}"
+        (cd "$ROOT" && "$SWIFT" build --build-tests "${EXTRA[@]}") >"$log" 2>&1 || status=$?
+    else
+        # What `make build` builds (a release build of every target would take the fuzz targets,
+        # which need -enable-testing).
+        for product in kvtool trainer-extension checklist-widget push-extension; do
+            echo "check-warnings: $SWIFT build -c release --product $product ${EXTRA[*]}"
+            (cd "$ROOT" && "$SWIFT" build -c release --product "$product" "${EXTRA[@]}") >>"$log" 2>&1 || status=$?
+        done
+    fi
     if [ "$status" -ne 0 ]; then
         tail -40 "$log" >&2
         rm -f "$log"
