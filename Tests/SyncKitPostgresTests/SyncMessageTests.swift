@@ -146,6 +146,32 @@ import Glibc
         #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE name = 'notes'") == 5)
     }
 
+    /// A real handoff: the owner is killed (`kill -9`) while it pushes 2,000 changes in batches of 50,
+    /// after the server has some of them; the next owner sends the round again. However far the first
+    /// got, each change is on the server once, and `pushed` counts it once.
+    @Test func afterAHandoffEachChangeIsCountedOnce() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let url = cluster.tcpURL.description
+        let device = try Device(group: Self.group("handoff"))
+        try device.write { tx in
+            for index in 0..<2_000 { try device.notes.put("value \(index)", forKey: String(format: "k%05d", index), in: tx) }
+        }
+        let owner = try device.kvtoolInBackground(["sync", "run", "--once", "--server", url, "--batch-size", "50"])
+        let started = try await offPool {
+            eventually(BuildScale.seconds(120), every: 20_000) { (try? cluster.count("SELECT count(*) FROM kvsync_changes WHERE name = 'notes'")) ?? 0 >= 100 }
+        }
+        owner.kill(SIGKILL)
+        _ = try await offPool { owner.wait(timeout: 30) }
+        #expect(started)
+        let onServer = try cluster.count("SELECT count(*) FROM kvsync_changes WHERE name = 'notes'")
+        print("[handoff] the owner was killed with \(onServer) of 2000 changes on the server; pushed \(try device.status().pushed) recorded")
+        let next = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url])
+        #expect(next.status == 0, "\(next.stdout)\(next.stderr)")
+        let status = try device.status()
+        #expect(status.pushed == 2_000 && status.pendingChanges == 0, "\(status)")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE name = 'notes'") == 2_000)
+    }
+
     /// A request that finds no owner and no agent to start advises a command; run as printed (only its
     /// `URL` filled in), in a shell with none of kvtool's variables, it registers the agent.
     @Test func theAdviceOfARequestThatStartsNoOwnerIsACommandThatWorks() async throws {
