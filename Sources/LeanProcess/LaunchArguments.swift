@@ -85,6 +85,13 @@ public enum LeanProcess {
         return nil
     }
 
+    /// Writes `line` (made one line) on standard error, whole: a note beside the answer on standard
+    /// output, such as why a notification was not recorded.
+    public static func note(_ line: String) {
+        let text = line.split(separator: "\n").joined(separator: " ") + "\n"
+        _ = text.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+    }
+
     /// Writes what `print` buffered, so that a parent reading a pipe sees it now.
     public static func flushOutput() { fflush(nil) }
 

@@ -378,7 +378,8 @@ extension SyncGateway {
     /// ``LiveOpenings/trimEvery`` openings, on the task that opens them (never on an event loop).
     func returnFreedMemory() {
         #if canImport(Glibc)
-        Self.mallocTrim?(0)
+        // Its result (whether it returned any memory) changes nothing here.
+        _ = Self.mallocTrim?(0)
         #endif
     }
 

@@ -273,8 +273,9 @@ extension SyncGateway {
         do {
             let (maxValueBytes, maxClockSkew, maxAnswerBytes) = (options.maxValueBytes, options.maxClockSkew, options.limits.maxAnswerBytes)
             let logger = options.logger
-            // The answer, and the changes it pushed or pulled, and whether a push's clock was ahead.
-            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: Int64?)
+            // The answer, and the changes it pushed or pulled, and how far ahead a refused push's clock
+            // was, with the bound that refused it (milliseconds).
+            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?)
             // Refused here, before a transaction, while the database is unreachable.
             let client = try pool()
             let started = ContinuousClock.now
@@ -302,8 +303,9 @@ extension SyncGateway {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
                                                                  maxClockSkew: maxClockSkew)
                         return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil)
-                    } catch ReplicationError.clockAhead(let ahead, _) {
-                        return (GatewayPushResponse.clockAhead(milliseconds: ahead.wholeMilliseconds).encoded(), 0, 0, ahead.wholeMilliseconds)
+                    } catch ReplicationError.clockAhead(let ahead, let limit) {
+                        let (by, bound) = (ahead.wholeMilliseconds, limit.wholeMilliseconds)
+                        return (GatewayPushResponse.clockAhead(milliseconds: by, limitMilliseconds: bound).encoded(), 0, 0, (by, bound))
                     }
                 case .changes(let after, let limit):
                     let page = try await statements.changes(group: principal.group, after: after, limit: limit,
@@ -342,7 +344,7 @@ extension SyncGateway {
             if let ahead {
                 // Answered (the device learns its skew), and counted and logged as a refusal.
                 response.outcome = .refused(.skew)
-                response.logLine = "the push's stamps are \(ahead) ms ahead of the server's clock, past the bound; the batch was refused"
+                response.logLine = "the push's stamps are \(ahead.by) ms ahead of the server's clock, past the bound of \(ahead.limit) ms; the batch was refused"
             }
             return response
         } catch {

@@ -84,7 +84,8 @@ public final class SyncGateway: Sendable {
         public var limits = Limits()
         /// PEM certificate chain and private key: serve HTTPS (else plain HTTP, for loopback or a
         /// network that is trusted). TLS 1.2 offers only ECDHE key exchange with AEAD ciphers; TLS 1.3
-        /// is as BoringSSL has it.
+        /// is as BoringSSL has it. The key's file is a secret file: refused when a user other than its
+        /// owner can read it (root's may let its group read it), as `ssh` refuses such a key.
         public var tlsCertificate: String?
         public var tlsKey: String?
         /// JWTs an app's backend signs, accepted beside the database's tokens (`nil`: tokens only).
@@ -171,6 +172,9 @@ public final class SyncGateway: Sendable {
     ]
 
     /// - Throws: ``ReplicationError/server(_:)`` if the TLS certificate or key cannot be read.
+    /// The longest TLS key file read (a PEM key is a few kB).
+    package static let maxTLSKeyBytes = 1 << 20
+
     public init(database: ServerURL, options: Options = Options()) throws {
         self.database = database
         self.options = options
@@ -189,8 +193,9 @@ public final class SyncGateway: Sendable {
         case (let certificate?, let key?):
             do {
                 let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
+                let keyBytes = try SecretFile.read(key, what: "TLS key", maxBytes: Self.maxTLSKeyBytes)
                 var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain,
-                                                                               privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+                                                                               privateKey: .privateKey(try NIOSSLPrivateKey(bytes: keyBytes, format: .pem)))
                 configuration.minimumTLSVersion = .tlsv12
                 configuration.cipherSuiteValues = Self.tls12CipherSuites
                 sslContext = try NIOSSLContext(configuration: configuration)

@@ -300,17 +300,20 @@ package struct GatewayPushRequest: Sendable {
     }
 }
 
-/// `POST /v1/push`'s answer: one outcome per change, or the whole batch refused for its clock.
+/// `POST /v1/push`'s answer: one outcome per change, or the whole batch refused for its clock: how
+/// far ahead of the server's clock its latest stamp is, and the bound that refused it (the gateway's
+/// within the server's own), both in milliseconds.
 package enum GatewayPushResponse: Sendable {
     case outcomes([PushOutcome])
-    case clockAhead(milliseconds: Int64)
+    case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
 
     package func encoded() -> [UInt8] {
         var writer = WireWriter()
         switch self {
-        case .clockAhead(let milliseconds):
+        case .clockAhead(let milliseconds, let limit):
             writer.unsigned(1)
             writer.signed(milliseconds)
+            writer.signed(limit)
         case .outcomes(let outcomes):
             writer.unsigned(0)
             writer.unsigned(UInt64(outcomes.count))
@@ -336,7 +339,7 @@ package enum GatewayPushResponse: Sendable {
         var reader = WireReader(bytes)
         switch try reader.unsigned() {
         case 1:
-            self = .clockAhead(milliseconds: try reader.signed())
+            self = .clockAhead(milliseconds: try reader.signed(), limitMilliseconds: try reader.signed())
         case 0:
             let count = try reader.count("the outcomes")
             var outcomes: [PushOutcome] = []

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KVStore
 
 /// `kvtool`: inspect, dump and administer App Group containers.
 struct KVTool: ParsableCommand {
@@ -11,7 +12,7 @@ struct KVTool: ParsableCommand {
 
             Exit codes: \(CLIError.Kind.summary).
             """,
-        version: "0.1.0",
+        version: KVStoreVersion.current,
         subcommands: [
             Info.self, Collections.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self,
             Defaults.self, Files.self, HistoryCommand.self, Watch.self, Snapshot.self,

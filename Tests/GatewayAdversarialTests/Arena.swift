@@ -74,7 +74,7 @@ final class Arena: @unchecked Sendable {
     /// device keeps it).
     func sync(_ device: Device, _ credential: String, _ extra: [String] = []) async throws -> ProcessResult {
         let file = device.directory.path + "/.token"
-        try Data((credential + "\n").utf8).write(to: URL(fileURLWithPath: file))
+        try writeSecretFile(file, credential + "\n")
         return try await device.kvtoolOffPool(["sync", "run", "--once", "--server", url, "--token-file", file] + extra)
     }
 }

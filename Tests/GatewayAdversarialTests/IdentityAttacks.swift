@@ -70,11 +70,13 @@ import Testing
         let tenYears = HybridTimestamp(date: Date().addingTimeInterval(10 * 365 * 86_400)).rawValue
         let lifted = try await arena.push(mallory, skew: .max, changes: [try note("k", "from 2036", clock: tenYears, token: 1)])
         #expect(lifted.status == 200, "\(lifted.text)")
-        guard case .clockAhead(let ahead) = try GatewayPushResponse(decoding: lifted.body, maxValueBytes: 1 << 20) else {
+        guard case .clockAhead(let ahead, let limit) = try GatewayPushResponse(decoding: lifted.body, maxValueBytes: 1 << 20) else {
             Issue.record("a push stamped ten years ahead was not refused for its clock")
             return
         }
         #expect(ahead > 300 * 86_400_000)
+        // The bound that refused it: the gateway's 60 s, not the Int64.max the push asked for.
+        #expect(limit == 60_000)
         for clock: UInt64 in [1 << 63, .max] {
             let answer = try await arena.push(mallory, skew: .max, changes: [try note("k", "top bit", clock: clock, token: 2)])
             #expect(answer.status == 400 && answer.text.contains("clock is 2^63 or more"), "\(clock): \(answer.status) \(answer.text)")

@@ -36,7 +36,7 @@ import Testing
     /// A gateway that takes HS256 with ``secret`` and ES256 with `signing`'s public key, plus `extra`.
     static func arena(_ name: String, signing: P256.Signing.PrivateKey, extra: [String] = []) async throws -> Arena {
         let keys = TemporaryDirectory()
-        try Data(secret).write(to: URL(fileURLWithPath: keys.path + "/secret"))
+        try writeSecretFile(keys.path + "/secret", secret)
         try signing.publicKey.pemRepresentation.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
         return try await Arena(name, gatewayArguments: ["--jwt-hs256-secret-file", keys.path + "/secret",
                                                         "--jwt-es256-public-key", keys.path + "/public.pem"] + extra)

@@ -62,7 +62,7 @@ import Glibc
             let device = try Device(group: arena.group)
             try device.put("v", "k")
             let file = device.directory.path + "/.token"
-            try Data(token.utf8).write(to: URL(fileURLWithPath: file))
+            try writeSecretFile(file, token)
             func sync(_ host: String) async throws -> ProcessResult {
                 try await device.kvtoolOffPool(["sync", "run", "--once", "--server", "https://\(host):\(port)", "--token-file", file,
                                                 "--ca-file", pki.caCertificate])
@@ -85,7 +85,7 @@ import Glibc
         let device = try Device(group: arena.group)
         try device.put("v", "k")
         let file = device.directory.path + "/.token"
-        try Data(token.utf8).write(to: URL(fileURLWithPath: file))
+        try writeSecretFile(file, token)
         let untrusted = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", arena.url, "--token-file", file])
         #expect(untrusted.status == 74 && untrusted.stderr.contains("not trusted: pass --ca-file FILE"), "\(untrusted.stderr)")
         #expect(untrusted.stderr.split(separator: "\n").count == 1 && !untrusted.stderr.contains(".cc:")
@@ -104,14 +104,68 @@ import Glibc
         #expect(try await arena.log().isEmpty)
     }
 
+    /// A secret file another user can read (0644, as `echo secret > file` leaves it under the usual
+    /// umask, or 0640) is refused before anything is started or sent, as `ssh` refuses such a key: the
+    /// gateway's database URL, a device's token, a gateway login's password, a JWT signing secret, a
+    /// TLS key (issue 46). Each refusal is one line, exit 65, naming the file, its mode and the chmod.
+    @Test func secretFilesOthersCanReadAreRefusedAsSSHRefusesAKey() async throws {
+        let arena = try await Arena("readable-secrets")
+        let files = TemporaryDirectory()
+        let owner = arena.cluster.tcpURL.description
+        let login = "postgres://\(LocalPostgresCluster.gatewayLogin):pw@127.0.0.1:\(arena.cluster.port)/kv"
+        func readable(_ name: String, _ contents: String, mode: mode_t = 0o644) throws -> String {
+            let path = files.path + "/" + name
+            try writeSecretFile(path, contents)
+            #expect(chmod(path, mode) == 0)
+            return path
+        }
+        func refusal(_ what: String, _ path: String, mode: String = "644") -> String {
+            "kvtool: error: the \(what) file \(path) can be read or changed by its group or others (mode \(mode)), and a secret must be "
+                + "readable by its owner only (or, owned by root, by its group too); it is not read: chmod 600 \(path)\n"
+        }
+        func expectRefused(_ arguments: [String], _ expected: String, by device: Device? = nil,
+                           sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let r: ProcessResult
+            if let device { r = try await device.kvtoolOffPool(arguments) } else { r = try await kvtoolRun(arguments) }
+            #expect(r.status == 65 && r.stdout.isEmpty && r.stderr == expected, "\(arguments): \(r.stdout)\(r.stderr)",
+                    sourceLocation: sourceLocation)
+        }
+        let url = try readable("database-url", login + "\n")
+        try await expectRefused(["sync", "gateway", "--database-url-file", url, "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+                                refusal("database URL", url))
+        let groupReadable = try readable("database-url-640", login + "\n", mode: 0o640)
+        try await expectRefused(["sync", "token", "list", "--database-url-file", groupReadable], refusal("database URL", groupReadable, mode: "640"))
+        let password = try readable("password", "pw\n")
+        try await expectRefused(["sync", "setup", "--database", owner, "--gateway-login", "another_login", "--gateway-password-file", password],
+                                refusal("password", password))
+        let secret = try readable("jwt-secret", "a shared secret of at least thirty-two bytes\n")
+        try await expectRefused(["sync", "gateway", "--database", login, "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+                                 "--jwt-hs256-secret-file", secret], refusal("JWT secret", secret))
+        let pki = try TestPKI()
+        #expect(chmod(pki.serverKey, 0o644) == 0)
+        try await expectRefused(["sync", "gateway", "--database", login, "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+                                 "--tls-certificate", pki.serverCertificate, "--tls-key", pki.serverKey], refusal("TLS key", pki.serverKey))
+        let device = try Device(group: arena.group)
+        try device.put("v", "k")
+        let token = try readable("token", try await arena.token(["--device", "d"]) + "\n")
+        try await expectRefused(["sync", "run", "--once", "--server", arena.url, "--token-file", token], refusal("token", token), by: device)
+        #expect(try await arena.log().isEmpty)
+        // The same token file, readable by its owner only, is read.
+        #expect(chmod(token, 0o600) == 0)
+        let synced = try await device.kvtoolOffPool(["sync", "run", "--once", "--server", arena.url, "--token-file", token])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(try await arena.log().count == 1)
+        // No role was made with the refused password.
+        #expect(try arena.cluster.count("SELECT count(*) FROM pg_roles WHERE rolname = 'another_login'") == 0)
+    }
+
     /// A secret given in a file (or the environment) is not on the command line, where `ps` shows it
     /// to every user of the machine: the gateway's database URL with its password, a device's token.
     @Test func secretsFromFilesStayOffTheCommandLine() async throws {
         let arena = try await Arena("secrets")
         let files = TemporaryDirectory()
         let urlFile = files.path + "/database-url"
-        try "postgres://\(LocalPostgresCluster.gatewayLogin):not-for-ps-eyes@127.0.0.1:\(arena.cluster.port)/kv\n"
-            .write(toFile: urlFile, atomically: true, encoding: .utf8)
+        try writeSecretFile(urlFile, "postgres://\(LocalPostgresCluster.gatewayLogin):not-for-ps-eyes@127.0.0.1:\(arena.cluster.port)/kv\n")
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", ["sync", "gateway", "--database-url-file", urlFile,
                                                                               "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         defer { gateway.kill(SIGKILL) }
@@ -124,7 +178,7 @@ import Glibc
         let device = try Device(group: arena.group)
         try device.put("v", "k")
         let tokenFile = files.path + "/token"
-        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try writeSecretFile(tokenFile, token + "\n")
         let live = try device.kvtoolInBackground(["sync", "run", "--server", url, "--token-file", tokenFile, "--seconds", "60"])
         defer { live.kill(SIGKILL) }
         #expect(try await offPool { live.waitForLine(timeout: 60) { $0.hasPrefix("device ") } } != nil)

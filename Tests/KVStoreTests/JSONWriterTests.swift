@@ -105,7 +105,8 @@ import Testing
 
     @Test func floatsAreTheShortestTextThatReadsBack() throws {
         let cases: [(Double, String)] = [(3, "3.0"), (-0.0, "-0.0"), (1.5, "1.5"), (0.1, "0.1"), (-2.5e-8, "-2.5e-08"),
-                                         (1e15, "1000000000000000.0"), (1e16, "1e+16"), (999_999_999_999_999, "999999999999999.0"), (5e-324, "5e-324")]
+                                         (1e15, "1000000000000000.0"), (1e16, "1e+16"), (999_999_999_999_999, "999999999999999.0"),
+                                         (Double.leastNonzeroMagnitude, "5e-324")]
         for (value, expected) in cases {
             let text = try JSONWriter.compact.render(.float(value))
             #expect(text == expected, "\(value)")

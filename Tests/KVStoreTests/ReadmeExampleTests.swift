@@ -38,8 +38,9 @@ import TestSupport
     }
 
     /// The README's example as an app builds it: in a package of its own that depends on this one by
-    /// version. This repository's commit is cloned and tagged 1.0.0, the example package names it
-    /// `from: "1.0.0"`, and `swift build` must build it with no warning about the example. (The clone
+    /// version. This repository's commit is cloned and tagged with ``KVStoreVersion/current`` (1.0.0),
+    /// the example package names it `from:` that, and `swift build` must build it with no warning about
+    /// the example. (The clone
     /// has what is committed: run it on a clean tree.) Not under a sanitizer: it builds nothing of this
     /// process.
     @Test(.enabled(if: BuildScale.sanitizer == nil), .timeLimit(.minutes(20)))
@@ -49,7 +50,7 @@ import TestSupport
         let cloned = try run("/usr/bin/git", ["clone", "--quiet", "--no-hardlinks", repository, clone], timeout: 120)
         try #require(cloned.status == 0, "\(cloned.stderr)")
         let tagged = try run("/usr/bin/git", ["-C", clone, "-c", "user.name=test", "-c", "user.email=test@example.com",
-                                              "tag", "--no-sign", "1.0.0"], timeout: 30)
+                                              "tag", "--no-sign", KVStoreVersion.current], timeout: 30)
         try #require(tagged.status == 0, "\(tagged.stderr)")
         try FileManager.default.createDirectory(atPath: app + "/Sources/ReadmeApp", withIntermediateDirectories: true)
         try """
@@ -58,7 +59,7 @@ import TestSupport
 
             let package = Package(
                 name: "ReadmeApp",
-                dependencies: [.package(url: "file://\(clone)", from: "1.0.0")],
+                dependencies: [.package(url: "file://\(clone)", from: "\(KVStoreVersion.current)")],
                 targets: [
                     .executableTarget(name: "ReadmeApp", dependencies: [
                         .product(name: "KVStore", package: "kvstore"), .product(name: "SyncKit", package: "kvstore"),

@@ -34,7 +34,7 @@ import TestSupport
         }
         #endif
         var containerCommands = 0
-        for (path, command) in paths {
+        for (path, _) in paths {
             let spelledPath = path.joined(separator: " ")
             let (resolved, depth) = CommandTree.resolve(path + ["x"])
             #expect(depth == path.count, "\(spelledPath): resolved \(depth) words")
@@ -81,10 +81,44 @@ import TestSupport
     @Test func helpAndUnknownWordsKeepTheirOwnErrors() throws {
         // `help` describes commands whatever the container: leading global options are dropped.
         #expect(try GlobalOptions.route(["--group", "group.a.b", "help", "history", "show"]) == ["help", "history", "show"])
-        // A first word that names no command keeps them after it, so the error is about the word.
-        #expect(try GlobalOptions.route(["--root", "/r", "nosuch", "x"]) == ["nosuch", "--root", "/r", "x"])
+        // A word that names no command is the error, before or after global options, at any depth.
+        for arguments in [["--root", "/r", "nosuch", "x"], ["nosuch", "--root", "/r"]] {
+            #expect(throws: CLIError.self) { _ = try GlobalOptions.route(arguments) }
+        }
         let r = try run(productsDirectory() + "/kvtool", ["--group", "group.a.b", "help", "history"], timeout: 60)
         #expect(r.status == 0 && r.stdout.contains("OVERVIEW:"), "\(r.stderr)")
+    }
+
+    /// A mistyped command is named as such, whatever global options come before or after it (issue 46:
+    /// `kvtool --root R --group G sync statsu` said "Unknown option '--root'"), with the commands it
+    /// could have been, read from the tree.
+    @Test func aMistypedCommandIsNamedBeforeOrAfterGlobalOptionsAtAnyDepth() throws {
+        let kvtool = productsDirectory() + "/kvtool"
+        func names(_ command: any ParsableCommand.Type) -> String {
+            command.configuration.subcommands.map { $0._commandName }.joined(separator: ", ")
+        }
+        var cases: [([String], String)] = [
+            (["--root", "/r", "--group", "group.a.b", "frobnicate"], "no command named 'frobnicate' (kvtool help lists the commands)"),
+            (["frobnicate", "--json"], "no command named 'frobnicate' (kvtool help lists the commands)"),
+            (["--group", "group.a.b", "history", "shwo", "--json"],
+             "kvtool history has no command named 'shwo'; its commands: \(names(HistoryCommand.self)) (kvtool help history)"),
+        ]
+        #if PostgreSQL
+        let sync = "kvtool sync has no command named 'statsu'; its commands: \(names(SyncCommand.self)) (kvtool help sync)"
+        #expect(sync.contains("enable, run, request, status, agent"))
+        cases += [
+            (["--root", "/r", "--group", "group.a.b", "sync", "statsu"], sync),
+            (["sync", "statsu", "--root", "/r", "--group", "group.a.b"], sync),
+            (["sync", "statsu"], sync),
+            (["--json", "sync", "quarantine", "retyr"],
+             "kvtool sync quarantine has no command named 'retyr'; its commands: list, retry (kvtool help sync quarantine)"),
+        ]
+        #endif
+        for (arguments, message) in cases {
+            let r = try run(kvtool, arguments, timeout: 60)
+            #expect(r.status == 64 && r.stdout.isEmpty, "\(arguments): \(r.stdout)\(r.stderr)")
+            #expect(r.stderr == "kvtool: error: \(message)\n", "\(arguments)")
+        }
     }
 
     @Test func theReportedDeepPathsRunWithLeadingGlobalOptions() throws {

@@ -188,7 +188,7 @@ import Workloads
         try check(["defaults", "write", "big", "-"] + base, 65, "SharedFiles", stdin: String(repeating: "x", count: 1_100_000))
         try check(["scan", "scores", "--limit", "-1"] + base, 64, "--limit")
         try check(["get", "scores"] + base, 64, "Missing expected argument")
-        try check(["frobnicate"], 64, "Unexpected argument")
+        try check(["frobnicate"], 64, "no command named 'frobnicate'")
         try check(["get", "scores", "k", "--root", dir.path], 64, "no App Group")
         // Nothing was half-written by the failures above.
         let r = try kvtool(["scan", "scores"] + base)

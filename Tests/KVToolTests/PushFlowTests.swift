@@ -95,6 +95,66 @@ import Synchronization
         #expect(check.status == 0, "\(check.stdout)")
     }
 
+    /// The lean `push-extension` (issue 46): when the App Group's store cannot be opened (no
+    /// container, a file that is not LMDB's, a store truncated below a page it needs, a `Store` that
+    /// is not a directory), it says why in one line on standard error and still delivers the
+    /// notification with what its payload carries, exit 0; it records nothing and creates nothing.
+    @Test func theLeanExtensionDeliversFromThePayloadWhenTheStoreCannotBeOpened() async throws {
+        let extensionPath = productsDirectory() + "/push-extension"
+        let layout = try ContainerLayout(groupIdentifier: group, root: dir.path)
+        func deliver(_ payload: String = PushSampleData.validPayload, _ extra: [String] = []) throws -> ProcessResult {
+            try run(extensionPath, ["--root", dir.path, "--group", group, "--payload", payload] + extra, timeout: 60)
+        }
+        func shown(_ r: ProcessResult) -> String {
+            r.stdout.replacingOccurrences(of: #"\(pid \d+, max RSS [0-9.]+ MiB\)"#, with: "(pid _)", options: .regularExpression)
+        }
+        let note = "push-extension: the notification is not recorded, and its payload alone decides what is shown: "
+        let delivered = "push extension (pid _): shows \"New Mission Available!\"; not recorded (the App Group's store cannot be used)\n"
+
+        // No container: none is made.
+        var r = try deliver()
+        #expect(r.status == 0 && shown(r) == delivered, "\(r.stdout)\(r.stderr)")
+        #expect(r.stderr == note + "no App Group container for \(group) at \(layout.path)\n", "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: layout.path))
+
+        // Stores that cannot be opened, each for its own reason: one line saying why, the notification shown.
+        func expectDeliveredDespite(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let r = try deliver()
+            #expect(r.status == 0 && shown(r) == delivered, "\(what): \(r.stdout)\(r.stderr)", sourceLocation: sourceLocation)
+            let prefix = note + "the store at \(layout.store) cannot be opened: "
+            #expect(r.stderr.hasPrefix(prefix) && r.stderr.count > prefix.count + 1 && r.stderr.filter { $0 == "\n" }.count == 1,
+                    "\(what): \(r.stderr)", sourceLocation: sourceLocation)
+        }
+        // A store truncated to its two meta pages: every page of its trees is past the end.
+        do {
+            let store = try await configuredApp()
+            for index in 0..<200 {
+                try store.record(ReceivedNotification(id: UUID(), receivedAt: Date(timeIntervalSince1970: 1_795_831_112 + Double(index)),
+                                                      status: .rejected, payload: nil, error: String(repeating: "x", count: 500), rawJSON: "{}"))
+            }
+            store.container.store.close()
+        }
+        #expect(truncate(layout.storeDataFile, 8192) == 0)
+        try expectDeliveredDespite("a store truncated below its pages")
+        // A file that is not LMDB's.
+        try Data(repeating: 0xAB, count: 16_384).write(to: URL(fileURLWithPath: layout.storeDataFile))
+        try expectDeliveredDespite("a data.mdb that is not LMDB's")
+        // A Store that is not a directory.
+        try FileManager.default.removeItem(atPath: layout.store)
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: layout.store))
+        try expectDeliveredDespite("a Store that is a file")
+
+        // A payload it rejects is rejected from the payload alone too; --json says it was not recorded.
+        r = try deliver(PushSampleData.invalidPayload)
+        #expect(r.status == 0 && shown(r) == "push extension (pid _): rejected: レスポンスのデコードに失敗しました: aps.alert.title: title must be 1 to 100 characters, got 0; not recorded (the App Group's store cannot be used)\n",
+                "\(r.stdout)\(r.stderr)")
+        r = try deliver(PushSampleData.validPayload, ["--json", "--sync-wait", "1"])
+        let report = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        #expect(r.status == 0 && report?["recorded"] as? Bool == false && report?["sync"] == nil
+                && (report?["notRecorded"] as? String)?.hasPrefix("the store at \(layout.store) cannot be opened: ") == true
+                && (report?["record"] as? [String: Any])?["status"] as? String == "shown", "\(r.stdout)\(r.stderr)")
+    }
+
     @Test func theExtensionRefusesToWorkBeforeTheAppConfiguredTheSDKOrRegistered() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let store = try PushSDKStore(container: container)

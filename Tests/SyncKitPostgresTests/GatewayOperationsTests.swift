@@ -445,7 +445,7 @@ import Glibc
         let database = try await cluster.prepareForGateways().description
         let password = "db-password-not-for-logs"
         let files = TemporaryDirectory()
-        try database.replacingOccurrences(of: "@", with: ":\(password)@").write(toFile: files.path + "/database-url", atomically: true, encoding: .utf8)
+        try writeSecretFile(files.path + "/database-url", database.replacingOccurrences(of: "@", with: ":\(password)@"))
         let gateway = try BackgroundProcess(productsDirectory() + "/kvtool", [
             "sync", "gateway", "--database-url-file", files.path + "/database-url", "--listen", "127.0.0.1:0",
             "--metrics-listen", "127.0.0.1:0", "--log-format", "json"])

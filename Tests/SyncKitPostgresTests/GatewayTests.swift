@@ -567,7 +567,7 @@ extension GatewayTests {
         let group = Self.group("jwt")
         let keys = TemporaryDirectory()
         let secret = Array("a shared secret of at least thirty-two bytes".utf8)
-        try Data(secret).write(to: URL(fileURLWithPath: keys.path + "/secret"))
+        try writeSecretFile(keys.path + "/secret", secret)
         let signing = P256.Signing.PrivateKey()
         try signing.publicKey.pemRepresentation.write(toFile: keys.path + "/public.pem", atomically: true, encoding: .utf8)
         let (gateway, url) = try await Self.startGateway(cluster, extra: ["--jwt-hs256-secret-file", keys.path + "/secret",

@@ -142,7 +142,7 @@ import Glibc
                                                                        "--group", group, "--device", "m\(index)"])
                 #expect(issued.status == 0, "\(issued.stderr)")
                 device.tokenFile = credentials.path + "/m\(index)"
-                try issued.stdout.write(toFile: device.tokenFile!, atomically: true, encoding: .utf8)
+                try writeSecretFile(device.tokenFile!, issued.stdout)
             }
             devices.append(device)
         }

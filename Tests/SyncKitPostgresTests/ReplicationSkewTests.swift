@@ -112,7 +112,8 @@ import Testing
 
         let list = try b.kvtool(["sync", "quarantine", "--json"])
         #expect(list.status == 0, "\(list.stderr)")
-        #expect(list.stdout.contains("\"key\":\"6b\"") && list.stdout.contains("\"device\":\"\(ra.device)\"")
+        // The key as `kvtool get` takes it, and its bytes.
+        #expect(list.stdout.contains("\"key\":\"k\",\"keyHex\":\"6b\"") && list.stdout.contains("\"device\":\"\(ra.device)\"")
                 && list.stdout.contains("\"sequence\":\(quarantined[0].sequence)") && list.stdout.contains("ahead of this device"),
                 "\(list.stdout)")
         let status = try b.kvtool(["sync", "status", "--json"])

@@ -45,8 +45,9 @@ import Glibc
             return
         }
         #expect(shortfall.owner == nil && shortfall.pending == 1 && shortfall.replicates)
-        #expect(shortfall.agent == "no sync agent is registered (kvtool sync agent set)")
-        #expect(outcome.description == "not acknowledged: no process owns sync and none can start: no sync agent is registered (kvtool sync agent set); 1 pending")
+        let advice = "no sync agent is registered; to register one: kvtool --root \(dir.path) --group group.com.example.service sync agent set --server URL"
+        #expect(shortfall.agent == advice)
+        #expect(outcome.description == "not acknowledged: no process owns sync and none can start: \(advice); 1 pending")
         let waiting = try SyncService(container: container).request(within: .milliseconds(100), startingAgent: false)
         guard case .notWithinDeadline(let short) = waiting else {
             Issue.record("a request that may not start the agent did not wait for an owner: \(waiting)")

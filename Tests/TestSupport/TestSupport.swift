@@ -54,6 +54,25 @@ public func productsDirectory() -> String {
     return url.path
 }
 
+/// Writes a secret file (a token, a database URL with its password, a JWT secret) as a user should:
+/// readable by its owner only (0600), or the commands that read it refuse it, as `ssh` refuses a key
+/// others can read. Replaces a file already there.
+public func writeSecretFile(_ path: String, _ contents: some Sequence<UInt8>) throws {
+    unlink(path)
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+    defer { close(fd) }
+    let bytes = Array(contents)
+    guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+    }
+}
+
+/// ``writeSecretFile(_:_:)`` with text.
+public func writeSecretFile(_ path: String, _ text: String) throws {
+    try writeSecretFile(path, Array(text.utf8))
+}
+
 public struct ProcessResult: Sendable {
     public var status: Int32
     public var stdout: String

@@ -75,7 +75,8 @@ struct LeanProcessTests {
                                                          "--sync-wait", "0.2"], timeout: 60)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("shows \"New Mission Available!\"; sync: not acknowledged: no process owns sync and none can start: "
-                                       + "no sync agent is registered (kvtool sync agent set); "), "\(result.stdout)")
+                                       + "no sync agent is registered; to register one: kvtool --root \(dir.path) --group \(group) sync agent set --server URL; "),
+                "\(result.stdout)")
         #expect(result.stdout.split(separator: "\n").count == 1, "\(result.stdout)")
         let rss = try #require(peakRSS(in: result.stdout), "no peak RSS in \(result.stdout)")
         expectUnderTheSeedsLimit(rss, "push-extension")

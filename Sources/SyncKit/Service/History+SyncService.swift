@@ -1,15 +1,15 @@
 import KVStore
 
 extension History {
-    /// The entries after `token` not written by `author`, counted up to `limit`.
-    func countEntries(after token: ChangeToken, notBy author: String, limit: Int, in transaction: ReadTransaction) throws -> Int {
-        guard token < (try currentToken(in: transaction)) else { return 0 }
+    /// The entries after `token` not written by `author`, of `targets` (of any target when `nil`),
+    /// counted up to `limit`.
+    func countEntries(after token: ChangeToken, notBy author: String, of targets: Set<Mutation.Target>? = nil, limit: Int,
+                      in transaction: ReadTransaction) throws -> Int {
+        guard limit > 0, token < (try currentToken(in: transaction)) else { return 0 }
         var count = 0
-        var seen = 0
         try entries.forEach((token.rawValue + 1)..., in: transaction) { _, entry in
-            seen += 1
-            if entry.author != author { count += 1 }
-            return seen < limit
+            if entry.author != author && targets.map({ $0.contains(entry.target) }) ?? true { count += 1 }
+            return count < limit
         }
         return count
     }

@@ -95,6 +95,31 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
         }
     }
 
+    /// The command that registers an agent for `container`, as advice after a request found none
+    /// (or one it cannot start): "to register one: kvtool --root ROOT --group GROUP sync agent set
+    /// --server URL". It names the container's root and group, so that it works as printed in any
+    /// shell, whatever its `KVSTORE_ROOT` and `KVSTORE_GROUP`; only `URL`, the endpoint, is left to
+    /// fill in (a gateway's also takes `--token-file FILE`).
+    public static func advice(for container: SharedContainer, replacing: Bool) -> String {
+        "\(replacing ? "to replace it" : "to register one"): kvtool --root \(shellQuoted(container.layout.root)) "
+            + "--group \(shellQuoted(container.groupIdentifier.rawValue)) sync agent set --server URL"
+    }
+
+    /// `text` as one word of a POSIX shell: as it is when it holds only characters no shell reads
+    /// specially, else in single quotes.
+    static func shellQuoted(_ text: String) -> String {
+        let plain = !text.isEmpty && text.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || "/._-+:@%,=".utf8.contains(byte)
+        }
+        guard !plain else { return text }
+        // A quote ends the quoted word, is escaped, and opens it again (no string processing linked:
+        // the lean extensions print this).
+        var quoted = "'"
+        for character in text { quoted += character == "'" ? "'\\''" : String(character) }
+        return quoted + "'"
+    }
+
     /// Whether the container has a registration file (not whether it is valid).
     public static func exists(in container: SharedContainer) -> Bool {
         var info = stat()

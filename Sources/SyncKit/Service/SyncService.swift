@@ -33,6 +33,8 @@ public struct SyncService: Sendable {
     public let container: SharedContainer
     let history: History
     let states: KVCollection<String, SyncServiceState>
+    /// What a replicator declared replicates, when one did (``pendingChanges(acknowledged:limit:in:)``).
+    let declarations: Declarations?
 
     /// The author of the changes a replicator applies from other devices (never sent back).
     public static let replicationAuthor = "sync"
@@ -52,25 +54,34 @@ public struct SyncService: Sendable {
         self.container = container
         history = try History.attach(to: container)
         states = try container.store.collection(Self.collectionName, key: String.self, value: SyncServiceState.self)
+        declarations = try Declarations(store: container.store)
     }
 
     // MARK: - Status
 
     /// Where the container's sync stands: its owner, how far the server has its history, what is
-    /// pending and the last error.
-    public func status() throws -> SyncStatus {
-        try container.store.read { try status(in: $0) }
+    /// pending (counted up to `limit`) and the last error.
+    public func status(countingUpTo limit: Int = SyncService.maxPendingCounted) throws -> SyncStatus {
+        try container.store.read { try status(in: $0, countingUpTo: limit) }
     }
 
-    /// ``status()`` as `transaction` sees it.
-    public func status(in transaction: ReadTransaction) throws -> SyncStatus {
+    /// ``status(countingUpTo:)`` as `transaction` sees it.
+    public func status(in transaction: ReadTransaction, countingUpTo limit: Int = SyncService.maxPendingCounted) throws -> SyncStatus {
         let state = try states.get(Self.stateKey, in: transaction) ?? SyncServiceState()
         let current = try history.currentToken(in: transaction)
-        let pending = try history.countEntries(after: state.acknowledged, notBy: Self.replicationAuthor,
-                                               limit: Self.maxPendingCounted, in: transaction)
+        let pending = try pendingChanges(acknowledged: state.acknowledged, limit: limit, in: transaction)
+        let registered = SyncAgentRegistration.exists(in: container)
+        var problem: String?
+        if registered {
+            do {
+                _ = try SyncAgentRegistration.load(from: container)
+            } catch {
+                problem = "\(error); \(SyncAgentRegistration.advice(for: container, replacing: true))"
+            }
+        }
         return SyncStatus(owner: state.owner.flatMap { $0.isAlive ? $0 : nil }, acknowledged: state.acknowledged,
                           current: current, pending: pending, lastSyncAt: state.lastSyncAt, lastError: state.lastError,
-                          agentRegistered: SyncAgentRegistration.exists(in: container))
+                          agentRegistered: registered, agentProblem: problem)
     }
 
     /// The live owner, from its record alone (no history is read): what a standby checks before it
@@ -149,8 +160,10 @@ public struct SyncService: Sendable {
                     if let registration = try SyncAgentRegistration.load(from: container) {
                         agent = try StartedAgent.start(registration, in: container)
                     } else {
-                        agentNote = "no sync agent is registered (kvtool sync agent set)"
+                        agentNote = "no sync agent is registered; \(SyncAgentRegistration.advice(for: container, replacing: false))"
                     }
+                } catch let error as SyncError {
+                    agentNote = "the sync agent could not start: \(error); \(SyncAgentRegistration.advice(for: container, replacing: true))"
                 } catch {
                     agentNote = "the sync agent could not start: \(error)"
                 }

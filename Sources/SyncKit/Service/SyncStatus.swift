@@ -61,15 +61,22 @@ public struct SyncStatus: Codable, Hashable, Sendable {
     public var acknowledged: ChangeToken
     /// The last history token written here.
     public var current: ChangeToken
-    /// Local history entries after ``acknowledged`` not yet on the server (changes pulled from other
-    /// devices are not counted). Counted up to ``SyncService/maxPendingCounted``.
+    /// Local changes not yet on the server: the history entries of the targets that replicate that
+    /// the replicator has not sent (changes pulled from other devices, and changes to collections that
+    /// keep history but do not replicate, are not counted), plus the keys it queued to send again.
+    /// Counted up to ``SyncService/maxPendingCounted`` (or the limit given to
+    /// ``SyncService/status(countingUpTo:)``).
     public var pending: Int
     public var lastSyncAt: Date?
     /// The last round's failure; `nil` once a round succeeds.
     public var lastError: SyncFailure?
-    /// Whether a sync agent is registered (`kvtool sync agent set`): a request starts it when no
-    /// process owns sync.
+    /// Whether a sync agent registration exists (`kvtool sync agent set`): a request starts the agent
+    /// when no process owns sync, unless ``agentProblem`` says why it cannot.
     public var agentRegistered: Bool
+    /// Why the registered agent cannot be started (its `.sync-agent` is a link, another user's,
+    /// readable by others, or not a registration: ``SyncError/invalidAgentRegistration(_:)``), with
+    /// the command that registers a good one; `nil` when it can be, or none is registered.
+    public var agentProblem: String? = nil
 
     /// Nothing written here waits for the server.
     public var isSynced: Bool { pending == 0 }

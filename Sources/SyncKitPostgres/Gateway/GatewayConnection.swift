@@ -89,7 +89,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
     /// Pushes as the credential's device: the body names the device the gateway's hello gave (or
     /// none, before a hello), whatever `device` says, and the clock bound is the gateway's (the body's
-    /// field is read by no gateway).
+    /// field is read by no gateway): a refusal names the bound the gateway applied, not `maxClockSkew`.
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
         let milliseconds = maxClockSkew.wholeMilliseconds
         // Requests stay under the gateway's body limit: a batch of large values goes in several.
@@ -106,8 +106,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                                           changes: Array(changes[start..<end])).encoded()
             let answer = try await request(.push, body: body)
             switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
-            case .clockAhead(let ahead):
-                throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: maxClockSkew)
+            case .clockAhead(let ahead, let limit):
+                throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: .milliseconds(limit))
             case .outcomes(let some):
                 guard some.count == end - start else {
                     throw ReplicationError.server("the sync gateway answered \(some.count) outcomes for \(end - start) changes")
@@ -142,7 +142,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// How a gateway from before paged resyncs refuses a query on `/v1/state` (400).
     static let olderGatewaysRefusal = "400: \(GatewayEndpoint.state.path) takes no query"
 
-    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         throw ReplicationError.server("pruning is the database owner's: run it with a postgres:// URL, not through a gateway")
     }
 

@@ -31,8 +31,13 @@ public struct ConflictEvent: Hashable, Sendable, CustomStringConvertible {
     /// The server version of the other device's write.
     public var serverVersion: Int64
 
-    public var description: String {
-        "\(target) key \(Hex.encode(key)): \(resolution.rawValue) (\(stage.rawValue); local \(localClock), remote \(remoteClock) from \(remoteDevice))"
+    /// One line; the key is its bytes in hex (`0x6b`): ``description(key:)`` takes it as the
+    /// collection's key encoding renders it (`kvtool` shows it so, as `kvtool get` takes it).
+    public var description: String { description(key: "0x" + Hex.encode(key)) }
+
+    /// ``description`` with the key shown as `key`.
+    public func description(key: String) -> String {
+        "\(target) key \(key): \(resolution.rawValue) (\(stage.rawValue); local \(localClock), remote \(remoteClock) from \(remoteDevice))"
     }
 }
 #endif

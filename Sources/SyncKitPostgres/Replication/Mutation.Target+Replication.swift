@@ -14,12 +14,8 @@ extension Mutation.Target {
         self.init(kind: kind, name: name)
     }
 
-    /// The key of `_sync.targets`, and the suffix of the target's versions collection.
-    var declarationKey: String {
-        switch self {
-        case .collection(let name): "c." + name
-        case .defaults(let name): "d." + name
-        }
-    }
+    /// The key of `_sync.targets` (SyncKit's, which counts what is pending from it), and the suffix of
+    /// the target's versions collection.
+    var declarationKey: String { syncDeclarationKey }
 }
 #endif

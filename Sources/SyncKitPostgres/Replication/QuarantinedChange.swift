@@ -85,10 +85,15 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         try container.encode(quarantinedAt, forKey: .quarantinedAt)
     }
 
-    /// One printable line: what another device sent has its control characters escaped.
-    public var description: String {
+    /// One printable line: what another device sent has its control characters escaped. The key is
+    /// its bytes in hex (`0x6b`); ``description(key:)`` takes it as the collection's key encoding
+    /// renders it (`kvtool` shows it so, as `kvtool get` takes it).
+    public var description: String { description(key: "0x" + Hex.encode(Array(key.prefix(64)))) }
+
+    /// ``description`` with the key shown as `key` (escaped as the rest of the line).
+    public func description(key: String) -> String {
         func shown(_ text: some StringProtocol) -> String { Escaping.escape(String(text), quoting: false, shortForms: true, style: .swift) }
-        return "change \(sequence) to \(target.map(\.description).map(shown) ?? "'\(shown(kind.prefix(40)))'") key \(Hex.encode(Array(key.prefix(64)))) from \(shown(device.prefix(64))): \(shown(reason))"
+        return "change \(sequence) to \(target.map(\.description).map(shown) ?? "'\(shown(kind.prefix(40)))'") key \(shown(key.prefix(512))) from \(shown(device.prefix(64))): \(shown(reason))"
     }
 }
 #endif

@@ -12,8 +12,8 @@ public enum Replication {
     public static let consumerName = SyncService.consumerName
 
     static let stateName = "_sync.state"
-    static let targetsName = "_sync.targets"
-    static let dirtyName = "_sync.dirty"
+    static let targetsName = SyncService.declarationsName
+    static let dirtyName = SyncService.waitingKeysName
     static let quarantineName = "_sync.quarantine"
     static let stateKey = "replica"
     static func versionsName(_ target: Mutation.Target) -> String { "_sync.v." + target.declarationKey }
@@ -26,7 +26,6 @@ public enum Replication {
     /// - Throws: `KVStoreError.collectionNotFound` for a collection the catalog does not have;
     ///   ``ReplicationError/unsupportedTarget(_:reason:)`` for one of SyncKit's own.
     public static func enable(_ target: Mutation.Target, in container: SharedContainer, now: Date = Date()) throws {
-        let store = container.store
         let history = try History.attach(to: container)
         guard !target.name.hasPrefix("_") else {
             throw ReplicationError.unsupportedTarget(target, reason: "names starting with '_' are SyncKit's own bookkeeping")
@@ -99,18 +98,13 @@ public enum Replication {
             return ReplicationStatus(device: nil, cursor: 0, targets: [], pendingChanges: 0, pushed: 0, pulled: 0,
                                      conflictsResolved: 0, resyncs: 0)
         }
-        let history = try History.attach(to: container)
         let collections = try Collections(store: store)
-        let consumer = try history.consumer(named: consumerName)
-        let token = try consumer.token()
+        // The container's one count of what is not on the server yet (SyncKit's, which every process
+        // reads), uncapped here.
+        let service = try SyncService(container: container)
         return try store.read { tx in
             let state = try collections.state.get(stateKey, in: tx)
-            var pending = 0
-            let filter = HistoryFilter(targets: Set(declared.filter { $0 != catalogTarget }), excludingAuthor: author)
-            if case .changes(let transactions, _) = try history.changes(since: token, matching: filter, in: tx) {
-                pending = transactions.reduce(0) { $0 + $1.entries.count }
-            }
-            pending += try collections.dirty.count(in: tx)
+            let pending = try service.status(in: tx, countingUpTo: .max).pending
             let quarantined = try collections.quarantine.count(in: tx)
             return ReplicationStatus(
                 device: state?.device, cursor: state?.cursor ?? 0, targets: declared.filter { $0 != catalogTarget }.map(\.description),

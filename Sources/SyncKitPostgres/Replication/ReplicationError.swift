@@ -25,8 +25,10 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// The store's replication state (`_sync.*`) holds something a replicator never writes.
     case corruptState(String)
     /// The server refused a push because this device's clock (the stamps of its changes) is further
-    /// ahead of the server's clock than ``Replicator/Options/maxClockSkew``. Nothing was applied; the
-    /// changes stay pending, and are sent once the server's clock is within the bound of their stamps.
+    /// ahead of the server's clock than the bound: ``Replicator/Options/maxClockSkew``, or the server's
+    /// own where its owner set a lower one (`kvtool sync setup --max-clock-skew`), or, through a
+    /// gateway, the gateway's. `limit` is the bound that refused it. Nothing was applied; the changes
+    /// stay pending, and are sent once the server's clock is within the bound of their stamps.
     case clockAhead(by: Duration, limit: Duration)
     /// This replicator was made without a server (``Replicator/init(container:targets:options:events:)``):
     /// it can only retry quarantined changes.

@@ -10,8 +10,10 @@ public struct ReplicationStatus: Hashable, Sendable, Codable {
     public var cursor: Int64
     public var targets: [String]
     /// Local changes not yet on the server: entries after the replicator's history consumer plus
-    /// values waiting to be sent again.
+    /// values waiting to be sent again. The same count as ``SyncKit/SyncStatus/pending`` (one function
+    /// counts both), uncapped.
     public var pendingChanges: Int
+    /// This container's changes the server has, each counted once (``SyncReport/pushed``, added up).
     public var pushed: Int
     public var pulled: Int
     public var conflictsResolved: Int

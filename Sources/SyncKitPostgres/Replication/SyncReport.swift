@@ -6,7 +6,11 @@ import SyncWire
 
 /// The figures of one ``Replicator/sync()`` round.
 public struct SyncReport: Hashable, Sendable, Codable {
-    /// Changes the server accepted (or already had).
+    /// This container's changes the server has that this container learned of in this round: each
+    /// change is counted once, in the round that first records it. A change the server already had
+    /// and this container had recorded (a batch sent again after a standby took over from an owner
+    /// that died before acknowledging it) is not counted again; ``ReplicationStatus/pushed`` adds these
+    /// up.
     public var pushed = 0
     /// Other devices' changes applied here.
     public var pulled = 0

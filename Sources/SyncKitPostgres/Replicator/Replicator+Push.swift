@@ -30,11 +30,7 @@ extension Replicator {
             var sent = false
             let end = try await pipelined(server) { outcomes, batch in
                 sent = true
-                try record(outcomes, of: batch, report: &report)
-                // SyncKit's replicated catalog is bookkeeping: not counted.
-                pushed += zip(outcomes, batch).count { outcome, item in
-                    if case .applied = outcome, item.target != Replication.catalogTarget { true } else { false }
-                }
+                pushed += try record(outcomes, of: batch, report: &report)
             }
             if !end.held.isEmpty { try await onWriter { try holdBack(end.held) } }
             if let next = end.next {
@@ -369,10 +365,20 @@ extension Replicator {
     }
 
     /// Records the server's answers in one transaction: the versions of what it took, and the
-    /// resolution of every conflict.
-    func record(_ outcomes: [PushOutcome], of batch: [PushItem], report: inout SyncReport) throws {
+    /// resolution of every conflict. Returns how many of this container's changes it newly learned the
+    /// server has (``SyncReport/pushed``).
+    ///
+    /// A change is counted once, when this container first records that the server has it. The
+    /// server answers a change it already had (a batch sent again by a standby that took over from an
+    /// owner killed before it acknowledged the push, or after an answer lost on the way) with the
+    /// version it gave it then: where this container recorded that version already, the change was
+    /// counted then and is not again; where it never did (the owner died before recording it), it is
+    /// counted now, once. SyncKit's replicated catalog is bookkeeping: never counted.
+    @discardableResult
+    func record(_ outcomes: [PushOutcome], of batch: [PushItem], report: inout SyncReport) throws -> Int {
         var events: [SyncEvent] = []
         var changed = Set<Mutation.Target>()
+        var newlyPushed = 0
         try container.store.write(author: Replication.author) { tx in
             var state = try collections.replicaState(in: tx)
             var quarantined = try quarantinedKeys(in: tx)
@@ -381,10 +387,15 @@ extension Replicator {
                 let key = ByteKey(item.change.key)
                 switch outcome {
                 case .applied(let version):
+                    // Recorded before: the server answers a batch sent again with the versions it gave.
+                    let known = try versions.get(key, in: tx).map { $0.version >= version } ?? false
                     try tx.unrecorded {
                         try versions.put(KeyVersion(version: version, clock: item.change.clock, device: device), forKey: key, in: tx)
                         for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
-                        if item.target != Replication.catalogTarget { state.pushed += 1 }
+                    }
+                    if !known && item.target != Replication.catalogTarget {
+                        state.pushed += 1
+                        newlyPushed += 1
                     }
                 case .conflict(let version, let value, let clock, let remoteDevice, let problem):
                     // Written again since it was collected: settled next round, with that value.
@@ -434,6 +445,7 @@ extension Replicator {
         report.quarantined += events.count(where: \.isQuarantine)
         for event in events { self.events(event) }
         if !changed.isEmpty { self.events(.applied(targets: changed, changes: events.count(where: \.isConflict))) }
+        return newlyPushed
     }
 }
 #endif

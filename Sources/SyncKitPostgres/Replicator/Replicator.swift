@@ -238,7 +238,8 @@ public final class Replicator: @unchecked Sendable {
                 guard case .clockAhead = error else { throw error }
                 refused = error
             }
-            report.pulled = try await pull(server, report: &report)
+            // Added to what a resync inside the pull counted (it adds its own), not put over it.
+            report.pulled += try await pull(server, report: &report)
             if let refused { throw refused }
             if try !server.readOnly && hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
         }
@@ -258,7 +259,7 @@ public final class Replicator: @unchecked Sendable {
     /// Only pulls and applies other devices' changes (CKSyncEngine's `fetchChanges`).
     @discardableResult
     public func pull() async throws -> SyncReport {
-        try await round { server, report in report.pulled = try await pull(server, report: &report) }
+        try await round { server, report in report.pulled += try await pull(server, report: &report) }
     }
 
     /// One round: one at a time (``RoundGate``), so that two ``sync()`` calls at once never open two
@@ -297,8 +298,16 @@ public final class Replicator: @unchecked Sendable {
     }
 
     /// Prunes the server's log and tombstones of this group older than `age`, so that devices whose
-    /// cursor is older must resync. Returns the new horizon (0 if nothing was old enough).
+    /// cursor is older must resync. Returns the group's horizon after it
+    /// (``ServerPruning/prunedThrough``: an earlier prune's when nothing was old enough, 0 when the
+    /// log was never pruned); ``pruneServerReport(olderThan:)`` also says what it removed.
+    @discardableResult
     public func pruneServer(olderThan age: Duration) async throws -> Int64 {
+        try await pruneServerReport(olderThan: age).prunedThrough
+    }
+
+    /// ``pruneServer(olderThan:)``, saying how many changes and tombstones it removed.
+    public func pruneServerReport(olderThan age: Duration) async throws -> ServerPruning {
         try await rounds.run { try await connected().prune(group: group, olderThan: age) }
     }
 

@@ -13,8 +13,8 @@ protocol ReplicationServer: AnyObject, Sendable {
     /// One page of the group's current state after `cursor` (from its start when `nil`), up to `limit`
     /// rows and the server's byte bound for a page (a resync, a page at a time).
     func statePage(group: String, after cursor: StateCursor?, limit: Int) async throws -> StatePage
-    /// Removes the group's log older than `age`; returns the new horizon.
-    func prune(group: String, olderThan age: Duration) async throws -> Int64
+    /// Removes the group's log older than `age`, and the tombstones it covered; says what it removed.
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning
     /// Whether this device may only pull (a read-only credential): its local writes wait unsent.
     var readOnly: Bool { get }
     /// The device id this server records this device's pushes under, when the server decides it (a

@@ -101,7 +101,7 @@ final class ServerConnection: @unchecked Sendable {
         }
     }
 
-    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         try await mapErrors { [statements] in try await statements.prune(group: group, olderThan: age) }
     }
 

@@ -97,7 +97,8 @@ package struct ServerStatements: Sendable {
 
     /// Sends one batch in one server transaction; one outcome per change, in order.
     ///
-    /// - Throws: ``ReplicationError/clockAhead(by:limit:)`` for a batch stamped too far ahead;
+    /// - Throws: ``ReplicationError/clockAhead(by:limit:)`` for a batch stamped too far ahead (its
+    ///   limit is the bound that refused it: `maxClockSkew`, or the server's own where that is lower);
     ///   ``ReplicationError/deviceInUse(_:)`` for a batch that sends a token this device id sent
     ///   before with another change (another container under the same id).
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
@@ -159,6 +160,8 @@ package struct ServerStatements: Sendable {
         var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
         // The versions of the conflicts the first row announced, waiting for their own row.
         var unanswered: [Int: Int64] = [:]
+        // How far ahead of the server's clock the batch's latest stamp is, when it was refused for it.
+        var ahead: Int64?
         for try await (conflict, indexes, codes, versions, length, value, clock, serverDevice)
                 in rows.decode((Int32?, [Int32]?, [Int16]?, [Int64]?, Int32?, ByteBuffer?, Int64?, String?).self) {
             guard let conflict else {
@@ -169,7 +172,8 @@ package struct ServerStatements: Sendable {
                     if codes[at] == 2 {
                         // The whole batch was refused: `version` is how far ahead of the server's clock
                         // its latest stamp is, in milliseconds.
-                        throw ReplicationError.clockAhead(by: .milliseconds(versions[at]), limit: maxClockSkew)
+                        ahead = versions[at]
+                        break
                     }
                     guard (1...changes.count).contains(Int(index)) else {
                         throw ReplicationError.server("kvsync_push answered for change \(index) of \(changes.count)")
@@ -197,6 +201,9 @@ package struct ServerStatements: Sendable {
             outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
                                             clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
         }
+        if let ahead {
+            throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: try await clockBound(asked: maxClockSkew))
+        }
         if let index = unanswered.keys.min() {
             throw ReplicationError.server("kvsync_push gave no current state for the conflict of change \(index)")
         }
@@ -204,6 +211,20 @@ package struct ServerStatements: Sendable {
             guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }
             return outcome
         }
+    }
+
+    /// The clock bound `kvsync_push` applies to a caller that asks for `asked`: the lower of that and
+    /// the server's own (`kvsync_schema.max_clock_skew_ms`, which only the owner sets), as the function
+    /// computes it. Read after a refusal, so that the refusal names the bound that refused it (a
+    /// device's or a gateway's 60 s is not the limit when the owner set the server's to 10 s).
+    func clockBound(asked: Duration) async throws -> Duration {
+        var bound = asked.wholeMilliseconds
+        for try await (found) in try await connection.query("""
+            SELECT least(\(bound), (SELECT max(s.max_clock_skew_ms) FROM kvsync_schema s))
+            """, logger: logger).decode(Int64?.self) {
+            if let found { bound = found }
+        }
+        return .milliseconds(bound)
     }
 
     /// The server's id (``ServerSchema``, version 2).
@@ -248,11 +269,16 @@ package struct ServerStatements: Sendable {
         return page
     }
 
-    /// Removes the group's log entries and tombstones older than `age`; returns the new horizon.
-    func prune(group: String, olderThan age: Duration) async throws -> Int64 {
+    /// Removes the group's log entries and tombstones older than `age`; says how many of each it
+    /// removed, and the group's horizon after it (an earlier prune's when this one removes nothing).
+    func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
         return try await connection.withTransaction(logger: logger) { connection in
-            try await connection.query("SELECT 1 FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger)
+            var previous: Int64 = 0
+            for try await (found) in try await connection.query(
+                "SELECT pruned_through FROM kvsync_groups WHERE group_id = \(group) FOR UPDATE", logger: logger).decode(Int64.self) {
+                previous = found
+            }
             var horizon: Int64 = 0
             for try await (found) in try await connection.query("""
                 SELECT coalesce(max(seq), 0) FROM kvsync_changes
@@ -260,16 +286,27 @@ package struct ServerStatements: Sendable {
                 """, logger: logger).decode(Int64.self) {
                 horizon = found
             }
-            guard horizon > 0 else { return 0 }
-            try await connection.query("DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon)", logger: logger)
-            try await connection.query("""
-                DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon)
-                """, logger: logger)
+            guard horizon > 0 else { return ServerPruning(changes: 0, tombstones: 0, prunedThrough: max(0, previous)) }
+            // The counts come back as the rows each statement removed.
+            let changes = try await Self.count(try await connection.query(
+                "WITH d AS (DELETE FROM kvsync_changes WHERE group_id = \(group) AND seq <= \(horizon) RETURNING 1) SELECT count(*) FROM d",
+                logger: logger))
+            let tombstones = try await Self.count(try await connection.query("""
+                WITH d AS (DELETE FROM kvsync_state WHERE group_id = \(group) AND value IS NULL AND version <= \(horizon) RETURNING 1)
+                SELECT count(*) FROM d
+                """, logger: logger))
             try await connection.query("""
                 UPDATE kvsync_groups SET pruned_through = greatest(pruned_through, \(horizon)) WHERE group_id = \(group)
                 """, logger: logger)
-            return horizon
+            return ServerPruning(changes: changes, tombstones: tombstones, prunedThrough: max(previous, horizon))
         }
+    }
+
+    /// The one `count(*)` a statement answers.
+    private static func count(_ rows: PostgresRowSequence) async throws -> Int {
+        var count: Int64 = 0
+        for try await (found) in rows.decode(Int64.self) { count = found }
+        return Int(count)
     }
 
     /// The columns of a log or state row after its sequence number, each variable-length one with its

@@ -54,6 +54,53 @@ public enum PushNotificationFlow {
         }
     }
 
+    /// What the extension delivered: what it handled, and why it was not recorded, if it was not.
+    public struct Delivery: Sendable {
+        public var handled: Handled
+        /// Why the notification was not recorded in the App Group (its store could not be opened, or
+        /// the record not written), in one line; `nil` when it was recorded.
+        public var notRecorded: String?
+    }
+
+    /// Handles one APNs payload as ``handle(apnsJSON:store:now:id:)`` does, with the store `open`
+    /// gives; when the store cannot be opened (a container that is missing, truncated or not this
+    /// user's, a file that is not LMDB's) or the record cannot be written, the notification is still
+    /// delivered with what its payload carries (``handleWithoutStore(apnsJSON:now:id:)``), and
+    /// ``Delivery/notRecorded`` says why. A notification lost to the store is the worst failure an
+    /// extension can have; one shown without its record is not.
+    public static func deliver(apnsJSON data: Data, now: Date = Date(), id: UUID = UUID(),
+                               open: () throws -> PushSDKStore) -> Delivery {
+        do {
+            let store = try open()
+            return Delivery(handled: try handle(apnsJSON: data, store: store, now: now, id: id), notRecorded: nil)
+        } catch {
+            return Delivery(handled: handleWithoutStore(apnsJSON: data, now: now, id: id), notRecorded: "\(error)")
+        }
+    }
+
+    /// Handles one APNs payload without the App Group's store: parses and validates the payload
+    /// (what would be shown, or why it is rejected), and records nothing. The SDK's configuration and
+    /// device token, which the store holds, are not checked.
+    public static func handleWithoutStore(apnsJSON data: Data, now: Date = Date(), id: UUID = UUID()) -> Handled {
+        let raw = String(decoding: data.prefix(NotificationPayload.maxJSONSize), as: UTF8.self)
+        do {
+            let payload = try NotificationPayload(apnsJSON: data)
+            return Handled(record: ReceivedNotification(id: id, receivedAt: now, status: .shown, payload: payload, error: nil, rawJSON: raw),
+                           presentation: Presentation(title: payload.title, body: payload.body, actions: payload.actions,
+                                                      imageUrl: payload.imageUrl, badge: payload.badge, sound: payload.sound),
+                           error: nil)
+        } catch let error as PushNotificationError {
+            return Handled(record: ReceivedNotification(id: id, receivedAt: now, status: .rejected, payload: nil,
+                                                        error: error.errorDescription, rawJSON: raw),
+                           presentation: nil, error: error)
+        } catch {
+            let wrapped = PushNotificationError.invalid([], "\(error)")
+            return Handled(record: ReceivedNotification(id: id, receivedAt: now, status: .rejected, payload: nil,
+                                                        error: wrapped.errorDescription, rawJSON: raw),
+                           presentation: nil, error: wrapped)
+        }
+    }
+
     /// The app's side: the notifications recorded since the consumer `name` last looked, oldest
     /// first, acknowledged once read.
     public static func newlyReceived(store: PushSDKStore, consumer name: String = "app") throws -> [ReceivedNotification] {

@@ -66,6 +66,10 @@ struct ChecklistApp: KVToolApp {
         collection == ChecklistStore.recordsName ? .of(DailyRecord.self) : nil
     }
 
+    var typedCollections: [String] { [ChecklistStore.recordsName] }
+    /// The records' summaries and month aggregates are derived from them, in the app's transaction.
+    var collectionsOnlyTheAppWrites: Set<String> { [ChecklistStore.recordsName] }
+
     static func json(_ period: DashboardPeriodResult) -> JSONValue {
         ["period": .string(period.period.rawValue), "days": .integer(period.period.days), "records": .integer(period.records),
          "categories": .array(ChecklistCategory.allCases.map { category in

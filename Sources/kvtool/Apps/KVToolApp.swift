@@ -26,9 +26,15 @@ protocol KVToolApp: Sendable {
     /// The dashboard `kvtool serve` draws, as its JSON object (`available`, `periods`…); `nil` when the
     /// container holds none of this app's data.
     func dashboard(of container: SharedContainer) throws -> JSONValue?
-    /// The type this app stores in `collection`, which `kvtool put` checks values against; `nil` when
-    /// the app does not own it.
+    /// The type this app stores in `collection`, which `kvtool put` checks values against and `kvtool
+    /// check` decodes its values as; `nil` when the app does not own it.
     func typedValue(forCollection collection: String) -> TypedValue?
+    /// The collections ``typedValue(forCollection:)`` answers for: the list `kvtool put --help` and the
+    /// README give, read from here.
+    var typedCollections: [String] { get }
+    /// Those of ``typedCollections`` that only the app writes (it maintains their indexes or derived
+    /// collections): `kvtool put` refuses them, and does not list them.
+    var collectionsOnlyTheAppWrites: Set<String> { get }
     /// The checks `kvtool check` runs on the collections whose Swift types this app owns (recomputing
     /// their index entries and derived values from every record).
     var integrityChecks: [IntegrityCheck] { get }
@@ -41,6 +47,8 @@ extension KVToolApp {
     func afterSync(in container: SharedContainer) throws -> (@Sendable (_ changed: Set<Mutation.Target>?) -> KVToolNote?)? { nil }
     func dashboard(of container: SharedContainer) throws -> JSONValue? { nil }
     func typedValue(forCollection collection: String) -> TypedValue? { nil }
+    var typedCollections: [String] { [] }
+    var collectionsOnlyTheAppWrites: Set<String> { [] }
     var integrityChecks: [IntegrityCheck] { [] }
 }
 
@@ -56,6 +64,13 @@ enum KVToolApps {
 
     /// Every registered app's integrity checks.
     static var integrityChecks: [IntegrityCheck] { registered.flatMap(\.integrityChecks) }
+
+    /// The collections `kvtool put` decodes as an app's type before it writes them: every registered
+    /// app's typed collections but those only the app writes. `kvtool put --help` lists them, and a test
+    /// checks the README's list against them and puts a value into each.
+    static var putTargets: [String] {
+        registered.flatMap { app in app.typedCollections.filter { !app.collectionsOnlyTheAppWrites.contains($0) } }
+    }
 
     /// The type a registered app stores in `collection`, if one claims it.
     static func typedValue(forCollection collection: String) -> (app: String, type: TypedValue)? {

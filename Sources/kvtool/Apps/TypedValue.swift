@@ -28,7 +28,8 @@ struct TypedValue: Sendable {
                     let container = try decoder.singleValueContainer()
                     if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSince1970: seconds) }
                     let text = try container.decode(String.self)
-                    guard let date = KeyEncoding.parseISO8601(text) else {
+                    // What kvtool prints a date as (UTC, without a zone: `get`, `scan`) is taken back.
+                    guard let date = KeyEncoding.parseISO8601(text) ?? Self.utcWithoutZone(text) else {
                         throw DecodingError.dataCorruptedError(in: container, debugDescription: "\(KVStoreError.quote(text)) is not an ISO 8601 date")
                     }
                     return date
@@ -51,6 +52,14 @@ struct TypedValue: Sendable {
                 }
                 try checked(value, name: name, validate)
             })
+    }
+
+    /// A date as kvtool prints one (`2024-12-31T15:00:00.000`: UTC, without a zone designator), or
+    /// `nil` for text that has a zone or is not a date.
+    static func utcWithoutZone(_ text: String) -> Date? {
+        guard let time = text.firstIndex(of: "T"), !text[time...].contains(where: { $0 == "Z" || $0 == "z" || $0 == "+" || $0 == "-" })
+        else { return nil }
+        return KeyEncoding.parseISO8601(text + "Z")
     }
 
     private static func checked<T>(_ value: T, name: String, _ validate: (T) throws -> Void) throws {
@@ -85,6 +94,10 @@ struct SubscriptionsApp: KVToolApp {
     let name = "subscriptions"
 
     var integrityChecks: [IntegrityCheck] { [.billingEvents] }
+
+    var typedCollections: [String] { ["subscriptions", "billingEvents", PushSDKStore.collectionName] }
+    /// `billingEvents` has the index `bySubscription`.
+    var collectionsOnlyTheAppWrites: Set<String> { ["billingEvents"] }
 
     func typedValue(forCollection collection: String) -> TypedValue? {
         switch collection {

@@ -9,7 +9,7 @@ struct Put: ParsableCommand {
         abstract: "Store a JSON value (as CBOR) at a key.",
         discussion: """
             Pass - as the value to read it from standard input. Where an app registered the collection's \
-            type with kvtool (subscriptions, billingEvents, receivedNotifications, dailyRecords), the \
+            type with kvtool (\(KVToolApps.putTargets.joined(separator: ", "))), the \
             value is decoded as that type and checked as the app checks it before it is written, and \
             --merge sets the given members of the stored value, keeping the others. Elsewhere the JSON \
             is stored as given (a note says so). Collections with indexes or derived collections are \

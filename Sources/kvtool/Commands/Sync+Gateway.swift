@@ -358,12 +358,12 @@ extension SyncCommand {
                 FileHandle.standardError.write(Data(((json ? event.jsonLine : "kvtool gateway: " + event.textLine) + "\n").utf8))
             }
             var keys: [JWTVerifier.Key] = []
+            // The TLS key is read by the gateway (which checks it as a secret file too); checked here
+            // first, so that a key others can read exits 65 as every other secret file does.
+            if let tlsKey { _ = try SyncCommand.secretBytes(fromFile: tlsKey, what: "TLS key", maxBytes: SyncGateway.maxTLSKeyBytes) }
             if let jwtSecretFile {
-                guard let secret = FileManager.default.contents(atPath: jwtSecretFile) else {
-                    throw CLIError(.notFound, "cannot read the JWT secret file \(jwtSecretFile)")
-                }
                 // A trailing newline (echo > file) is not part of the secret.
-                var bytes = Array(secret)
+                var bytes = try SyncCommand.secretBytes(fromFile: jwtSecretFile, what: "JWT secret")
                 while bytes.last == 0x0A || bytes.last == 0x0D { bytes.removeLast() }
                 keys.append(.hs256(secret: bytes))
             }

@@ -151,7 +151,11 @@ extension SyncCommand {
             func run() throws {
                 let container = try global.openContainer(readOnly: true)
                 guard let registration = try SyncAgentRegistration.load(from: container) else {
-                    if global.json { print(try Output.line(["registered": .null])) } else { print("no sync agent is registered (kvtool sync agent set)") }
+                    if global.json {
+                        print(try Output.line(["registered": .null]))
+                    } else {
+                        print("no sync agent is registered; \(SyncAgentRegistration.advice(for: container, replacing: false))")
+                    }
                     return
                 }
                 let server = registration.server.map(SyncCommand.shown) ?? "(none)"

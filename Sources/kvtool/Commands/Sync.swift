@@ -28,15 +28,23 @@ struct SyncCommand: ParsableCommand {
     }
 
     /// The secret a file holds (a token, a URL with its password), its trailing newline dropped: a
-    /// secret on the command line is visible to every user of the machine through `ps`.
+    /// secret on the command line is visible to every user of the machine through `ps`. A file other
+    /// users can read is refused, as `ssh` refuses such a key (``SecretFile``): exit 65.
     static func secret(fromFile path: String, what: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError(.notFound, "cannot read the \(what) file \(path)") }
-        guard data.count <= 64 << 10, var text = String(data: data, encoding: .utf8) else {
-            throw CLIError(.badInput, "the \(what) file \(path) is not UTF-8 text of at most 64 KiB")
+        do {
+            return try SecretFile.line(path, what: what)
+        } catch {
+            throw CLIError(refusal: error)
         }
-        while text.last == "\n" || text.last == "\r" { text.removeLast() }
-        guard !text.isEmpty, !text.contains("\n") else { throw CLIError(.badInput, "the \(what) file \(path) must hold one line") }
-        return text
+    }
+
+    /// The bytes of a secret file (a JWT signing secret, a TLS key), as ``secret(fromFile:what:)`` checks it.
+    static func secretBytes(fromFile path: String, what: String, maxBytes: Int = 64 << 10) throws -> [UInt8] {
+        do {
+            return try SecretFile.read(path, what: what, maxBytes: maxBytes)
+        } catch {
+            throw CLIError(refusal: error)
+        }
     }
 
     /// `--server URL` for the commands that need the database itself (prune): no gateway options.
@@ -245,9 +253,12 @@ struct SyncCommand: ParsableCommand {
             let note = { @Sendable (changed: Set<Mutation.Target>?) in
                 for note in afterSync(changed) { SyncCommand.say(json, note.kind, note.message) }
             }
+            // Keys as `kvtool get` takes them (the catalog's encodings as the run starts).
+            let keys = try HistoryText(store: container.store)
             let events: @Sendable (SyncEvent) -> Void = { event in
                 switch event {
-                case .conflict(let conflict): SyncCommand.say(json, "conflict", "\(conflict)")
+                case .conflict(let conflict):
+                    SyncCommand.say(json, "conflict", conflict.description(key: keys.key(conflict.key, of: conflict.target)))
                 case .resynchronized(let cursor):
                     SyncCommand.say(json, "resync", "reloaded from the server's state at \(cursor)")
                     note(nil)
@@ -257,7 +268,8 @@ struct SyncCommand: ParsableCommand {
                     let names = targets.map(\.description).sorted().joined(separator: ", ")
                     SyncCommand.say(json, "applied", "\(changes) change\(changes == 1 ? "" : "s") from other devices to \(names)")
                     note(Set(targets))
-                case .quarantined(let change): SyncCommand.say(json, "quarantined", "\(change)")
+                case .quarantined(let change):
+                    SyncCommand.say(json, "quarantined", change.description(key: SyncCommand.key(of: change, keys)))
                 case .failed(let message): failures.report(message)
                 }
             }
@@ -327,8 +339,11 @@ struct SyncCommand: ParsableCommand {
 
         func run() throws {
             let container = try global.openContainer(readOnly: false)
-            let status = try Replication.status(of: container)
-            let service = try SyncService(container: container).status()
+            var status = try Replication.status(of: container)
+            // What is not on the server yet is one count (SyncKit's), read once: the text shows it once,
+            // and the JSON's two fields for it (`pendingChanges`, `service.pending`) hold the same number.
+            let service = try SyncService(container: container).status(countingUpTo: .max)
+            status.pendingChanges = service.pending
             if global.json {
                 // Sorted keys, dates in ISO 8601 (2026-11-27T04:48:32Z), as the text's below; the
                 // container's sync service (owner, acknowledged token, last failure) under "service".
@@ -348,13 +363,19 @@ struct SyncCommand: ParsableCommand {
             if let owner = service.owner {
                 print("owner pid \(owner.pid) (\(owner.mode.rawValue)) since \(format.string(from: owner.since))")
             } else {
-                print("owner none: " + (service.agentRegistered ? "a request starts the registered agent" : "no agent is registered (kvtool sync agent set)"))
+                if let problem = service.agentProblem {
+                    print("owner none: a request cannot start the registered agent: \(problem)")
+                } else if service.agentRegistered {
+                    print("owner none: a request starts the registered agent")
+                } else {
+                    print("owner none: no agent is registered; \(SyncAgentRegistration.advice(for: container, replacing: false))")
+                }
             }
             print("acknowledged through token \(service.acknowledged) of \(service.current); \(service.pending) local change\(service.pending == 1 ? "" : "s") not on the server yet")
             if let failure = service.lastError { print("last round failed (\(failure.reason.rawValue)) at \(format.string(from: failure.at)): \(failure.message)") }
             print("device \(status.device ?? "(none yet)")")
             print("replicates \(status.targets.joined(separator: ", "))")
-            print("cursor \(status.cursor); pending \(status.pendingChanges); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
+            print("cursor \(status.cursor); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
             print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
@@ -377,12 +398,15 @@ struct SyncCommand: ParsableCommand {
             func run() throws {
                 let container = try global.openContainer(readOnly: false)
                 let rows = try Replication.quarantine(of: container)
+                // The key as `kvtool get` takes it ("key"), and its bytes ("keyHex").
+                let keys = try HistoryText(store: container.store)
                 if global.json {
                     print(try Output.line(.array(rows.map { row in
                         [
                             "sequence": .integer(row.sequence), "target": .string(row.target?.description ?? row.kind),
                             "kind": .string(row.kind), "name": .string(row.name),
-                            "key": .string(Hex.encode(row.key)), "device": .string(row.device),
+                            "key": .string(SyncCommand.key(of: row, keys)), "keyHex": .string(Hex.encode(row.key)),
+                            "device": .string(row.device),
                             "clock": .string(HybridTimestamp(rawValue: row.clock).description),
                             "valueBytes": row.value.map { .integer($0.count) } ?? .null,
                             "reason": .string(row.reason),
@@ -395,7 +419,7 @@ struct SyncCommand: ParsableCommand {
                 // printable line each, whatever it holds.
                 func shown(_ text: String) -> String { Escaping.escape(text, quoting: false, shortForms: true, style: .swift) }
                 for row in rows {
-                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(Hex.encode(row.key))\t\(shown(row.device))\t\(shown(row.reason))")
+                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(shown(SyncCommand.key(of: row, keys)))\t\(shown(row.device))\t\(shown(row.reason))")
                 }
             }
         }
@@ -439,9 +463,19 @@ struct SyncCommand: ParsableCommand {
             let url = try server.url()
             let container = try global.openContainer(readOnly: false)
             let replicator = try Replicator(container: container, server: url, targets: try SyncCommand.targets(of: container))
-            let horizon = try blocking { try await replicator.pruneServer(olderThan: .milliseconds(Int64(olderThan * 1000))) }
+            let pruning = try blocking { try await replicator.pruneServerReport(olderThan: .milliseconds(Int64(olderThan * 1000))) }
             _ = try? blocking { await replicator.close() }
-            print(global.json ? try Output.line(["prunedThrough": .integer(horizon)]) : "pruned through \(horizon)")
+            if global.json {
+                print(try Output.line(["removedChanges": .integer(pruning.changes), "removedTombstones": .integer(pruning.tombstones),
+                                       "prunedThrough": .integer(pruning.prunedThrough)]))
+                return
+            }
+            let age = ReplicationError.seconds(.milliseconds(Int64(olderThan * 1000)))
+            let removed = pruning.changes == 0 && pruning.tombstones == 0
+                ? "removed nothing: no change of \(container.groupIdentifier.rawValue) on the server is older than \(age)"
+                : "removed \(pruning.changes) change\(pruning.changes == 1 ? "" : "s") and \(pruning.tombstones) tombstone\(pruning.tombstones == 1 ? "" : "s") older than \(age)"
+            print(removed + "; the server's log is pruned through \(pruning.prunedThrough)"
+                  + (pruning.prunedThrough > 0 ? " (a device whose cursor is behind it resyncs)" : ""))
         }
     }
 
@@ -498,4 +532,12 @@ struct SyncCommand: ParsableCommand {
     }
 }
 
+extension SyncCommand {
+    /// A quarantined change's key as `kvtool get` takes it (`0x` and its hex for a target this
+    /// container does not know).
+    static func key(of change: QuarantinedChange, _ keys: HistoryText) -> String {
+        guard let target = change.target else { return "0x" + Hex.encode(change.key) }
+        return keys.key(change.key, of: target)
+    }
+}
 #endif

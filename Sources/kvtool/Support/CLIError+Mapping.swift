@@ -88,3 +88,13 @@ extension CLIError {
         }
     }
 }
+
+#if PostgreSQL
+extension CLIError {
+    /// A secret file that cannot be read (1), that others can read (65), or that is not what it
+    /// should hold (65).
+    init(refusal: SecretFile.Refusal) {
+        self.init(refusal.kind == .notFound ? .notFound : .badInput, refusal.description)
+    }
+}
+#endif

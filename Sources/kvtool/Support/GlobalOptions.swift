@@ -88,6 +88,7 @@ struct GlobalOptions: ParsableArguments {
         }
         var rest = Array(arguments[index...])
         let (command, depth) = CommandTree.resolve(rest)
+        try refuseUnknownCommand(rest, depth: depth)
         try refuseUnusedGlobals(leading + rest[depth...].prefix { $0 != "--" }, for: command, path: rest.prefix(depth))
         guard !leading.isEmpty, !rest.isEmpty else { return arguments }
         // `help` takes none: it describes commands, whatever the container.
@@ -96,6 +97,28 @@ struct GlobalOptions: ParsableArguments {
         // is about that word.
         rest.insert(contentsOf: leading, at: max(depth, 1))
         return rest
+    }
+
+    /// Throws a usage error naming the word after a command's path that names none of its
+    /// subcommands (`kvtool sync statsu`), before or after global options: swift-argument-parser would
+    /// report the options that follow it instead ("Unknown option '--root'"), or the word as an
+    /// argument the command does not take. A command whose default subcommand takes arguments
+    /// (none today) is left to it.
+    private static func refuseUnknownCommand(_ words: [String], depth: Int) throws(CLIError) {
+        guard depth < words.count else { return }
+        let word = words[depth]
+        // `help` is swift-argument-parser's own, at the root.
+        guard !word.hasPrefix("-"), !(depth == 0 && word == "help") else { return }
+        let (node, _) = CommandTree.node(words)
+        let subcommands = node.configuration.subcommands
+        guard !subcommands.isEmpty else { return }
+        if let fallback = node.configuration.defaultSubcommand, CommandTree.takesArguments(fallback) { return }
+        let shown = "'\(word)'"
+        if depth == 0 { throw CLIError(.usage, "no command named \(shown) (kvtool help lists the commands)") }
+        let path = words.prefix(depth).joined(separator: " ")
+        var names: [String] = []
+        for subcommand in subcommands { names.append(subcommand._commandName) }
+        throw CLIError(.usage, "kvtool \(path) has no command named \(shown); its commands: \(names.joined(separator: ", ")) (kvtool help \(path))")
     }
 
     private static func optionName(_ argument: String) -> String {
@@ -129,6 +152,14 @@ enum CommandTree {
     /// token revoke`, depth 3), and how many words its path takes. A command with a default subcommand
     /// stands for it when no subcommand is named (`sync quarantine` is `sync quarantine list`).
     static func resolve(_ words: [String]) -> (command: any ParsableCommand.Type, depth: Int) {
+        var (command, depth) = node(words)
+        if let fallback = command.configuration.defaultSubcommand { command = fallback }
+        return (command, depth)
+    }
+
+    /// The node of the tree `words` reach from the root, its default subcommand not stood in for
+    /// (`["sync", "statsu"]` reach `sync`, depth 1).
+    static func node(_ words: [String]) -> (command: any ParsableCommand.Type, depth: Int) {
         var command: any ParsableCommand.Type = KVTool.self
         var depth = 0
         while depth < words.count,
@@ -136,8 +167,20 @@ enum CommandTree {
             command = child
             depth += 1
         }
-        if let fallback = command.configuration.defaultSubcommand { command = fallback }
         return (command, depth)
+    }
+
+    /// Whether `command` takes a positional argument (`get`'s collection and key).
+    static func takesArguments(_ command: any ParsableCommand.Type) -> Bool {
+        struct Info: Decodable {
+            struct Command: Decodable {
+                struct Argument: Decodable { var kind: String }
+                var arguments: [Argument]?
+            }
+            var command: Command
+        }
+        guard let info = try? JSONDecoder().decode(Info.self, from: Data(command._dumpHelp().utf8)) else { return true }
+        return (info.command.arguments ?? []).contains { $0.kind == "positional" }
     }
 
     /// Every command path under the root (`["sync", "token", "revoke"]`), with its command type.

@@ -12,12 +12,19 @@ struct HistoryText: Sendable {
     }
 
     /// The key as text: through the collection's key encoding, or the UTF-8 key of a defaults suite.
-    func key(_ entry: HistoryEntry) -> String {
-        if case .defaults = entry.target { return String(decoding: entry.key, as: UTF8.self) }
-        if let collection = catalog[entry.name], let text = try? ValueText.renderKey(entry.key, entry: collection) {
-            return text
+    func key(_ entry: HistoryEntry) -> String { key(entry.key, of: entry.target) }
+
+    /// `bytes`, a key of `target`, as `kvtool get` (or `defaults read`) takes it: through the
+    /// collection's key encoding, or the UTF-8 key of a defaults suite; `0x` and its hex when the
+    /// collection is not here or the key does not decode.
+    func key(_ bytes: [UInt8], of target: Mutation.Target) -> String {
+        switch target {
+        case .defaults:
+            if let text = String(validating: bytes, as: UTF8.self) { return text }
+        case .collection(let name):
+            if let collection = catalog[name], let text = try? ValueText.renderKey(bytes, entry: collection) { return text }
         }
-        return "0x" + Hex.encode(entry.key)
+        return "0x" + Hex.encode(bytes)
     }
 
     static func timestamp(_ date: Date) -> String {

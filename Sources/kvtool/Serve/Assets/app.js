@@ -600,7 +600,8 @@ async function viewSync(el, _arg, ctx) {
     body.replaceChildren(h('table', { class: 'grid', testid: 'sync-table', dataset: { synced: s.pending === 0 ? 'yes' : 'no' } },
       h('tbody', {},
         row('Owner', s.owner ? `pid ${s.owner.pid} (${s.owner.mode}) since ${fmtTime(s.owner.since)}`
-          : (s.agentRegistered ? 'none: a request starts the registered agent' : 'none, and no agent is registered'), 'sync-owner'),
+          : (s.agentProblem ? `none: a request cannot start the registered agent: ${s.agentProblem}`
+            : (s.agentRegistered ? 'none: a request starts the registered agent' : 'none, and no agent is registered')), 'sync-owner'),
         row('State', h('span', { class: s.pending === 0 ? 'pill ok' : 'pill warn' }, s.pending === 0 ? 'synced' : `waiting: ${s.pending} local changes`), 'sync-state'),
         row('Acknowledged', `token ${s.acknowledged} of ${s.current}`, 'sync-acknowledged'),
         row('Last sync', s.lastSyncAt ? fmtTime(s.lastSyncAt) : 'never', 'sync-last'),
