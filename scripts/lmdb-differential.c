@@ -10,14 +10,16 @@
 // catalog does not know, come and go during the run; the last transaction drops them and makes every
 // DATABASE exist again, so that the store ends as the catalog describes it.
 //
-// A step is one of: a write transaction (puts of every size from 1 byte to 2 MiB, overwrites with
-// larger and smaller values, MDB_RESERVE, MDB_APPEND, deletes of keys and of single duplicates,
-// emptying a database and deleting a scratch one, nested transactions committed or aborted, and the
-// whole transaction committed or aborted); a read transaction held across the next steps (so that no
-// page freed meanwhile is reused) or released; the map grown or shrunk (to its minimum); the
-// environment closed and opened again with another map size; a copy with mdb_env_copy2, compacted
-// (MDB_CP_COMPACT) or not, put in place of data.mdb. MDB_MAP_FULL aborts the transaction and grows the
-// map, as KVStore does. Any other unexpected return code ends the run with exit status 1.
+// A step is one of: a write transaction (puts of every size from 1 byte up, the largest 2 MiB in
+// about one run of 8 and 256 KiB in the others, to keep the cases quick; overwrites with larger and
+// smaller values, MDB_RESERVE, MDB_APPEND, deletes of keys and of single duplicates, a value of a
+// page or more put and deleted in one transaction, emptying a database and deleting a scratch one,
+// nested transactions committed or aborted, and the whole transaction committed or aborted); a read
+// transaction held across the next steps (so that no page freed meanwhile is reused) or released;
+// the map grown or shrunk (to its minimum); the environment closed and opened again with another map
+// size; a copy with mdb_env_copy2, compacted (MDB_CP_COMPACT) or not, put in place of data.mdb.
+// MDB_MAP_FULL aborts the transaction and grows the map, as KVStore does. Any other unexpected return
+// code ends the run with exit status 1.
 //
 // The same SEED gives the same operations. The one line on stdout counts what was done, as pairs of a
 // name and a number.
@@ -56,6 +58,7 @@ static struct { unsigned long commits, aborts, nested, nested_aborts, puts, over
                 empties, drops, pins, resizes, reopens, copies, compactions, map_full; } count;
 static unsigned char *big;        // the bytes values are cut from
 enum { BIG = 2 << 20 };
+static size_t largest;            // the largest value of this run
 
 static int total(void) { return named_count + SCRATCH; }
 static int is_scratch(int db) { return db >= named_count; }
@@ -94,7 +97,7 @@ static size_t value_size(void) {
     case 11: case 12: case 13: return 1900 + below(300);
     case 14: case 15: case 16: return 2200 + below(6000);
     case 17: case 18: return 8192 + below(60000);
-    default: return chance(25) ? (64 << 10) + below(BIG - (64 << 10)) : 4096 * (1 + below(16)) - below(32);
+    default: return chance(25) ? (64 << 10) + below(largest - (64 << 10)) : 4096 * (1 + below(16)) - below(32);
     }
 }
 
@@ -147,7 +150,7 @@ static int op(MDB_txn *txn, MDB_dbi *dbis, int depth) {
         // A value of one page or more put and deleted in the same transaction: its pages, taken
         // from the end of the file, go back to the free list without ever being written, so the
         // file can end before the last page the meta page records (issue 46's probe).
-        MDB_val key = make_key(keybuf), value = { 4096 + below(BIG - 4096), big };
+        MDB_val key = make_key(keybuf), value = { 4096 + below(largest - 4096), big };
         rc = mdb_put(txn, dbi, &key, &value, 0);
         if (rc == MDB_SUCCESS) rc = mdb_del(txn, dbi, &key, NULL);
         count.puts++;
@@ -289,6 +292,7 @@ int main(int argc, char **argv) {
         snprintf(names[named_count + i], 8, "s/%d", i);
         flags_of[named_count + i] = i == 1 ? MDB_DUPSORT : 0;
     }
+    largest = chance(12) ? BIG : 256 << 10;
     big = malloc(BIG);
     for (size_t i = 0; i < BIG; i++) big[i] = (unsigned char)next();
 

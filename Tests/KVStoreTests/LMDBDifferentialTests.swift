@@ -16,10 +16,13 @@ import Glibc
 /// - `mdb_dump -a`, `mdb_stat -ffa` (every database, and the free list walked) and `mdb_copy -c`
 ///   (compaction reads every overflow run whole) read the store, `kvtool check` opens it and passes,
 ///   and `kvtool dump --format mdb` prints what `mdb_dump -a` prints;
+/// - in a copy whose every page KVStore's walk does not reach is zeroed, the three tools print and
+///   write exactly what they did (the walk misses no page LMDB reads);
 /// - the file is cut at page boundaries, from the end down: just after the highest page the newest
-///   transaction reaches (every tool reads it, and so does kvtool), at that page and at a random page
-///   below it (every tool faults or fails, and kvtool refuses it in one line naming `data.mdb`), and in
-///   the long run also at a random page between the two.
+///   transaction reaches (every tool reads it, KVStore opens it and `kvtool check` passes), at that
+///   page and at a random page below it (every tool faults or fails, and KVStore's open throws
+///   `truncatedStore` naming `data.mdb`), and in the long run also at a random page between the end
+///   and the highest page reached.
 ///
 /// The cases are seeded: a failure names its seed, and `KVSTORE_DIFFERENTIAL_SEED=N` replays the run
 /// from it (`KVSTORE_DIFFERENTIAL_CASES=1` for that case alone). 150 cases in `make test`, 3,000 in
@@ -31,7 +34,7 @@ import Glibc
     static let collections = ["t0", "t1", "dup0", "fix0"]
 
     struct Figures {
-        var cases = 0, states = 0, shortAccepted = 0, cutsAccepted = 0, cutsRefused = 0, toolSignals = 0
+        var cases = 0, states = 0, shortAccepted = 0, cutsAccepted = 0, cutsRefused = 0, toolSignals = 0, zeroedPages = 0
         var driver: [String: Int] = [:]
     }
 
@@ -66,6 +69,7 @@ import Glibc
                     total.figures.cutsAccepted += figures.cutsAccepted
                     total.figures.cutsRefused += figures.cutsRefused
                     total.figures.toolSignals += figures.toolSignals
+                    total.figures.zeroedPages += figures.zeroedPages
                     total.figures.driver.merge(figures.driver, uniquingKeysWith: +)
                 }
             }
@@ -77,7 +81,8 @@ import Glibc
         print("[differential] \(figures.cases) cases in \(String(format: "%.0f", seconds)) s, \(figures.states) states checked: "
               + "\(figures.shortAccepted) committed with the file short of its last page (opened), "
               + "\(figures.cutsAccepted) cut above every reached page (opened), \(figures.cutsRefused) cut below one (refused; "
-              + "\(figures.toolSignals) of them killed an LMDB tool by a signal); the generator: \(driverText)")
+              + "\(figures.toolSignals) of them killed an LMDB tool by a signal); \(figures.zeroedPages) pages the walk does not reach "
+              + "zeroed, with the same mdb_dump; the generator: \(driverText)")
         #expect(figures.cases == cases || !failures.isEmpty)
     }
 
@@ -118,6 +123,18 @@ import Glibc
         }
         let reach = try LMDBPrograms.reach(dataFile)
         if reach.filePages <= reach.lastPage { figures.shortAccepted += 1 }
+        // Every page the walk does not reach, zeroed in a copy: LMDB's tools read the copy as they read
+        // the store, so the walk misses no page they read (a truncation could then only cut pages
+        // nothing reads).
+        let zeroedStore = root + "/zeroed"
+        figures.zeroedPages += try LMDBPrograms.zeroingUnreached(dataFile, into: zeroedStore, reach: reach)
+        let zeroed = try LMDBPrograms.lmdbReads(zeroedStore, scratch: scratch)
+        guard zeroed.readable, zeroed.dump == committed.dump, zeroed.stat == committed.stat, zeroed.compacted == committed.compacted else {
+            return "with the pages KVStore's walk does not reach zeroed, LMDB's tools "
+                + (!zeroed.readable ? "fail: \(zeroed.detail)" : zeroed.dump != committed.dump ? "print another dump"
+                   : zeroed.stat != committed.stat ? "print another mdb_stat -ffa" : "write another compacted copy")
+        }
+        try? FileManager.default.removeItem(atPath: zeroedStore)
         guard let highest = reach.highest else { return nil }
 
         // Cut from the end down, each cut shorter than the last.
@@ -130,18 +147,24 @@ import Glibc
             guard truncate(dataFile, off_t(cut.pages) * off_t(reach.pageSize)) == 0 else { return "truncate: errno \(errno)" }
             figures.states += 1
             let lmdb = try LMDBPrograms.lmdbReads(storePath, scratch: scratch)
-            let ours = try tool(["check"])
             let state = "cut to \(cut.pages) pages (the highest page reached is \(highest))"
             if lmdb.readable != cut.readable {
                 return "\(state): LMDB's tools " + (lmdb.readable ? "read it, but KVStore's walk reaches page \(highest)" : "fail: \(lmdb.detail)")
             }
+            // KVStore's open, in this process: it reads no page through the map, so a wrong answer is
+            // reported here rather than fatal; what it accepts, kvtool check then reads whole.
+            var readOnly = Store.Options()
+            readOnly.readOnly = true
+            let opened = Result { _ = try Store(directory: storePath, options: readOnly) }
             if cut.readable {
-                guard ours.status == 0 else { return "\(state): LMDB's tools read it, kvtool check refused: \(ours.stderr)" }
+                if case .failure(let error) = opened { return "\(state): LMDB's tools read it, KVStore refused it: \(error)" }
+                let check = try tool(["check"])
+                guard check.status == 0 else { return "\(state): LMDB's tools read it, kvtool check refused: \(check.stderr)" }
                 figures.cutsAccepted += 1
             } else {
-                let lines = ours.stderr.split(separator: "\n")
-                guard ours.status == 74, lines.count == 1, lines[0].contains(dataFile), lines[0].contains("was truncated") else {
-                    return "\(state): LMDB's tools fail (\(lmdb.detail)), kvtool check: status \(ours.status) \(ours.stderr)"
+                guard case .failure(let error) = opened, case KVStoreError.truncatedStore(dataFile, _, let missing, _) = error,
+                      missing <= Int(highest), "\(error)".split(separator: "\n").count == 1 else {
+                    return "\(state): LMDB's tools fail (\(lmdb.detail)), KVStore's open: \(opened)"
                 }
                 if lmdb.detail.contains("status 7 ") || lmdb.detail.contains("status 11 ") { figures.toolSignals += 1 }
                 figures.cutsRefused += 1

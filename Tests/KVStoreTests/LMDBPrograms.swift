@@ -39,22 +39,43 @@ enum LMDBPrograms {
     /// reads every overflow run as long as its header says) all exit 0, or the first that did not,
     /// with its status (a signal's number when one killed it: 7 is `SIGBUS`). `scratch` is a directory
     /// for the copy, made and removed here.
-    static func lmdbReads(_ store: String, scratch: String) throws -> (readable: Bool, detail: String, dump: String) {
+    static func lmdbReads(_ store: String, scratch: String) throws -> LMDBView {
         let dump = try run("/usr/bin/mdb_dump", ["-a", store], timeout: 120)
-        if dump.status != 0 { return (false, "mdb_dump -a: status \(dump.status) \(dump.stderr.prefix(200))", "") }
+        if dump.status != 0 { return LMDBView(detail: "mdb_dump -a: status \(dump.status) \(dump.stderr.prefix(200))") }
         let stat = try run("/usr/bin/mdb_stat", ["-ffa", store], timeout: 120)
-        if stat.status != 0 { return (false, "mdb_stat -ffa: status \(stat.status) \(stat.stderr.prefix(200))", "") }
+        if stat.status != 0 { return LMDBView(detail: "mdb_stat -ffa: status \(stat.status) \(stat.stderr.prefix(200))") }
         try? FileManager.default.removeItem(atPath: scratch)
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let copy = try run("/usr/bin/mdb_copy", ["-c", store, scratch], timeout: 120)
-        if copy.status != 0 { return (false, "mdb_copy -c: status \(copy.status) \(copy.stderr.prefix(200))", "") }
-        return (true, "", dump.stdout)
+        if copy.status != 0 { return LMDBView(detail: "mdb_copy -c: status \(copy.status) \(copy.stderr.prefix(200))") }
+        let compacted = try Data(contentsOf: URL(fileURLWithPath: scratch + "/data.mdb"))
+        return LMDBView(readable: true, detail: "", dump: dump.stdout, stat: stat.stdout, compacted: compacted)
     }
 
-    /// What KVStore's walk reads of `dataFile`: the highest page its newest transaction reaches (`nil`
-    /// for an empty store), the file's whole pages, the page size and the meta page's last page.
-    static func reach(_ dataFile: String) throws -> (highest: UInt64?, filePages: UInt64, pageSize: Int, lastPage: UInt64) {
+    /// What the three tools printed and wrote, when all three exited 0.
+    struct LMDBView {
+        var readable = false
+        /// The first tool that did not exit 0, and how.
+        var detail: String
+        var dump = ""
+        var stat = ""
+        var compacted = Data()
+    }
+
+    struct Reach {
+        /// The highest page the newest transaction reaches; `nil` for an empty store.
+        var highest: UInt64?
+        var filePages: UInt64
+        var pageSize: Int
+        /// The meta page's `mm_last_pg`.
+        var lastPage: UInt64
+        /// Every page reached, as runs.
+        var ranges: [ClosedRange<UInt64>]
+    }
+
+    /// What KVStore's walk reads of `dataFile`.
+    static func reach(_ dataFile: String) throws -> Reach {
         let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
         try #require(fd >= 0, "open \(dataFile): errno \(errno)")
         defer { close(fd) }
@@ -67,7 +88,28 @@ enum LMDBPrograms {
         try #require(pageSize >= 512 && pageSize <= 65_536, "page size \(pageSize)")
         let meta = try #require(ReachablePages.newestMeta(fd, pageSize: pageSize))
         let filePages = UInt64(Int(info.st_size) / pageSize)
-        let outcome = ReachablePages.walk(fd, pageSize: pageSize, filePages: filePages, meta: meta)
-        return (outcome.highest, filePages, pageSize, meta.lastPage)
+        let outcome = ReachablePages.walk(fd, pageSize: pageSize, filePages: filePages, meta: meta, recordingRanges: true)
+        return Reach(highest: outcome.highest, filePages: filePages, pageSize: pageSize, lastPage: meta.lastPage, ranges: outcome.ranges)
+    }
+
+    /// Writes `directory/data.mdb`: `dataFile` with every page but the meta pages and those `reach`
+    /// says its newest transaction reaches overwritten with zeros. Returns how many pages were zeroed.
+    static func zeroingUnreached(_ dataFile: String, into directory: String, reach: Reach) throws -> Int {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataFile)))
+        var kept = [Bool](repeating: false, count: Int(reach.filePages))
+        for page in 0..<min(2, kept.count) { kept[page] = true }
+        for range in reach.ranges where range.lowerBound < reach.filePages {
+            for page in range.lowerBound...min(range.upperBound, reach.filePages - 1) { kept[Int(page)] = true }
+        }
+        var zeroed = 0
+        for (page, keep) in kept.enumerated() where !keep {
+            let start = page * reach.pageSize
+            bytes.replaceSubrange(start..<start + reach.pageSize, with: repeatElement(0, count: reach.pageSize))
+            zeroed += 1
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: directory + "/data.mdb"))
+        return zeroed
     }
 }

@@ -53,6 +53,9 @@ struct ReachablePages {
         var highest: UInt64?
         /// How many pages were read.
         var pagesRead: Int
+        /// Every page reached, as runs (a tree page is a run of one), when the walk was asked to
+        /// record them (the tests check them against LMDB's tools); otherwise empty.
+        var ranges: [ClosedRange<UInt64>] = []
     }
 
     static let headerSize = 16
@@ -93,12 +96,14 @@ struct ReachablePages {
     }
 
     /// Walks everything `meta` reaches in the file open at `fd`, of which `filePages` whole pages exist.
-    static func walk(_ fd: Int32, pageSize: Int, filePages: UInt64, meta: Meta) -> Outcome {
+    static func walk(_ fd: Int32, pageSize: Int, filePages: UInt64, meta: Meta, recordingRanges: Bool = false) -> Outcome {
         var walker = Walker(fd: fd, pageSize: pageSize, filePages: filePages, lastPage: meta.lastPage)
+        walker.ranges = recordingRanges ? [] : nil
         walker.visit(meta.freeRoot)
         walker.visit(meta.mainRoot)
         walker.run()
-        return Outcome(firstMissing: walker.firstMissing, highest: walker.highest, pagesRead: walker.pagesRead)
+        return Outcome(firstMissing: walker.firstMissing, highest: walker.highest, pagesRead: walker.pagesRead,
+                       ranges: walker.ranges ?? [])
     }
 
     private struct Walker {
@@ -113,6 +118,7 @@ struct ReachablePages {
         var firstMissing: UInt64?
         var highest: UInt64?
         var pagesRead = 0
+        var ranges: [ClosedRange<UInt64>]?
 
         init(fd: Int32, pageSize: Int, filePages: UInt64, lastPage: UInt64) {
             self.fd = fd
@@ -125,6 +131,7 @@ struct ReachablePages {
         }
 
         mutating func reached(_ first: UInt64, through last: UInt64) {
+            ranges?.append(first...last)
             highest = max(highest ?? 0, last)
             if last >= filePages { firstMissing = min(firstMissing ?? .max, max(first, filePages)) }
         }
