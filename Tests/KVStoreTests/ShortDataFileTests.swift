@@ -56,6 +56,25 @@ import Glibc
         #expect(try store.checkIntegrity().isClean)
     }
 
+    /// A read-only open (a widget's) changes nothing; a read-write open that found nothing missing
+    /// extends the file to the size the meta page records, so that later opens cost one `fstat`.
+    @Test func aReadWriteOpenExtendsAShortFileAndAReadOnlyOneLeavesIt() throws {
+        let path = try storeKVStoreLeftShort("extend")
+        let before = fileSize(path + "/data.mdb")
+        var readOnly = Store.Options()
+        readOnly.readOnly = true
+        do { _ = try Store(directory: path, options: readOnly) }
+        #expect(fileSize(path + "/data.mdb") == before)
+        try expectShort(path)
+        do { _ = try Store(directory: path) }
+        let reach = try LMDBPrograms.reach(path + "/data.mdb")
+        #expect(reach.filePages == reach.lastPage + 1, "\(reach)")
+        #expect(try LMDBPrograms.lmdbReads(path, scratch: dir.path + "/copy").readable)
+        let store = try Store(directory: path, options: readOnly)
+        #expect(try store.collection("items", key: Int.self, value: [UInt8].self).count() == 3)
+        #expect(try store.checkIntegrity().isClean)
+    }
+
     /// The probe of the issue (`scripts/lmdb-short-file-probe.c`: a 1 MiB value put into a scratch
     /// database, deleted, the database dropped, committed) run by plain LMDB on a container made by
     /// KVStore: every kvtool command of the container works, read-only and read-write.

@@ -18,6 +18,16 @@ extension Environment {
     /// only if the meta page it started from still holds the same bytes afterwards (else it runs
     /// again from the newer one, up to four times), so a read that overlapped a commit cannot refuse a
     /// healthy store.
+    ///
+    /// The walk reads every page the transaction reaches, one `pread` each (measured on the shared
+    /// 2-core machine: 9,432 pages of a 37 MiB store, 9.5 ms of system calls under `strace`), and
+    /// LMDB reuses the lowest free pages first, so a file can stay short for many commits. A
+    /// read-write open that found nothing missing therefore extends the file to the recorded size
+    /// (`fallocate`, which never shrinks a file and never overwrites what a writer wrote meanwhile;
+    /// the pages it adds are free, so nothing reads them before a writer writes them), and later opens
+    /// cost one `fstat` again. It does so only for a gap no larger than the file or 64 MiB: a last page
+    /// recorded far past the end (by a co-tenant, say) must not make every writer allocate up to the
+    /// map size.
     static func checkSize(_ handle: OpaquePointer, _ files: EnvironmentFiles, metaPages: MetaPages?, pageSize: Int,
                           directory: String, configuration: Configuration) throws {
         guard let metaPages, pageSize >= 512 else { return }
@@ -34,11 +44,26 @@ extension Environment {
             let filePages = UInt64(size / pageSize)
             if filePages > meta.lastPage { return }
             let outcome = ReachablePages.walk(files.dataFD, pageSize: pageSize, filePages: filePages, meta: meta)
-            guard let missing = outcome.firstMissing else { return }
+            guard let missing = outcome.firstMissing else {
+                if !configuration.readOnly && !configuration.immutableFile {
+                    extendToRecordedSize(files.dataFD, size: size, lastPage: meta.lastPage, pageSize: pageSize)
+                }
+                return
+            }
             refusal = KVStoreError.truncatedStore(path: files.dataPath, size: size, missingPage: Int(clamping: missing), pageSize: pageSize)
             if ReachablePages.newestMeta(files.dataFD, pageSize: pageSize) == meta { break }
         }
         if let refusal { throw refusal }
+    }
+
+    /// `fallocate` up to page `lastPage` inclusive, best effort: a file system without it, a full disk
+    /// or a gap over the bound leaves the walk to the next open.
+    private static func extendToRecordedSize(_ fd: Int32, size: Int, lastPage: UInt64, pageSize: Int) {
+        let (pages, overflow) = lastPage.addingReportingOverflow(1)
+        guard !overflow, pages <= UInt64(Int.max / pageSize) else { return }
+        let gap = Int(pages) * pageSize - size
+        guard gap > 0, gap <= max(size, 64 << 20) else { return }
+        _ = SystemCall.retry { fallocate(fd, 0, off_t(size), off_t(gap)) }
     }
 
     private static func dataFileSize(_ files: EnvironmentFiles) throws -> Int {
