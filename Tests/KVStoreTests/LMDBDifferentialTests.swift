@@ -25,8 +25,8 @@ import Glibc
 ///   and the highest page reached.
 ///
 /// The cases are seeded: a failure names its seed, and `KVSTORE_DIFFERENTIAL_SEED=N` replays the run
-/// from it (`KVSTORE_DIFFERENTIAL_CASES=1` for that case alone). 150 cases in `make test`, 3,000 in
-/// `make stress`.
+/// from it (`KVSTORE_DIFFERENTIAL_CASES=1` for that case alone). 150 cases in `make test` (fewer under
+/// a sanitizer), 3,000 in `make stress`.
 @Suite struct LMDBDifferentialTests {
     let dir = TemporaryDirectory()
     static let group = "group.com.example.differential"
@@ -40,7 +40,9 @@ import Glibc
 
     @Test func generatedSequencesAgreeWithLMDBsTools() throws {
         let environment = ProcessInfo.processInfo.environment
-        let cases = Int(environment["KVSTORE_DIFFERENTIAL_CASES"] ?? "") ?? StressLevel.pick(short: 150, long: 3_000)
+        // Under a sanitizer (kvtool 4 to 8 times slower), as many cases as fit in the same time.
+        let cases = Int(environment["KVSTORE_DIFFERENTIAL_CASES"] ?? "")
+            ?? StressLevel.pick(short: 150, long: 3_000) / (BuildScale.sanitizer == nil ? 1 : Int(BuildScale.factor))
         let base = UInt64(environment["KVSTORE_DIFFERENTIAL_SEED"] ?? "") ?? UInt64.random(in: 1...999_999_999)
         print("[differential] seed \(base), \(cases) cases (\(StressLevel.name)); KVSTORE_DIFFERENTIAL_SEED=\(base) replays them")
         let driver = try LMDBPrograms.compiled("lmdb-differential")

@@ -92,6 +92,21 @@ enum LMDBPrograms {
         return Reach(highest: outcome.highest, filePages: filePages, pageSize: pageSize, lastPage: meta.lastPage, ranges: outcome.ranges)
     }
 
+    /// The file's whole pages and the newest meta page's last page, without a walk.
+    static func meta(_ dataFile: String) throws -> (filePages: UInt64, lastPage: UInt64) {
+        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0, "open \(dataFile): errno \(errno)")
+        defer { close(fd) }
+        var info = stat()
+        try #require(fstat(fd, &info) == 0)
+        var word: UInt32 = 0
+        try #require(pread(fd, &word, 4, 16 + 24) == 4)
+        let pageSize = Int(word)
+        try #require(pageSize >= 512 && pageSize <= 65_536, "page size \(pageSize)")
+        let meta = try #require(ReachablePages.newestMeta(fd, pageSize: pageSize))
+        return (UInt64(Int(info.st_size) / pageSize), meta.lastPage)
+    }
+
     /// Writes `directory/data.mdb`: `dataFile` with every page but the meta pages and those `reach`
     /// says its newest transaction reaches overwritten with zeros. Returns how many pages were zeroed.
     static func zeroingUnreached(_ dataFile: String, into directory: String, reach: Reach) throws -> Int {

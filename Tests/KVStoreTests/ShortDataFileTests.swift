@@ -75,6 +75,44 @@ import Glibc
         #expect(try store.checkIntegrity().isClean)
     }
 
+    /// The walk stays right while another process commits: the differential test's generator
+    /// (`scripts/lmdb-differential.c`, 3,000 steps, no copy put in place of `data.mdb`) commits as fast
+    /// as it can, the probe's pattern among its operations, while this process opens the store
+    /// read-only over and over, each time a new environment. No open is refused: the read transaction
+    /// held during the walk keeps the pages it reads from being reused, and a refusal is made only
+    /// against a meta page that did not change.
+    @Test func opensWhileAnotherProcessCommitsAreNeverRefused() throws {
+        let root = dir.path + "/busy"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        do {
+            let container = try SharedContainer(groupIdentifier: group, root: root)
+            for name in LMDBDifferentialTests.collections { _ = try container.store.collection(name, key: ByteKey.self, codec: RawBytesCodec()) }
+        }
+        let store = root + "/" + group + "/Store"
+        let seed = UInt64.random(in: 1...999_999_999)
+        let writer = try BackgroundProcess(try LMDBPrograms.compiled("lmdb-differential"),
+                                           [store, String(seed), "3000"] + LMDBDifferentialTests.collections.map { Catalog.collectionDatabase($0) },
+                                           environment: ["LMDB_DIFFERENTIAL_NO_COPIES": "1"])
+        var readOnly = Store.Options()
+        readOnly.readOnly = true
+        var opens = 0, short = 0, refusals: [String] = []
+        while writer.process.isRunning {
+            let reach = try? LMDBPrograms.meta(store + "/data.mdb")
+            if let reach, reach.filePages <= reach.lastPage { short += 1 }
+            do {
+                _ = try Store(directory: store, options: readOnly)
+            } catch {
+                refusals.append("\(error)")
+            }
+            opens += 1
+        }
+        let (status, _, stderr) = writer.wait()
+        #expect(status == 0, "the generator (seed \(seed)): \(stderr)")
+        #expect(refusals.isEmpty, "seed \(seed): \(refusals.count) of \(opens) opens refused: \(refusals.prefix(3))")
+        print("[short-file] \(opens) opens while another process committed (seed \(seed)), \(short) of them with the file short "
+              + "just before; \(refusals.count) refused")
+    }
+
     /// The probe of the issue (`scripts/lmdb-short-file-probe.c`: a 1 MiB value put into a scratch
     /// database, deleted, the database dropped, committed) run by plain LMDB on a container made by
     /// KVStore: every kvtool command of the container works, read-only and read-write.
@@ -118,6 +156,25 @@ import Glibc
         }
         let other = try helper(["store-count", dir.path, group, path, String(64 << 30)])
         #expect(other.status == 1 && other.stderr.contains(expected), "\(other.stderr)")
+    }
+
+    /// LMDB opens whatever page size the meta page records (`mdb_stat` reads this store with pages of
+    /// 1 MiB); a short file with a page size LMDB never writes (not a power of two from 512 bytes to
+    /// 64 KiB) is refused as corrupted rather than walked with a page buffer of the planted size.
+    @Test func aPlantedPageSizeOnAShortFileIsRefusedWithoutAWalk() throws {
+        let path = try storeKVStoreLeftShort("pagesize")
+        let dataFile = path + "/data.mdb"
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataFile)))
+        let planted = 1 << 20
+        // mm_psize (md_pad of the free list's MDB_db) in both meta pages; LMDB reads the second one at
+        // the planted page size, so a copy of it goes there.
+        for page in 0..<2 { withUnsafeBytes(of: UInt32(planted).littleEndian) { bytes.replaceSubrange(page * 4096 + 40..<page * 4096 + 44, with: $0) } }
+        if bytes.count < 2 * planted { bytes += [UInt8](repeating: 0, count: 2 * planted - bytes.count) }
+        bytes.replaceSubrange(planted..<planted + 4096, with: bytes[4096..<8192])
+        try Data(bytes).write(to: URL(fileURLWithPath: dataFile))
+        let stat = try run("/usr/bin/mdb_stat", ["-e", path])
+        try #require(stat.status == 0 && stat.stdout.contains("Page size: 1048576"), "\(stat.stderr)")
+        #expect(throws: LMDBError.corrupted) { _ = try Store(directory: path) }
     }
 
     /// The free list is read by every writer (and by `mdb_stat -ff`), though no reader of the data

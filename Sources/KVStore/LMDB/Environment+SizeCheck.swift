@@ -30,11 +30,14 @@ extension Environment {
     /// map size.
     static func checkSize(_ handle: OpaquePointer, _ files: EnvironmentFiles, metaPages: MetaPages?, pageSize: Int,
                           directory: String, configuration: Configuration) throws {
-        guard let metaPages, pageSize >= 512 else { return }
+        guard let metaPages else { return }
         // The recorded size before the file's: every page of that transaction was written before it
         // committed, so a file at least that long holds them all.
         let recorded = metaPages.recordedDataSize
         if try dataFileSize(files) >= recorded { return }
+        // LMDB writes pages of 512 bytes to 64 KiB (a power of two); it opens whatever the meta page
+        // says, but a walk must not allocate a page of whatever size a co-tenant planted.
+        guard (512...65_536).contains(pageSize), pageSize & (pageSize - 1) == 0 else { throw LMDBError.corrupted }
         let transaction = try beginPinningRead(handle, metaPages: metaPages, directory: directory, configuration: configuration)
         defer { mdb_txn_abort(transaction) }
         var refusal: KVStoreError?
