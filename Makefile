@@ -10,9 +10,12 @@
 #             states, dead readers, 60 s of contention with SIGSTOPs, map
 #             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire, and the
 #             randomized replication model with faults at 1,000 operations on 8 devices (150 in make
-#             test; KVSTORE_MODEL_SEED=N replays a seed), and a 1 GiB group resynced through a sync gateway
-#             (40 MiB over an 8 MiB answer budget in make test); each test prints its figures ([reliability],
-#             [model] and [resync] lines). SWIFT_FLAGS passes options such as
+#             test; KVSTORE_MODEL_SEED=N replays a seed), a 1 GiB group resynced through a sync gateway
+#             (40 MiB over an 8 MiB answer budget in make test), the differential test of the store's
+#             open check against LMDB's own tools at 3,000 generated cases (150 in make test;
+#             KVSTORE_DIFFERENTIAL_SEED=N replays a seed), and the server-state fuzzer at 10,000 cases
+#             (80 in make test; KVSTORE_SERVER_FUZZ_SEED=N replays a run); each test prints its figures
+#             ([reliability], [model], [resync], [differential] and [server-fuzz] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures (README, benchmarks/baseline.md) from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
@@ -61,7 +64,7 @@ test: test-deps
 
 stress: test-deps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFT_FLAGS)
-	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter "ReliabilityTests|ReplicationModelTests|GatewayResyncTests"
+	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter "ReliabilityTests|ReplicationModelTests|GatewayResyncTests|LMDBDifferentialTests|ServerStateFuzzTests"
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests

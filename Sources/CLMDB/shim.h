@@ -10,4 +10,11 @@
 // MDB_NOTFOUND) has been handled.
 #include <lmdb.h>
 
+// fallocate(2), which glibc declares only under _GNU_SOURCE (Swift's Glibc module does not define
+// it). KVStore/LMDB/Environment+SizeCheck.swift extends a data.mdb that LMDB left short of its last
+// page: only fallocate grows a file without ever shrinking it or overwriting what another process
+// wrote meanwhile (posix_fallocate falls back to a read-then-write of single bytes, which could).
+// The same prototype as glibc's on 64-bit Linux (off_t is long there).
+extern int fallocate(int fd, int mode, long offset, long len);
+
 #endif

@@ -77,9 +77,11 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The environment records a map size larger than ``Store/Options/maxMapSize``: some process grew
     /// (or another program set) it past what this process accepts to map. Nothing was mapped.
     case mapSizeOverLimit(path: String, recorded: Int, limit: Int)
-    /// `data.mdb` is shorter than its meta page says the store is (truncated by another process, a
-    /// full disk or a bad copy): opening it would fault on the missing pages.
-    case truncatedStore(path: String, size: Int, expected: Int)
+    /// `data.mdb` ends before a page its newest transaction reaches (truncated by another process, a
+    /// full disk or a bad copy): reading that page would fault (`SIGBUS`). `missingPage` is the lowest
+    /// such page, of `pageSize` bytes. (A file that is merely shorter than its meta page's last page
+    /// opens: LMDB leaves pages it freed before writing them out of the file.)
+    case truncatedStore(path: String, size: Int, missingPage: Int, pageSize: Int)
     /// A system call failed. `errno` is the C error number.
     case io(operation: String, path: String, errno: Int32)
 
@@ -134,8 +136,9 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
             "refusing \(path): \(reason)"
         case .mapSizeOverLimit(let path, let recorded, let limit):
             "the store at \(path) records a map of \(recorded) bytes, over this process's limit of \(limit) bytes (maxMapSize)"
-        case .truncatedStore(let path, let size, let expected):
-            "the store file \(path) is \(size) bytes, shorter than the \(expected) bytes its meta page records: it was truncated"
+        case .truncatedStore(let path, let size, let page, let pageSize):
+            "the store file \(path) was truncated: it is \(size) bytes, but its newest transaction reaches page \(page)"
+                + (page.multipliedReportingOverflow(by: pageSize).overflow ? "" : ", which starts at byte \(page * pageSize)")
         case .io(let operation, let path, let code):
             "\(operation) \(path): \(String(cString: strerror(code)))"
         }

@@ -255,10 +255,11 @@ final class Environment: @unchecked Sendable {
             var stat = MDB_stat()
             try LMDBError.check(mdb_env_stat(handle, &stat))
             metaPages = MetaPages(descriptor: files.dataFD, pageSize: Int(stat.ms_psize))
-            try checkSize(files, metaPages: metaPages, configuration: configuration)
             if !configuration.immutableFile {
                 try adoptRecordedMapSize(handle, metaPages: metaPages, directory: directory, limit: configuration.maxMapSize)
             }
+            try checkSize(handle, files, metaPages: metaPages, pageSize: Int(stat.ms_psize), directory: directory,
+                          configuration: configuration)
         } catch {
             mdb_env_close(handle)
             throw error
@@ -280,17 +281,6 @@ final class Environment: @unchecked Sendable {
         return env
     }
 
-    /// Refuses a data file shorter than its newest meta page says: LMDB would map the missing pages
-    /// and fault (SIGBUS) on the first read of one.
-    private static func checkSize(_ files: EnvironmentFiles, metaPages: MetaPages?, configuration: Configuration) throws {
-        guard let metaPages else { return }
-        let size = Int(try FilePolicy.status(files.dataFD, path: files.dataPath).st_size)
-        let expected = metaPages.recordedDataSize
-        if size < expected {
-            throw KVStoreError.truncatedStore(path: files.dataPath, size: size, expected: expected)
-        }
-    }
-
     /// Right after opening: takes the map size recorded in the environment when it is larger than the
     /// configured one. LMDB opens with the configured size (or just the pages in use, if more), so a
     /// process configured for less than another process grew the map to would otherwise fill its
@@ -299,7 +289,7 @@ final class Environment: @unchecked Sendable {
     ///
     /// The recorded size is adopted only up to `limit` (``Configuration/maxMapSize``): any process that
     /// can write the store can record any size, and mapping it is this process's cost.
-    private static func adoptRecordedMapSize(_ handle: OpaquePointer, metaPages: MetaPages?, directory: String, limit: Int) throws {
+    static func adoptRecordedMapSize(_ handle: OpaquePointer, metaPages: MetaPages?, directory: String, limit: Int) throws {
         var info = MDB_envinfo()
         try LMDBError.check(mdb_env_info(handle, &info))
         let configured = info.me_mapsize

@@ -113,8 +113,8 @@ public final class Store: @unchecked Sendable {
     ///   ``KVStoreError/unsafeFile(path:reason:)`` for a file the checks refuse;
     ///   ``KVStoreError/invalidPath(_:reason:)`` when `directory` is a symbolic link;
     ///   ``KVStoreError/mapSizeOverLimit(path:recorded:limit:)`` when the store records a map larger
-    ///   than ``Options/maxMapSize``; ``KVStoreError/truncatedStore(path:size:expected:)`` when
-    ///   `data.mdb` is shorter than its meta page says.
+    ///   than ``Options/maxMapSize``; ``KVStoreError/truncatedStore(path:size:missingPage:pageSize:)``
+    ///   when `data.mdb` ends before a page its newest transaction reaches.
     public convenience init(directory: String, options: Options = Options()) throws {
         try self.init(directory: directory, descriptor: nil, options: options)
     }

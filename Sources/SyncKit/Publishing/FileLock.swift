@@ -49,7 +49,13 @@ final class FileLock {
         self.path = path
     }
 
-    deinit { close(descriptor) }
+    /// Unlocks before closing: a child another thread forked and that has not called `exec` yet shares
+    /// the open file description the lock belongs to, and closing this descriptor alone would leave
+    /// the lock held until that child execs or exits (see `SyncOwnership`).
+    deinit {
+        _ = SystemCall.retry { flock(descriptor, LOCK_UN) }
+        close(descriptor)
+    }
 
     /// The counter stored in the lock file; 0 if none was stored yet.
     func counter() throws -> UInt64 {

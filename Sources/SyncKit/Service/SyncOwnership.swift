@@ -59,7 +59,7 @@ package final class SyncOwnership: @unchecked Sendable {
                 try tx.unrecorded { try service.states.put(state, forKey: SyncService.stateKey, in: tx) }
             }
         } catch {
-            Glibc.close(fd)
+            Self.unlockAndClose(fd)
             throw error
         }
         service.posted()
@@ -138,8 +138,19 @@ package final class SyncOwnership: @unchecked Sendable {
             record.owner = nil
             try tx.unrecorded { try service.states.put(record, forKey: SyncService.stateKey, in: tx) }
         }
-        Glibc.close(descriptor)
+        Self.unlockAndClose(descriptor)
         service.posted()
+    }
+
+    /// Unlocks, then closes. The lock belongs to the open file description, not to the descriptor: a
+    /// child that another thread of this process forked and that has not called `exec` yet (as
+    /// `Process.run` does on every spawn) holds a copy of the descriptor, and closing this one alone
+    /// would leave the lock held until that child execs or exits, so that a standby could not take
+    /// over (issue 46: a CI run lost a test to it under AddressSanitizer). `LOCK_UN` releases it for
+    /// every copy at once.
+    private static func unlockAndClose(_ fd: Int32) {
+        _ = SystemCall.retry { flock(fd, LOCK_UN) }
+        Glibc.close(fd)
     }
 
     deinit { release() }
