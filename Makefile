@@ -10,8 +10,10 @@
 #             states, dead readers, 60 s of contention with SIGSTOPs, map
 #             growth to 128 MiB across processes, a full disk, snapshots and feeds under fire, and the
 #             randomized replication model with faults at 1,000 operations on 8 devices (150 in make
-#             test; KVSTORE_MODEL_SEED=N replays a seed); each test prints its figures ([reliability]
-#             and [model] lines). SWIFT_FLAGS passes options such as
+#             test; KVSTORE_MODEL_SEED=N replays a seed), and the server-state fuzzer at 10,000 cases (random
+#             rows written into the server's tables between rounds of real devices; about 80 in make test;
+#             KVSTORE_SERVER_FUZZ_SEED=N replays a run); each test prints its figures ([reliability],
+#             [model] and [server-fuzz] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures (README, benchmarks/baseline.md) from a release build
 # make bench  runs benchmarks/ (KVStore, GRDB/SQLite, UserDefaults, raw LMDB) and prints the ratios,
@@ -60,7 +62,7 @@ test: test-deps
 
 stress: test-deps
 	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFT_FLAGS)
-	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter "ReliabilityTests|ReplicationModelTests"
+	KVSTORE_STRESS=1 $(SWIFT) test -c release -Xswiftc -enable-testing $(SWIFT_FLAGS) --filter "ReliabilityTests|ReplicationModelTests|ServerStateFuzzTests"
 
 perf: test-deps
 	$(SWIFT) test -c release -Xswiftc -enable-testing --filter KVStorePerformanceTests
