@@ -20,8 +20,8 @@ import Glibc
 /// collections (`dailyRecords` with its merge, the push inbox `receivedNotifications`), a defaults
 /// suite and a `notes` collection; copies of honest rows; numbers behind the devices' cursors, past
 /// the log's end, at the numbers the next push draws, far ahead and not positive; current-state rows
-/// of any version; now and then the log's end moved back, its pruning horizon moved forward, or the
-/// server's id changed.
+/// of any version; now and then the log's end moved back, its pruning horizon moved forward, the
+/// server's id changed, or the whole log pruned (`pruneServer`).
 ///
 /// Each run is a group of its own with three devices: two on the database (one of them also syncs as
 /// `kvtool sync run --once` processes with kvtool's targets, now and then), one through a
@@ -124,7 +124,7 @@ import Glibc
     /// What a run found: counts for the printed line, and failures (also recorded as issues).
     struct Tally {
         var cases = 0, rounds = 0, kvtoolRounds = 0, gatewayRounds = 0, planted = 0, plantedState = 0, groupMoves = 0
-        var serverChanges = 0, quarantined = 0, restarts = 0, converged = 0, finalKeys = 0
+        var serverChanges = 0, resyncs = 0, quarantined = 0, restarts = 0, converged = 0, finalKeys = 0, prunes = 0
         var slowest: Duration = .zero
     }
 
@@ -148,9 +148,10 @@ import Glibc
             total.gatewayRounds += tally.gatewayRounds; total.planted += tally.planted; total.plantedState += tally.plantedState
             total.groupMoves += tally.groupMoves; total.serverChanges += tally.serverChanges; total.quarantined += tally.quarantined
             total.restarts += tally.restarts; total.slowest = max(total.slowest, tally.slowest)
-            total.converged += tally.converged; total.finalKeys += tally.finalKeys
+            total.converged += tally.converged; total.finalKeys += tally.finalKeys; total.prunes += tally.prunes
+            total.resyncs += tally.resyncs
         }
-        print("[server-fuzz] \(total.cases) cases in \(runs) runs (\(StressLevel.name), \(StressLevel.build)): \(total.rounds) rounds (\(total.gatewayRounds) through the gateway, \(total.kvtoolRounds) kvtool processes), \(total.planted) rows planted in the log, \(total.plantedState) in the state, \(total.groupMoves) moves of the log's end or horizon or the server's id, \(total.restarts) rounds that started over, \(total.quarantined) changes quarantined; \(total.converged) of \(total.finalKeys) keys checked converged at the end (the others held back by a quarantined change or planted in the state); slowest round \(total.slowest), \(ContinuousClock.now - started) in all")
+        print("[server-fuzz] \(total.cases) cases in \(runs) runs (\(StressLevel.name), \(StressLevel.build)): \(total.rounds) rounds (\(total.gatewayRounds) through the gateway, \(total.kvtoolRounds) kvtool processes), \(total.planted) rows planted in the log, \(total.plantedState) in the state, \(total.groupMoves) moves of the log's end or horizon or the server's id, \(total.prunes) prunes, \(total.restarts) rounds that started over (\(total.serverChanges) rebases, \(total.resyncs) resyncs), \(total.quarantined) changes quarantined; \(total.converged) of \(total.finalKeys) keys checked converged at the end (the others held back by a quarantined change or planted in the state); slowest round \(total.slowest), \(ContinuousClock.now - started) in all")
     }
 
     // MARK: - One run
@@ -188,6 +189,7 @@ import Glibc
                 #expect(restarts <= 1, "seed \(seed): \(device.name) started over \(restarts) times in one round")
                 tally.kvtoolRounds += 1
                 tally.serverChanges += restarts
+                if restarts > 0 { tally.restarts += 1 }
             } else {
                 device.events.withLock { $0 = [] }
                 let replicator = try device.made()
@@ -207,6 +209,7 @@ import Glibc
                 let resyncs = events.count { if case .resynchronized = $0 { true } else { false } }
                 #expect(rebases <= 1 && resyncs <= 1, "seed \(seed): \(device.name) started over \(rebases + resyncs) times in one round: \(events)")
                 tally.serverChanges += rebases
+                tally.resyncs += resyncs
                 if rebases + resyncs > 0 { tally.restarts += 1 }
                 if case .gateway = device.endpoint { tally.gatewayRounds += 1 }
             }
@@ -228,6 +231,12 @@ import Glibc
             }
             if random.next() % 8 == 0, try await planter.plantState(&random) { tally.plantedState += 1 }
             if random.next() % 25 == 0 { try await planter.moveGroup(&random); tally.groupMoves += 1 }
+            // Now and then a real prune of the whole log (devices behind it resync).
+            if random.next() % 40 == 0 {
+                let replicator = try devices[0].made()
+                _ = try await replicator.pruneServer(olderThan: .zero)
+                tally.prunes += 1
+            }
             // The honest devices write a little.
             for (index, device) in devices.enumerated() {
                 for _ in 0..<Int(random.next() % 3) {
@@ -313,7 +322,7 @@ import Glibc
             let applied = before.filter { change in
                 !after.contains(change) && change.target.map { nowStored[TargetKey(target: $0, key: change.key)] == change.value } == true
             }
-            #expect(retried.applied == 0, "seed \(seed): \(device.name)'s quarantine held \(retried.applied) applicable changes: \(applied)")
+            #expect(retried.applied == 0, "seed \(seed): \(device.name)'s quarantine held \(retried.applied) applicable changes: \(applied); before the retry: \(before); after: \(after)")
             tally.quarantined += try Replication.status(of: device.container).quarantined
             if let notes = device.notes { _ = try notes.entries() }   // every note decodes as a String
             await device.drop()

@@ -19,14 +19,18 @@ extension Replicator {
         let quarantined = try collections.store.read { tx in try collections.quarantine.entries(in: tx).map(\.value) }
         var report = QuarantineRetryReport()
         guard !quarantined.isEmpty else { return report }
+        // What is wrong with the row itself stays wrong. (A change kept from the previous server has a
+        // negative number of this device's making: ``apply`` takes it as older than any version of its
+        // key, so one this device has since learned supersedes it. Any other number that is not
+        // positive is the server's row's.)
         let changes = quarantined.map { row in
             ServerChange(sequence: row.sequence, device: row.device, kind: row.kind, name: row.name, key: row.key,
                          value: row.value, clock: row.clock, token: row.token,
-                         problem: row.rowProblem ?? (row.valueKept ? nil : "its value was over the size limit and was not kept"),
+                         problem: row.rowProblem
+                            ?? (row.sequence > 0 || row.fromPreviousServer ? nil : "its sequence number is not positive")
+                            ?? (row.valueKept ? nil : "its value was over the size limit and was not kept"),
                          valueKept: row.valueKept)
         }
-        // (A change kept from the previous server has a negative number: ``apply`` takes it as older
-        // than any version of its key, so one this device has since learned supersedes it.)
         var pulled = 0
         let outcome = try apply(changes, newCursor: nil, stage: .pull, pulled: &pulled)
         report.applied = outcome.applied

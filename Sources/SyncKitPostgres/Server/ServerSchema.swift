@@ -612,6 +612,7 @@ enum ServerSchema {
                 first_low bigint;
                 first_high bigint;
                 ahead boolean;
+                horizon bigint;
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
@@ -629,7 +630,13 @@ enum ServerSchema {
                     RETURN;
                 END IF;
                 INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
-                SELECT g.last_seq INTO previous FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                SELECT g.last_seq, g.pruned_through INTO previous, horizon FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                -- A pruning horizon past the log's end (no prune makes one; devices read it as the end)
+                -- is brought back to it: left, it would move with the end and resync every device
+                -- after every push (revision 4).
+                IF horizon > previous THEN
+                    UPDATE kvsync_groups SET pruned_through = previous WHERE group_id = p_group;
+                END IF;
                 -- Rows of the group numbered past the sequence (planted, or restored without it): the
                 -- set-based statement could draw one of their numbers, so the loop, which steps over
                 -- them, takes such a batch (revision 4).
