@@ -176,6 +176,22 @@ package struct WireReader {
         try bool() ? try data(max: max) : nil
     }
 
+    /// An optional value of at most `max` bytes; a longer one (within the message) is stepped over,
+    /// and its length comes back instead: the one row is refused, not the whole answer (a device whose
+    /// limit is lower than its gateway's would otherwise fail every round on one large value).
+    package mutating func optionalValue(max: Int) throws -> (value: [UInt8]?, overLimit: UInt64?) {
+        guard try bool() else { return (nil, nil) }
+        let start = offset
+        let length = try unsigned()
+        guard length > UInt64(max) else {
+            offset = start
+            return (try data(max: max), nil)
+        }
+        guard length <= UInt64(bytes.count - offset) else { throw malformed("a byte string is cut short") }
+        offset += Int(length)
+        return (nil, length)
+    }
+
     package mutating func optionalText(max: Int) throws -> String? {
         try bool() ? try text(max: max) : nil
     }
@@ -348,9 +364,12 @@ package enum GatewayPushResponse: Sendable {
                 switch try reader.unsigned() {
                 case 0: outcomes.append(.applied(version: try reader.signed()))
                 case 1:
-                    outcomes.append(.conflict(version: try reader.signed(), value: try reader.optionalData(max: maxValueBytes),
-                                              clock: try reader.unsigned(), device: try reader.text(max: GatewayWire.maxNameBytes),
-                                              problem: try reader.optionalText(max: 1024)))
+                    let version = try reader.signed()
+                    let (value, overLimit) = try reader.optionalValue(max: maxValueBytes)
+                    let clock = try reader.unsigned(), device = try reader.text(max: GatewayWire.maxNameBytes)
+                    let problem = try reader.optionalText(max: 1024)
+                    outcomes.append(.conflict(version: version, value: value, clock: clock, device: device,
+                                              problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" }))
                 case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
                 }
             }
@@ -376,12 +395,18 @@ extension ServerChange {
         writer.bool(valueKept)
     }
 
+    /// A value over `maxValueBytes` makes the row one to quarantine ("over the limit", its value not
+    /// kept), as on the direct path, where the statement leaves such a value unread.
     init(reading reader: inout WireReader, maxValueBytes: Int) throws {
-        self.init(sequence: try reader.signed(), device: try reader.text(max: GatewayWire.maxNameBytes + 1),
-                  kind: try reader.text(max: GatewayWire.maxNameBytes), name: try reader.text(max: GatewayWire.maxNameBytes),
-                  key: try reader.data(max: Store.maxKeySize), value: try reader.optionalData(max: maxValueBytes),
-                  clock: try reader.unsigned(), token: try reader.unsigned(), problem: try reader.optionalText(max: 1024),
-                  valueKept: try reader.bool())
+        let sequence = try reader.signed(), device = try reader.text(max: GatewayWire.maxNameBytes + 1)
+        let kind = try reader.text(max: GatewayWire.maxNameBytes), name = try reader.text(max: GatewayWire.maxNameBytes)
+        let key = try reader.data(max: Store.maxKeySize)
+        let (value, overLimit) = try reader.optionalValue(max: maxValueBytes)
+        let clock = try reader.unsigned(), token = try reader.unsigned(), problem = try reader.optionalText(max: 1024)
+        let valueKept = try reader.bool()
+        self.init(sequence: sequence, device: device, kind: kind, name: name, key: key, value: value, clock: clock, token: token,
+                  problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" },
+                  valueKept: valueKept && overLimit == nil)
     }
 }
 

@@ -32,6 +32,8 @@ import Testing
         var key: String
         var value: String?
         var base: Int = 0
+        /// Its stamp's milliseconds (the token's by default).
+        var clock: Int?
     }
 
     /// `kvsync_push` of `changes` from `device`: one `index:outcome:version[:value]` per change.
@@ -44,7 +46,7 @@ import Testing
                              \(array(changes.map { _ in "'collection'" }, "text")), \(array(changes.map { _ in "'notes'" }, "text")),
                              \(array(changes.map { hex($0.key) }, "bytea")), \(array(changes.map { hex($0.value ?? "") }, "bytea")),
                              \(array(changes.map { $0.value == nil ? "true" : "false" }, "boolean")),
-                             \(array(changes.map { "\(65_536 * $0.token)" }, "bigint")), \(array(changes.map { "\($0.base)" }, "bigint")),
+                             \(array(changes.map { "\(65_536 * ($0.clock ?? $0.token))" }, "bigint")), \(array(changes.map { "\($0.base)" }, "bigint")),
                              60000)
             ORDER BY idx
             """
@@ -105,6 +107,27 @@ import Testing
         #expect(try await pushed("d3", [Change(token: 3, key: "x", value: "x1"), Change(token: 9, key: "a", value: "a3")])
                 == ["1:duplicate:\(first + 7)", "2:conflict:\(first + 4):a2"])
         #expect(try await count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") == first + 7)
+    }
+
+    /// A change on a stale base from the device that wrote the current row, with a later token but an
+    /// older clock (what a device that started over sends: every key with the clock of the version it
+    /// knew, perhaps one planted in the log with a stamp in the past) is a conflict, settled by clock,
+    /// not a later write of its own (revision 4; found by the server-state fuzzer). Both bodies.
+    @Test func aDevicesOlderStampOnAStaleBaseIsAConflictEvenOverItsOwnRow() async throws {
+        let group = Self.group("older-stamp")
+        let cluster = try await Self.cluster(group: group)
+        func pushed(_ changes: [Change]) async throws -> [String] {
+            try await offPool { try Self.push(cluster, group: group, device: "d1", changes) }
+        }
+        let first = try await offPool { try cluster.count("SELECT coalesce(max(seq), 0) + 1 FROM kvsync_changes") }
+        // Token 5 (clock 5 << 16), then token 9 stamped 3 << 16 on base 0: the set-based body.
+        #expect(try await pushed([Change(token: 5, key: "a", value: "new")]) == ["1:applied:\(first)"])
+        #expect(try await pushed([Change(token: 9, key: "a", value: "old", clock: 3)]) == ["1:conflict:\(first):new"])
+        // The loop (a repeated key): the same.
+        #expect(try await pushed([Change(token: 10, key: "a", value: "old", clock: 3), Change(token: 11, key: "a", value: "old", clock: 4)])
+                == ["1:conflict:\(first):new", "2:conflict:\(first):new"])
+        // A later stamp of its own on a stale base is still no conflict.
+        #expect(try await pushed([Change(token: 12, key: "a", value: "newer")]) == ["1:applied:\(first + 1)"])
     }
 
     /// A server at this schema version whose push function is an older revision (the loop only, as

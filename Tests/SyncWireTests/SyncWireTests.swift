@@ -168,4 +168,34 @@ struct SyncWireTests {
             }
         }
     }
+
+    /// A value over the device's limit in a gateway's answer (its gateway's limit is higher) makes that
+    /// one row a problem to quarantine, as the direct path's statement does, not the whole answer
+    /// malformed: the device would otherwise fail every round on it (found by the server-state fuzzer,
+    /// issue 46). A value cut short is still malformed.
+    @Test func aValueOverTheDevicesLimitIsOneRowsProblemNotTheAnswers() throws {
+        let large = ServerChange(sequence: 2, device: "d", kind: "collection", name: "notes", key: [0x6B], value: [UInt8](repeating: 7, count: 11),
+                                 clock: 1 << 16, token: 1)
+        let small = ServerChange(sequence: 3, device: "d", kind: "collection", name: "notes", key: [0x6C], value: [1], clock: 1 << 16, token: 2)
+        var page = ChangesPage()
+        page.lastSequence = 3
+        page.changes = [large, small]
+        let decoded = try ChangesPage(decoding: page.encoded(), maxValueBytes: 10)
+        #expect(decoded.changes.count == 2)
+        #expect(decoded.changes[0].value == nil && !decoded.changes[0].valueKept)
+        #expect(decoded.changes[0].problem == "its value is 11 bytes, over the 10-byte limit")
+        #expect(decoded.changes[1] == small)
+        let state = try GatewayState(decoding: GatewayState(lastSequence: 3, rows: [large, small]).encoded(), maxValueBytes: 10)
+        #expect(state.rows[0].problem == "its value is 11 bytes, over the 10-byte limit" && state.rows[1] == small)
+        let answer = try GatewayPushResponse(decoding: GatewayPushResponse.outcomes([
+            .conflict(version: 2, value: [UInt8](repeating: 7, count: 11), clock: 1, device: "d", problem: nil)]).encoded(), maxValueBytes: 10)
+        guard case .outcomes(let outcomes) = answer, case .conflict(_, let value, _, _, let problem)? = outcomes.first else {
+            Issue.record("\(answer)")
+            return
+        }
+        #expect(value == nil && problem == "its value is 11 bytes, over the 10-byte limit")
+        // Cut short: the answer is malformed, as before.
+        let cut = Array(page.encoded().dropLast(4))
+        #expect(throws: GatewayWireError.self) { _ = try ChangesPage(decoding: cut, maxValueBytes: 10) }
+    }
 }

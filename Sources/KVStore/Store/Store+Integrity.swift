@@ -268,31 +268,11 @@ private struct IntegrityChecker {
         try transaction.rawScan(database) { keyBuffer, value in
             counted()
             let key = Array(keyBuffer)
-            let rendered: String
-            do {
-                rendered = try keyEncoding.render(key).description
-            } catch {
-                add(.corruptKey, location, key: "0x" + Hex.encode(key), "does not decode as \(keyEncoding): \(error)")
-                return true
-            }
-            // What reading refuses (a value stored raw by another process), reported without decoding it.
-            if value.count > maxValueSize {
-                add(.corruptValue, location, key: rendered, "\(value.count) bytes, over the \(maxValueSize)-byte limit of a value")
-            } else {
-                switch valueEncoding {
-                case .fixed(let size):
-                    if value.count != size {
-                        add(.corruptValue, location, key: rendered, "\(value.count) bytes, but the layout is \(size)")
-                    }
-                case .cbor:
-                    do {
-                        _ = try CBORValue.decode(value)
-                    } catch {
-                        add(.corruptValue, location, key: rendered, "not valid CBOR: \(error)")
-                    }
-                case .bytes, .other:
-                    break
-                }
+            switch CatalogEntry.entryProblem(key: key, value: value, keyEncoding: keyEncoding, valueEncoding: valueEncoding,
+                                             maxValueSize: maxValueSize) {
+            case .key(let detail): add(.corruptKey, location, key: "0x" + Hex.encode(key), detail)
+            case .value(let rendered, let detail): add(.corruptValue, location, key: rendered, detail)
+            case nil: break
             }
             return true
         }
@@ -337,5 +317,75 @@ private struct IntegrityChecker {
             }
             return true
         }
+    }
+}
+
+/// What ``Store/checkIntegrity(maxProblems:progress:)`` finds wrong with one stored entry, as its
+/// catalog entry describes entries.
+package enum CatalogEntryProblem: Error, CustomStringConvertible {
+    /// The key does not decode with the key encoding.
+    case key(String)
+    /// The value (at the key, rendered) is over the size limit, not of its layout, or not CBOR.
+    case value(rendered: String, String)
+
+    package var description: String {
+        switch self {
+        case .key(let detail): "the key \(detail)"
+        case .value(let rendered, let detail): "the value at \(rendered) is \(detail)"
+        }
+    }
+}
+
+extension CatalogEntry {
+    /// The largest value ``Store/checkIntegrity(maxProblems:progress:)`` accepts in this collection or suite.
+    package var maxValueSize: Int { kind == .defaults ? SharedDefaults.maxValueSize : CBORLimits.default.maxInputSize }
+
+    /// Why `key` and `value` are not an entry of this collection or suite as its catalog entry describes
+    /// them, or `nil`: the test ``Store/checkIntegrity(maxProblems:progress:)`` (`kvtool check`) applies to
+    /// every stored entry, for a writer that stores bytes by name (a replicator of a collection it knows
+    /// only by name), so that what it stores is what the check accepts.
+    package func entryProblem(key: [UInt8], value: [UInt8]) -> CatalogEntryProblem? {
+        guard let keyEncoding = KeyEncoding(self.keyEncoding) else { return .key("has an unknown key encoding '\(self.keyEncoding)'") }
+        return value.withUnsafeBytes { value in
+            Self.entryProblem(key: key, value: value, keyEncoding: keyEncoding, valueEncoding: valueEncoding, maxValueSize: maxValueSize)
+        }
+    }
+
+    /// Why `key` is not a key of this collection or suite (it does not decode with its key encoding), or `nil`.
+    package func keyProblem(_ key: [UInt8]) -> CatalogEntryProblem? {
+        guard let keyEncoding = KeyEncoding(self.keyEncoding) else { return .key("has an unknown key encoding '\(self.keyEncoding)'") }
+        do {
+            _ = try keyEncoding.render(key)
+            return nil
+        } catch {
+            return .key("does not decode as \(keyEncoding): \(error)")
+        }
+    }
+
+    static func entryProblem(key: [UInt8], value: UnsafeRawBufferPointer, keyEncoding: KeyEncoding, valueEncoding: ValueEncoding,
+                             maxValueSize: Int) -> CatalogEntryProblem? {
+        let rendered: String
+        do {
+            rendered = try keyEncoding.render(key).description
+        } catch {
+            return .key("does not decode as \(keyEncoding): \(error)")
+        }
+        // What reading refuses (a value stored raw by another process), reported without decoding it.
+        if value.count > maxValueSize {
+            return .value(rendered: rendered, "\(value.count) bytes, over the \(maxValueSize)-byte limit of a value")
+        }
+        switch valueEncoding {
+        case .fixed(let size):
+            if value.count != size { return .value(rendered: rendered, "\(value.count) bytes, but the layout is \(size)") }
+        case .cbor:
+            do {
+                _ = try CBORValue.decode(value)
+            } catch {
+                return .value(rendered: rendered, "not valid CBOR: \(error)")
+            }
+        case .bytes, .other:
+            break
+        }
+        return nil
     }
 }

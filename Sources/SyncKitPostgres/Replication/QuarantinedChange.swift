@@ -11,8 +11,16 @@ import SyncWire
 /// ``Replicator/retryQuarantined()`` (`kvtool sync quarantine retry`) applies the ones that now
 /// can be, after an app upgrade or once the clocks agree. While a key has a quarantined change, this
 /// device's own writes of it wait (`pendingChanges`) rather than go over the server's newer value.
+///
+/// A change stays quarantined until it is applied, superseded (a newer version of its key applied) or
+/// dropped to keep the quarantine within its bounds, also when the device starts over with another
+/// server (``SyncEvent/serverChanged(server:)``): it is then kept as the previous server's
+/// (``fromPreviousServer``), under a negative number that no server's change takes, older than any
+/// change of the new server. Such a change holds back none of this device's writes (the server it
+/// was newer than is gone), and any version of its key that the new server gives supersedes it.
 public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConvertible {
-    /// The server's sequence number of the change.
+    /// The server's sequence number of the change; for a change kept from the previous server, the
+    /// negative number it is kept under (its number there is ``previousSequence``).
     public var sequence: Int64
     /// `collection` or `defaults`, as the server's row spells it (or whatever a bad row holds).
     public var kind: String
@@ -30,16 +38,25 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
     /// Why it was not applied, in one line.
     public var reason: String
     public var quarantinedAt: Date
+    /// Why the server's row is not one any replicator writes (a negative clock, a column over its
+    /// limit), when that is why it was quarantined: a retry cannot change it, and it stays.
+    public var rowProblem: String?
+    /// Whether it came from the server this device followed before it started over with another.
+    public var fromPreviousServer: Bool = false
+    /// Its sequence number on that server.
+    public var previousSequence: Int64?
 
     /// The collection or suite it belongs to, if its kind is one a replicator writes.
     public var target: Mutation.Target? { Mutation.Target(kindName: kind, name: name) }
 
     enum CodingKeys: String, CodingKey {
         case sequence, kind, name, key, value, valueKept, clock, device, token, reason, quarantinedAt
+        case rowProblem, fromPreviousServer, previousSequence
     }
 
     public init(sequence: Int64, kind: String, name: String, key: [UInt8], value: [UInt8]?, valueKept: Bool, clock: UInt64,
-                device: String, token: UInt64, reason: String, quarantinedAt: Date) {
+                device: String, token: UInt64, reason: String, quarantinedAt: Date, rowProblem: String? = nil,
+                fromPreviousServer: Bool = false, previousSequence: Int64? = nil) {
         self.sequence = sequence
         self.kind = kind
         self.name = name
@@ -51,6 +68,9 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         self.token = token
         self.reason = reason
         self.quarantinedAt = quarantinedAt
+        self.rowProblem = rowProblem
+        self.fromPreviousServer = fromPreviousServer
+        self.previousSequence = previousSequence
     }
 
     // Bytes are stored as byte strings (`Data`), not as arrays of numbers: a value of megabytes
@@ -68,6 +88,9 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         token = try container.decode(UInt64.self, forKey: .token)
         reason = try container.decode(String.self, forKey: .reason)
         quarantinedAt = try container.decode(Date.self, forKey: .quarantinedAt)
+        rowProblem = try container.decodeIfPresent(String.self, forKey: .rowProblem)
+        fromPreviousServer = try container.decodeIfPresent(Bool.self, forKey: .fromPreviousServer) ?? false
+        previousSequence = try container.decodeIfPresent(Int64.self, forKey: .previousSequence)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -83,6 +106,13 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         try container.encode(token, forKey: .token)
         try container.encode(reason, forKey: .reason)
         try container.encode(quarantinedAt, forKey: .quarantinedAt)
+        // Written only when set: the quarantine of a device that never changed servers stays as an
+        // older build wrote (and reads) it.
+        try container.encodeIfPresent(rowProblem, forKey: .rowProblem)
+        if fromPreviousServer {
+            try container.encode(true, forKey: .fromPreviousServer)
+            try container.encodeIfPresent(previousSequence, forKey: .previousSequence)
+        }
     }
 
     /// One printable line: what another device sent has its control characters escaped. The key is
@@ -93,7 +123,8 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
     /// ``description`` with the key shown as `key` (escaped as the rest of the line).
     public func description(key: String) -> String {
         func shown(_ text: some StringProtocol) -> String { Escaping.escape(String(text), quoting: false, shortForms: true, style: .swift) }
-        return "change \(sequence) to \(target.map(\.description).map(shown) ?? "'\(shown(kind.prefix(40)))'") key \(shown(key.prefix(512))) from \(shown(device.prefix(64))): \(shown(reason))"
+        let number = fromPreviousServer ? "change \(previousSequence.map(String.init) ?? "?") of the previous server" : "change \(sequence)"
+        return "\(number) to \(target.map(\.description).map(shown) ?? "'\(shown(kind.prefix(40)))'") key \(shown(key.prefix(512))) from \(shown(device.prefix(64))): \(shown(reason))"
     }
 }
 #endif

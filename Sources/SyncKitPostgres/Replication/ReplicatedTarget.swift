@@ -78,6 +78,34 @@ public struct ReplicatedTarget: Sendable {
             })
     }
 
+    /// This target, with `check` run on every value that comes in from the server (pulled, the
+    /// server's value in a conflict, a merge's result) before anything of it is written: a value it
+    /// refuses is quarantined with what `check` throws as the reason, and the key's local writes wait,
+    /// as for a value the type cannot decode. For what an app checks beyond decoding (a member's
+    /// range), and for a collection replicated by name whose type an app knows: `kvtool` gives each
+    /// collection an app registered the same test that its typed `put` and `check` apply, so that a
+    /// value a sync accepts is one `kvtool check` accepts.
+    public func checkingValues(_ check: @escaping @Sendable (_ value: [UInt8]) throws -> Void) -> ReplicatedTarget {
+        checkingEntries { _, value in if let value { try check(value) } }
+    }
+
+    /// This target with `check` run on every key and value (`nil` for a delete) that comes in, before
+    /// anything of it is written; what it throws is the reason of the quarantine.
+    func checkingEntries(_ check: @escaping @Sendable (_ key: [UInt8], _ value: [UInt8]?) throws -> Void) -> ReplicatedTarget {
+        let (write, checkFirst) = (self.write, self.check)
+        return ReplicatedTarget(
+            target: target, policy: policy, read: read,
+            write: { key, value, transaction in
+                try UnreadableChange.reading { try check(key, value) }
+                try write(key, value, transaction)
+            },
+            keys: keys,
+            check: { key, value in
+                try checkFirst(key, value)
+                try UnreadableChange.reading { try check(key, value) }
+            })
+    }
+
     /// A ``SharedDefaults`` suite. Values are CBOR, as the suite stores them; a suite offers
     /// last-writer-wins or reject-and-report.
     public static func defaults(_ defaults: SharedDefaults, rejectConflicts: Bool = false) -> ReplicatedTarget {
@@ -112,7 +140,10 @@ public struct ReplicatedTarget: Sendable {
     }
 
     /// A collection known only by name, as `kvtool` sees it: values replicate as stored bytes. It must
-    /// have no index or derived collection, which only its typed definition can maintain.
+    /// have no index or derived collection, which only its typed definition can maintain. What comes in
+    /// is checked as its catalog entry describes its entries, as `kvtool check` checks them (a key in
+    /// its key encoding, a value of its encoding and within the size limit): anything else is
+    /// quarantined, not stored. Give it ``checkingValues(_:)`` for what its Swift type needs besides.
     ///
     /// - Throws: ``ReplicationError/unsupportedTarget(_:reason:)`` if it has any.
     public static func untypedCollection(named name: String, in store: Store, rejectConflicts: Bool = false) throws -> ReplicatedTarget {
@@ -121,7 +152,10 @@ public struct ReplicatedTarget: Sendable {
             throw ReplicationError.unsupportedTarget(.collection(name), reason:
                 "it has indexes or derived collections, which only its typed definition can keep in step; replicate it from the app with ReplicatedTarget.collection(_:)")
         }
-        return Self.collection(untyped, conflicts: rejectConflicts ? .rejectAndReport : .lastWriterWins)
+        return Self.collection(untyped, conflicts: rejectConflicts ? .rejectAndReport : .lastWriterWins).checkingEntries { key, value in
+            // A delete needs only its key to be one of the collection's.
+            if let problem = value.map({ entry.entryProblem(key: key, value: $0) }) ?? entry.keyProblem(key) { throw problem }
+        }
     }
 
     static func decodeKey<Key: OrderedKey>(_ bytes: [UInt8], as type: Key.Type, _ collection: String) throws -> Key {

@@ -7,23 +7,50 @@ import SyncWire
 extension Replicator {
     // MARK: - Pull
 
+    /// Pulls pages until the log's end. Each page moves the cursor forward (a page that would not is
+    /// refused), and the call starts over once at most: a rebase on a server that forgot, or a resync
+    /// after a prune, or a rebase and the resync it leads to (a restored server whose log was pruned).
+    /// Starting over again, whatever the server holds or answers, ends the round with an error rather
+    /// than going round for good (issue 46: rows planted past the log's end made every round start
+    /// over, about 30 times a second, for good).
     func pull(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
         var pulled = 0
+        var (rebased, resynced): (String?, String?) = (nil, nil)
+        func startOver(because reason: String, resync: Bool) throws {
+            if let first = resynced ?? (resync ? nil : rebased) {
+                throw ReplicationError.server("the server made this device start over twice in one round (\(first); then \(reason)): the round stops here, and the next one starts again")
+            }
+            if resync { resynced = reason } else { rebased = reason }
+        }
         while true {
             let (cursor, mark) = try currentCursor()
             let page = try await server.changes(group: group, after: cursor, limit: options.batchSize)
             // The log no longer holds what this device followed: a server restored from an older
             // backup, or its tables recreated.
             if cursor > page.lastSequence || (cursor > page.prunedThrough && mark != nil && page.atCursor != mark) {
+                try startOver(because: cursor > page.lastSequence
+                    ? "its log ends at \(page.lastSequence), before this device's cursor \(cursor)"
+                    : "its log holds another change at this device's cursor \(cursor)", resync: false)
                 try await onWriter { try rebaseOnForgetfulServer() }
                 continue
             }
             if cursor < page.prunedThrough {
+                try startOver(because: "it pruned its log through \(page.prunedThrough), past this device's cursor \(cursor)", resync: true)
                 try await resynchronize(server, report: &report)
                 continue
             }
             let changes = page.changes
             if changes.isEmpty { break }
+            // Every change after the cursor, within the log, in order: else the cursor could stay or
+            // go back, and the loop never end (a server's own statement never answers so; a gateway
+            // that lies might).
+            var previous = cursor
+            for change in changes {
+                guard change.sequence > previous, change.sequence <= page.lastSequence else {
+                    throw ReplicationError.server("the server answered change \(change.sequence) after change \(previous) in a page after cursor \(cursor) of a log that ends at \(page.lastSequence)")
+                }
+                previous = change.sequence
+            }
             let outcome = try await onWriter { try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled) }
             report.conflicts += outcome.events.count(where: \.isConflict)
             report.quarantined += outcome.events.count(where: \.isQuarantine)
@@ -88,7 +115,7 @@ extension Replicator {
                 outcome.events.append(.quarantined(try quarantine(change, reason: reason, state: &state, keys: &quarantined, in: tx)))
             }
             for change in changes {
-                if let reason = failed[change.sequence] ?? problem(of: change) {
+                if let reason = failed[change.sequence] ?? problem(of: change, retrying: newCursor == nil) {
                     try hold(change, reason)
                     continue
                 }

@@ -200,7 +200,7 @@ extension Replicator {
     /// are held back behind a quarantined change of the same key.
     func dirtyKeys(in tx: ReadTransaction) throws -> (waiting: Int, held: Int) {
         guard try collections.dirty.first(in: tx) != nil else { return (0, 0) }
-        let quarantined = try quarantinedKeys(in: tx)
+        let quarantined = try heldKeys(in: tx)
         var (waiting, held) = (0, 0)
         try collections.dirty.forEach(in: tx) { _, dirty in
             guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else { return true }
@@ -216,7 +216,7 @@ extension Replicator {
     func hasDirtyKeys() throws -> Bool {
         try collections.store.read { tx in
             guard try collections.dirty.first(in: tx) != nil else { return false }
-            let held = try quarantinedKeys(in: tx)
+            let held = try heldKeys(in: tx)
             var found = false
             try collections.dirty.forEach(in: tx) { _, dirty in
                 guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else { return true }
@@ -236,7 +236,7 @@ extension Replicator {
         let token = try consumer.token()
         let store = container.store
         return try store.read { tx in
-            let quarantined = try quarantinedKeys(in: tx)
+            let quarantined = try heldKeys(in: tx)
             var end = CollectedEnd()
             var latest: [PendingKey: HistoryEntry] = [:]
             var order: [PendingKey] = []

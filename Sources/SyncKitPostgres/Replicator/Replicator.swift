@@ -400,9 +400,9 @@ public final class Replicator: @unchecked Sendable {
             for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clocks[key] ?? now, requeued: true)) }
         }
         try queueToSendAgain(queued, state: &state, in: tx)
-        // What was quarantined came from the server this device no longer follows (its sequence
-        // numbers mean nothing to the new one): dropped, so that no key waits on it.
-        try tx.unrecorded { try collections.quarantine.removeAll(in: tx) }
+        // What was quarantined stays quarantined (until applied, superseded or dropped for room), as
+        // the previous server's: its numbers mean nothing to the new one, and no key waits on it.
+        try keepQuarantineOfPreviousServer(in: tx)
         state.cursor = 0
         state.cursorMark = nil
         state.resyncs += 1

@@ -20,6 +20,9 @@ import PostgresNIO
 ///   base is not the current version: the server's row comes back) or `applied`. From version 3, a
 ///   batch with a stamp further ahead of the server's clock than the device's `maxClockSkew` is
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
+/// - `kvsync_groups.last_seq` is where the log ends for devices: a push moves it, under the group's
+///   lock, to the greatest row the sequence has passed (``adoptRows``). Devices read no row past it
+///   (``ServerStatements/changes(group:after:limit:maxBytes:)``), whatever else the table holds.
 enum ServerSchema {
     /// The schema version this library writes and reads: the number of ``migrations`` (a new one is
     /// a new version, with nothing else to edit in step).
@@ -40,8 +43,9 @@ enum ServerSchema {
         PERFORM 1 FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
         """ + pushLoopBody
 
-    /// The loop of `kvsync_push`, the same in every version, run while the function holds the group's
-    /// lock: one outcome per change, then the group's last sequence number and a notification.
+    /// The loop of `kvsync_push` version 1, run while the function holds the group's lock: one outcome
+    /// per change, then the group's last sequence number and a notification. (Kept as version 1 made
+    /// it; later revisions run ``pushLoopNumbered``.)
     static let pushLoopBody = """
         FOR k IN 1..n LOOP
             idx := k;
@@ -81,6 +85,81 @@ enum ServerSchema {
         RETURN;
         """
 
+    /// The loop of `kvsync_push` from revision 4, run while the function holds the group's lock: one
+    /// outcome per change, as ``pushLoopBody``, but each change's sequence number is drawn past any
+    /// row of the group that already holds it, and the log then ends at ``adoptRows``.
+    ///
+    /// Why: only a push writes the log in order, but anyone with write access to the tables (the
+    /// attacker RELIABILITY.md names), or a restore that did not set the sequence, can leave rows
+    /// numbered past `last_seq`. Such a row must neither refuse the next push (a primary key taken)
+    /// nor come before it in the log once devices read past it.
+    ///
+    /// Also from revision 4, a change on another base than the current version is no conflict when
+    /// the current row is the same device's with an earlier token (its own later write) only if its
+    /// clock is not older than that row's: a device that started over sends every key again with the
+    /// clock of the version it knew, and a value it took from a row planted in the log (stamped in
+    /// the past) must not go over its own newer write as if it were later (found by the server-state
+    /// fuzzer). Such a change is a conflict, settled by clock.
+    static let pushLoopNumbered = """
+        FOR k IN 1..n LOOP
+            idx := k;
+            SELECT c.seq INTO found_seq FROM kvsync_changes c
+                WHERE c.group_id = p_group AND c.device = p_device AND c.token = p_tokens[k];
+            IF FOUND THEN
+                outcome := 'duplicate'; version := found_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            SELECT * INTO cur FROM kvsync_state s
+                WHERE s.group_id = p_group AND s.kind = p_kinds[k] AND s.name = p_names[k] AND s.key = p_keys[k];
+            IF FOUND AND cur.version <> p_bases[k]
+               AND NOT (cur.device = p_device AND cur.token <= p_tokens[k] AND cur.hlc <= p_hlcs[k]) THEN
+                outcome := 'conflict'; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
+                s_device := cur.device;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
+            -- A number another row of the group holds is stepped over (each step draws one, so this
+            -- ends within as many steps as the group has rows past the sequence).
+            LOOP
+                new_seq := nextval('kvsync_changes_seq_seq');
+                EXIT WHEN NOT EXISTS (SELECT FROM kvsync_changes c WHERE c.group_id = p_group AND c.seq = new_seq);
+            END LOOP;
+            INSERT INTO kvsync_changes (seq, group_id, device, token, kind, name, key, value, hlc, base)
+                VALUES (new_seq, p_group, p_device, p_tokens[k], p_kinds[k], p_names[k], p_keys[k], v, p_hlcs[k], p_bases[k]);
+            INSERT INTO kvsync_state AS s (group_id, kind, name, key, value, version, hlc, device, token)
+                VALUES (p_group, p_kinds[k], p_names[k], p_keys[k], v, new_seq, p_hlcs[k], p_device, p_tokens[k])
+                ON CONFLICT (group_id, kind, name, key) DO UPDATE SET value = EXCLUDED.value,
+                    version = EXCLUDED.version, hlc = EXCLUDED.hlc, device = EXCLUDED.device,
+                    token = EXCLUDED.token, updated_at = now();
+            outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
+            RETURN NEXT;
+        END LOOP;
+        """ + adoptRows
+
+    /// The end of `kvsync_push` from revision 4, run while the function holds the group's lock: the
+    /// log's last sequence number becomes the greatest of the group's rows that the sequence has
+    /// passed, and devices are told if it moved.
+    ///
+    /// The sequence bounds it: every number drawn from now on is greater than its last value, so a
+    /// row at or below it can never be followed by a push numbered before it, and devices may read
+    /// up to it. That takes in this batch's rows, and also rows someone else wrote between `last_seq`
+    /// and the sequence (a restore that did not update `last_seq`: repaired by the next push). A row
+    /// numbered past the sequence stays out of the log (devices read only up to `last_seq`) until the
+    /// sequence passes it: it is then taken in, in its place. (With the sequence's default cache of 1,
+    /// its last value is the last number any session drew.)
+    static let adoptRows = """
+        SELECT max(c.seq) INTO last FROM kvsync_changes c
+            WHERE c.group_id = p_group AND c.seq > previous
+              AND c.seq <= coalesce(pg_sequence_last_value('kvsync_changes_seq_seq'), 0);
+        IF last IS NOT NULL THEN
+            UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
+            PERFORM pg_notify('kvsync', p_group);
+        END IF;
+        RETURN;
+        """
+
     /// The body of `kvsync_push` for a batch whose keys and tokens are all distinct (what replicators
     /// send: one change per key), run while the function holds the group's lock: the same outcomes as
     /// ``pushLoopBody`` in a few set-based statements,
@@ -97,7 +176,8 @@ enum ServerSchema {
         classified AS (
             SELECT input.*, d.seq AS sent_seq, s.version AS cur_version, s.value AS cur_value, s.hlc AS cur_hlc,
                    s.device AS cur_device,
-                   coalesce(s.version <> input.base AND NOT (s.device = p_device AND s.token <= input.tok), false) AS conflicting
+                   coalesce(s.version <> input.base AND NOT (s.device = p_device AND s.token <= input.tok
+                                                                     AND s.hlc <= input.hlc), false) AS conflicting
             FROM input
             LEFT JOIN LATERAL (SELECT c.seq FROM kvsync_changes c
                                WHERE CASE WHEN input.tok < 4611686018427387904 THEN input.tok <= sent_low
@@ -135,15 +215,7 @@ enum ServerSchema {
                CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_device END
         FROM numbered n
         ORDER BY n.i;
-        -- The group's pushes are serialized by the lock above: its greatest sequence number is this
-        -- batch's last, if it added any.
-        SELECT max(c.seq) INTO last FROM kvsync_changes c WHERE c.group_id = p_group;
-        IF last IS NOT NULL AND last > previous THEN
-            UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
-            PERFORM pg_notify('kvsync', p_group);
-        END IF;
-        RETURN;
-        """
+        """ + adoptRows
 
     /// `kvsync_push`'s parameters today, each name with its type: written once, for its definition
     /// (``pushDeclaration``) and for the lookup of the function by its types (``pushSignature``).
@@ -160,7 +232,7 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 3"
+    static let pushRevision = "kvsync_push revision 4"
 
     /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
     /// version 6).
@@ -512,7 +584,9 @@ enum ServerSchema {
     /// which only the owner changes), a stamp of 2^63 or more is refused whatever the bound, a scoped
     /// transaction pushes as its credential's device only, and a (device, token) sent before with
     /// another kind, name, key or value refuses the batch (``deviceInUseState``) instead of being
-    /// answered `duplicate`.
+    /// answered `duplicate`. Revision 4 (the same schema version): a row of the group numbered past the
+    /// sequence neither refuses a push nor moves the log's end past numbers still to be drawn
+    /// (``pushLoopNumbered``, ``adoptRows``).
     static func pushFunction(scopeChecks: String) -> String {
             """
             CREATE OR REPLACE FUNCTION \(pushDeclaration)
@@ -537,6 +611,8 @@ enum ServerSchema {
                 distinct_tokens boolean;
                 first_low bigint;
                 first_high bigint;
+                ahead boolean;
+                horizon bigint;
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
@@ -554,7 +630,18 @@ enum ServerSchema {
                     RETURN;
                 END IF;
                 INSERT INTO kvsync_groups (group_id) VALUES (p_group) ON CONFLICT DO NOTHING;
-                SELECT g.last_seq INTO previous FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                SELECT g.last_seq, g.pruned_through INTO previous, horizon FROM kvsync_groups g WHERE g.group_id = p_group FOR UPDATE;
+                -- A pruning horizon past the log's end (no prune makes one; devices read it as the end)
+                -- is brought back to it: left, it would move with the end and resync every device
+                -- after every push (revision 4).
+                IF horizon > previous THEN
+                    UPDATE kvsync_groups SET pruned_through = previous WHERE group_id = p_group;
+                END IF;
+                -- Rows of the group numbered past the sequence (planted, or restored without it): the
+                -- set-based statement could draw one of their numbers, so the loop, which steps over
+                -- them, takes such a batch (revision 4).
+                ahead := EXISTS (SELECT FROM kvsync_changes c WHERE c.group_id = p_group
+                                 AND c.seq > greatest(previous, coalesce(pg_sequence_last_value('kvsync_changes_seq_seq'), 0)));
                 -- A token greater than every token this device sent in its range (a replicator's history
                 -- tokens are below 2^62, its other changes' from 2^62 on) was never sent: two index probes
                 -- spare one per change.
@@ -598,12 +685,12 @@ enum ServerSchema {
                 END IF;
                 -- A batch that repeats a key or a token (no replicator sends one) takes the loop:
                 -- one statement cannot write a row twice.
-                IF distinct_tokens
+                IF distinct_tokens AND NOT ahead
                    AND (SELECT count(*) FROM (SELECT DISTINCT kind, name, key
                         FROM unnest(p_kinds, p_names, p_keys) AS u(kind, name, key)) AS keys) = n THEN
                     \(pushSet)
                 END IF;
-                \(pushLoopBody)
+                \(pushLoopNumbered)
             END
             $kvsync_push$
             """

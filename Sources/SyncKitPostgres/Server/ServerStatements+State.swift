@@ -16,11 +16,12 @@ extension ServerStatements {
     /// `maxBytes` at most (the first one whatever its size), with the bound applied in the statement
     /// so that a large group is never read whole. Each statement sees what committed before it: the
     /// group's counters are read first, so every change up to ``StatePage/lastSequence`` is in this
-    /// page's rows or an earlier page's.
+    /// page's rows or an earlier page's. A pruning horizon past the log's end counts as the end, as
+    /// ``changes(group:after:limit:maxBytes:)`` reads it.
     package func statePage(group: String, after cursor: StateCursor?, limit: Int, maxBytes: Int) async throws -> StatePage {
         var (pruned, last): (Int64, Int64) = (0, 0)
         for try await (found) in try await connection.query(
-            "SELECT pruned_through, last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger).decode((Int64, Int64).self) {
+            "SELECT least(pruned_through, last_seq), last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger).decode((Int64, Int64).self) {
             (pruned, last) = found
         }
         var unnameable: [ServerChange] = []

@@ -242,10 +242,21 @@ package struct ServerStatements: Sendable {
     /// at most (the first one whatever its size), and what a device needs to check that the log it
     /// follows is still the one it saw. The bound is applied in the statement, so a page of large
     /// values is never read whole: the device asks for the rest after the last it got.
+    ///
+    /// The log ends at the group's `last_seq`, and no row past it is read: a row numbered past it was
+    /// written by no push (a push moves `last_seq` over its rows in its own transaction), but by a
+    /// hand with write access to the tables or by a restore that did not update the counter. Read,
+    /// it would take a device's cursor past the log's end, which says "another server": the device
+    /// would start over, read it again, and start over again, round after round. Read around, it waits
+    /// for the next push to take it into the log, in its place (``ServerSchema/adoptRows``), or never
+    /// counts if the sequence never reaches it. Repairing `last_seq` here instead is not possible: a
+    /// reader holds no lock of the group, and a push in flight may still commit a row numbered below
+    /// such a row. A sync gateway reads through this same statement. For the same reason, a pruning
+    /// horizon past the log's end (no `prune` makes one) counts as the log's end.
     package func changes(group: String, after cursor: Int64, limit: Int, maxBytes: Int = ChangesPage.maxBytes) async throws -> ChangesPage {
         var page = ChangesPage()
         for try await (pruned, last) in try await connection.query(
-            "SELECT pruned_through, last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger)
+            "SELECT least(pruned_through, last_seq), last_seq FROM kvsync_groups WHERE group_id = \(group)", logger: logger)
             .decode((Int64, Int64).self) {
             page.prunedThrough = pruned
             page.lastSequence = last
@@ -261,7 +272,8 @@ package struct ServerStatements: Sendable {
             SELECT seq, \(unescaped: boundedColumns)
             FROM (SELECT c.*, row_number() OVER (ORDER BY c.seq) AS position,
                          sum(octet_length(c.key) + coalesce(octet_length(c.value), 0)) OVER (ORDER BY c.seq) AS running
-                  FROM kvsync_changes c WHERE c.group_id = \(group) AND c.seq > \(cursor) ORDER BY c.seq LIMIT \(limit)) AS page
+                  FROM kvsync_changes c WHERE c.group_id = \(group) AND c.seq > \(cursor) AND c.seq <= \(page.lastSequence)
+                  ORDER BY c.seq LIMIT \(limit)) AS page
             WHERE page.position = 1 OR page.running <= \(Int64(maxBytes))
             ORDER BY seq
             """, logger: logger)
@@ -270,7 +282,8 @@ package struct ServerStatements: Sendable {
     }
 
     /// Removes the group's log entries and tombstones older than `age`; says how many of each it
-    /// removed, and the group's horizon after it (an earlier prune's when this one removes nothing).
+    /// removed, and the group's horizon after it (an earlier prune's when this one removes nothing),
+    /// which is never past the log's end (`last_seq`: a row numbered past it is none of the log's).
     func prune(group: String, olderThan age: Duration) async throws -> ServerPruning {
         let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
         return try await connection.withTransaction(logger: logger) { connection in
@@ -283,6 +296,7 @@ package struct ServerStatements: Sendable {
             for try await (found) in try await connection.query("""
                 SELECT coalesce(max(seq), 0) FROM kvsync_changes
                 WHERE group_id = \(group) AND created_at < now() - make_interval(secs => \(seconds))
+                  AND seq <= (SELECT g.last_seq FROM kvsync_groups g WHERE g.group_id = \(group))
                 """, logger: logger).decode(Int64.self) {
                 horizon = found
             }

@@ -81,19 +81,27 @@ enum KVToolApps {
     }
 
 #if PostgreSQL
-    /// The declared replication targets, typed by the app that owns each, untyped otherwise.
+    /// The declared replication targets, typed by the app that owns each, untyped otherwise. A
+    /// collection whose type an app registered (``typedValue(forCollection:)``) has every value that
+    /// comes in checked as `kvtool check` checks it: one that fails is quarantined with the reason, not
+    /// applied (issue 46: a pulled value that was not the type's was stored, and `check` then failed).
     static func replicatedTargets(of container: SharedContainer) throws -> [ReplicatedTarget] {
         let store = container.store
         var targets: [ReplicatedTarget] = []
         for target in try Replication.declaredTargets(in: store) {
+            var replicated: ReplicatedTarget
             if let typed = try registered.lazy.compactMap({ try $0.replicatedTarget(target, in: container) }).first {
-                targets.append(typed)
-                continue
+                replicated = typed
+            } else {
+                switch target {
+                case .collection(let name): replicated = try .untypedCollection(named: name, in: store)
+                case .defaults(let name): replicated = .defaults(try container.defaults(suite: name))
+                }
             }
-            switch target {
-            case .collection(let name): targets.append(try .untypedCollection(named: name, in: store))
-            case .defaults(let name): targets.append(.defaults(try container.defaults(suite: name)))
+            if case .collection(let name) = target, let (app, typed) = typedValue(forCollection: name) {
+                replicated = replicated.checkingValues(typed.incoming(app: app))
             }
+            targets.append(replicated)
         }
         return targets
     }

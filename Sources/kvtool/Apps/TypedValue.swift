@@ -10,8 +10,11 @@ struct TypedValue: Sendable {
     let typeName: String
     /// JSON text to the stored bytes, through the type.
     let fromJSON: @Sendable (_ json: String) throws -> [UInt8]
-    /// Throws unless the stored bytes decode as the type (and pass its checks).
+    /// Throws unless the stored bytes decode as the type (and pass its checks): the one test of a
+    /// value that `kvtool put`, `kvtool check` and `kvtool sync` (for what it pulls) all apply.
     let check: @Sendable (_ stored: [UInt8]) throws -> Void
+    /// The top-level members of stored bytes (a map) that the type does not ask for while decoding them.
+    let unknownMembers: @Sendable (_ stored: [UInt8]) throws -> [String]
 
     /// Why a value was refused, in one line.
     struct Refusal: Error, CustomStringConvertible {
@@ -48,10 +51,21 @@ struct TypedValue: Sendable {
                 do {
                     value = try CBORDecoder().decode(T.self, from: bytes)
                 } catch {
-                    throw Refusal(description: "the merged value is not a \(name): \(Self.reason(error))")
+                    throw Refusal(description: "the value is not a \(name): \(Self.reason(error))")
                 }
                 try checked(value, name: name, validate)
-            })
+            },
+            unknownMembers: { bytes in try CBORUnknownFields.unknownKeys(T.self, in: bytes) })
+    }
+
+    /// ``check`` for values that come in from a sync: the refusal names the app, as `kvtool check`'s does.
+    func incoming(app: String) -> @Sendable (_ stored: [UInt8]) throws -> Void {
+        let check = self.check
+        return { bytes in
+            do { try check(bytes) } catch let refusal as Refusal {
+                throw Refusal(description: refusal.description + " (the \(app) app cannot read it)")
+            }
+        }
     }
 
     /// A date as kvtool prints one (`2024-12-31T15:00:00.000`: UTC, without a zone designator), or

@@ -55,11 +55,11 @@ struct Check: ParsableCommand {
             guard entry.valueEncoding == .cbor else { continue }
             try container.store.read { tx in try raw.forEach(in: tx) { key, value in
                 do {
-                    try typed.type.check(value)
+                    try typed.type.incoming(app: typed.app)(value)
                 } catch let refusal as TypedValue.Refusal {
                     let keyText = (try? ValueText.renderKey(key.bytes, entry: entry)) ?? "0x" + Hex.encode(key.bytes)
                     problems.append(IntegrityProblem(kind: .corruptValue, location: name, key: keyText,
-                                                     detail: refusal.description.replacingOccurrences(of: "the merged value", with: "the value") + " (the \(typed.app) app cannot read it)"))
+                                                     detail: refusal.description))
                 }
                 return problems.count <= maxProblems
             } }

@@ -410,6 +410,8 @@ struct SyncCommand: ParsableCommand {
                             "clock": .string(HybridTimestamp(rawValue: row.clock).description),
                             "valueBytes": row.value.map { .integer($0.count) } ?? .null,
                             "reason": .string(row.reason),
+                            "fromPreviousServer": .bool(row.fromPreviousServer),
+                            "previousSequence": row.previousSequence.map { .integer($0) } ?? .null,
                         ]
                     })))
                     return
@@ -419,7 +421,9 @@ struct SyncCommand: ParsableCommand {
                 // printable line each, whatever it holds.
                 func shown(_ text: String) -> String { Escaping.escape(text, quoting: false, shortForms: true, style: .swift) }
                 for row in rows {
-                    print("\(row.sequence)\t\(shown(row.target?.description ?? row.kind))\t\(shown(SyncCommand.key(of: row, keys)))\t\(shown(row.device))\t\(shown(row.reason))")
+                    // A change kept from the server this device followed before: its number there.
+                    let number = row.fromPreviousServer ? "previous:\(row.previousSequence.map(String.init) ?? "?")" : "\(row.sequence)"
+                    print("\(number)\t\(shown(row.target?.description ?? row.kind))\t\(shown(SyncCommand.key(of: row, keys)))\t\(shown(row.device))\t\(shown(row.reason))")
                 }
             }
         }

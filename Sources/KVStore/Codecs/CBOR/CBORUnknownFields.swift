@@ -68,6 +68,22 @@ package enum CBORUnknownFields {
         }
     }
 
+    /// The top-level keys of the map `bytes` that a `T` does not ask for while decoding it (what
+    /// ``merge(_:new:old:limits:)`` would keep as unknown), in the map's order; none when `bytes` is not a
+    /// map. Throws what decoding `bytes` as a `T` throws. For `kvtool put --merge`, which refuses a
+    /// member the app's type does not have (a misspelt one would be stored and never read).
+    package static func unknownKeys<T: Decodable>(_ type: T.Type, in bytes: [UInt8], limits: CBORLimits = .default) throws -> [String] {
+        guard let first = bytes.first, first >> 5 == 5 else { return [] }
+        return try bytes.withUnsafeBytes { raw -> [String] in
+            let reader = try CBORReader.validated(raw, limits: limits, checkingText: true)
+            let options = CBORDecodingOptions(userInfo: [:])
+            options.recordsTopLevelKeys = true
+            _ = try options.decode(T.self, reader, at: 0, path: .root, needsEnd: false)
+            guard let recorded = options.topLevelMap, let requested = recorded.requested else { return [] }
+            return recorded.entryOffsets.enumerated().filter { !requested[$0.offset] }.map(\.element.key)
+        }
+    }
+
     /// Whether every top-level key of the map `old` (any bytes: every read is bounds-checked, and
     /// nothing recurses) is a key of the map `new`; `nil` when either holds something this quick scan
     /// does not read (an indefinite length anywhere, a key that is not definite text), which the
