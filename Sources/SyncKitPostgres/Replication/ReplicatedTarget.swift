@@ -99,7 +99,7 @@ public struct ReplicatedTarget: Sendable {
                 try UnreadableChange.reading { try check(key, value) }
                 try write(key, value, transaction)
             },
-            keys: keys,
+            keys: keys, keysInRange: keysInRange,
             check: { key, value in
                 try checkFirst(key, value)
                 try UnreadableChange.reading { try check(key, value) }
