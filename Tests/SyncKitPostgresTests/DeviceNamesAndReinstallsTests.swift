@@ -8,6 +8,9 @@ import SyncTestSupport
 import PostgresTesting
 import TestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A device's name is the credential's, and a container is an install of its own (issue 46, finding 7
 /// and part of 9): a name issued again after a revocation, and a JWT's `sub`, sync from a new container
@@ -92,6 +95,7 @@ import Testing
         let keys = TemporaryDirectory()
         let secret = Array("a shared secret of at least thirty-two bytes".utf8)
         try Data(secret).write(to: URL(fileURLWithPath: keys.path + "/secret"))
+        #expect(chmod(keys.path + "/secret", 0o600) == 0)   // a secret others can read is refused
         let (gateway, url) = try await startGateway(cluster, extra: ["--jwt-hs256-secret-file", keys.path + "/secret"])
         defer { gateway.kill(SIGKILL) }
         func jwt() -> String {
