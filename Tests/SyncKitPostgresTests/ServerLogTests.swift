@@ -175,6 +175,42 @@ import Glibc
         #expect(try b.status().quarantined == 0)
     }
 
+    /// A row under this device's own id, stamped far ahead (planted, as the server-state fuzzer does):
+    /// the device neither adopts its clock as its key's nor sends the key with it after starting over
+    /// with another server. Before: it took the row as its own change and its clock as the key's, and
+    /// after the start-over every push was refused ("their clock is … ahead of the server's", exit
+    /// 75), round after round, for good (the fuzzer, seed 653617069).
+    @Test func aRowUnderThisDevicesIdStampedFarAheadDoesNotStopItsPushes() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("own-id-ahead")
+        let a = try Device(group: group), b = try Device(group: group)
+        let path = Path(arguments: ["--server", cluster.tcpURL.description])
+        try b.put("b's", "k")
+        _ = try await Self.sync(b, path)
+        let id = try #require(try b.status().device)
+        // A century ahead, under b's id, with a token b never sent; a's push takes it into the log.
+        let ahead = HybridTimestamp(date: Date().addingTimeInterval(100 * 365 * 86_400)).rawValue
+        let value = "'\\x" + Hex.encode(try CBOREncoder().encode("planted")) + "'::bytea"
+        _ = try await Self.psql(cluster, """
+            INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+            VALUES ('\(group)', '\(id)', -5, 'collection', 'notes', '\\x6b'::bytea, \(value), \(ahead), 0)
+            """)
+        try a.put("a's", "other")
+        _ = try await Self.sync(a, path)
+        _ = try await Self.sync(b, path)
+        #expect(try b.notes.get("k") == "b's")
+        #expect(try Replication.quarantine(of: b.container).contains { $0.device == id && $0.reason.contains("ahead of this device's") })
+        // Another server (a new id): b starts over and sends every key again, and the server takes them.
+        _ = try await Self.psql(cluster, "UPDATE kvsync_schema SET server_id = gen_random_uuid()")
+        let round = try await Self.sync(b, path)
+        #expect(round.stdout.contains("another server"), "\(round.stdout)")
+        try b.put("b's later", "k2")
+        _ = try await Self.sync(b, path)
+        #expect(try b.status().pendingChanges == 0)
+        _ = try await Self.sync(a, path)
+        #expect(try a.notes.get("k2") == "b's later")
+    }
+
     /// A value pulled for a collection whose type an app registered with kvtool (the demo's records,
     /// and its push inbox, replicated by name) that is valid CBOR but not the type, a key that is not
     /// the collection's, and a value that is not CBOR at all: each is quarantined with its reason, not

@@ -385,7 +385,8 @@ public final class Replicator: @unchecked Sendable {
 
     /// Forgets what this device knew of the server (its cursor, the versions of its keys) and queues
     /// every key of every target to be sent again, with the clock of the version it last knew (so a
-    /// value is no newer than it was), or now for a key it never had a version of.
+    /// value is no newer than it was), or now for a key it never had a version of, or whose known
+    /// clock is too far ahead of this device's to be sent.
     func rebase(_ state: inout ReplicaState, in tx: WriteTransaction) throws {
         let now = HybridTimestamp.next(after: .zero, now: Date()).rawValue
         var queued: [QueuedKey] = []
@@ -397,7 +398,13 @@ public final class Replicator: @unchecked Sendable {
                 return true
             }
             try tx.unrecorded { try versions.removeAll(in: tx) }
-            for key in try replicated.keys(tx) { queued.append(QueuedKey(target: target, key: key, clock: clocks[key] ?? now, requeued: true)) }
+            for key in try replicated.keys(tx) {
+                // A known clock too far ahead of this device's (no version takes one now, but a
+                // store synced by an earlier release may hold one) would have every push refused
+                // for good: the key goes as a write of now.
+                let known = clocks[key].flatMap { clockProblem($0) == nil ? $0 : nil }
+                queued.append(QueuedKey(target: target, key: key, clock: known ?? now, requeued: true))
+            }
         }
         try queueToSendAgain(queued, state: &state, in: tx)
         // What was quarantined stays quarantined (until applied, superseded or dropped for room), as
