@@ -30,6 +30,12 @@ public final class Device: @unchecked Sendable {
         try Replication.enable(.defaults("settings"), in: container)
     }
 
+    /// The store keeps its history (a write observer) until it is closed, and the history keeps the
+    /// store: without this, every device's files stayed open until the test process exited, and the
+    /// parallel suites reached the ~1,300 open descriptors at which Foundation's `Process.run()` reads
+    /// past its buffer (scripts/sanitize/asan.supp) and crashed the test process (CI, issue 46).
+    deinit { container.close() }
+
     public var targets: [ReplicatedTarget] { [.collection(notes), .defaults(settings)] }
 
     public func replicator(_ server: ServerURL, options: Replicator.Options = Replicator.Options(),

@@ -48,6 +48,12 @@ extension Replicator {
         switch resolution {
         case .tookRemote, .rejectedLocal:
             if try target.read(remote.key, tx) != remote.value { try target.write(remote.key, remote.value, tx) }
+            // The local write lost: nothing of it is left to send. A key queued to be sent again
+            // (a held-back write, a start-over's) would otherwise go out with the remote's value and
+            // the local write's older clock, as this device's change: the server's row would then be
+            // stamped older than the value it holds, and a write older than that value could win
+            // over it by clock (found by the server-state fuzzer, issue 46).
+            try dropQueued(target.target, key: remote.key, in: tx)
         case .keptLocal:
             if try target.read(remote.key, tx) != local { try target.write(remote.key, local, tx) }
             sendAgainClock = localClock
@@ -64,6 +70,16 @@ extension Replicator {
         return ConflictEvent(target: target.target, key: remote.key, resolution: resolution, stage: stage,
                              localClock: HybridTimestamp(rawValue: localClock), remoteClock: HybridTimestamp(rawValue: remote.clock),
                              remoteDevice: remote.device, serverVersion: remote.sequence)
+    }
+
+    /// Removes `key` of `target` from the keys queued to be sent again (`_sync.dirty`).
+    func dropQueued(_ target: Mutation.Target, key: [UInt8], in tx: WriteTransaction) throws {
+        var ids: [UInt64] = []
+        try collections.dirty.forEach(in: tx) { id, dirty in
+            if dirty.key == key && dirty.kind == target.kindName && dirty.name == target.name { ids.append(id) }
+            return true
+        }
+        try tx.unrecorded { for id in ids { try collections.dirty.delete(id, in: tx) } }
     }
 
     /// The clock of each key with a local write the server has not seen: pending history entries not

@@ -121,11 +121,7 @@ extension Replicator {
                 }
                 guard let targetID = Mutation.Target(kindName: change.kind, name: change.name) else { continue }   // checked
                 let pendingKey = PendingKey(target: targetID, key: change.key)
-                // A row under this device's id stamped too far ahead is none of its own (it never
-                // stamps so): adopting its clock as the key's would make the device send the key
-                // again with it after a start-over, and every such push would be refused for good
-                // (the server-state fuzzer, issue 46). It is quarantined below, as anyone's.
-                if change.device == device && stage == .pull && clockProblem(change.clock) == nil {
+                if change.device == device && stage == .pull {
                     // This device's own change: already here. Its version is the key's base, unless
                     // a later one is known.
                     if let versions = versions[targetID],

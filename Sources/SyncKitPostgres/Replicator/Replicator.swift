@@ -399,9 +399,10 @@ public final class Replicator: @unchecked Sendable {
             }
             try tx.unrecorded { try versions.removeAll(in: tx) }
             for key in try replicated.keys(tx) {
-                // A known clock too far ahead of this device's (no version takes one now, but a
-                // store synced by an earlier release may hold one) would have every push refused
-                // for good: the key goes as a write of now.
+                // A known clock too far ahead of this device's (a row planted under this device's
+                // own id, which it takes as its own change; or this machine's clock set back since)
+                // would have every push of the key refused for good: it goes as a write of now
+                // (found by the server-state fuzzer, issue 46).
                 let known = clocks[key].flatMap { clockProblem($0) == nil ? $0 : nil }
                 queued.append(QueuedKey(target: target, key: key, clock: known ?? now, requeued: true))
             }
