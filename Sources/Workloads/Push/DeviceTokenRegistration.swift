@@ -97,14 +97,18 @@ public enum PushJSON {
     /// dates from 1970 to 2100, milliseconds truncated, as it does).
     public static func iso8601(_ date: Date) -> String {
         let interval = date.timeIntervalSince1970
-        guard interval.isFinite, abs(interval) < 1.0e14 else { return Date.ISO8601FormatStyle().format(date) }
+        // The range the text was checked on (1970 to 2100); others go through the format style.
+        guard interval >= 0, interval < 4_102_444_800 else {
+            return interval.rounded(.down) == interval ? Date.ISO8601FormatStyle().format(date)
+                                                       : Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
+        }
         var seconds = Int64(interval.rounded(.down))
         let whole = Double(seconds) == interval
         var millis = whole ? 0 : Int(((interval - Double(seconds)) * 1000).rounded(.down))
         if millis >= 1000 { millis -= 1000; seconds += 1 }
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let second = Int(seconds - days * 86_400)
-        // The civil date of a day number (Howard Hinnant's days_from_civil, inverted).
+        // The civil date of a day number (Howard Hinnant's civil_from_days).
         let shifted = days + 719_468
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
         let dayOfEra = shifted - era * 146_097
@@ -114,10 +118,8 @@ public enum PushJSON {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        guard (1...9_999).contains(year) else { return Date.ISO8601FormatStyle().format(date) }
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let yearText = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
-        var text = "\(yearText)-\(two(month))-\(two(day))T\(two(Int64(second / 3_600))):\(two(Int64(second / 60 % 60))):\(two(Int64(second % 60)))"
+        var text = "\(year)-\(two(month))-\(two(day))T\(two(Int64(second / 3_600))):\(two(Int64(second / 60 % 60))):\(two(Int64(second % 60)))"
         if !whole { text += "." + (millis < 10 ? "00" : millis < 100 ? "0" : "") + String(millis) }
         return text + "Z"
     }
