@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import KVStore
 
 /// `POST /api/v1/tokens`: the request (seed 003 §2).
 public struct DeviceTokenRegistrationRequest: Codable, Hashable, Sendable {
@@ -106,20 +107,11 @@ public enum PushJSON {
         let whole = Double(seconds) == interval
         var millis = whole ? 0 : Int(((interval - Double(seconds)) * 1000).rounded(.down))
         if millis >= 1000 { millis -= 1000; seconds += 1 }
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let days = seconds / 86_400   // not negative here
         let second = Int(seconds - days * 86_400)
-        // The civil date of a day number (Howard Hinnant's civil_from_days).
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        var text = "\(year)-\(two(month))-\(two(day))T\(two(Int64(second / 3_600))):\(two(Int64(second / 60 % 60))):\(two(Int64(second % 60)))"
+        let (year, month, day) = LogicalDay(dayNumber: Int32(days)).components
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        var text = "\(year)-\(two(month))-\(two(day))T\(two(second / 3_600)):\(two(second / 60 % 60)):\(two(second % 60))"
         if !whole { text += "." + (millis < 10 ? "00" : millis < 100 ? "0" : "") + String(millis) }
         return text + "Z"
     }
