@@ -91,6 +91,7 @@ LeanProcess.main("push-extension") {
     if arguments.has("--json") {
         let kind: String? = switch outcome {
         case .acknowledged?: "acknowledged"
+        case .acknowledgedExceptHeld?: "acknowledgedExceptHeld"
         case .refused?: "refused"
         case .notWithinDeadline?: "notWithinDeadline"
         case .nothingSyncs?: "nothingSyncs"
@@ -113,6 +114,8 @@ LeanProcess.main("push-extension") {
     switch outcome {
     case .acknowledged(let token, _)?:
         line += "; sync: acknowledged through token \(token), \((acknowledgedAfter ?? .zero).wholeMilliseconds) ms after its write"
+    case .acknowledgedExceptHeld?:
+        line += "; sync: " + (outcome?.description ?? "")
     case .refused(let failure)?:
         line += "; sync: refused (\(failure.reason.rawValue)): \(failure.message)"
     case .notWithinDeadline(let shortfall)?:

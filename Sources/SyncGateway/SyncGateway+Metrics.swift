@@ -61,6 +61,8 @@ public final class GatewayMetrics: Sendable {
         case skew
         /// A request the protocol does not take (400, 404, 405, 411, …).
         case `protocol`
+        /// A push with a value no device can decode (answered 200 with the reason; issue 47).
+        case undecodable
 
         public var label: String {
             switch self {
@@ -69,6 +71,7 @@ public final class GatewayMetrics: Sendable {
             case .caps: "caps"
             case .skew: "skew"
             case .protocol: "protocol"
+            case .undecodable: "undecodable"
             }
         }
 

@@ -254,6 +254,17 @@ extension SyncGateway {
             } catch {
                 return .refusal(.badRequest, "the push is malformed: \(error)")
             }
+            // A value no device can decode never reaches the log, nor a device (issue 47): the batch
+            // is refused whole, with the reason, before any database work.
+            do {
+                try ServerStatements.refuseUndecodable(push!.changes)
+            } catch {
+                let reason = if case ReplicationError.undecodableValue(let reason) = error { reason } else { "\(error)" }
+                var response = GatewayResponse.ok(GatewayPushResponse.undecodableValue(reason: reason).encoded())
+                response.outcome = .refused(.undecodable)
+                response.logLine = "the push holds a value no device can decode; the batch was refused"
+                return response
+            }
         case .changes, .statePage:
             // A page reserves the room its statement may fill before anything is read: a refusal
             // reads nothing from the database.

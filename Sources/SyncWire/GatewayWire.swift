@@ -322,6 +322,10 @@ package struct GatewayPushRequest: Sendable {
 package enum GatewayPushResponse: Sendable {
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
+    /// The batch was refused whole, nothing of it applied: a change has a value no device can decode
+    /// (``UndecodableValue``); `reason` says why, naming its key. (Kind 3 on the wire: kind 2 is left
+    /// to the refusal of a push over its principal's budget.)
+    case undecodableValue(reason: String)
 
     package func encoded() -> [UInt8] {
         var writer = WireWriter()
@@ -330,6 +334,9 @@ package enum GatewayPushResponse: Sendable {
             writer.unsigned(1)
             writer.signed(milliseconds)
             writer.signed(limit)
+        case .undecodableValue(let reason):
+            writer.unsigned(3)
+            writer.text(reason)
         case .outcomes(let outcomes):
             writer.unsigned(0)
             writer.unsigned(UInt64(outcomes.count))
@@ -356,6 +363,8 @@ package enum GatewayPushResponse: Sendable {
         switch try reader.unsigned() {
         case 1:
             self = .clockAhead(milliseconds: try reader.signed(), limitMilliseconds: try reader.signed())
+        case 3:
+            self = .undecodableValue(reason: try reader.text(max: 1024))
         case 0:
             let count = try reader.count("the outcomes")
             var outcomes: [PushOutcome] = []

@@ -86,9 +86,12 @@ package final class SyncOwnership: @unchecked Sendable {
     /// In the transaction that records a successful round: every local change through
     /// `consumerToken` is on the server, and so are the changes from other devices right after it.
     /// `complete` is false when keys wait to be sent again (a conflict held them back): the
-    /// acknowledged token then stays where it was.
-    package func recordSuccess(consumerToken: ChangeToken, complete: Bool, now: Date, in tx: WriteTransaction) throws {
+    /// acknowledged token then stays where it was. Keys that wait behind a quarantined change do not
+    /// count against `complete`: they are `held`, and a request is acknowledged except for them.
+    package func recordSuccess(consumerToken: ChangeToken, complete: Bool, held: HeldKeys? = nil, now: Date,
+                               in tx: WriteTransaction) throws {
         var record = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()
+        record.held = held
         if complete {
             let through = try service.history.lastEntry(after: consumerToken, whileBy: SyncService.replicationAuthor,
                                                         limit: SyncService.maxPendingCounted, in: tx)
@@ -103,14 +106,24 @@ package final class SyncOwnership: @unchecked Sendable {
 
     /// In the transaction that acknowledges a push (the push consumer's token), before the round ends:
     /// a request waiting for it returns without waiting for the round's pull.
-    package func recordAcknowledged(consumerToken: ChangeToken, complete: Bool, in tx: WriteTransaction) throws {
+    /// The keys `held` are recorded with it, before a request can see the token go past their writes.
+    package func recordAcknowledged(consumerToken: ChangeToken, complete: Bool, held: HeldKeys? = nil, in tx: WriteTransaction) throws {
         guard complete else { return }
         var record = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()
         let through = try service.history.lastEntry(after: consumerToken, whileBy: SyncService.replicationAuthor,
                                                     limit: SyncService.maxPendingCounted, in: tx)
-        guard through > record.acknowledged else { return }
-        record.acknowledged = through
+        guard through > record.acknowledged || record.held != held else { return }
+        record.held = held
+        record.acknowledged = max(record.acknowledged, through)
         record.owner = owner
+        try tx.unrecorded { try service.states.put(record, forKey: SyncService.stateKey, in: tx) }
+    }
+
+    /// Records which keys wait behind quarantined changes (`nil`: none), as settling one changes it.
+    package func recordHeld(_ held: HeldKeys?, in tx: WriteTransaction) throws {
+        var record = try service.states.get(SyncService.stateKey, in: tx) ?? SyncServiceState()
+        guard record.held != held else { return }
+        record.held = held
         try tx.unrecorded { try service.states.put(record, forKey: SyncService.stateKey, in: tx) }
     }
 

@@ -81,7 +81,7 @@ public struct SyncService: Sendable {
         }
         return SyncStatus(owner: state.owner.flatMap { $0.isAlive ? $0 : nil }, acknowledged: state.acknowledged,
                           current: current, pending: pending, lastSyncAt: state.lastSyncAt, lastError: state.lastError,
-                          agentRegistered: registered, agentProblem: problem)
+                          held: state.held, agentRegistered: registered, agentProblem: problem)
     }
 
     /// The live owner, from its record alone (no history is read): what a standby checks before it
@@ -140,6 +140,9 @@ public struct SyncService: Sendable {
             let owner = state.owner.flatMap { $0.isAlive ? $0 : nil }
             // Token 0 (nothing written) is acknowledged by a round that reached a server, not by default.
             if state.acknowledged >= target && (target > .zero || state.lastSyncAt != nil) {
+                if let held = state.held, held.count > 0 {
+                    return .acknowledgedExceptHeld(through: target, after: clock.now - start, held: held)
+                }
                 return .acknowledged(through: target, after: clock.now - start)
             }
             if let failure = state.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
@@ -210,6 +213,10 @@ public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
     /// The server has everything written before the request (through the history token), `after` it
     /// was made.
     case acknowledged(through: ChangeToken, after: Duration)
+    /// The server has everything written before the request except the writes of `held`'s keys, which
+    /// wait behind other devices' changes this device quarantined (a value it cannot read) until the
+    /// user settles them (`kvtool sync quarantine drop|keep-mine`). Nothing else waits for them.
+    case acknowledgedExceptHeld(through: ChangeToken, after: Duration, held: HeldKeys)
     /// The owner's round was refused; the changes wait here until what is refused changes.
     case refused(SyncFailure)
     /// The deadline passed first; what is known of why.
@@ -224,6 +231,8 @@ public enum SyncRequestOutcome: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .acknowledged(let token, let elapsed):
             "acknowledged: the server has every change through token \(token) (\(elapsed.wholeMilliseconds) ms)"
+        case .acknowledgedExceptHeld(let token, let elapsed, let held):
+            "acknowledged except held keys: the server has every change through token \(token) (\(elapsed.wholeMilliseconds) ms) but \(held)"
         case .refused(let failure): "refused (\(failure.reason.rawValue)): \(failure.message)"
         case .notWithinDeadline(let shortfall): "not within the deadline: \(shortfall)"
         case .nothingSyncs(let shortfall): "not acknowledged: \(shortfall.nothingSyncsDescription)"

@@ -11,7 +11,8 @@ public struct SyncFailure: Codable, Hashable, Sendable, CustomStringConvertible 
         case clockSkew
         /// A gateway refused the credential (unknown, revoked, expired, or the device id taken).
         case credential
-        /// What this device pushed was refused as malformed, or held back: it waits in quarantine.
+        /// What this device pushed was refused as malformed. (Keys held back behind a quarantined
+        /// change no longer fail a round: ``SyncStatus/held`` names them.)
         case quarantine
         /// The server could not be reached (connection refused, no answer within the timeouts).
         case unreachable
@@ -50,6 +51,9 @@ struct SyncServiceState: Codable, Hashable, Sendable {
     var lastError: SyncFailure?
     /// Successful rounds recorded, by every owner.
     var rounds: Int = 0
+    /// The keys whose writes wait behind quarantined changes, as the last round left them (`nil`:
+    /// none). ``acknowledged`` goes past their writes: everything else is on the server.
+    var held: HeldKeys?
 }
 
 /// Where a container's sync stands, as any process of the container can read it
@@ -70,6 +74,9 @@ public struct SyncStatus: Codable, Hashable, Sendable {
     public var lastSyncAt: Date?
     /// The last round's failure; `nil` once a round succeeds.
     public var lastError: SyncFailure?
+    /// The keys whose local writes wait behind other devices' quarantined changes (`nil`: none):
+    /// ``acknowledged`` covers everything else.
+    public var held: HeldKeys? = nil
     /// Whether a sync agent registration exists (`kvtool sync agent set`): a request starts the agent
     /// when no process owns sync, unless ``agentProblem`` says why it cannot.
     public var agentRegistered: Bool

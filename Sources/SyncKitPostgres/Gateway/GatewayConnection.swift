@@ -91,6 +91,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// none, before a hello), whatever `device` says, and the clock bound is the gateway's (the body's
     /// field is read by no gateway): a refusal names the bound the gateway applied, not `maxClockSkew`.
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        // What the gateway would refuse is not sent (``ServerStatements/refuseUndecodable(_:)``).
+        try ServerStatements.refuseUndecodable(changes)
         let milliseconds = maxClockSkew.wholeMilliseconds
         // Requests stay under the gateway's body limit: a batch of large values goes in several.
         var outcomes: [PushOutcome] = []
@@ -108,6 +110,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             switch try decoding({ try GatewayPushResponse(decoding: answer, maxValueBytes: maxValueBytes) }) {
             case .clockAhead(let ahead, let limit):
                 throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: .milliseconds(limit))
+            case .undecodableValue(let reason):
+                throw ReplicationError.undecodableValue(String(reason.prefix(1024)))
             case .outcomes(let some):
                 guard some.count == end - start else {
                     throw ReplicationError.server("the sync gateway answered \(some.count) outcomes for \(end - start) changes")

@@ -45,18 +45,24 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
     public var fromPreviousServer: Bool = false
     /// Its sequence number on that server.
     public var previousSequence: Int64?
+    /// This container's history token when the change was quarantined: a local write of the key
+    /// after it is the user's newer word on the key, made once this device knew of the change (if not
+    /// of its value), and is sent over it, as a write on a version this device has would be; writes
+    /// through it wait until the user settles the key (``Replicator/resolveQuarantined(sequence:as:)``).
+    /// `nil` in a quarantine kept before issue 47: every write of the key waits.
+    public var heldThrough: UInt64?
 
     /// The collection or suite it belongs to, if its kind is one a replicator writes.
     public var target: Mutation.Target? { Mutation.Target(kindName: kind, name: name) }
 
     enum CodingKeys: String, CodingKey {
         case sequence, kind, name, key, value, valueKept, clock, device, token, reason, quarantinedAt
-        case rowProblem, fromPreviousServer, previousSequence
+        case rowProblem, fromPreviousServer, previousSequence, heldThrough
     }
 
     public init(sequence: Int64, kind: String, name: String, key: [UInt8], value: [UInt8]?, valueKept: Bool, clock: UInt64,
                 device: String, token: UInt64, reason: String, quarantinedAt: Date, rowProblem: String? = nil,
-                fromPreviousServer: Bool = false, previousSequence: Int64? = nil) {
+                fromPreviousServer: Bool = false, previousSequence: Int64? = nil, heldThrough: UInt64? = nil) {
         self.sequence = sequence
         self.kind = kind
         self.name = name
@@ -71,6 +77,7 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         self.rowProblem = rowProblem
         self.fromPreviousServer = fromPreviousServer
         self.previousSequence = previousSequence
+        self.heldThrough = heldThrough
     }
 
     // Bytes are stored as byte strings (`Data`), not as arrays of numbers: a value of megabytes
@@ -91,6 +98,7 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         rowProblem = try container.decodeIfPresent(String.self, forKey: .rowProblem)
         fromPreviousServer = try container.decodeIfPresent(Bool.self, forKey: .fromPreviousServer) ?? false
         previousSequence = try container.decodeIfPresent(Int64.self, forKey: .previousSequence)
+        heldThrough = try container.decodeIfPresent(UInt64.self, forKey: .heldThrough)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -109,6 +117,7 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
         // Written only when set: the quarantine of a device that never changed servers stays as an
         // older build wrote (and reads) it.
         try container.encodeIfPresent(rowProblem, forKey: .rowProblem)
+        try container.encodeIfPresent(heldThrough, forKey: .heldThrough)
         if fromPreviousServer {
             try container.encode(true, forKey: .fromPreviousServer)
             try container.encodeIfPresent(previousSequence, forKey: .previousSequence)

@@ -47,6 +47,14 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// credential's name), or one whose replication state was copied with its install id and home.
     /// Nothing was applied, and the changes stay pending.
     case deviceInUse(String)
+    /// No quarantined change has the number given to settle (``Replicator/resolveQuarantined(sequence:as:)``).
+    case notQuarantined(String)
+    /// The server (a sync gateway) refused a push because a value in it is one no device can decode:
+    /// CBOR nested deeper than the decoder's limit (``KVStore/CBORLimits/maxDepth``, 64), or not one
+    /// well-formed data item where the collection's values are CBOR. Nothing of the push was applied;
+    /// the change stays pending (issue 47: a member's 70-deep array froze every device that wrote the
+    /// key). `reason` names the key and the limit.
+    case undecodableValue(String)
     /// Another process owns this container's sync (``SyncKit/SyncOwner``; `nil` when it has not
     /// recorded itself yet): one replicator per container at a time. Wait for it
     /// (``Replicator/whenOwning(container:endpoint:targets:options:standby:events:)``), or ask it
@@ -78,6 +86,8 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"
         case .rateLimited(let wait): "the sync gateway is rate-limiting this credential; retry in \(Self.seconds(wait))"
         case .deviceInUse(let reason): "the server refused this device's changes: \(reason)"
+        case .notQuarantined(let message): message
+        case .undecodableValue(let reason): "the server refused this device's changes: \(reason)"
         case .ownedElsewhere(let owner, let container):
             "another replicator is running on \(container)" + (owner.map { " (\($0) owns its sync)" } ?? "")
         }

@@ -22,6 +22,9 @@ public struct SyncReport: Hashable, Sendable, Codable {
     public var resynchronized = false
     /// The cursor after the round.
     public var cursor: Int64 = 0
+    /// The keys whose local writes wait behind other devices' quarantined changes after the round
+    /// (`nil`: none), in one line that names them: everything else went to the server.
+    public var held: HeldKeys?
 
     public init() {}
 
@@ -33,6 +36,7 @@ public struct SyncReport: Hashable, Sendable, Codable {
         quarantined += round.quarantined
         resynchronized = resynchronized || round.resynchronized
         cursor = round.cursor
+        held = round.held
     }
 }
 #endif

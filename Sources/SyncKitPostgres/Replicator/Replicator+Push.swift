@@ -191,8 +191,9 @@ extension Replicator {
     func acknowledgePushed(through next: ChangeToken) throws {
         try container.store.write(author: consumer.author) { tx in
             try consumer.acknowledge(through: next, in: tx)
-            let waiting = try dirtyKeys(in: tx).waiting
-            try ownership.recordAcknowledged(consumerToken: next, complete: waiting == 0, in: tx)
+            // Keys held behind a quarantined change wait alone: everything else is acknowledged.
+            let (waiting, held) = try dirtyKeys(in: tx)
+            try ownership.recordAcknowledged(consumerToken: next, complete: waiting == held, held: try heldKeysRecord(in: tx), in: tx)
         }
     }
 
@@ -236,7 +237,8 @@ extension Replicator {
         let token = try consumer.token()
         let store = container.store
         return try store.read { tx in
-            let quarantined = try heldKeys(in: tx)
+            let heldChanges = try heldChanges(in: tx)
+            let quarantined = heldChanges.mapValues(\.ids)
             var end = CollectedEnd()
             var latest: [PendingKey: HistoryEntry] = [:]
             var order: [PendingKey] = []
@@ -258,12 +260,16 @@ extension Replicator {
             struct Dirty { var ids: [UInt64] = []; var writeClock: UInt64?; var clock: UInt64; var token: UInt64 }
             var dirtyKeys: [PendingKey: Dirty] = [:]
             var dirtyOrder: [PendingKey] = []
+            var heldDirty: [PendingKey: [UInt64]] = [:]
             try collections.dirty.forEach(in: tx) { id, dirty in
                 guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else {
                     return true
                 }
                 let pending = PendingKey(target: target, key: dirty.key)
-                if quarantined[pending] != nil { return true }
+                if quarantined[pending] != nil {
+                    heldDirty[pending, default: []].append(id)
+                    return true
+                }
                 let writeClock = dirty.requeued == true ? nil : dirty.clock
                 if var known = dirtyKeys[pending] {
                     known.ids.append(id)
@@ -293,8 +299,20 @@ extension Replicator {
                 guard let entry = latest[pending], entry.author != Replication.author,
                       let target = targets[pending.target] else { continue }
                 let clock = entry.clock ?? HybridTimestamp(date: entry.timestamp)
-                if quarantined[pending] != nil {
-                    end.held.append(QueuedKey(target: pending.target, key: pending.key, clock: clock.rawValue))
+                if let held = heldChanges[pending] {
+                    // A write made after this device quarantined the key's change is the user's newer
+                    // word on the key: it goes over that change's version (seen, if not read), stamped
+                    // later than it, and takes the writes that waited with it. One from before waits
+                    // until the user settles the key (issue 47: it never reached the server).
+                    guard let after = held.writesAfter, entry.token.rawValue > after else {
+                        end.held.append(QueuedKey(target: pending.target, key: pending.key, clock: clock.rawValue))
+                        continue
+                    }
+                    var change = try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx)
+                    change.base = max(change.base, held.sequence)
+                    change.clock = self.clock(over: held, local: change.clock)
+                    guard add(PushItem(change: change, target: pending.target, dirtyIDs: heldDirty[pending] ?? [],
+                                       writeClock: change.clock)) else { return end }
                     continue
                 }
                 var item = PushItem(
@@ -393,6 +411,9 @@ extension Replicator {
                         try versions.put(KeyVersion(version: version, clock: item.change.clock, device: device), forKey: key, in: tx)
                         for id in item.dirtyIDs { try collections.dirty.delete(id, in: tx) }
                     }
+                    // This write went over what was quarantined of the key (a write made after it).
+                    _ = try supersedeQuarantined(PendingKey(target: item.target, key: item.change.key), through: version,
+                                                 keys: &quarantined, in: tx)
                     if !known && item.target != Replication.catalogTarget {
                         state.pushed += 1
                         newlyPushed += 1

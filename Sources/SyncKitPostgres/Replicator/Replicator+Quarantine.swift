@@ -62,6 +62,138 @@ extension Replicator {
         return keys
     }
 
+    /// What holds a key back: its quarantined changes of the server this device follows.
+    struct HeldChanges {
+        var ids: [UInt64] = []
+        var rows: [QuarantinedChange] = []
+        /// The newest of them (the version a write of the key goes over).
+        var sequence: Int64 = 0
+        var clock: UInt64 = 0
+        /// Local writes after this history token go over them (`nil`: a row quarantined before
+        /// issue 47, behind which every write waits).
+        var writesAfter: UInt64?
+    }
+
+    /// ``heldKeys(in:)`` with the rows.
+    func heldChanges(in tx: ReadTransaction) throws -> [PendingKey: HeldChanges] {
+        var keys: [PendingKey: HeldChanges] = [:]
+        try collections.quarantine.forEach(in: tx) { id, row in
+            guard let target = row.target, !row.fromPreviousServer else { return true }
+            let pending = PendingKey(target: target, key: row.key)
+            var held = keys[pending] ?? HeldChanges(writesAfter: row.heldThrough)
+            held.ids.append(id)
+            held.rows.append(row)
+            held.sequence = max(held.sequence, row.sequence)
+            held.clock = max(held.clock, row.clock)
+            // The latest mark of them: a write before any of them was quarantined waits.
+            held.writesAfter = held.writesAfter.flatMap { mark in row.heldThrough.map { max(mark, $0) } }
+            keys[pending] = held
+            return true
+        }
+        return keys
+    }
+
+    /// The keys whose local writes wait behind quarantined changes, in one line for a request
+    /// (``SyncKit/HeldKeys``); `nil` when none waits.
+    func heldKeysRecord(in tx: ReadTransaction) throws -> HeldKeys? {
+        guard try collections.dirty.first(in: tx) != nil else { return nil }
+        let held = try heldChanges(in: tx)
+        guard !held.isEmpty else { return nil }
+        var waiting: [PendingKey] = []
+        var seen = Set<PendingKey>()
+        try collections.dirty.forEach(in: tx) { _, dirty in
+            guard let target = Mutation.Target(kindName: dirty.kind, name: dirty.name), targets[target] != nil else { return true }
+            let pending = PendingKey(target: target, key: dirty.key)
+            if held[pending] != nil && seen.insert(pending).inserted { waiting.append(pending) }
+            return true
+        }
+        guard !waiting.isEmpty else { return nil }
+        let shown = waiting.prefix(3).compactMap { held[$0]?.rows.max { $0.sequence < $1.sequence }?.description }
+        let more = waiting.count > shown.count ? "; and \(waiting.count - shown.count) more" : ""
+        let count = waiting.count
+        return HeldKeys(count: count, message: "\(count) key\(count == 1 ? "" : "s") wait\(count == 1 ? "s" : "") behind other devices' changes this device cannot apply (settle with kvtool sync quarantine keep-mine|drop SEQUENCE): \(shown.joined(separator: "; "))\(more)")
+    }
+
+    /// The clock that a write of this device sent over `held` is stamped with: later than theirs
+    /// (whoever compares clocks later sees this device's word as the last), unless theirs is further
+    /// ahead than the bound (no server would take a stamp past it; its version alone is gone over).
+    func clock(over held: HeldChanges, local: UInt64) -> UInt64 {
+        guard local <= held.clock, clockProblem(held.clock) == nil else { return local }
+        return HybridTimestamp.next(after: HybridTimestamp(rawValue: held.clock), now: options.clock()).rawValue
+    }
+
+    /// Settles a key held behind quarantined changes as this device's user decides, for the change
+    /// `sequence` (the number ``Replication/quarantine(of:)`` and `kvtool sync quarantine` list) and
+    /// every other quarantined change of its key. Needs no server; one transaction: a refusal changes
+    /// nothing.
+    ///
+    /// - ``QuarantineResolution/drop``: this device takes nothing of them, and follows the server
+    ///   from their version on (the next version of the key, from any device, applies here as usual).
+    ///   A local write of the key that waited behind them is dropped too: the local value stays as it
+    ///   is, and differs from the server's (unreadable) one until the key is written again.
+    /// - ``QuarantineResolution/keepMine``: this device's value of the key (or its absence: a delete)
+    ///   goes to the server over them at the next sync, stamped later than their clock, as the last
+    ///   word on the key for every device.
+    ///
+    /// `kvtool sync quarantine drop|keep-mine SEQUENCE` calls it.
+    ///
+    /// - Throws: ``ReplicationError/notQuarantined(_:)`` when no quarantined change has that number.
+    @discardableResult
+    public func resolveQuarantined(sequence: Int64, as resolution: QuarantineResolution) throws -> QuarantineResolveReport {
+        let report: QuarantineResolveReport = try container.store.write(author: Replication.author) { tx in
+            guard let chosen = try collections.quarantine.get(UInt64(bitPattern: sequence), in: tx) else {
+                throw ReplicationError.notQuarantined("no quarantined change has number \(sequence) (kvtool sync quarantine lists them)")
+            }
+            var rows: [(UInt64, QuarantinedChange)] = []
+            try collections.quarantine.forEach(in: tx) { id, row in
+                if row.key == chosen.key && row.kind == chosen.kind && row.name == chosen.name { rows.append((id, row)) }
+                return true
+            }
+            var state = try collections.replicaState(in: tx)
+            try tx.unrecorded { for (id, _) in rows { _ = try collections.quarantine.delete(id, in: tx) } }
+            var report = QuarantineResolveReport(resolution: resolution, key: chosen.key, target: chosen.target, resolved: rows.count)
+            // A row of a kind no replicator writes, or of a target not replicated here: nothing waits
+            // on it, and there is nothing to send.
+            guard let target = chosen.target, let versions = versions[target] else { return report }
+            let current = rows.filter { !$0.1.fromPreviousServer }.map(\.1)
+            if let newest = current.max(by: { $0.sequence < $1.sequence }),
+               try (versions.get(ByteKey(chosen.key), in: tx)?.version ?? 0) < newest.sequence {
+                // Seen, if not read: the key's next version from the server applies over it, and a
+                // write of this device goes over it without a conflict.
+                try tx.unrecorded {
+                    try versions.put(KeyVersion(version: newest.sequence, clock: newest.clock, device: newest.device),
+                                     forKey: ByteKey(chosen.key), in: tx)
+                }
+            }
+            switch resolution {
+            case .drop:
+                var dropped = 0
+                try collections.dirty.forEach(in: tx) { _, dirty in
+                    if dirty.key == chosen.key && dirty.kind == target.kindName && dirty.name == target.name { dropped += 1 }
+                    return true
+                }
+                try dropQueued(target, key: chosen.key, in: tx)
+                report.droppedLocalWrites = dropped
+            case .keepMine:
+                guard targets[target] != nil else { break }
+                var held = HeldChanges()
+                held.clock = current.map(\.clock).max() ?? 0
+                let local = try pendingLocalClocks(in: tx)[PendingKey(target: target, key: chosen.key)] ?? 0
+                let now = HybridTimestamp.next(after: HybridTimestamp(rawValue: local), now: options.clock()).rawValue
+                let stamp = max(now, clock(over: held, local: local))
+                try dropQueued(target, key: chosen.key, in: tx)
+                try queueToSendAgain([QueuedKey(target: target, key: chosen.key, clock: stamp)], state: &state, in: tx)
+                _ = try history.observeClock(HybridTimestamp(rawValue: stamp), now: options.clock(), maxSkew: options.maxClockSkew, in: tx)
+                report.queued = true
+            }
+            try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            try tx.unrecorded { try ownership.recordHeld(try heldKeysRecord(in: tx), in: tx) }
+            return report
+        }
+        ownership.posted()
+        return report
+    }
+
     /// Keeps what is quarantined when this device starts over with another server (or with one that
     /// forgot): each change is kept as the previous server's, under a negative number (its own with
     /// the top bit set, or the next free one below), which no server's change takes and which sorts
@@ -106,11 +238,13 @@ extension Replicator {
         // A change kept from the previous server, retried and quarantined again, stays that server's.
         let earlier = try collections.quarantine.get(id, in: tx)
         let previous = earlier?.fromPreviousServer == true && earlier?.key == change.key ? earlier : nil
+        let mark = try earlier?.heldThrough ?? history.currentToken(in: tx).rawValue
         let row = QuarantinedChange(sequence: change.sequence, kind: String(change.kind.prefix(200)), name: String(change.name.prefix(200)),
                                     key: change.key, value: change.value, valueKept: change.valueKept, clock: change.clock,
                                     device: change.device, token: change.token, reason: reason, quarantinedAt: previous?.quarantinedAt ?? Date(),
                                     rowProblem: change.problem, fromPreviousServer: previous != nil,
-                                    previousSequence: previous?.previousSequence)
+                                    previousSequence: previous?.previousSequence,
+                                    heldThrough: mark)
         try tx.unrecorded { try collections.quarantine.put(row, forKey: id, in: tx) }
         if let target = row.target {
             let pending = PendingKey(target: target, key: row.key)

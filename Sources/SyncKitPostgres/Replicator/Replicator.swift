@@ -271,7 +271,7 @@ public final class Replicator: @unchecked Sendable {
                 if let entered = roundEntered.withLock({ $0 }) { await entered() }
                 var report = SyncReport()
                 try await body(server, &report)
-                report.cursor = try await onWriter { try recordSuccess() }
+                (report.cursor, report.held) = try await onWriter { try recordSuccess() }
                 succeeded.withLock { $0 += 1 }
                 return report
             } catch {
@@ -432,27 +432,25 @@ public final class Replicator: @unchecked Sendable {
 
     /// Records the round in the replica's state and in the container's sync status (how far the server
     /// has this container's history: what requests wait for), in one transaction.
-    func recordSuccess() throws -> Int64 {
+    func recordSuccess() throws -> (Int64, HeldKeys?) {
         let now = Date()
-        let cursor = try container.store.write { tx in
+        let recorded = try container.store.write { tx in
             var state = try collections.replicaState(in: tx)
             state.lastSyncAt = now
             state.lastError = nil
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            // Keys held behind a quarantined change wait alone, named in the record (issue 47: they
+            // failed every round, and every request was refused).
             let (waiting, held) = try dirtyKeys(in: tx)
+            let record = try heldKeysRecord(in: tx)
             try tx.unrecorded {
-                try ownership.recordSuccess(consumerToken: try consumer.token(in: tx), complete: waiting == 0, now: now, in: tx)
-                if held > 0 {
-                    try ownership.recordFailure(SyncFailure(
-                        reason: .quarantine,
-                        message: "\(held) local change\(held == 1 ? "" : "s") wait\(held == 1 ? "s" : "") behind other devices' quarantined changes to the same keys (kvtool sync quarantine)",
-                        at: now), in: tx)
-                }
+                try ownership.recordSuccess(consumerToken: try consumer.token(in: tx), complete: waiting == held, held: record,
+                                            now: now, in: tx)
             }
-            return state.cursor
+            return (state.cursor, record)
         }
         ownership.posted()
-        return cursor
+        return recorded
     }
 
     func recordFailure(_ error: any Error) throws {

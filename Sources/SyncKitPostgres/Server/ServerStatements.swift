@@ -102,11 +102,29 @@ package struct ServerStatements: Sendable {
     ///   ``ReplicationError/deviceInUse(_:)`` for a batch that sends a token this device id sent
     ///   before with another change (another container under the same id).
     package func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
+        try Self.refuseUndecodable(changes)
         do {
             return try await pushBatch(group: group, device: device, changes: changes, maxClockSkew: maxClockSkew)
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == ServerSchema.deviceInUseState {
             throw ReplicationError.deviceInUse(error.serverInfo?[.message].map { String($0.dropFirst("kvsync_push: ".count).prefix(400)) }
                 ?? "this device id is in use by another container")
+        }
+    }
+
+    /// Refuses a batch with a value that no device can decode (``UndecodableValue``), before anything
+    /// of it is sent or applied: the sync gateway answers it so
+    /// (``SyncWire/GatewayPushResponse/undecodableValue(reason:)``), and a device checks what it is
+    /// about to send, on either path. (`kvsync_push` itself does not: a CBOR walk in PL/pgSQL costs
+    /// about a microsecond a byte, and a member who holds a database role can write the tables
+    /// without it; a device quarantines such a value, and only its key waits.)
+    ///
+    /// - Throws: ``ReplicationError/undecodableValue(_:)``, naming the key.
+    package static func refuseUndecodable(_ changes: [OutgoingChange]) throws {
+        for change in changes {
+            guard let problem = UndecodableValue.problem(kind: change.kind, value: change.value) else { continue }
+            func shown(_ text: String) -> String { Escaping.escape(String(text.prefix(200)), quoting: false, shortForms: true, style: .swift) }
+            throw ReplicationError.undecodableValue(
+                "the value of \(shown(change.kind)) \(shown(change.name)) key 0x\(Hex.encode(Array(change.key.prefix(64)))) is \(problem); nothing of the batch was applied")
         }
     }
 

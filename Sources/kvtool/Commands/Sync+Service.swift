@@ -30,7 +30,8 @@ extension SyncCommand {
             abstract: "Ask the process that owns sync (or the registered agent) to push what is written here, and wait for the server's acknowledgement.",
             discussion: """
                 Prints one line: acknowledged (exit 0), only for what a server acknowledged; refused, with the reason \
-                (clock skew exits 75, a credential 77, quarantine 74); not acknowledged, at once, when nothing of the \
+                (clock skew exits 75, a credential 77, quarantine 74); acknowledged except for the keys it names, which \
+                wait behind other devices' changes this device cannot apply (exit 76: kvtool sync quarantine keep-mine|drop); not acknowledged, at once, when nothing of the \
                 container is enabled for sync, or no process owns sync and none can start (no agent registered, its \
                 registration refused, or it exited) (exit 69); or not within the deadline, with what is known: the \
                 owner, the last error, the agent (exit 69). When no process owns sync, the agent registered with \
@@ -57,6 +58,9 @@ extension SyncCommand {
             }
             switch outcome {
             case .acknowledged: return
+            case .acknowledgedExceptHeld:
+                Output.flush()
+                Foundation.exit(CLIError.Kind.held.rawValue)
             case .refused(let failure):
                 Output.flush()
                 Foundation.exit(SyncCommand.exitCode(of: failure.reason).rawValue)
@@ -84,6 +88,10 @@ extension SyncCommand {
         case .acknowledged(let token, let elapsed):
             return ["outcome": .string("acknowledged"), "through": .integer(Int(token.rawValue)),
                     "milliseconds": .integer(elapsed.wholeMilliseconds)]
+        case .acknowledgedExceptHeld(let token, let elapsed, let held):
+            return ["outcome": .string("acknowledgedExceptHeld"), "through": .integer(Int(token.rawValue)),
+                    "milliseconds": .integer(elapsed.wholeMilliseconds), "held": .integer(held.count),
+                    "message": .string(held.message)]
         case .refused(let refusal):
             return ["outcome": .string("refused"), "error": failure(refusal)]
         case .notWithinDeadline(let shortfall):
@@ -203,6 +211,14 @@ extension SyncCommand.Run {
                     print(try Output.line(["handedTo": owner.map { .integer(Int($0.pid)) } ?? .null, "acknowledged": .integer(Int(token.rawValue))]))
                 } else {
                     print("the owner pushed every change through token \(token)")
+                }
+                return nil
+            case .acknowledgedExceptHeld(let token, _, let held):
+                if global.json {
+                    print(try Output.line(["handedTo": owner.map { .integer(Int($0.pid)) } ?? .null, "acknowledged": .integer(Int(token.rawValue)),
+                                           "held": .string(held.message)]))
+                } else {
+                    print("the owner pushed every change through token \(token) but the held keys: \(held)")
                 }
                 return nil
             case .refused(let failure):

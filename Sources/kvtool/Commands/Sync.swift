@@ -309,10 +309,13 @@ struct SyncCommand: ParsableCommand {
                         "device": .string(replicator.device), "pushed": .integer(report.pushed), "pulled": .integer(report.pulled),
                         "conflicts": .integer(report.conflicts), "quarantined": .integer(report.quarantined),
                         "resynchronized": .bool(report.resynchronized), "cursor": .integer(report.cursor),
+                        "held": report.held.map { .string($0.message) } ?? .null,
                     ]))
                 } else {
                     let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
                     print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                    // Only these keys wait; everything else is on the server.
+                    if let held = report.held { print("held: \(held)") }
                 }
             } else {
                 if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(shown)") }
@@ -386,8 +389,60 @@ struct SyncCommand: ParsableCommand {
     struct Quarantine: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "quarantine",
-            abstract: "Other devices' changes this container could not apply: list them, or retry them after an upgrade.",
-            subcommands: [List.self, Retry.self], defaultSubcommand: List.self)
+            abstract: "Other devices' changes this container could not apply: list them, retry them after an upgrade, or settle a key (keep-mine, drop).",
+            subcommands: [List.self, Retry.self, Settle<KeepMine>.self, Settle<Drop>.self], defaultSubcommand: List.self)
+
+        /// Which resolution a `Settle` command applies.
+        protocol Choice { static var resolution: QuarantineResolution { get } }
+        enum KeepMine: Choice { static let resolution = QuarantineResolution.keepMine }
+        enum Drop: Choice { static let resolution = QuarantineResolution.drop }
+
+        /// `kvtool sync quarantine keep-mine|drop SEQUENCE`: settles the key of a quarantined change as
+        /// this device's user decides (``Replicator/resolveQuarantined(sequence:as:)``). Needs no server.
+        struct Settle<C: Choice>: ParsableCommand {
+            static var configuration: CommandConfiguration {
+                switch C.resolution {
+                case .keepMine:
+                    CommandConfiguration(
+                        commandName: "keep-mine",
+                        abstract: "Send this device's value of the change's key over it (and every quarantined change of that key) at the next sync, stamped later: every device takes it.")
+                case .drop:
+                    CommandConfiguration(
+                        commandName: "drop",
+                        abstract: "Take nothing of the change (and every quarantined change of its key): follow the server from its version on, and drop a local write of the key that waited behind it.")
+                }
+            }
+            @OptionGroup var global: GlobalOptions
+            @OptionGroup var clock: ClockOption
+            @Argument(help: "The change's number, as kvtool sync quarantine lists it.") var sequence: String
+
+            func run() throws {
+                guard let number = Int64(sequence), number > 0 else {
+                    throw CLIError(.usage, "'\(Escaping.escape(String(sequence.prefix(40)), quoting: false, shortForms: true, style: .swift))' is not a change number (a positive integer, as kvtool sync quarantine lists it)")
+                }
+                let container = try global.openContainer(readOnly: false)
+                var options = Replicator.Options()
+                options.maxClockSkew = clock.duration
+                let replicator = try Replicator(container: container, targets: try SyncCommand.targets(of: container), options: options)
+                let report = try replicator.resolveQuarantined(sequence: number, as: C.resolution)
+                let keys = try HistoryText(store: container.store)
+                let key = report.target.map { keys.key(report.key, of: $0) } ?? "0x" + Hex.encode(report.key)
+                let shownKey = Escaping.escape(key, quoting: false, shortForms: true, style: .swift)
+                let target = report.target?.description ?? "?"
+                if global.json {
+                    print(try Output.line(["resolution": .string(C.resolution.rawValue), "target": .string(target), "key": .string(key),
+                                           "resolved": .integer(report.resolved), "droppedLocalWrites": .integer(report.droppedLocalWrites),
+                                           "queued": .bool(report.queued)]))
+                    return
+                }
+                switch C.resolution {
+                case .keepMine:
+                    print("kept this device's value of \(target) key \(shownKey) over \(report.resolved) quarantined change\(report.resolved == 1 ? "" : "s"): sent at the next sync")
+                case .drop:
+                    print("dropped \(report.resolved) quarantined change\(report.resolved == 1 ? "" : "s") of \(target) key \(shownKey)\(report.droppedLocalWrites > 0 ? " and \(report.droppedLocalWrites) local write\(report.droppedLocalWrites == 1 ? "" : "s") that waited behind" : ""); this device follows the server from there")
+                }
+            }
+        }
 
         struct List: ParsableCommand {
             static let configuration = CommandConfiguration(

@@ -33,7 +33,7 @@ struct ServeAPI: Sendable {
         case .notFound: .notFound
         case .usage, .badInput: .badRequest
         case .failure: .internalServerError
-        case .clockSkew, .unavailable: .serviceUnavailable
+        case .clockSkew, .unavailable, .held: .serviceUnavailable
         case .credential: .forbidden
         }
     }

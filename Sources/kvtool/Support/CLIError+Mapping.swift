@@ -32,6 +32,8 @@ extension CLIError {
             case .server, .unreachable, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
             case .clockAhead: self.init(.clockSkew, error.description)
             case .ownedElsewhere: self.init(.failure, error.description)
+            case .notQuarantined: self.init(.notFound, error.description)
+            case .undecodableValue: self.init(.badInput, error.description)
             }
         #endif
         case let error as SyncError:

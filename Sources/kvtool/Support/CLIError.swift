@@ -17,6 +17,9 @@ struct CLIError: Error, CustomStringConvertible {
         case failure = 74
         /// The replication server refused this device's changes: its clock is too far ahead.
         case clockSkew = 75
+        /// A sync request acknowledged for everything but keys held behind other devices' quarantined
+        /// changes (`kvtool sync quarantine drop|keep-mine` settles them).
+        case held = 76
         /// The sync gateway refused this device's credential (sysexits' EX_NOPERM).
         case credential = 77
 
@@ -28,6 +31,7 @@ struct CLIError: Error, CustomStringConvertible {
             case .unavailable: "a sync request was not acknowledged: nothing enabled for sync, no owner and none can start, or not within its deadline (no network, an error)"
             case .failure: "store or I/O failure, or an error nothing classified"
             case .clockSkew: "the replication server refused this machine's changes: its clock is too far ahead"
+            case .held: "a sync request was acknowledged except for keys held behind other devices' changes this device cannot apply (kvtool sync quarantine keep-mine|drop)"
             case .credential: "a gateway refused this device's credential (or the server its device id)"
             }
         }

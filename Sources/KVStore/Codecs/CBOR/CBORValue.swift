@@ -103,6 +103,16 @@ extension CBORValue {
         return try reader.readValue(at: 0).value
     }
 
+    /// Checks that `bytes` hold exactly one well-formed data item within `limits`, building nothing,
+    /// without recursion whatever the depth allowed: what a sync server checks of a value before it
+    /// hands it to devices (SyncWire's `UndecodableValue`).
+    ///
+    /// - Throws: ``CBORError``, as ``decode(_:limits:)-(UnsafeRawBufferPointer,_)`` does, but for a
+    ///   duplicate map key (found only by reading the item).
+    package static func validate(_ bytes: [UInt8], limits: CBORLimits = .default) throws {
+        try CBORReader.check(bytes, limits: limits)
+    }
+
     /// Decodes one complete data item from an array of bytes.
     ///
     /// ```swift
