@@ -111,7 +111,7 @@ import TestSupport
             (["sync", "statsu", "--root", "/r", "--group", "group.a.b"], sync),
             (["sync", "statsu"], sync),
             (["--json", "sync", "quarantine", "retyr"],
-             "kvtool sync quarantine has no command named 'retyr'; its commands: list, retry (kvtool help sync quarantine)"),
+             "kvtool sync quarantine has no command named 'retyr'; its commands: list, retry, keep-mine, drop (kvtool help sync quarantine)"),
         ]
         #endif
         for (arguments, message) in cases {
