@@ -161,6 +161,31 @@ import Testing
         #expect(try alice.notes.get("j") == "bob's j")
     }
 
+    /// A device's own check before it sends (on the direct path too, where `kvsync_push` does not
+    /// check): a value no device can decode that a co-tenant planted in the container's `notes`
+    /// (written past the collection, recorded in history as a change of it) is not sent: the round
+    /// fails with one line naming the key (exit 65), and the server gets nothing of the batch. Main:
+    /// it went to the server, and every device that pulled it quarantined it.
+    @Test func aDeviceNeverSendsAValueNoDeviceCanDecode() throws {
+        let cluster = try LocalPostgresCluster()
+        let group = Self.group("own")
+        let alice = try Device(group: group)
+        let url = cluster.tcpURL.description
+        let deep = [UInt8](repeating: 0x81, count: 70) + [0x00]
+        try alice.container.store.write(author: "co-tenant") { tx in
+            let database = try #require(try tx.rawDatabase(named: Catalog.collectionDatabase("notes"), create: false))
+            try tx.rawPut(database, Array("k".utf8), deep, recordingAs: .collection("notes"))
+        }
+        let run = try alice.kvtool(["sync", "run", "--once", "--server", url])
+        #expect(run.status == 65 && run.stderr.split(separator: "\n").count == 1, "\(run.status) \(run.stdout) \(run.stderr)")
+        #expect(run.stderr.contains("collection notes key 0x6b is CBOR nested deeper than 64 levels"), "\(run.stderr)")
+        #expect(try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)'") == 0)
+        // Written again by the app, it goes.
+        try alice.put("fixed", "k")
+        #expect(try alice.kvtool(["sync", "run", "--once", "--server", url]).status == 0)
+        #expect(try Self.serverValue(cluster, group, "k") == Self.cbor("fixed"))
+    }
+
     /// The same through the Swift API, on a live replicator's own terms: ``Replicator/sync()``'s report
     /// names the held key, and ``Replicator/resolveQuarantined(sequence:as:)`` settles it.
     @Test func theAPIReportsAndSettlesAHeldKey() async throws {
