@@ -61,6 +61,8 @@ public final class GatewayMetrics: Sendable {
         case skew
         /// A request the protocol does not take (400, 404, 405, 411, …).
         case `protocol`
+        /// A push past a budget of its device or group (answered 200 with the budgets it broke).
+        case budget
 
         public var label: String {
             switch self {
@@ -69,6 +71,7 @@ public final class GatewayMetrics: Sendable {
             case .caps: "caps"
             case .skew: "skew"
             case .protocol: "protocol"
+            case .budget: "budget"
             }
         }
 
@@ -184,7 +187,7 @@ public final class GatewayMetrics: Sendable {
                 sample("requests_total", "endpoint=\"\(endpoint.label)\",status=\"\(status)\"", "\(value)")
             }
         }
-        family("refusals_total", "counter", "Requests refused, by reason: credential, rate, caps, skew, protocol.")
+        family("refusals_total", "counter", "Requests refused, by reason: credential, rate, caps, skew, protocol, budget.")
         for reason in RefusalReason.allCases {
             sample("refusals_total", "reason=\"\(reason.label)\"", "\(counts.refusals[reason.rawValue])")
         }

@@ -318,10 +318,16 @@ package struct GatewayPushRequest: Sendable {
 
 /// `POST /v1/push`'s answer: one outcome per change, or the whole batch refused for its clock: how
 /// far ahead of the server's clock its latest stamp is, and the bound that refused it (the gateway's
-/// within the server's own), both in milliseconds.
+/// within the server's own), both in milliseconds; or the whole batch refused for the reasons listed
+/// (a budget of the server's it would break), nothing of it applied.
 package enum GatewayPushResponse: Sendable {
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
+    /// Kind 2: at least one reason, at most ``maxRefusals``.
+    case refused([PushRefusal])
+
+    /// The reasons one refusal lists at most.
+    package static let maxRefusals = 64
 
     package func encoded() -> [UInt8] {
         var writer = WireWriter()
@@ -330,6 +336,10 @@ package enum GatewayPushResponse: Sendable {
             writer.unsigned(1)
             writer.signed(milliseconds)
             writer.signed(limit)
+        case .refused(let reasons):
+            writer.unsigned(2)
+            writer.unsigned(UInt64(reasons.count))
+            for reason in reasons { reason.encode(into: &writer) }
         case .outcomes(let outcomes):
             writer.unsigned(0)
             writer.unsigned(UInt64(outcomes.count))
@@ -356,6 +366,12 @@ package enum GatewayPushResponse: Sendable {
         switch try reader.unsigned() {
         case 1:
             self = .clockAhead(milliseconds: try reader.signed(), limitMilliseconds: try reader.signed())
+        case 2:
+            let count = try reader.count("the refusal's reasons")
+            guard (1...Self.maxRefusals).contains(count) else {
+                throw GatewayWireError(description: "a push refusal with \(count) reasons (1 to \(Self.maxRefusals))")
+            }
+            self = .refused(try (0..<count).map { _ in try PushRefusal(from: &reader) })
         case 0:
             let count = try reader.count("the outcomes")
             var outcomes: [PushOutcome] = []
