@@ -85,7 +85,7 @@ public final class SyncGateway: Sendable {
         /// What one push may add to its group's log, in changes and in bytes of keys and values; past
         /// either, the push is refused whole (``GatewayPushResponse/refused(_:)``: the reason, the limit,
         /// what the batch came to), and nothing of it is applied. A device of this release sends at most
-        /// 10,000 changes a request.
+        /// 50,000 changes a request.
         public var maxPushChanges = 100_000
         public var maxPushBytes = 32 << 20
         /// What one device (a credential's group and device name, whatever its installs) may add in a
