@@ -63,6 +63,8 @@ public final class GatewayMetrics: Sendable {
         case `protocol`
         /// A push with a value no device can decode (answered 200 with the reason; issue 47).
         case undecodable
+        /// A push past a budget of its device or group (answered 200 with the budgets it broke).
+        case budget
 
         public var label: String {
             switch self {
@@ -72,6 +74,7 @@ public final class GatewayMetrics: Sendable {
             case .skew: "skew"
             case .protocol: "protocol"
             case .undecodable: "undecodable"
+            case .budget: "budget"
             }
         }
 
@@ -187,7 +190,7 @@ public final class GatewayMetrics: Sendable {
                 sample("requests_total", "endpoint=\"\(endpoint.label)\",status=\"\(status)\"", "\(value)")
             }
         }
-        family("refusals_total", "counter", "Requests refused, by reason: credential, rate, caps, skew, protocol.")
+        family("refusals_total", "counter", "Requests refused, by reason: credential, rate, caps, skew, protocol, budget.")
         for reason in RefusalReason.allCases {
             sample("refusals_total", "reason=\"\(reason.label)\"", "\(counts.refusals[reason.rawValue])")
         }

@@ -57,6 +57,14 @@ extension SyncGateway {
     enum Credential: Sendable {
         case token(hash: [UInt8])
         case verified(Principal)
+
+        /// What ``ResyncQueue`` holds one turn at a time for: the token (its hash), or the JWT's principal.
+        var queueKey: String {
+            switch self {
+            case .token(let hash): "token " + Hex.encode(hash)
+            case .verified(let principal): principal.key
+            }
+        }
     }
 
     /// A request admitted from its head: its operation and its credential (a token is looked up again
@@ -247,6 +255,20 @@ extension SyncGateway {
     func respond(to request: Admitted, body: [UInt8], from source: SourceAddress) async -> GatewayResponse {
         var push: GatewayPushRequest?
         let reservation = Locked(0)
+        // A resync waits for its turn (``ResyncQueue``) before it reserves anything: a credential's
+        // resyncs one at a time, the groups' in turn. The turn's read ends with the transaction; the
+        // turn itself once the answer is written (the response carries it to the writer).
+        var turn: ResyncTurn?
+        switch request.head.operation {
+        case .state, .statePage:
+            guard let granted = await resyncs.turn(group: request.head.group, credential: request.credential.queueKey) else {
+                return .refusal(.tooManyRequests, "this credential already has a resync being answered and \(resyncs.maxWaitingPerCredential) waiting; read those first, or retry in 1 s",
+                                retryAfter: 1)
+            }
+            turn = granted
+        default:
+            break
+        }
         switch request.head.operation {
         case .push:
             do {
@@ -278,27 +300,26 @@ extension SyncGateway {
         }
         // The room reserved for this answer in the budget, released unless the answer takes it over.
         defer { countAnswer(-reservation.withLock { $0 }) }
-        // A whole state is read under a lock on the group's pushes: two at a time, the others wait.
-        if request.head.operation == .state { await resyncs.acquire() }
-        defer { if request.head.operation == .state { resyncs.release() } }
+        // The read's permit goes back with the transaction (its answer may still be being written).
+        defer { turn?.endRead() }
         do {
             let (maxValueBytes, maxClockSkew, maxAnswerBytes) = (options.maxValueBytes, options.maxClockSkew, options.limits.maxAnswerBytes)
             let logger = options.logger
             // The answer, and the changes it pushed or pulled, and how far ahead a refused push's clock
-            // was, with the bound that refused it (milliseconds).
-            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?)
+            // was, with the bound that refused it (milliseconds), or the budgets that refused it.
+            typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?, refused: [PushRefusal])
             // Refused here, before a transaction, while the database is unreachable.
             let client = try pool()
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
-            let (answer, pushed, pulled, ahead): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
+            let (answer, pushed, pulled, ahead, refused): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
                 let principal = try await self.principal(of: request.credential, install: request.head.install, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
                 switch request.head.operation {
                 case .hello:
                     return (GatewayHello(serverID: try await statements.serverID(), group: principal.group,
-                                         device: principal.device, readOnly: principal.readOnly).encoded(), 0, 0, nil)
+                                         device: principal.device, readOnly: principal.readOnly).encoded(), 0, 0, nil, [])
                 case .push:
                     guard let device = principal.device, !principal.readOnly else {
                         throw Refusal(status: .forbidden, line: principal.device == nil
@@ -310,22 +331,31 @@ extension SyncGateway {
                     guard request.device.isEmpty || request.device == device else {
                         throw Refusal(status: .forbidden, line: "the push names the device \(GatewayRequestHead.shown(request.device)), and this credential's device is \(device)")
                     }
+                    // The budgets of the credential's device and of its group (the server's settings, never
+                    // the request's), charged before anything is written: a push past one is refused whole.
+                    let bytes = request.changes.reduce(0) { $0 + $1.key.count + ($1.value?.count ?? 0) }
+                    let refusals = budgets.charge(device: principal.key, group: principal.group, changes: request.changes.count, bytes: bytes)
+                    guard refusals.isEmpty else { return (GatewayPushResponse.refused(refusals).encoded(), 0, 0, nil, refusals) }
                     do {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
                                                                  maxClockSkew: maxClockSkew)
-                        return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil)
+                        return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil, [])
                     } catch ReplicationError.clockAhead(let ahead, let limit) {
+                        budgets.refund(device: principal.key, group: principal.group, changes: request.changes.count, bytes: bytes)
                         let (by, bound) = (ahead.wholeMilliseconds, limit.wholeMilliseconds)
-                        return (GatewayPushResponse.clockAhead(milliseconds: by, limitMilliseconds: bound).encoded(), 0, 0, (by, bound))
+                        return (GatewayPushResponse.clockAhead(milliseconds: by, limitMilliseconds: bound).encoded(), 0, 0, (by, bound), [])
+                    } catch {
+                        budgets.refund(device: principal.key, group: principal.group, changes: request.changes.count, bytes: bytes)
+                        throw error
                     }
                 case .changes(let after, let limit):
                     let page = try await statements.changes(group: principal.group, after: after, limit: limit,
                                                             maxBytes: reservation.withLock { $0 })
-                    return (page.encoded(), 0, page.changes.count, nil)
+                    return (page.encoded(), 0, page.changes.count, nil, [])
                 case .statePage(let after, let limit):
                     let page = try await statements.statePage(group: principal.group, after: after, limit: limit,
                                                               maxBytes: reservation.withLock { $0 })
-                    return (page.encoded(), 0, page.rows.count, nil)
+                    return (page.encoded(), 0, page.rows.count, nil, [])
                 case .state:
                     let (last, rows) = try await statements.currentState(group: principal.group) { size in
                         guard size <= Int64(maxAnswerBytes) else { throw Self.wholeStateTooLarge(size, budget: maxAnswerBytes) }
@@ -334,7 +364,7 @@ extension SyncGateway {
                         }
                         reservation.withLock { $0 = Int(size) }
                     }
-                    return (GatewayState(lastSequence: last, rows: rows).encoded(), 0, rows.count, nil)
+                    return (GatewayState(lastSequence: last, rows: rows).encoded(), 0, rows.count, nil, [])
                 case .live:
                     throw Refusal(status: .badRequest, line: "a live stream is not a request")
                 }
@@ -344,6 +374,7 @@ extension SyncGateway {
             // written past their budget is dropped now, rather than held for a device that may never
             // read it.
             var response = GatewayResponse.ok(answer)
+            response.turn = turn
             let reserved = reservation.withLock { held -> Int in defer { held = 0 }; return held }
             if reserved > 0 {
                 countAnswer(answer.count - reserved)
@@ -356,6 +387,11 @@ extension SyncGateway {
                 // Answered (the device learns its skew), and counted and logged as a refusal.
                 response.outcome = .refused(.skew)
                 response.logLine = "the push's stamps are \(ahead.by) ms ahead of the server's clock, past the bound of \(ahead.limit) ms; the batch was refused"
+            }
+            if !refused.isEmpty {
+                // Answered (the device learns which budget and its limit), and counted and logged as a refusal.
+                response.outcome = .refused(.budget)
+                response.logLine = "the push was refused whole, nothing applied: " + refused.map(\.description).joined(separator: "; ")
             }
             return response
         } catch {

@@ -77,6 +77,27 @@ public final class SyncGateway: Sendable {
         public var maxStreams = 20_000
         /// Live streams one principal may hold open (a device needs one).
         public var maxStreamsPerCredential = 16
+        /// Resyncs (`GET /v1/state`, a page or the whole state) read at once over the gateway. Besides,
+        /// one credential has one resync read or written at a time (its others wait, up to 8), and
+        /// waiting resyncs are taken one group after the other, so that one member's many resyncs
+        /// delay another group's by one read at most.
+        public var resyncsAtOnce = 4
+        /// What one push may add to its group's log, in changes and in bytes of keys and values; past
+        /// either, the push is refused whole (``GatewayPushResponse/refused(_:)``: the reason, the limit,
+        /// what the batch came to), and nothing of it is applied. A device of this release sends at most
+        /// 50,000 changes a request.
+        public var maxPushChanges = 100_000
+        public var maxPushBytes = 32 << 20
+        /// What one device (a credential's group and device name, whatever its installs) may add in a
+        /// minute, and a whole group in an hour: sliding budgets (refilled evenly over their period),
+        /// counted by this gateway from the pushes it admits. A push past one is refused whole, with the
+        /// seconds until it fits. Sized so that the demo and the benchmarks never meet them (the
+        /// gateway benchmark pushes 50,000 changes of 100 bytes), while one member can no longer grow
+        /// every device's store at the database's speed.
+        public var deviceChangesPerMinute = 200_000
+        public var deviceBytesPerMinute = 256 << 20
+        public var groupChangesPerHour = 2_000_000
+        public var groupBytesPerHour = 4 << 30
         public init() {}
     }
 
@@ -131,11 +152,14 @@ public final class SyncGateway: Sendable {
     /// Failed authentications of source addresses.
     let failures: RateLimiter<SourceAddress>
     let hub: LiveHub
-    /// Whole states (`/v1/state` without a query, devices before paged resyncs) being read at once.
-    let resyncs = AsyncSemaphore(permits: 2)
+    /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
+    /// credential at a time, the groups served in turn.
+    let resyncs: ResyncQueue
     /// Live streams being opened at once (each holds a database connection for its credential's
     /// transaction): twice the pool, so that the pool stays busy; the others wait in its queue.
     let liveOpenings: LiveOpenings
+    /// What each device and group may still push (``Limits/maxPushChanges`` and the others).
+    let budgets: PushBudgets
     /// Tokens verified in the last 10 s: a push's head is admitted on them before its body.
     let verified: RecentlyVerified
     /// What the gateway counts, for `GET /metrics`.
@@ -187,6 +211,8 @@ public final class SyncGateway: Sendable {
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
         liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
+        resyncs = ResyncQueue(permits: limits.resyncsAtOnce)
+        budgets = PushBudgets(limits)
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -562,7 +588,10 @@ struct AnswerWriter: Sendable {
         // are released once written; other answers are counted from here.
         let size = response.body.readableBytes
         gateway.countAnswer(size - response.reserved)
-        defer { gateway.countAnswer(-size) }
+        defer {
+            gateway.countAnswer(-size)
+            response.turn?.end()
+        }
         channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
                       promise: nil)
         var buffer = withBody ? response.body : ByteBuffer()
@@ -612,6 +641,8 @@ struct GatewayResponse: Sendable {
     /// The bytes of ``SyncGateway/Limits/maxAnswerBytes`` already counted for it (its body's size, for
     /// an answer whose room was reserved before it was read; else 0).
     var reserved = 0
+    /// The resync turn it ends once written or abandoned (``ResyncQueue``).
+    var turn: ResyncTurn?
 
     enum Outcome: Sendable, Equatable {
         case answered

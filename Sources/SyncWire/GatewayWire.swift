@@ -318,10 +318,16 @@ package struct GatewayPushRequest: Sendable {
 
 /// `POST /v1/push`'s answer: one outcome per change, or the whole batch refused for its clock: how
 /// far ahead of the server's clock its latest stamp is, and the bound that refused it (the gateway's
-/// within the server's own), both in milliseconds.
+/// within the server's own), both in milliseconds; or the whole batch refused for the reasons listed
+/// (a budget of the server's it would break), nothing of it applied.
 package enum GatewayPushResponse: Sendable {
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
+    /// Kind 2: at least one reason, at most ``maxRefusals``.
+    case refused([PushRefusal])
+
+    /// The reasons one refusal lists at most.
+    package static let maxRefusals = 64
     /// The batch was refused whole, nothing of it applied: a change has a value no device can decode
     /// (``UndecodableValue``); `reason` says why, naming its key. (Kind 3 on the wire: kind 2 is left
     /// to the refusal of a push over its principal's budget.)
@@ -334,6 +340,10 @@ package enum GatewayPushResponse: Sendable {
             writer.unsigned(1)
             writer.signed(milliseconds)
             writer.signed(limit)
+        case .refused(let reasons):
+            writer.unsigned(2)
+            writer.unsigned(UInt64(reasons.count))
+            for reason in reasons { reason.encode(into: &writer) }
         case .undecodableValue(let reason):
             writer.unsigned(3)
             writer.text(reason)
@@ -363,6 +373,12 @@ package enum GatewayPushResponse: Sendable {
         switch try reader.unsigned() {
         case 1:
             self = .clockAhead(milliseconds: try reader.signed(), limitMilliseconds: try reader.signed())
+        case 2:
+            let count = try reader.count("the refusal's reasons")
+            guard (1...Self.maxRefusals).contains(count) else {
+                throw GatewayWireError(description: "a push refusal with \(count) reasons (1 to \(Self.maxRefusals))")
+            }
+            self = .refused(try (0..<count).map { _ in try PushRefusal(from: &reader) })
         case 3:
             self = .undecodableValue(reason: try reader.text(max: 1024))
         case 0:

@@ -135,15 +135,21 @@ import Glibc
         }
         #expect(try await writer.kvtoolOffPool(["sync", "run", "--once", "--server", arena.cluster.tcpURL.description]).status == 0)
         let token = try await arena.token(["--device", "reader"])
+        // Ten devices (one credential's resyncs are answered one at a time since issue 47, each held
+        // until the deadline: ResyncFairnessAttacks), issued at once.
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<10 { group.addTask { try await arena.token(["--device", "reader\(index)"]) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
         let before = residentMemory(of: arena.gateway.pid)
-        let request = RawHTTP.head("GET /v1/state", headers: arena.headers(token), length: nil)
         let started = ContinuousClock.now
         // Ten connections ask and read nothing until the gateway gives up on them (or refuses them),
         // then read what is left: the gateway closed them long before the answer's end. A gateway that
         // never gave up is waited for until the deadline, and its whole answer is then read.
         let deadline = ContinuousClock.now + .seconds(BuildScale.seconds(90))
         let received = try await withThrowingTaskGroup(of: (Int, Duration).self) { group in
-            for _ in 0..<10 {
+            for reader in tokens {
+                let request = RawHTTP.head("GET /v1/state", headers: arena.headers(reader), length: nil)
                 group.addTask { [url = arena.url] in
                     try await offPool {
                         let fd = try RawHTTP.connect(url, timeout: 30)

@@ -204,9 +204,13 @@ import Glibc
                 (try? await Self.metric(metrics, "kvsync_gateway_requests_total{endpoint=\"state\",status=\"200\"}")) == 1
             }
             #expect(writing, "the unread page's answer was never written")
+            // Another device asks (the reader's own credential would wait for its turn: one resync per
+            // credential until its answer is written, issue 47).
+            let other = try await issueToken(cluster, ["--group", group, "--device", "r2"])
             let before = try await Self.metric(metrics, "kvsync_gateway_db_transaction_seconds_count")
             let refused = try await offPool {
-                try RawHTTP.request(url, "GET \(GatewayEndpoint.state(after: nil, limit: 100))", headers: headers, source: "127.0.0.2")
+                try RawHTTP.request(url, "GET \(GatewayEndpoint.state(after: nil, limit: 100))",
+                                    headers: ["Authorization: Bearer \(other)", "KVSync-Group: \(group)"], source: "127.0.0.2")
             }
             let after = try await Self.metric(metrics, "kvsync_gateway_db_transaction_seconds_count")
             #expect(refused.status == 503 && refused.header("Retry-After") == "1"

@@ -198,4 +198,28 @@ struct SyncWireTests {
         let cut = Array(page.encoded().dropLast(4))
         #expect(throws: GatewayWireError.self) { _ = try ChangesPage(decoding: cut, maxValueBytes: 10) }
     }
+
+    /// A push refused whole for its budgets: every reason round-trips with its limit, its amount and
+    /// its wait, and says in its line which budget and how much; a refusal with no reason, or with a
+    /// control character in one, or cut short, is malformed.
+    @Test func aPushRefusalRoundTripsAndNamesItsBudget() throws {
+        let reasons = [PushRefusal(.changesPerPush, limit: 100_000, amount: 200_000, retryAfter: 0),
+                       PushRefusal(.deviceBytesPerMinute, limit: 1 << 20, amount: 3 << 20, retryAfter: 42),
+                       PushRefusal(reason: "a-newer-budget", limit: 1, amount: 2, unit: "things", retryAfter: 1)]
+        let encoded = GatewayPushResponse.refused(reasons).encoded()
+        guard case .refused(let decoded) = try GatewayPushResponse(decoding: encoded, maxValueBytes: 10) else {
+            Issue.record("not a refusal")
+            return
+        }
+        #expect(decoded == reasons)
+        #expect(decoded[0].description == "the server's budget of 100000 changes per push (changes-per-push): this batch comes to 200000")
+        #expect(decoded[1].description.contains("(device-bytes-per-minute)") && decoded[1].description.hasSuffix("it fits again in 42 s"))
+        #expect(decoded[2].description.contains("1 things (a-newer-budget)"))
+        #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: GatewayPushResponse.refused([]).encoded(), maxValueBytes: 10) }
+        #expect(throws: GatewayWireError.self) {
+            _ = try GatewayPushResponse(decoding: GatewayPushResponse.refused([PushRefusal(reason: "a\nb", limit: 1, amount: 2, unit: "x", retryAfter: 0)]).encoded(),
+                                        maxValueBytes: 10)
+        }
+        #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: Array(encoded.dropLast(1)), maxValueBytes: 10) }
+    }
 }

@@ -30,6 +30,13 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// gateway, the gateway's. `limit` is the bound that refused it. Nothing was applied; the changes
     /// stay pending, and are sent once the server's clock is within the bound of their stamps.
     case clockAhead(by: Duration, limit: Duration)
+    /// The sync gateway refused a push whole: it would break a budget of the server's (changes or
+    /// bytes per push, a minute for this device, an hour for its group). `reason` names the first
+    /// budget (`changes-per-push`, `device-bytes-per-minute`, …) and `limit` its value; `detail` says,
+    /// for every budget it broke, the limit, what the batch came to, and when it fits again. Nothing of
+    /// that batch was applied, and its changes stay pending: they are sent once the budget has room
+    /// (or, over a push's budget, once the server's owner raises it).
+    case pushRefused(reason: String, limit: Int64, detail: String)
     /// This replicator was made without a server (``Replicator/init(container:targets:options:events:)``):
     /// it can only retry quarantined changes.
     case noServer
@@ -81,6 +88,8 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .corruptState(let message): "corrupt replication state: \(message)"
         case .clockAhead(let ahead, let limit):
             "the server refused this device's changes: their clock is \(Self.seconds(ahead)) ahead of the server's (the limit is \(Self.seconds(limit))); set this machine's clock right, and they are sent once the server's clock reaches them"
+        case .pushRefused(_, _, let detail):
+            "the sync gateway refused this device's push, nothing of it applied: \(detail); the changes stay pending"
         case .noServer: "this replicator has no server"
         case .invalidCredential(let reason): "invalid credential: \(reason)"
         case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"

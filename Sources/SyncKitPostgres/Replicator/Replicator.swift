@@ -224,7 +224,8 @@ public final class Replicator: @unchecked Sendable {
     /// Pushes what is pending, then pulls what other devices pushed (and pushes again if a merge made
     /// something new). On failure the error is recorded in the store (`kvtool sync status`) and thrown;
     /// nothing is lost, and the next call starts over. A push refused because this device's clock is
-    /// too far ahead (``ReplicationError/clockAhead(by:limit:)``) still pulls before it throws.
+    /// too far ahead (``ReplicationError/clockAhead(by:limit:)``), or past a gateway's budget
+    /// (``ReplicationError/pushRefused(reason:limit:detail:)``), still pulls before it throws.
     @discardableResult
     public func sync() async throws -> SyncReport {
         try await round { server, report in
@@ -235,8 +236,11 @@ public final class Replicator: @unchecked Sendable {
                 // A read-only credential pulls only: local writes stay pending in the history.
                 if !server.readOnly { report.pushed = try await push(server, report: &report) }
             } catch let error as ReplicationError {
-                guard case .clockAhead = error else { throw error }
-                refused = error
+                // So does a device whose push a gateway refused for a budget.
+                switch error {
+                case .clockAhead, .pushRefused: refused = error
+                default: throw error
+                }
             }
             // Added to what a resync inside the pull counted (it adds its own), not put over it.
             report.pulled += try await pull(server, report: &report)

@@ -2,6 +2,7 @@
 import ArgumentParser
 import Foundation
 import KVStore
+import SyncGateway
 import SyncKitPostgres
 import PostgresTesting
 #if canImport(Glibc)
@@ -82,12 +83,24 @@ extension Bench {
         /// Starts `kvtool sync gateway` (this executable) with limits that let one process open every
         /// stream (the devices of a group share its token here); returns it and its URL. It is killed
         /// if it still runs after an hour (a run takes minutes).
+        /// The push budgets, raised for a --push-changes past what the defaults hold (the default run, 50,000
+        /// changes of 100 bytes, is well within them and runs with them): the benchmark times pushes, not
+        /// budgets.
+        var pushBudgets: [String] {
+            let defaults = SyncGateway.Limits()
+            guard 2 * pushChanges > defaults.deviceChangesPerMinute || pushChanges * (valueSize + 20) > defaults.deviceBytesPerMinute / 2 else { return [] }
+            let (changes, bytes) = (String(4 * pushChanges), String(4 * pushChanges * (valueSize + 64)))
+            return ["--device-changes-per-minute", changes, "--group-changes-per-hour", changes,
+                    "--device-bytes-per-minute", bytes, "--group-bytes-per-hour", bytes]
+        }
+
         func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (ChildProcess, SyncGatewayURL) {
             // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
             let database = try blocking { try await cluster.prepareForGateways() }
             let arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
                              "--rate", "1000000", "--max-connections", "100000", "--max-streams", "100000", "--max-streams-per-credential", "100000"]
                 + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
+                + pushBudgets
             let wrapper = gatewayWrapper?.split(separator: " ").map(String.init) ?? []
             let process = try ChildProcess(program: wrapper.first, arguments: wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [try Demo.programPath(nil)] + arguments,
                                            timeout: 3600, relayIndent: nil)

@@ -266,6 +266,18 @@ extension SyncCommand {
         var maxAnswerBytes: Int = SyncGateway.Limits().maxAnswerBytes
         @Option(name: .customLong("max-page-bytes"), help: "Bytes of keys and values in a page of the log or of a resync, at most.")
         var maxPageBytes: Int = SyncGateway.Limits().maxPageBytes
+        @Option(name: .customLong("max-push-changes"), help: "Changes one push may add; a push over it is refused whole, naming the budget.")
+        var maxPushChanges: Int = SyncGateway.Limits().maxPushChanges
+        @Option(name: .customLong("max-push-bytes"), help: "Bytes of keys and values one push may add.")
+        var maxPushBytes: Int = SyncGateway.Limits().maxPushBytes
+        @Option(name: .customLong("device-changes-per-minute"), help: "Changes one device (credential) may push a minute.")
+        var deviceChangesPerMinute: Int = SyncGateway.Limits().deviceChangesPerMinute
+        @Option(name: .customLong("device-bytes-per-minute"), help: "Bytes of keys and values one device may push a minute.")
+        var deviceBytesPerMinute: Int = SyncGateway.Limits().deviceBytesPerMinute
+        @Option(name: .customLong("group-changes-per-hour"), help: "Changes a whole group's devices may push an hour.")
+        var groupChangesPerHour: Int = SyncGateway.Limits().groupChangesPerHour
+        @Option(name: .customLong("group-bytes-per-hour"), help: "Bytes of keys and values a whole group's devices may push an hour.")
+        var groupBytesPerHour: Int = SyncGateway.Limits().groupBytesPerHour
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
         var databaseTimeout: Double = 30
         @Option(name: .customLong("metrics-listen"),
@@ -289,6 +301,12 @@ extension SyncCommand {
             }
             guard ((64 << 10)...(1 << 30)).contains(maxPageBytes) else {
                 throw ValidationError("--max-page-bytes must be from 65536 (64 KiB) to 1073741824 (1 GiB)")
+            }
+            for (name, value) in [("--max-push-changes", maxPushChanges), ("--max-push-bytes", maxPushBytes),
+                                  ("--device-changes-per-minute", deviceChangesPerMinute), ("--device-bytes-per-minute", deviceBytesPerMinute),
+                                  ("--group-changes-per-hour", groupChangesPerHour), ("--group-bytes-per-hour", groupBytesPerHour)]
+            where !(1...(1 << 50)).contains(value) {
+                throw ValidationError("\(name) must be from 1 to 1125899906842624, got \(value)")
             }
             guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
@@ -335,6 +353,12 @@ extension SyncCommand {
             options.limits.maxStreamsPerCredential = maxStreamsPerCredential
             options.limits.maxAnswerBytes = maxAnswerBytes
             options.limits.maxPageBytes = maxPageBytes
+            options.limits.maxPushChanges = maxPushChanges
+            options.limits.maxPushBytes = maxPushBytes
+            options.limits.deviceChangesPerMinute = deviceChangesPerMinute
+            options.limits.deviceBytesPerMinute = deviceBytesPerMinute
+            options.limits.groupChangesPerHour = groupChangesPerHour
+            options.limits.groupBytesPerHour = groupBytesPerHour
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))

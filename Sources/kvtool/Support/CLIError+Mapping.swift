@@ -26,7 +26,7 @@ extension CLIError {
             switch error {
             case .invalidServerURL, .unsupportedTarget, .invalidCredential: self.init(.badInput, error.description)
             case .credentialRefused, .deviceInUse: self.init(.credential, error.description)
-            case .rateLimited: self.init(.failure, error.description)
+            case .rateLimited, .pushRefused: self.init(.failure, error.description)
             case .malformedServerRow: self.init(.badInput, error.description)
             case .notDeclared: self.init(.notFound, error.description)
             case .server, .unreachable, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
