@@ -329,7 +329,7 @@ extension SyncGateway {
                     let request = push!
                     // Who pushes is the credential's to say: the body names nobody, or this device.
                     guard request.device.isEmpty || request.device == device else {
-                        throw Refusal(status: .forbidden, line: "the push names another device than this credential's, \(device)")
+                        throw Refusal(status: .forbidden, line: "the push names another device, and this credential's device is \(device)")
                     }
                     do {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
