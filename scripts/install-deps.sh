@@ -8,7 +8,9 @@
 # browser tests of `kvtool serve`; with --test), openssl (the sync gateway's TLS tests; with --test), and
 # Debian's prometheus (a test scrapes a gateway with it and queries it through its HTTP API, another
 # fires the shipped alerting rules in it, and its promtool checks and tests those rules; with --test:
-# the package's service is not started, the tests run /usr/bin/prometheus and /usr/bin/promtool).
+# the package's service is not started, the tests run /usr/bin/prometheus and /usr/bin/promtool), and
+# Debian's haproxy (a test puts the sync gateway behind it with send-proxy-v2; with --test, its service
+# not started either).
 set -euo pipefail
 
 sudo_if_needed() {
@@ -29,6 +31,8 @@ if [ "${1:-}" = "--test" ]; then
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
     { [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; } || missing+=(prometheus)
+    # A test runs the sync gateway behind Debian's HAProxy with send-proxy-v2 (its service is not started).
+    [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 fi
 if [ "${1:-}" = "--perf" ]; then
     command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)

@@ -21,7 +21,8 @@ public struct GatewayLogEvent: Sendable {
     /// A refusal's reason (``GatewayMetrics/RefusalReason``'s label).
     public var reason: String?
     public var status: Int?
-    /// The request's method and endpoint (`POST /v1/push`; an unknown path is `other`).
+    /// The request's method and endpoint (`POST`, `push`; an unknown path is `other`, a method that is
+    /// not one of HTTP's own is `other`).
     public var method: String?
     public var endpoint: String?
     /// The client's address.
@@ -264,8 +265,18 @@ extension SyncGateway {
         let line = response.logLine ?? String(decoding: response.body.readableBytesView.prefix(1_000), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         log(GatewayLogEvent(level: reason == nil ? .error : .warning, event: reason == nil ? "error" : "refusal", reason: reason,
-                            status: Int(response.status.code), method: method?.rawValue, endpoint: endpoint.label,
+                            status: Int(response.status.code), method: method.map(Self.logged), endpoint: endpoint.label,
                             peer: peer?.ipAddress, message: line))
+    }
+
+    /// A request's method as the log shows it: HTTP's own methods by name, any other `other`, so that
+    /// a client never writes its text into the log through its method (nor through its path: the
+    /// endpoint is one of a fixed set, and a refusal's line holds nothing of the request).
+    static func logged(_ method: HTTPMethod) -> String {
+        switch method {
+        case .GET, .HEAD, .POST, .PUT, .DELETE, .OPTIONS, .PATCH, .CONNECT, .TRACE: method.rawValue
+        default: "other"
+        }
     }
 }
 #endif

@@ -85,7 +85,7 @@ public struct JWTVerifier: Sendable {
                     throw JWTRefusal("has a bad signature")
                 }
             default:
-                throw JWTRefusal("is signed with \(GatewayRequestHead.shown(jwt.algorithm.prefix(20))), which this gateway does not accept (HS256 or ES256 only)")
+                throw JWTRefusal.algorithmRefused(jwt.algorithm)
             }
             let claims = try jwt.claims(policy: policy, now: now().timeIntervalSince1970)
             // The limits' key: the device when the JWT names one (however many JWTs it is given, and

@@ -405,7 +405,7 @@ extension SyncGateway {
                 return principal
             }
         } catch {
-            try await answers.write(refusal(for: error, from: SourceAddress(answers.channel.remoteAddress)), keepAlive: false,
+            try await answers.write(refusal(for: error, from: SourceAddress(answers.client.address)), keepAlive: false,
                                     endpoint: .live, method: .GET)
             return false
         }

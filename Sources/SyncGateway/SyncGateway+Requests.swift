@@ -101,13 +101,18 @@ extension SyncGateway {
             if error.status == 401 { _ = failures.admit(source) }
             return .refused(Refusal(error).response)
         }
-        // An address that failed too often is refused before its credential costs anything.
-        if let wait = failures.check(source) {
-            return .refused(.refusal(.tooManyRequests, "too many refused credentials from \(source); retry in \(wait) s", retryAfter: wait))
+        // The failed logins of an address limit what its unknown credentials may cost (a lookup, a
+        // signature), never a credential that verified: one known (``KnownCredentials``) is checked
+        // whatever its address's failures, which other clients behind it (a NAT) may have spent.
+        // Past the budget, an unknown credential is still checked, at ``pastBudget``'s rate (1 a
+        // second), so that a device new to this gateway is served in the end; the rest are refused
+        // before they cost anything.
+        let hash = SyncTokens.hash(request.credential)
+        if !known.contains(hash), let wait = failures.check(source), let later = pastBudget.admit(source) {
+            return .refused(.refusal(.tooManyRequests, Self.failedLoginsLine(source, wait: min(wait, later)), retryAfter: min(wait, later)))
         }
         do {
             if CredentialText.isToken(request.credential) {
-                let hash = SyncTokens.hash(request.credential)
                 // A request without a body is checked in its own transaction, in one round trip.
                 guard request.operation.hasBody else { return .admitted(Admitted(head: request, credential: .token(hash: hash), counted: false)) }
                 // Before its body: the token as it was verified in the last seconds (a device's push
@@ -120,7 +125,14 @@ extension SyncGateway {
             guard let jwt = options.jwt else {
                 throw Refusal(status: .unauthorized, line: "the credential is not a sync token (\(SyncTokens.prefix)…): this gateway takes no JWT")
             }
-            let principal = try jwt.verify(request.credential)
+            let principal: Principal
+            do {
+                principal = try jwt.verify(request.credential)
+            } catch {
+                known.forget(hash)
+                throw error
+            }
+            known.remember(hash)
             try check(principal, against: request)
             return .admitted(Admitted(head: request, credential: .verified(principal), counted: true))
         } catch {
@@ -138,11 +150,24 @@ extension SyncGateway {
                 try await Self.authenticate(hash, on: connection, logger: logger)
             }
             verified.remember(hash, principal)
+            known.remember(hash)
             try check(principal, against: request)
             return .admitted(Admitted(head: request, credential: .token(hash: hash), counted: true))
         } catch {
+            if (error as? Refusal)?.status == .unauthorized { known.forget(hash) }
             return .refused(refusal(for: error, from: source))
         }
+    }
+
+    /// The 429 of an address past its budget of failed logins: it names that budget, so that a device
+    /// behind the address is not told that its own credential is limited.
+    static func failedLoginsLine(_ source: SourceAddress, wait: Int) -> String {
+        "too many failed logins from this device's address (\(source)), not this credential's; retry in \(wait) s"
+    }
+
+    /// `50`, `0.5`: a rate as a budget's line shows it.
+    static func perSecond(_ rate: Double) -> String {
+        rate == rate.rounded() && abs(rate) < 1e15 ? String(Int64(rate)) : String(rate)
     }
 
     /// The principal's group against the request's, and its rate.
@@ -151,7 +176,7 @@ extension SyncGateway {
             throw Refusal(status: .forbidden, line: "the credential is for another group than \(request.group)")
         }
         if let wait = limiter.admit(principal.key) {
-            throw Refusal(status: .tooManyRequests, line: "too many requests for this credential; retry in \(wait) s", retryAfter: wait)
+            throw Refusal(status: .tooManyRequests, line: "too many requests for this credential (its budget is \(Self.perSecond(options.limits.requestsPerSecond)) a second); retry in \(wait) s", retryAfter: wait)
         }
     }
 
@@ -189,8 +214,15 @@ extension SyncGateway {
                    logger: Logger) async throws -> Principal {
         switch credential {
         case .token(let hash):
-            let principal = try await Self.authenticate(hash, install: install, on: connection, logger: logger)
+            let principal: Principal
+            do {
+                principal = try await Self.authenticate(hash, install: install, on: connection, logger: logger)
+            } catch let refusal as Refusal where refusal.status == .unauthorized {
+                known.forget(hash)
+                throw refusal
+            }
             verified.remember(hash, principal)
+            known.remember(hash)
             return principal
         case .verified(let principal):
             return try await Self.scope(principal.installed(install), on: connection, logger: logger)
@@ -329,7 +361,7 @@ extension SyncGateway {
                     let request = push!
                     // Who pushes is the credential's to say: the body names nobody, or this device.
                     guard request.device.isEmpty || request.device == device else {
-                        throw Refusal(status: .forbidden, line: "the push names the device \(GatewayRequestHead.shown(request.device)), and this credential's device is \(device)")
+                        throw Refusal(status: .forbidden, line: "the push names another device, and this credential's device is \(device)")
                     }
                     // The budgets of the credential's device and of its group (the server's settings, never
                     // the request's), charged before anything is written: a push past one is refused whole.

@@ -60,9 +60,11 @@ public final class SyncGateway: Sendable {
         public var burst = 200.0
         /// Principals whose rate is remembered at once: the least recently seen is forgotten first.
         public var maxRememberedPrincipals = 100_000
-        /// Failed authentications per second from one source address (an IPv4 address, an IPv6 /64),
-        /// and the burst allowed above it: past it, the address's requests get 429 before their
-        /// credential is looked up.
+        /// Failed authentications per second from one source address (an IPv4 address, an IPv6 /64;
+        /// the client's, from a `--trusted-proxy`'s PROXY header), and the burst allowed above it: past
+        /// it, the address's unknown credentials are checked at 1 a second, the others get 429 before
+        /// anything is looked up. A credential that verified in the last 10 minutes is checked
+        /// whatever its address's failures.
         public var failedAuthenticationsPerSecond = 2.0
         public var failedAuthenticationBurst = 20.0
         /// Source addresses whose failures are remembered at once.
@@ -135,6 +137,10 @@ public final class SyncGateway: Sendable {
         /// Told once, with the metrics listener's URL (`http://HOST:PORT/metrics`), before the ready
         /// callback of ``SyncGateway/run(host:port:ready:)``.
         public var metricsListening: (@Sendable (String) -> Void)?
+        /// The peers whose PROXY protocol header (version 2 or 1, as HAProxy's `send-proxy-v2` and
+        /// `send-proxy` send it) names the client a connection is from (`--trusted-proxy CIDR`): the
+        /// address that limits, metrics and the log then count. A header from any other peer is refused.
+        public var trustedProxies: [ProxyNetwork] = []
         /// Told of each refusal and error (`kvtool sync gateway --log-format json|text` writes them on
         /// standard error), on the thread that answers: it must not block for long.
         public var log: (@Sendable (GatewayLogEvent) -> Void)?
@@ -151,6 +157,10 @@ public final class SyncGateway: Sendable {
     let limiter: RateLimiter<String>
     /// Failed authentications of source addresses.
     let failures: RateLimiter<SourceAddress>
+    /// Unknown credentials checked from an address past its failures' budget (1 a second).
+    let pastBudget: RateLimiter<SourceAddress>
+    /// Credentials that verified in the last 10 minutes: served whatever their address's failures.
+    let known: KnownCredentials
     let hub: LiveHub
     /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
     /// credential at a time, the groups served in turn.
@@ -208,6 +218,8 @@ public final class SyncGateway: Sendable {
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
                                capacity: limits.maxRememberedAddresses)
+        pastBudget = RateLimiter(perSecond: 1, burst: 1, capacity: limits.maxRememberedAddresses)
+        known = KnownCredentials(capacity: limits.maxRememberedPrincipals)
         hub = LiveHub(maxStreams: limits.maxStreams, maxStreamsPerCredential: limits.maxStreamsPerCredential)
         verified = RecentlyVerified(capacity: limits.maxRememberedPrincipals, lifetime: .seconds(10))
         liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
@@ -265,15 +277,25 @@ public final class SyncGateway: Sendable {
                 // is kept by every connection, a live stream's for its whole life: 512 bytes hold a
                 // request's head with a token (2,048 by default); larger reads grow it from there.
                 .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
-                .bind(host: host, port: port) { channel in
+                .bind(host: host, port: port) { [self] channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // Before TLS: a proxy's PROXY header comes first, in clear.
+                        let peer = channel.remoteAddress
+                        let client = ClientAddress(peer)
+                        let trusted = ProxyNetwork.bytes(of: peer).map { bytes in options.trustedProxies.contains { $0.contains(bytes) } } ?? false
+                        try channel.pipeline.syncOperations.addHandler(
+                            ProxyHeaderHandler(trusted: trusted, client: client, timeout: Self.timeAmount(limits.requestTimeout)) { [self] peer, line in
+                                metrics.request(.other, status: .badRequest, sent: 0, outcome: .refused(.protocol))
+                                options.log?(GatewayLogEvent(level: .warning, event: "refusal", reason: GatewayMetrics.RefusalReason.protocol.label,
+                                                             status: 400, peer: peer?.ipAddress, message: line))
+                            })
                         if let sslContext {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                         }
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                         try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: limits.requestTimeout))
                         try channel.pipeline.syncOperations.addHandler(WriteStallDeadline(timeout: limits.answerTimeout))
-                        return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                        return (try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel), client)
                     }
                 }
             state.withLock { $0.server = server.channel }
@@ -283,8 +305,8 @@ public final class SyncGateway: Sendable {
             do {
                 try await withThrowingDiscardingTaskGroup { connections in
                     try await server.executeThenClose { inbound in
-                        for try await connection in inbound {
-                            connections.addTask { await self.serve(connection) }
+                        for try await (connection, client) in inbound {
+                            connections.addTask { await self.serve(connection, client: client) }
                         }
                     }
                 }
@@ -315,7 +337,13 @@ public final class SyncGateway: Sendable {
 
     // MARK: - One connection
 
-    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+    /// A `Duration` as NIO's `TimeAmount`.
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, client: ClientAddress) async {
         let admitted = state.withLock { state in
             guard state.connections < options.limits.maxConnections else { return false }
             state.connections += 1
@@ -323,7 +351,6 @@ public final class SyncGateway: Sendable {
         }
         let channel = connection.channel
         let key = ObjectIdentifier(channel)
-        let source = SourceAddress(channel.remoteAddress)
         if admitted { state.withLock { $0.open[key] = (channel, true) } }
         @Sendable func forget() {
             guard admitted else { return }
@@ -341,9 +368,9 @@ public final class SyncGateway: Sendable {
         // Answers are written on the channel itself (each write awaited until it is in the socket).
         let (inbound, outbound) = connection.unscoped
         outbound.finish()
-        let answers = AnswerWriter(channel: channel, gateway: self)
+        let answers = AnswerWriter(channel: channel, gateway: self, client: client)
         do {
-            if let live = try await requests(inbound, answers: answers, admitted: admitted, source: source) {
+            if let live = try await requests(inbound, answers: answers, admitted: admitted) {
                 // Opened (or refused, and closed) without this task: the channel is counted until it closes.
                 if admitted {
                     state.withLock { $0.open[key]?.idle = false }
@@ -367,12 +394,12 @@ public final class SyncGateway: Sendable {
         for channel in open { try? await channel.closeFuture.get() }
     }
 
-    /// ``serveRequests(_:answers:admitted:source:)`` in a task of its own, cancelled with the caller's;
+    /// ``serveRequests(_:answers:admitted:)`` in a task of its own, cancelled with the caller's;
     /// that task is freed when this returns (nothing holds it after), and its memory with it.
     @inline(never)
     private func requests(_ inbound: NIOAsyncChannelInboundStream<HTTPServerRequestPart>, answers: AnswerWriter,
-                          admitted: Bool, source: SourceAddress) async throws -> Admitted? {
-        let task = Task { try await self.serveRequests(inbound, answers: answers, admitted: admitted, source: source) }
+                          admitted: Bool) async throws -> Admitted? {
+        let task = Task { try await self.serveRequests(inbound, answers: answers, admitted: admitted) }
         return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
     }
 
@@ -380,8 +407,12 @@ public final class SyncGateway: Sendable {
     /// its body read), which ends them: the caller serves the stream.
     @inline(never)
     private func serveRequests(_ inbound: NIOAsyncChannelInboundStream<HTTPServerRequestPart>, answers: AnswerWriter,
-                               admitted: Bool, source: SourceAddress) async throws -> Admitted? {
+                               admitted: Bool) async throws -> Admitted? {
         let channel = answers.channel
+        // The client's address, as the PROXY header of a trusted proxy named it, else the socket's
+        // peer: read at each request's head (the header was read before any byte of it was passed on;
+        // this task starts with the connection, before the header may have arrived).
+        var source = SourceAddress(nil)
         let key = ObjectIdentifier(channel)
         func idle(_ idle: Bool) {
             let draining = state.withLock { state -> Bool in
@@ -416,6 +447,7 @@ public final class SyncGateway: Sendable {
             switch part {
             case .head(let head):
                 idle(false)
+                source = SourceAddress(answers.client.address)
                 release(reserved)
                 reserved = 0
                 body = ByteBuffer()
@@ -564,6 +596,8 @@ public final class SyncGateway: Sendable {
 struct AnswerWriter: Sendable {
     let channel: Channel
     let gateway: SyncGateway
+    /// The client's address (a trusted proxy's PROXY header's, else the peer's).
+    let client: ClientAddress
 
     /// A slice of a body written at once: the writer waits for the device to read it before the next.
     static let slice = 256 << 10
@@ -576,7 +610,7 @@ struct AnswerWriter: Sendable {
                received: Int = 0, withBody: Bool = true) async throws {
         gateway.metrics.request(endpoint, status: response.status, received: received, sent: withBody ? response.body.readableBytes : 0,
                                 outcome: response.outcome)
-        gateway.log(response, method: method, endpoint: endpoint, peer: channel.remoteAddress)
+        gateway.log(response, method: method, endpoint: endpoint, peer: client.address)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: response.contentType
                     ?? (response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8"))

@@ -76,7 +76,9 @@ package struct GatewayRequestHead: Equatable, Sendable {
     /// The largest page a device may ask for.
     package static let maxPageChanges = 10_000
 
-    /// Reads `method` and `uri`, then the headers a request is admitted on. The order of the checks
+    /// Reads `method` and `uri`, then the headers a request is admitted on. A refusal's line holds
+    /// nothing of the client's text (its path, method, query or headers): the gateway logs it, and a
+    /// log holds only what the gateway chooses. The order of the checks
     /// is the order of the answers: a request line no gateway serves (404, 400), then the credential
     /// (401), the group and the install id (400), the framing of the body (400, 411, 413).
     ///
@@ -148,13 +150,13 @@ package struct GatewayRequestHead: Equatable, Sendable {
         guard segments.count == 3, segments[0].isEmpty, let first = parts.first, first.first == "v", first.count <= 10,
               first.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let version = Int(first.dropFirst()),
               String(first.dropFirst()) == String(version), let name = parts.last, !name.isEmpty else {
-            throw GatewayRefusal(404, "no such endpoint \(Self.shown(path)) (the sync protocol's are under /v\(GatewayWire.version)/)")
+            throw GatewayRefusal(404, "no such endpoint (the sync protocol's are under /v\(GatewayWire.version)/)")
         }
         guard version == GatewayWire.version else {
             throw GatewayRefusal(400, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
         }
         guard let endpoint = GatewayEndpoint(method: method, name: name) else {
-            throw GatewayRefusal(404, "no such endpoint: \(Self.shown(method)) \(Self.shown(path))")
+            throw GatewayRefusal(404, "no such endpoint: the method and path name none of the sync protocol's")
         }
         let operation: GatewayOperation
         switch endpoint {
@@ -201,7 +203,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
             let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(halves[0])
             guard query.updateValue(halves.count > 1 ? String(halves[1]) : "", forKey: name) == nil else {
-                throw GatewayRefusal(400, "the query names \(Self.shown(name)) twice")
+                throw GatewayRefusal(400, "the query names a parameter twice")
             }
         }
         return (String(uri[..<mark]), query)

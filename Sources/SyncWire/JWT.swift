@@ -24,6 +24,17 @@ package struct JWTRefusal: Error, Equatable, Sendable, CustomStringConvertible {
     package var reason: String
     package init(_ reason: String) { self.reason = reason }
     package var description: String { "the JWT \(reason)" }
+
+    /// The refusal of a JWT signed with `algorithm`, which is not one accepted: it names the algorithm
+    /// when it is one of JOSE's registered names (RFC 7518, RFC 8037), and never a name of the
+    /// client's own, which the gateway's log would otherwise hold.
+    package static func algorithmRefused(_ algorithm: some StringProtocol) -> JWTRefusal {
+        let registered: Set<String> = ["none", "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512",
+                                       "PS256", "PS384", "PS512", "EdDSA", "ES256K"]
+        return JWTRefusal(registered.contains(String(algorithm))
+            ? "is signed with \(algorithm), which this gateway does not accept (HS256 or ES256 only)"
+            : "is signed with an algorithm this gateway does not accept (HS256 or ES256 only)")
+    }
 }
 
 /// A compact JWS (RFC 7515) split and its header checked, its claims not yet trusted: the signature
@@ -58,7 +69,7 @@ package struct JWT: Sendable {
             throw JWTRefusal("has no alg in its header")
         }
         guard Self.algorithms.contains(algorithm) else {
-            throw JWTRefusal("is signed with \(GatewayRequestHead.shown(algorithm.prefix(20))), which this gateway does not accept (HS256 or ES256 only)")
+            throw JWTRefusal.algorithmRefused(algorithm)
         }
         if members.contains(where: { $0.key == "crit" }) {
             throw JWTRefusal("has a crit header parameter, and this gateway understands no extension")

@@ -10,7 +10,10 @@ extension ReplicationError {
         case 409: self = .deviceInUse(line)
         case 429:
             let seconds = retryAfter.flatMap { Int($0) } ?? 1
-            self = .rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)))
+            // The gateway's line names the budget (its words end with its own "; retry in N s").
+            var budget = line
+            if let retry = budget.range(of: "; retry in ", options: .backwards) { budget = String(budget[..<retry.lowerBound]) }
+            self = .rateLimited(retryAfter: .seconds(min(max(seconds, 1), 3600)), budget: budget.isEmpty || budget == "(no reason given)" ? nil : budget)
         default: self = .server("the sync gateway answered \(status): \(line)")
         }
     }

@@ -16,7 +16,7 @@ public enum SyncGatewayClient {
     /// connection dropped): `onChange` is called when it opens and for every commit of the group.
     ///
     /// - Throws: ``ReplicationError/credentialRefused(_:)`` when the credential is refused, revoked or
-    ///   expires; ``ReplicationError/rateLimited(retryAfter:)`` when the credential has as many streams
+    ///   expires; ``ReplicationError/rateLimited(retryAfter:budget:)`` when the credential has as many streams
     ///   open as the gateway allows (or sent too many requests); ``ReplicationError/server(_:)`` when the
     ///   gateway cannot be reached.
     public static func followChanges(gateway: SyncGatewayURL, token: String, group: String,

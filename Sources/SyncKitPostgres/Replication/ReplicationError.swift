@@ -45,8 +45,11 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     /// The sync gateway refused this device's credential: missing, not a token, unknown, revoked,
     /// expired, of another group, or read-only for a push. The token itself is never in the message.
     case credentialRefused(String)
-    /// The gateway asks this device to wait (too many requests for its credential).
-    case rateLimited(retryAfter: Duration)
+    /// The gateway asks this device to wait. `budget` is the gateway's line naming the budget that is
+    /// spent (this credential's requests, its live streams, or the failed logins of the address the
+    /// request came from, which other clients there may have spent): `nil` from a gateway that did not
+    /// say.
+    case rateLimited(retryAfter: Duration, budget: String? = nil)
     /// The server refused a push that sends a token this device id sent before with another change:
     /// another container syncs under the same device id. Every container of this release has an id
     /// of its own (a random one on the direct path; through a gateway, the credential's name and the
@@ -93,7 +96,8 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .noServer: "this replicator has no server"
         case .invalidCredential(let reason): "invalid credential: \(reason)"
         case .credentialRefused(let reason): "the sync gateway refused this device's credential: \(reason)"
-        case .rateLimited(let wait): "the sync gateway is rate-limiting this credential; retry in \(Self.seconds(wait))"
+        case .rateLimited(let wait, let budget?): "the sync gateway asks this device to wait: \(budget) (retry in \(Self.seconds(wait)))"
+        case .rateLimited(let wait, nil): "the sync gateway is rate-limiting this device; retry in \(Self.seconds(wait))"
         case .deviceInUse(let reason): "the server refused this device's changes: \(reason)"
         case .notQuarantined(let message): message
         case .undecodableValue(let reason): "the server refused this device's changes: \(reason)"

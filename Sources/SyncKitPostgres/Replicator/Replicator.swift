@@ -144,7 +144,7 @@ public final class Replicator: @unchecked Sendable {
     /// - Throws: ``ReplicationError/notDeclared(_:)``; ``ReplicationError/server(_:)`` if another
     ///   replicator holds the container; ``ReplicationError/invalidCredential(_:)`` if a gateway's
     ///   token is not a token's form. The gateway's refusals come from ``sync()``:
-    ///   ``ReplicationError/credentialRefused(_:)``, ``ReplicationError/rateLimited(retryAfter:)``.
+    ///   ``ReplicationError/credentialRefused(_:)``, ``ReplicationError/rateLimited(retryAfter:budget:)``.
     public init(container: SharedContainer, endpoint: Endpoint?, targets: [ReplicatedTarget], options: Options = Options(),
                 events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) throws {
         if case .gateway(_, let token) = endpoint, !SyncTokens.isPresentable(token) {

@@ -283,6 +283,9 @@ extension SyncCommand {
         @Option(name: .customLong("metrics-listen"),
                 help: "HOST:PORT for Prometheus metrics, /healthz and /readyz (port 0: any free port; off: none).")
         var metricsListen: String = "127.0.0.1:9464"
+        @Option(name: .customLong("trusted-proxy"),
+                help: "A proxy's address or CIDR block (repeatable) whose PROXY protocol header (v2 or v1, HAProxy's send-proxy-v2) names the client: limits, metrics and the log count that client's address. A header from any other peer is refused.")
+        var trustedProxies: [String] = []
         @Option(name: .customLong("log-format"), help: "How refusals and errors are logged on standard error: text or json (one object a line).")
         var logFormat: String = "text"
 
@@ -317,7 +320,15 @@ extension SyncCommand {
             }
             _ = try hostAndPort()
             _ = try metricsHostAndPort()
+            _ = try proxies()
             guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, got '\(logFormat)'") }
+        }
+
+        /// `--trusted-proxy`'s blocks.
+        func proxies() throws -> [ProxyNetwork] {
+            try trustedProxies.map { text in
+                do { return try ProxyNetwork(text) } catch { throw ValidationError("--trusted-proxy: \(error)") }
+            }
         }
 
         func hostAndPort() throws -> (String, Int) {
@@ -361,6 +372,7 @@ extension SyncCommand {
             options.limits.groupBytesPerHour = groupBytesPerHour
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
+            options.trustedProxies = try proxies()
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
             options.allowPrivilegedRole = allowPrivilegedRole
             options.databaseTimeout = .milliseconds(Int64(databaseTimeout * 1000))
