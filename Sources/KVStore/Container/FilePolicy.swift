@@ -54,14 +54,19 @@ struct FilePolicy: Sendable {
 
     /// Checks the regular file open at `fd` (status `st`, path `path` for errors), and repairs its mode
     /// when this process owns it. Throws ``KVStoreError/unsafeFile(path:reason:)``.
-    func checkFile(_ fd: Int32, _ st: stat, path: String) throws(KVStoreError) {
+    ///
+    /// - Parameter writing: Whether the file is opened to be written or locked. A file opened only to be
+    ///   read is checked for its type and owner (or group) alone: reading a second hard link, or a file
+    ///   whose mode is wider, reaches nothing outside the container and writes nothing.
+    func checkFile(_ fd: Int32, _ st: stat, path: String, writing: Bool = true) throws(KVStoreError) {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw .unsafeFile(path: path, reason: "it is \(Self.kind(st)), not a regular file")
         }
+        try checkOwner(st, path: path)
+        guard writing else { return }
         guard st.st_nlink == 1 else {
             throw .unsafeFile(path: path, reason: "it has \(st.st_nlink) hard links; a container's files have exactly one")
         }
-        try checkOwner(st, path: path)
         try repairMode(fd, st, wanted: fileMode, mask: 0o777, path: path)
     }
 
@@ -147,8 +152,8 @@ struct FilePolicy: Sendable {
 
 extension SafePath {
     /// Opens (creating with `O_EXCL` when `create`, then giving it `policy`'s mode with `fchmod`) the
-    /// regular file `name` in the directory open at `parent`, never following a link, never blocking on
-    /// a FIFO, and checks it with `policy`. Returns the descriptor (the caller closes it) and whether
+    /// regular file `name` in the directory open at `parent` as ``ContainerFile`` opens every file of a
+    /// container (never following a link, never blocking), and checks it with `policy`. Returns the descriptor (the caller closes it) and whether
     /// this call created the file.
     ///
     /// - Throws: ``KVStoreError/unsafeFile(path:reason:)`` for a link or anything `policy` refuses;
@@ -156,36 +161,9 @@ extension SafePath {
     static func openChecked(
         _ parent: Int32, _ name: String, writable: Bool, create: Bool, policy: FilePolicy, path: String
     ) throws(KVStoreError) -> (fd: Int32, created: Bool) {
-        let access = writable ? O_RDWR : O_RDONLY
-        let flags = access | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
-        var created = false
-        var fd: Int32 = -1
-        if create {
-            fd = SystemCall.retry { openat(parent, name, flags | O_CREAT | O_EXCL, policy.fileMode) }
-            created = fd >= 0
-            if fd < 0 && errno != EEXIST { throw openError(errno, parent: parent, name: name, path: path, expected: S_IFREG) }
-        }
-        if fd < 0 {
-            fd = SystemCall.retry { openat(parent, name, flags) }
-            if fd < 0 {
-                let code = errno
-                // Permission denied: say why, in the policy's words, when the file's mode explains it.
-                if code == EACCES, let st = lstat(at: parent, name), let refusal = policy.refusal(st, path: path) {
-                    throw refusal
-                }
-                throw openError(code, parent: parent, name: name, path: path, expected: S_IFREG)
-            }
-        }
-        do throws(KVStoreError) {
-            if created, SystemCall.retry({ fchmod(fd, policy.fileMode) }) != 0 {
-                throw KVStoreError.io(operation: "set permissions of", path: path, errno: errno)
-            }
-            try policy.checkFile(fd, try FilePolicy.status(fd, path: path), path: path)
-        } catch {
-            close(fd)
-            throw error
-        }
-        return (fd, created)
+        // Read-only, the store's files are still held to the whole policy (links, mode): LMDB maps them.
+        try ContainerFile.open(name, in: parent, access: writable ? .readWrite : .read, create: create, policy: policy,
+                               checksLinksAndMode: true, blocking: true, path: path)
     }
 
     /// Opens (creating with `mkdirat`, then giving it `policy`'s mode with `fchmod`) the directory

@@ -183,6 +183,10 @@ public struct SharedFiles: Sendable {
             if code == ELOOP, let st = SafePath.lstat(at: parent, name), SafePath.isType(st, S_IFLNK) {
                 throw KVStoreError.invalidPath(path, reason: "'\(path)' is a symbolic link")
             }
+            // A socket (ENXIO) or a device whose driver is absent: say what it is.
+            if code == ENXIO || code == ENODEV, let st = SafePath.lstat(at: parent, name), !SafePath.isType(st, S_IFREG) {
+                throw KVStoreError.invalidPath(path, reason: "'\(path)' is \(FilePolicy.kind(st)), not a regular file")
+            }
             throw KVStoreError.io(operation: "open", path: full, errno: code)
         }
         defer { close(fd) }
@@ -195,8 +199,11 @@ public struct SharedFiles: Sendable {
             throw KVStoreError.io(operation: "read", path: full, errno: EISDIR)
         }
         guard SafePath.isType(st, S_IFREG) else {
-            throw KVStoreError.invalidPath(path, reason: "'\(path)' is not a regular file")
+            throw KVStoreError.invalidPath(path, reason: "'\(path)' is \(FilePolicy.kind(st)), not a regular file")
         }
+        // Of an owner (or, group-shared, a group) the sharing mode accepts, as every file of a container.
+        let directoryStatus = sharing == .groupShared ? try FilePolicy.status(parent, path: full) : stat()
+        try FilePolicy(sharing: sharing, directory: directoryStatus).checkFile(fd, st, path: full, writing: false)
         let expected = Int(st.st_size)
         if expected > limit {
             throw Self.tooLarge(path, size: expected, limit: limit)

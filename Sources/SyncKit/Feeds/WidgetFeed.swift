@@ -157,6 +157,9 @@ public struct WidgetFeed<Payload: Codable & Sendable>: Sendable {
         } catch KVStoreError.valueTooLarge(_, let size, let limit, _) {
             // SharedFiles.read compares fstat's size of the opened file with the limit before reading.
             throw WidgetFeedError.fileTooLarge(path: path, size: size, limit: limit)
+        } catch KVStoreError.invalidPath(_, let reason) {
+            // A link, FIFO, socket or device planted there: named by its whole path.
+            throw KVStoreError.unsafeFile(path: path, reason: reason)
         }
     }
 }

@@ -55,8 +55,10 @@ public struct ChangeNotifier: Sendable {
     /// renamed away while the process runs keeps receiving its posts, and observers watching a new
     /// `Notify/` put in its place do not wake for them until the old one is removed.
     ///
-    /// - Throws: ``SyncError/invalidNotificationName(_:)``, or ``KVStore/KVStoreError/io(operation:path:errno:)``
-    ///   if the file cannot be written (a symbolic link in its place is refused, not followed).
+    /// - Throws: ``SyncError/invalidNotificationName(_:)``; ``KVStore/KVStoreError/unsafeFile(path:reason:)``
+    ///   when something else than a regular file of the sharing mode is in its place (a symbolic link,
+    ///   a FIFO, a socket, a device: refused at once, never followed or waited for);
+    ///   ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened.
     public func post(_ name: String = Self.changes) throws {
         try Self.validate(name)
         // Built only for an error: every commit that changed something posts.
@@ -66,42 +68,26 @@ public struct ChangeNotifier: Sendable {
         // umask; later posts (from any process of the group) only open it. The descriptor is kept for
         // the next posts (opening and closing it cost a post half its time); if its directory is gone
         // (removed, so another process may have made a new one), the post opens the path again.
-        var (fd, code) = try heldDirectory.withDescriptor(of: directory, fresh: false) { openFile(name, in: $0) }
-        if fd < 0 && code == ENOENT {
-            (fd, code) = try heldDirectory.withDescriptor(of: directory, fresh: true) { openFile(name, in: $0) }
+        var opened = try heldDirectory.withDescriptor(of: directory, fresh: false) { openFile(name, in: $0, path: path) }
+        if case .failure(.io(_, _, ENOENT)) = opened {
+            opened = try heldDirectory.withDescriptor(of: directory, fresh: true) { openFile(name, in: $0, path: path) }
         }
-        guard fd >= 0 else { throw KVStoreError.io(operation: "post notification to", path: path, errno: code) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
-            close(fd)
-            throw KVStoreError.io(operation: "refuse (not a regular file with one link)", path: path, errno: EPERM)
-        }
+        let fd = try opened.get()
         // Closing a descriptor opened for writing is what wakes observers (`IN_CLOSE_WRITE` is raised
         // for the open mode, written or not). Nothing is written, so the file's times and blocks stay
         // as they are: a post makes no inode update for the disk.
         close(fd)
     }
 
-    /// Opens `name` in the directory `directoryFD` for writing, creating it if it is missing; or -1
-    /// and the error number. No link is followed.
-    private func openFile(_ name: String, in directoryFD: Int32) -> (fd: Int32, error: Int32) {
-        // The file exists after the first post, so open it first and create it only when it is missing
-        // (one system call a post fewer than creating first).
-        var fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        if fd < 0 && errno == ENOENT {
-            fd = openat(directoryFD, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, fileMode)
-            if fd >= 0 {
-                guard fchmod(fd, fileMode) == 0 else {
-                    let code = errno
-                    close(fd)
-                    return (-1, code)
-                }
-            } else if errno == EEXIST {
-                // Another process created it in between.
-                fd = openat(directoryFD, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-            }
+    /// Opens `name` in the directory `directoryFD` for writing, creating it if it is missing, as every
+    /// file of a container is opened (``KVStore/ContainerFile``): a link, a FIFO, a socket or a device in
+    /// its place is refused at once, never followed or waited for.
+    private func openFile(_ name: String, in directoryFD: Int32, path: String) -> Result<Int32, KVStoreError> {
+        Result { () throws(KVStoreError) -> Int32 in
+            // Nothing is written: O_NONBLOCK stays (the descriptor is only closed).
+            try ContainerFile.open(name, in: directoryFD, access: .write, create: true, fileMode: fileMode,
+                                   blocking: false, path: path).fd
         }
-        return (fd, fd < 0 ? errno : 0)
     }
 
     /// An endless sequence that yields once per post of `name` by any process (posts that arrive while

@@ -22,24 +22,15 @@ final class FileLock {
     /// only be read.
     ///
     /// - Parameter path: the lock file's path, for messages.
-    /// - Throws: ``KVStore/KVStoreError/io(operation:path:errno:)`` if the file cannot be opened or
-    ///   locked; ``KVStore/KVStoreError/invalidPath(_:reason:)`` if it is a symbolic link.
+    /// The file is opened as every file of a container is (``KVStore/ContainerFile``): a FIFO, a socket,
+    /// a device or a link planted in its place, or a lease another process holds on it, is refused at
+    /// once with one line naming it, never opened as the lock, followed or waited for.
+    ///
+    /// - Throws: ``KVStore/KVStoreError/unsafeFile(path:reason:)`` for anything but a regular file of
+    ///   the sharing mode's owner or group; ``KVStore/KVStoreError/io(operation:path:errno:)`` if the
+    ///   file cannot be opened or locked.
     init(in directory: Int32, name: String, path: String, mode: mode_t, shared: Bool) throws {
-        let flags = O_NOFOLLOW | O_CLOEXEC
-        var fd = SystemCall.retry { openat(directory, name, O_RDWR | O_CREAT | O_EXCL | flags, 0o600) }
-        if fd >= 0 {
-            _ = fchmod(fd, mode)  // the umask does not decide who may lock
-        } else if errno == EEXIST {
-            fd = SystemCall.retry { openat(directory, name, O_RDWR | flags) }
-        }
-        if fd < 0 && shared && (errno == EACCES || errno == EROFS || errno == EPERM) {
-            fd = SystemCall.retry { openat(directory, name, O_RDONLY | flags) }
-        }
-        if fd < 0 {
-            let code = errno
-            if code == ELOOP { throw KVStoreError.invalidPath(path, reason: "the lock file is a symbolic link") }
-            throw KVStoreError.io(operation: "open lock file", path: path, errno: code)
-        }
+        let fd = try Self.open(name, in: directory, path: path, mode: mode, shared: shared)
         if SystemCall.retry({ flock(fd, shared ? LOCK_SH : LOCK_EX) }) != 0 {
             let code = errno
             close(fd)
@@ -47,6 +38,18 @@ final class FileLock {
         }
         descriptor = fd
         self.path = path
+    }
+
+    /// Opens the lock file for writing (creating it), or, for a shared lock where it may only be read, for
+    /// reading.
+    private static func open(_ name: String, in directory: Int32, path: String, mode: mode_t, shared: Bool) throws(KVStoreError) -> Int32 {
+        let writable = Result { () throws(KVStoreError) -> Int32 in
+            try ContainerFile.open(name, in: directory, access: .readWrite, create: true, fileMode: mode, path: path).fd
+        }
+        guard shared, case .failure(let error) = writable, case .io(_, _, let code) = error,
+              code == EACCES || code == EROFS || code == EPERM
+        else { return try writable.get() }
+        return try ContainerFile.open(name, in: directory, access: .read, fileMode: mode, path: path).fd
     }
 
     /// Unlocks before closing: a child another thread forked and that has not called `exec` yet shares

@@ -32,9 +32,13 @@ package final class SyncOwnership: @unchecked Sendable {
     ///   the lock was free: two owners at once, which must never be (the lock file was replaced, say).
     package static func acquire(_ container: SharedContainer, mode: SyncOwner.Mode) throws -> Result<SyncOwnership, SyncOwnerHeld> {
         let service = try SyncService(container: container)
-        let lockPath = container.path + "/.sync.lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw KVStoreError.io(operation: "open", path: lockPath, errno: errno) }
+        // Opened as every file of the container is (``KVStore/ContainerFile``): a FIFO, socket, device or
+        // link planted there is refused at once, in one line, and never locked or followed; in
+        // group-shared mode the file is the group's (0660), so that any member may take ownership.
+        let lockPath = container.path + "/" + Self.lockName
+        let fd = try ContainerFile.open(atPath: lockPath, access: .readWrite, create: true,
+                                        fileMode: container.options.sharing.fileMode,
+                                        repairs: !container.options.readOnly).fd
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             Glibc.close(fd)
             let recorded = try? service.container.store.read { try service.states.get(SyncService.stateKey, in: $0)?.owner }
@@ -65,6 +69,9 @@ package final class SyncOwnership: @unchecked Sendable {
         service.posted()
         return .success(SyncOwnership(service: service, descriptor: fd, owner: owner))
     }
+
+    /// The lock file's name in the container's directory.
+    package static let lockName = ".sync.lock"
 
     /// How long a recorded owner may still look alive after its lock was released (it is exiting).
     static let dyingOwnerGrace: Duration = .seconds(1)

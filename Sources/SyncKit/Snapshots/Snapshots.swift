@@ -94,6 +94,9 @@ public struct Snapshots: Sendable {
             return SnapshotManifest()
         } catch KVStoreError.valueTooLarge(_, let size, let limit, _) {
             throw SnapshotError.corruptManifest(path: path, reason: "it is \(size) bytes, over the \(limit)-byte limit")
+        } catch KVStoreError.invalidPath(_, let reason) {
+            // A link, FIFO, socket or device planted there: named by its whole path.
+            throw KVStoreError.unsafeFile(path: path, reason: reason)
         }
         return try SnapshotManifest.decode(data, path: path)
     }
@@ -171,21 +174,13 @@ public struct Snapshots: Sendable {
     /// Opens a listed snapshot's file under a no-follow descriptor of this directory: a link planted in
     /// its place (or in the place of `Snapshots/`) is refused, and a FIFO never blocks.
     func openFile(_ entry: SnapshotEntry, path: String) throws -> Int32 {
-        let fd = try files.withDirectory("", create: false) { dir in
-            openat(dir, entry.file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        do {
+            return try files.withDirectory("", create: false) { dir in
+                try ContainerFile.open(entry.file, in: dir, access: .read, fileMode: sharing.fileMode, path: path).fd
+            }
+        } catch KVStoreError.io(_, _, ENOENT) {
+            throw KVStoreError.fileNotFound(path: path)
         }
-        if fd < 0 {
-            let code = errno
-            if code == ENOENT { throw KVStoreError.fileNotFound(path: path) }
-            if code == ELOOP { throw KVStoreError.unsafeFile(path: path, reason: "it is a symbolic link, which is never followed") }
-            throw KVStoreError.io(operation: "open snapshot", path: path, errno: code)
-        }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            close(fd)
-            throw KVStoreError.unsafeFile(path: path, reason: "a snapshot is a regular file, and this is not one")
-        }
-        return fd
     }
 
     // MARK: - Locking

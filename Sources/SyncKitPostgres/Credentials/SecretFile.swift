@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import KVStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,9 +32,20 @@ package enum SecretFile {
     ///   directory, or its owner or mode let another user read it; `.badContents` when it is longer
     ///   than `maxBytes`.
     package static func read(_ path: String, what: String, maxBytes: Int = 64 << 10) throws(Refusal) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        // O_NONBLOCK: a FIFO at the path (planted, or a pipe) must not hang the process waiting for a
+        // writer, nor a device or a leased file hold it in open(); what was opened is checked to be a
+        // regular file before anything is read, and only then is O_NONBLOCK cleared.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else {
-            throw Refusal(kind: .notFound, description: "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
+            let code = errno
+            var st = stat()
+            if (code == ENXIO || code == ENODEV) && stat(path, &st) == 0 && st.st_mode & S_IFMT != S_IFREG {
+                throw Refusal(kind: .unsafe, description: "the \(what) file \(path) is \(ContainerFile.kind(st)), not a regular file")
+            }
+            if code == EWOULDBLOCK {
+                throw Refusal(kind: .unsafe, description: "the \(what) file \(path) is leased by another process (F_SETLEASE); it is not waited for")
+            }
+            throw Refusal(kind: .notFound, description: "cannot read the \(what) file \(path): \(String(cString: strerror(code)))")
         }
         defer { close(fd) }
         var info = stat()
@@ -42,6 +54,13 @@ package enum SecretFile {
         }
         guard info.st_mode & S_IFMT != S_IFDIR else {
             throw Refusal(kind: .unsafe, description: "the \(what) file \(path) is a directory")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Refusal(kind: .unsafe, description: "the \(what) file \(path) is \(ContainerFile.kind(info)), not a regular file")
+        }
+        let status = fcntl(fd, F_GETFL)
+        guard status >= 0, fcntl(fd, F_SETFL, status & ~O_NONBLOCK) == 0 else {
+            throw Refusal(kind: .notFound, description: "cannot read the \(what) file \(path): \(String(cString: strerror(errno)))")
         }
         if let problem = problem(owner: info.st_uid, mode: info.st_mode, user: geteuid()) {
             throw Refusal(kind: .unsafe, description: "the \(what) file \(path) \(problem.reason), and a secret must be readable by its owner "
