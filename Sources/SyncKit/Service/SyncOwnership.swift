@@ -33,8 +33,11 @@ package final class SyncOwnership: @unchecked Sendable {
     package static func acquire(_ container: SharedContainer, mode: SyncOwner.Mode) throws -> Result<SyncOwnership, SyncOwnerHeld> {
         let service = try SyncService(container: container)
         let lockPath = container.path + "/.sync.lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw KVStoreError.io(operation: "open", path: lockPath, errno: errno) }
+        // Opened as the agent's files are (a link, a FIFO, a socket or a device planted there is
+        // refused, naming the path, never blocked on: issue 47).
+        guard let fd = try AgentFile.open(lockPath, flags: O_RDWR, create: true) else {
+            throw KVStoreError.io(operation: "open", path: lockPath, errno: ENOENT)
+        }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             Glibc.close(fd)
             let recorded = try? service.container.store.read { try service.states.get(SyncService.stateKey, in: $0)?.owner }
