@@ -20,6 +20,8 @@ import Glibc
 @Suite(.serialized) struct SyncAgentContainmentTests {
     static let deadServer = "postgres://u@127.0.0.1:1/db"
 
+    struct RunFailure: Error, CustomStringConvertible { var description: String }
+
     /// What a bounded `kvtool` run did.
     struct Run {
         var status: Int32
@@ -56,31 +58,46 @@ import Glibc
         }
 
         /// `kvtool ARGS --root ROOT --group GROUP` with this setup's `XDG_CONFIG_HOME`, killed at `timeout`.
+        ///
+        /// Started with `posix_spawn` and reaped with `waitpid`, its output in files: Foundation's
+        /// `Process` learns of an exit through a socket its child inherits, so a child of `kvtool` stuck
+        /// before its `exec` (what a FIFO at the log did) kept it from ever seeing the exit.
         func kvtool(_ arguments: [String], timeout: Double = BuildScale.seconds(60)) throws -> Run {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: productsDirectory() + "/kvtool")
-            process.arguments = arguments + ["--root", device.directory.path, "--group", device.group]
-            process.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": config]) { _, new in new }
             let out = device.directory.path + "/stdout-\(UUID().uuidString)", err = out + ".err"
-            FileManager.default.createFile(atPath: out, contents: nil)
-            FileManager.default.createFile(atPath: err, contents: nil)
-            process.standardOutput = FileHandle(forWritingAtPath: out)
-            process.standardError = FileHandle(forWritingAtPath: err)
-            process.standardInput = FileHandle.nullDevice
+            let outFD = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            let errFD = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            let nullFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            defer { close(outFD); close(errFD); close(nullFD) }
+            guard outFD >= 0, errFD >= 0, nullFD >= 0 else { throw RunFailure(description: "cannot open the output files: errno \(errno)") }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_adddup2(&actions, nullFD, 0)
+            posix_spawn_file_actions_adddup2(&actions, outFD, 1)
+            posix_spawn_file_actions_adddup2(&actions, errFD, 2)
+            let executable = productsDirectory() + "/kvtool"
+            let argv = ([executable] + arguments + ["--root", device.directory.path, "--group", device.group]).map { strdup($0) } + [nil]
+            let environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": config]) { _, new in new }
+            let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { for pointer in argv + envp { free(pointer) } }
             let started = ContinuousClock.now
-            try process.run()
+            var pid = pid_t()
+            let code = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+            guard code == 0 else { throw RunFailure(description: "cannot start kvtool: errno \(code)") }
+            var status: Int32 = 0
             var timedOut = false
-            while process.isRunning {
+            while waitpid(pid, &status, WNOHANG) == 0 {
                 if ContinuousClock.now - started > .milliseconds(Int64(timeout * 1000)) {
                     timedOut = true
-                    kill(process.processIdentifier, SIGKILL)
+                    kill(pid, SIGKILL)
+                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
                     break
                 }
                 usleep(10_000)
             }
-            process.waitUntilExit()
             let elapsed = ContinuousClock.now - started
-            return Run(status: process.terminationStatus, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            return Run(status: exit, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                        stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", timedOut: timedOut,
                        seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         }
