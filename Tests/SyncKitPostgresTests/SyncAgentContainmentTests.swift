@@ -208,6 +208,31 @@ import Glibc
               + "at the registration outside the container: \(kept.joined(separator: ", "))")
     }
 
+    /// The agent's first open in the container is its sync lock: a plant there is refused, naming it,
+    /// by its deadline, and nothing is written through a link.
+    @Test func aFIFOSocketDeviceOrLinkAtTheSyncLockIsRefusedNamingIt() throws {
+        let setup = try Setup("lock")
+        let lock = setup.device.container.path + "/.sync.lock"
+        let victim = setup.device.directory.path + "/victim"
+        var figures: [String] = []
+        for kind in Self.kinds {
+            try "untouched\n".write(toFile: victim, atomically: true, encoding: .utf8)
+            unlink(lock)
+            if let reason = Self.plant(kind, at: lock, victim: victim) {
+                print("SyncAgentContainmentTests: no \(kind) planted at \(lock), that case is skipped: \(reason)")
+                continue
+            }
+            let run = try setup.kvtool(["sync", "run", "--once", "--server", Self.deadServer], timeout: BuildScale.seconds(60))
+            let left = setup.leftovers()
+            figures.append("\(kind) \(String(format: "%.2f", run.seconds)) s")
+            #expect(!run.timedOut && left.isEmpty, "a \(kind) at \(lock): \(run.seconds) s, left behind: \(left)")
+            #expect(run.status != 0 && run.stderr.contains("refusing \(lock)"), "a \(kind) at \(lock): exit \(run.status): \(run.stdout)\(run.stderr)")
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "untouched\n", "written through a link at \(lock)")
+            unlink(lock)
+        }
+        print("SyncAgentContainmentTests: sync run --once with each plant at .sync.lock (\(BuildScale.name)): \(figures.joined(separator: ", "))")
+    }
+
     // MARK: - Finding 4: a co-tenant cannot choose the agent's program
 
     /// A same-user co-tenant rewrites the container's `.sync-agent` with `/bin/sh -c …` that would read
