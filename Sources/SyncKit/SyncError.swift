@@ -12,8 +12,10 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// History's own records hold something SyncKit never writes (a token counter at its maximum,
     /// say): written by another process or damaged. `kvtool check` names every such problem.
     case corruptHistory(String)
-    /// The container's sync agent registration (`.sync-agent`) cannot be used: a link, another user's
-    /// file, readable by others, too long, or not a registration.
+    /// The container's sync agent registration (kept outside the container since issue 47:
+    /// ``SyncAgentRegistration/registrationPath(for:)``) cannot be used: a link, a FIFO, a socket or a
+    /// device, another user's file, readable by others, too long, not a registration, made for another
+    /// container; or a `.sync-agent` in the container, which is never run.
     case invalidAgentRegistration(String)
     /// The lock was free, yet the container's record names another live owner of its sync: two
     /// owners at once, which must never be. The process refuses to sync rather than push twice.

@@ -203,7 +203,7 @@ import Glibc
         let device = try Device(group: group)
         let set = try await device.kvtoolOffPool(["sync", "agent", "set", "--server", Self.deadServer])
         #expect(set.status == 0, "\(set.stderr)")
-        let path = device.container.path + "/" + SyncAgentRegistration.fileName
+        let path = try SyncAgentRegistration.registrationPath(for: device.container)
         let replace = "to replace it: kvtool --root \(device.directory.path) --group \(group) sync agent set --server URL"
 
         #expect(chmod(path, 0o644) == 0)

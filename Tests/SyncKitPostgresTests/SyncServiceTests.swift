@@ -390,7 +390,7 @@ import Glibc
         chmod(program, 0o755)
         let set = try await device.kvtoolOffPool(["sync", "agent", "set", "--server", Self.deadServer, "--program", program])
         #expect(set.status == 0, "\(set.stderr)")
-        let registration = device.container.path + "/" + SyncAgentRegistration.fileName
+        let registration = try SyncAgentRegistration.registrationPath(for: device.container)
         var info = stat()
         #expect(lstat(registration, &info) == 0 && info.st_mode & 0o777 == 0o600)
         // Something to push: a request with nothing pending is acknowledged at once.

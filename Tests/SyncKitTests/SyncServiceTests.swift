@@ -215,8 +215,11 @@ import Glibc
         #expect(try SyncAgentRegistration.load(from: container) == nil)
         let registration = SyncAgentRegistration(arguments: ["/usr/bin/true", "sync"], server: "postgres://kv:secret@127.0.0.1:1/kv",
                                                  token: "kvs_secret")
+        // Kept outside the container (in the user's configuration): removed with the test.
+        defer { _ = try? SyncAgentRegistration.remove(from: container) }
         try registration.save(in: container)
-        let path = container.path + "/" + SyncAgentRegistration.fileName
+        let path = try SyncAgentRegistration.registrationPath(for: container)
+        #expect(!FileManager.default.fileExists(atPath: container.path + "/" + SyncAgentRegistration.fileName))
         var info = stat()
         #expect(lstat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(try SyncAgentRegistration.load(from: container) == registration)
@@ -233,11 +236,12 @@ import Glibc
         }
         // A link a co-tenant planted is not followed, and nothing is started for it.
         let planted = dir.path + "/planted-agent"
-        try registration.save(in: try self.container("group.com.example.other").0)
-        rename(dir.path + "/group.com.example.other/" + SyncAgentRegistration.fileName, planted)
+        let other = try self.container("group.com.example.other").0
+        try registration.save(in: other)
+        rename(try SyncAgentRegistration.registrationPath(for: other), planted)
         unlink(path)
         symlink(planted, path)
-        #expect(throws: SyncError.invalidAgentRegistration("\(path) is a symbolic link; it is not followed")) {
+        #expect(throws: SyncError.invalidAgentRegistration("\(path): it is a symbolic link, which is never followed; it is not run")) {
             _ = try SyncAgentRegistration.load(from: container)
         }
         let outcome = try SyncService(container: container).request(within: .seconds(120))
@@ -263,6 +267,7 @@ import Glibc
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         let marker = dir.path + "/agent-ran"
+        defer { _ = try? SyncAgentRegistration.remove(from: container) }
         try SyncAgentRegistration(arguments: ["/bin/sh", "-c", "echo agent output; touch \(marker)"]).save(in: container)
         // The program exits having synced nothing: no owner, none can start. Said when it exits.
         let outcome = try SyncService(container: container).request(within: .seconds(120))
@@ -282,6 +287,7 @@ import Glibc
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         let marker = dir.path + "/agent-ran"
+        defer { _ = try? SyncAgentRegistration.remove(from: container) }
         try SyncAgentRegistration(arguments: ["/bin/sh", "-c", "echo planted output; touch \(marker)"]).save(in: container)
         let target = dir.path + "/victim"
         try Data("untouched\n".utf8).write(to: URL(fileURLWithPath: target))
@@ -291,7 +297,8 @@ import Glibc
             Issue.record("expected nothingSyncs, got \(outcome)")
             return
         }
-        #expect(shortfall.agent?.contains("exited with status") == true || shortfall.agent?.contains("could not start") == true, "\(shortfall)")
+        #expect(shortfall.agent?.contains("could not start: refusing \(container.path)/\(SyncAgentRegistration.logName): it is a symbolic link") == true,
+                "\(shortfall)")
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "untouched\n")
         #expect(!FileManager.default.fileExists(atPath: marker))
     }

@@ -34,7 +34,13 @@ public final class Device: @unchecked Sendable {
     /// store: without this, every device's files stayed open until the test process exited, and the
     /// parallel suites reached the ~1,300 open descriptors at which Foundation's `Process.run()` reads
     /// past its buffer (scripts/sanitize/asan.supp) and crashed the test process (CI, issue 46).
-    deinit { container.close() }
+    ///
+    /// A sync agent registered for it (`kvtool sync agent set`, in the user's configuration directory,
+    /// outside the container) is removed with it.
+    deinit {
+        _ = try? SyncAgentRegistration.remove(from: container)
+        container.close()
+    }
 
     public var targets: [ReplicatedTarget] { [.collection(notes), .defaults(settings)] }
 

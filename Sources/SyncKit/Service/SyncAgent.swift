@@ -11,11 +11,15 @@ import Glibc
 /// The program a request starts when no process owns a container's sync: registered once per container
 /// (`kvtool sync agent set`), started detached, it takes the sync lock, syncs, and exits.
 ///
-/// The registration lives in the container's `.sync-agent` file, readable by its owner only (mode
-/// 0600): it holds the endpoint and its credential, which never enter the store, so no catalog, dump,
-/// `kvtool serve` page or log shows them. A file that is a link, belongs to another user, or is readable
-/// by others is refused, never followed nor run: a co-tenant cannot make a request start a program of
-/// its choosing.
+/// The registration lives outside the container (issue 47), in the user's configuration directory
+/// (``registrationPath(for:)``: `$XDG_CONFIG_HOME/kvstore/sync-agents/`, mode 0700, one file of mode
+/// 0600 per container), which only the app's registration writes: it holds the program, the endpoint
+/// and its credential, none of which is in the container, so no co-tenant confined to the container
+/// (a widget, an extension) can read the credential or choose the program, and no catalog, dump,
+/// `kvtool serve` page or log shows them. A file that is a link, a FIFO, a socket or a device, belongs
+/// to another user, or is readable by others is refused, never followed nor run. A `.sync-agent` in the
+/// container (where registrations were kept before) is never run: ``migrateLegacy(in:ifArgumentsAre:)``
+/// moves the registering program's own out of it.
 public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringConvertible {
     /// The program and its arguments; the first is an absolute path.
     public var arguments: [String]
@@ -40,10 +44,12 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
     /// The program, without the endpoint or the credential.
     public var description: String { arguments.joined(separator: " ") }
 
-    /// The file's name in the container.
+    /// The name of the registration file containers held before issue 47 (never run now: see
+    /// ``migrateLegacy(in:ifArgumentsAre:)``).
     public static let fileName = ".sync-agent"
     /// Where started agents write their standard output and error, in the container (0600; kept under
-    /// ``maxLogBytes``: a longer log is moved to `.sync-agent.log.1` before the next start).
+    /// ``maxLogBytes``: a longer log is moved to `.sync-agent.log.1` before the next start). It holds
+    /// what the agent prints, never its credential.
     public static let logName = ".sync-agent.log"
     public static let maxLogBytes = 1 << 20
     /// A registration is at most this long.
@@ -52,38 +58,26 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
     /// The container's registration, or `nil` when none is.
     ///
     /// - Throws: ``SyncError/invalidAgentRegistration(_:)`` for a file that is a link, not a regular
-    ///   file, not this user's, readable or writable by others, too long or not a registration.
+    ///   file, not this user's, readable or writable by others, too long, not a registration, or made
+    ///   for another container; and when no registration is kept outside the container but the
+    ///   container holds one from before issue 47, which is never run (the app registers it again, or
+    ///   ``migrateLegacy(in:ifArgumentsAre:)`` moves its own out).
     public static func load(from container: SharedContainer) throws -> SyncAgentRegistration? {
-        let path = container.path + "/" + fileName
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ENOENT { return nil }
-            if code == ELOOP { throw SyncError.invalidAgentRegistration("\(path) is a symbolic link; it is not followed") }
-            throw KVStoreError.io(operation: "open", path: path, errno: code)
+        let path = try registrationPath(for: container)
+        if let bytes = try readPrivate(path) {
+            guard let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) else {
+                throw SyncError.invalidAgentRegistration("\(path) is not a sync agent registration")
+            }
+            guard stored.container == registryKey(for: container) else {
+                throw SyncError.invalidAgentRegistration("\(path) registers the agent of \(stored.container), not of \(container.path)")
+            }
+            try stored.registration.validate(path: path)
+            return stored.registration
         }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw KVStoreError.io(operation: "stat", path: path, errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw SyncError.invalidAgentRegistration("\(path) is not a regular file") }
-        guard info.st_uid == geteuid() else {
-            throw SyncError.invalidAgentRegistration("\(path) belongs to uid \(info.st_uid), not this user; it is not run")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw SyncError.invalidAgentRegistration("\(path) is readable or writable by others (mode \(String(info.st_mode & 0o777, radix: 8))); it must be 0600")
-        }
-        guard info.st_size <= maxBytes else { throw SyncError.invalidAgentRegistration("\(path) is longer than \(maxBytes) bytes") }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
-        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count >= 0, count <= maxBytes else { throw SyncError.invalidAgentRegistration("\(path) could not be read whole") }
-        let registration: SyncAgentRegistration
-        do {
-            registration = try JSONDecoder().decode(SyncAgentRegistration.self, from: Data(bytes[0..<count]))
-        } catch {
-            throw SyncError.invalidAgentRegistration("\(path) is not a sync agent registration")
-        }
-        try registration.validate(path: path)
-        return registration
+        guard try loadLegacy(from: container) != nil else { return nil }
+        throw SyncError.invalidAgentRegistration(
+            "\(container.path)/\(fileName) is a registration in the container, where a co-tenant can rewrite it; it is not run "
+                + "(registrations are kept in \(try registryDirectory()) since issue 47)")
     }
 
     func validate(path: String) throws {
@@ -120,23 +114,27 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
         return quoted + "'"
     }
 
-    /// Whether the container has a registration file (not whether it is valid).
+    /// Whether the container has a registration (not whether it is valid): kept outside it, or a
+    /// `.sync-agent` from before issue 47 in it.
     public static func exists(in container: SharedContainer) -> Bool {
         var info = stat()
+        if let path = try? registrationPath(for: container), lstat(path, &info) == 0 { return true }
         return lstat(container.path + "/" + fileName, &info) == 0
     }
 
-    /// Writes this registration into the container (mode 0600, replacing any other whole: a reader
-    /// sees the old file or the new one).
+    /// Writes this registration as `container`'s, outside it (``registrationPath(for:)``: mode 0600 in
+    /// a directory of mode 0700, replacing any other whole: a reader sees the old file or the new
+    /// one), and removes the container's `.sync-agent` from before issue 47, so that no credential
+    /// stays in the container.
     public func save(in container: SharedContainer) throws {
-        let path = container.path + "/" + SyncAgentRegistration.fileName
+        let directory = try Self.makeRegistryDirectory()
+        let path = try Self.registrationPath(for: container)
         try validate(path: path)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let data = try encoder.encode(self)
+        let data = try encoder.encode(Stored(container: Self.registryKey(for: container), registration: self))
         guard data.count <= Self.maxBytes else { throw SyncError.invalidAgentRegistration("the registration is longer than \(Self.maxBytes) bytes") }
-        let temporary = path + ".tmp.\(getpid())"
-        unlink(temporary)
+        let temporary = directory + "/.tmp.\(getpid()).\(UInt32.random(in: 0...UInt32.max))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw KVStoreError.io(operation: "create", path: temporary, errno: errno) }
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -152,17 +150,25 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
             unlink(temporary)
             throw KVStoreError.io(operation: "rename into place", path: path, errno: code)
         }
+        let legacy = container.path + "/" + Self.fileName
+        guard unlink(legacy) == 0 || errno == ENOENT else {
+            throw KVStoreError.io(operation: "remove the registration from before issue 47", path: legacy, errno: errno)
+        }
     }
 
-    /// Removes the container's registration; returns whether there was one.
+    /// Removes the container's registration (and a `.sync-agent` from before issue 47 in it); returns
+    /// whether there was one.
     @discardableResult
     public static func remove(from container: SharedContainer) throws -> Bool {
-        let path = container.path + "/" + fileName
-        guard unlink(path) == 0 else {
-            if errno == ENOENT { return false }
-            throw KVStoreError.io(operation: "remove", path: path, errno: errno)
+        var removed = false
+        for path in [try registrationPath(for: container), container.path + "/" + fileName] {
+            if unlink(path) == 0 {
+                removed = true
+            } else if errno != ENOENT {
+                throw KVStoreError.io(operation: "remove", path: path, errno: errno)
+            }
         }
-        return true
+        return removed
     }
 }
 
@@ -176,13 +182,31 @@ final class StartedAgent: @unchecked Sendable {
     /// Starts `registration`'s program detached (a session of its own, standard input on `/dev/null`,
     /// output and errors appended to the container's ``SyncAgentRegistration/logName``), without the
     /// sync endpoint variables of this process's environment: the agent syncs with the registered
-    /// endpoint. A log that is a link is not followed: the agent then fails to start.
+    /// endpoint.
+    ///
+    /// This process opens every file the agent starts with, and hands it the descriptors: the child
+    /// opens nothing between its fork and its `exec`, where a FIFO planted at the log blocked it in
+    /// `open` for good, and this process (waiting for the `exec`) with it, deaf to SIGTERM (issue 47).
+    /// The log is opened as ``AgentFile`` opens: a link, a FIFO, a socket, a device or another user's
+    /// file is refused, naming the path, and nothing is started.
     static func start(_ registration: SyncAgentRegistration, in container: SharedContainer) throws -> StartedAgent {
-        let log = container.path + "/" + SyncAgentRegistration.logName
-        var info = stat()
-        if lstat(log, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > SyncAgentRegistration.maxLogBytes {
-            rename(log, log + ".1")
+        let logPath = container.path + "/" + SyncAgentRegistration.logName
+        guard var log = try AgentFile.open(logPath, flags: O_WRONLY | O_APPEND, create: true) else {
+            throw KVStoreError.io(operation: "open", path: logPath, errno: ENOENT)
         }
+        var info = stat()
+        if fstat(log, &info) == 0, info.st_size > SyncAgentRegistration.maxLogBytes {
+            close(log)
+            rename(logPath, logPath + ".1")
+            guard let fresh = try AgentFile.open(logPath, flags: O_WRONLY | O_APPEND, create: true) else {
+                throw KVStoreError.io(operation: "open", path: logPath, errno: ENOENT)
+            }
+            log = fresh
+        }
+        defer { close(log) }
+        let input = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard input >= 0 else { throw KVStoreError.io(operation: "open", path: "/dev/null", errno: errno) }
+        defer { close(input) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -191,9 +215,10 @@ final class StartedAgent: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // (dup2 clears close-on-exec on the copies; the originals close at the exec.)
+        posix_spawn_file_actions_adddup2(&actions, input, 0)
+        posix_spawn_file_actions_adddup2(&actions, log, 1)
+        posix_spawn_file_actions_adddup2(&actions, log, 2)
         // Nothing else of the requester's: its descriptors are not all close-on-exec (Foundation's
         // pipes are not), and an agent holding the pipe of `$(kvtool sync request)` kept the caller
         // waiting until the agent exited, up to its --give-up-after.

@@ -80,8 +80,9 @@ public struct SyncStatus: Codable, Hashable, Sendable {
     /// Whether a sync agent registration exists (`kvtool sync agent set`): a request starts the agent
     /// when no process owns sync, unless ``agentProblem`` says why it cannot.
     public var agentRegistered: Bool
-    /// Why the registered agent cannot be started (its `.sync-agent` is a link, another user's,
-    /// readable by others, or not a registration: ``SyncError/invalidAgentRegistration(_:)``), with
+    /// Why the registered agent cannot be started (its registration is a link, another user's,
+    /// readable by others, or not a registration, or the only one is a `.sync-agent` in the container,
+    /// which is never run: ``SyncError/invalidAgentRegistration(_:)``), with
     /// the command that registers a good one; `nil` when it can be, or none is registered.
     public var agentProblem: String? = nil
 

@@ -48,6 +48,8 @@ extension Bench {
             try Replication.enable(.collection("bench"), in: container)
             try SyncAgentRegistration(arguments: [try Demo.programPath(nil), "--root", root, "--group", group,
                                                   "sync", "run", "--once", "--exit-when-idle"], server: server).save(in: container)
+            // (Kept outside the container, in the user's configuration: removed with the run.)
+            defer { _ = try? SyncAgentRegistration.remove(from: container) }
             let service = try SyncService(container: container)
             print("PostgreSQL cluster on 127.0.0.1:\(cluster.port) (fsync=off); the container's agent: kvtool sync run --once --exit-when-idle")
 

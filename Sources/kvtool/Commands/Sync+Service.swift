@@ -10,6 +10,7 @@ extension SyncCommand.ServerOption {
     /// registered for the container's agent (`kvtool sync agent set`).
     func endpoint(orRegisteredIn container: SharedContainer) throws -> Replicator.Endpoint {
         if text != nil { return try endpoint() }
+        SyncCommand.moveLegacyAgent(of: container)
         guard let registration = try SyncAgentRegistration.load(from: container), let server = registration.server else {
             return try endpoint()   // throws "no server"
         }
@@ -23,6 +24,23 @@ extension SyncCommand.ServerOption {
 }
 
 extension SyncCommand {
+    /// What `kvtool sync agent set` registers as the agent of `container`: `executable` run as `sync run
+    /// --once --exit-when-idle` on it.
+    static func agentArguments(_ executable: String, of container: SharedContainer) -> [String] {
+        [executable, "--root", container.layout.root, "--group", container.groupIdentifier.rawValue,
+         "sync", "run", "--once", "--exit-when-idle"]
+    }
+
+    /// Moves a registration from before issue 47 out of the container when it names this kvtool as
+    /// `sync agent set` wrote it (``SyncKit/SyncAgentRegistration/migrateLegacy(in:ifArgumentsAre:)``):
+    /// a container registered before keeps working, its credential leaves the container, and no
+    /// program a co-tenant chose is ever moved. Any failure is left to the registration's load,
+    /// which names the problem.
+    static func moveLegacyAgent(of container: SharedContainer) {
+        guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return }
+        _ = try? SyncAgentRegistration.migrateLegacy(in: container, ifArgumentsAre: agentArguments(executable, of: container))
+    }
+
     /// `kvtool sync request [--wait SECONDS]`: what this container holds, on the server, from any process.
     struct Request: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -49,6 +67,7 @@ extension SyncCommand {
 
         func run() throws {
             let container = try global.openContainer(readOnly: false)
+            SyncCommand.moveLegacyAgent(of: container)
             let service = try SyncService(container: container)
             let outcome = try service.request(within: .milliseconds(Int64(wait * 1000)), startingAgent: !noAgent)
             if global.json {
@@ -118,9 +137,11 @@ extension SyncCommand {
                 commandName: "set",
                 abstract: "Register the endpoint, the credential and the program of this container's sync agent.",
                 discussion: """
-                    The registration is the container's .sync-agent file, readable by its owner only (0600): the \
-                    credential never enters the store, a dump, kvtool serve or a log. The agent is this kvtool \
-                    (or --program), run as sync run --once --exit-when-idle on this container.
+                    The registration is kept outside the container, in $XDG_CONFIG_HOME/kvstore/sync-agents/ \
+                    (~/.config/kvstore/sync-agents/ without it; a directory of mode 0700, one file of mode 0600 per \
+                    container): a process that can write the container cannot choose the program, and the credential \
+                    is never in the container, the store, a dump, kvtool serve or a log. The agent is this kvtool (or \
+                    --program), run as sync run --once --exit-when-idle on this container.
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var server: ServerOption
@@ -138,8 +159,7 @@ extension SyncCommand {
                 var token: String?
                 if case .gateway(_, let credential) = endpoint { token = credential }
                 let registration = SyncAgentRegistration(
-                    arguments: [executable, "--root", container.layout.root, "--group", container.groupIdentifier.rawValue,
-                                "sync", "run", "--once", "--exit-when-idle"],
+                    arguments: SyncCommand.agentArguments(executable, of: container),
                     server: text, token: token, caFile: server.caFile, allowInsecureHTTP: server.allowInsecureHTTP)
                 try registration.save(in: container)
                 if global.json {
@@ -158,6 +178,7 @@ extension SyncCommand {
 
             func run() throws {
                 let container = try global.openContainer(readOnly: true)
+                SyncCommand.moveLegacyAgent(of: container)
                 guard let registration = try SyncAgentRegistration.load(from: container) else {
                     if global.json {
                         print(try Output.line(["registered": .null]))

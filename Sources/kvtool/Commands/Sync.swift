@@ -342,6 +342,7 @@ struct SyncCommand: ParsableCommand {
 
         func run() throws {
             let container = try global.openContainer(readOnly: false)
+            SyncCommand.moveLegacyAgent(of: container)
             var status = try Replication.status(of: container)
             // What is not on the server yet is one count (SyncKit's), read once: the text shows it once,
             // and the JSON's two fields for it (`pendingChanges`, `service.pending`) hold the same number.
