@@ -103,10 +103,12 @@ extension Replicator {
 
     private func applyOnce(_ changes: [ServerChange], newCursor: Int64?, stage: ConflictEvent.Stage,
                            failed: [Int64: String]) throws -> ApplyOutcome {
-        var outcome = ApplyOutcome()
-        var touched = Set<Mutation.Target>()
         let now = options.clock()
-        try container.store.write(author: Replication.author) { tx in
+        // What the run that commits did: the store runs this body again when the map grows, and
+        // counts kept outside it counted a page once per run.
+        let (committed, touched) = try container.store.write(author: Replication.author) { tx in
+            var outcome = ApplyOutcome()
+            var touched = Set<Mutation.Target>()
             var state = try collections.replicaState(in: tx)
             var pending = try pendingLocalClocks(in: tx)
             var quarantined = try quarantinedKeys(in: tx)
@@ -189,7 +191,9 @@ extension Replicator {
             state.pulled += outcome.applied
             state.conflicts += conflicts
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            return (outcome, touched)
         }
+        var outcome = committed
         if !touched.isEmpty { outcome.events.append(.applied(targets: touched, changes: outcome.applied)) }
         return outcome
     }

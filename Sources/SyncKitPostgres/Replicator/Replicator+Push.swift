@@ -392,12 +392,17 @@ extension Replicator {
     /// version it gave it then: where this container recorded that version already, the change was
     /// counted then and is not again; where it never did (the owner died before recording it), it is
     /// counted now, once. SyncKit's replicated catalog is bookkeeping: never counted.
+    ///
+    /// The count, the events and the targets changed come out of the transaction that committed:
+    /// ``KVStore/Store/write(author:_:)`` runs its body again when the map grows, and a count kept
+    /// outside it counted a batch's keys once per run (a device that pushed 50,000 keys was told
+    /// 54,278, its log holding 50,000).
     @discardableResult
     func record(_ outcomes: [PushOutcome], of batch: [PushItem], report: inout SyncReport) throws -> Int {
-        var events: [SyncEvent] = []
-        var changed = Set<Mutation.Target>()
-        var newlyPushed = 0
-        try container.store.write(author: Replication.author) { tx in
+        let (events, changed, newlyPushed) = try container.store.write(author: Replication.author) { tx in
+            var events: [SyncEvent] = []
+            var changed = Set<Mutation.Target>()
+            var newlyPushed = 0
             var state = try collections.replicaState(in: tx)
             var quarantined = try quarantinedKeys(in: tx)
             for (item, outcome) in zip(batch, outcomes) {
@@ -461,6 +466,7 @@ extension Replicator {
             }
             state.conflicts += events.count(where: \.isConflict)
             try tx.unrecorded { try collections.state.put(state, forKey: Replication.stateKey, in: tx) }
+            return (events, changed, newlyPushed)
         }
         report.conflicts += events.count(where: \.isConflict)
         report.quarantined += events.count(where: \.isQuarantine)
