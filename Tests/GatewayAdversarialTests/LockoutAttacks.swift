@@ -23,6 +23,26 @@ import Glibc
         return SyncTokens.prefix + String((0..<43).map { _ in alphabet.randomElement(using: &generator)! })
     }
 
+    /// Bogus requests made by `send`, ten at a time, until one is limited (at most 60 rounds): one
+    /// after another, on a machine so loaded that each took half a second, the budget's refill (2 a
+    /// second) kept up with them. How many were sent, their statuses, and the last 429.
+    static func untilLimited(_ send: @escaping @Sendable () async throws -> RawHTTP.Answer) async throws
+        -> (sent: Int, statuses: [Int: Int], refusal: RawHTTP.Answer?) {
+        var (sent, statuses, refusal): (Int, [Int: Int], RawHTTP.Answer?) = (0, [:], nil)
+        for _ in 0..<60 where refusal == nil {
+            let answers = try await withThrowingTaskGroup(of: RawHTTP.Answer.self) { group in
+                for _ in 0..<10 { group.addTask { try await send() } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for answer in answers {
+                sent += 1
+                statuses[answer.status, default: 0] += 1
+                if answer.status == 429 { refusal = answer }
+            }
+        }
+        return (sent, statuses, refusal)
+    }
+
     /// Bogus tokens sent from `source` to `url`, one every `every`, until cancelled; the statuses seen.
     static func flood(_ url: String, group: String, source: String?, every: Duration) -> Task<[Int: Int], Never> {
         Task {
@@ -49,22 +69,7 @@ import Glibc
         let honest = try Device(group: arena.group)
         try honest.put("before", "k")
         #expect(try await arena.sync(honest, real).status == 0)
-        var statuses: [Int: Int] = [:]
-        var refusal: RawHTTP.Answer?
-        // Ten at a time until one is limited (at most 60 rounds): one after another, on a machine so
-        // loaded that each took half a second, the budget's refill (2 a second) kept up with them.
-        var sent = 0
-        for _ in 0..<60 where refusal == nil {
-            let answers = try await withThrowingTaskGroup(of: RawHTTP.Answer.self) { group in
-                for _ in 0..<10 { group.addTask { try await arena.get("/v1/hello", Self.bogus()) } }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
-            for answer in answers {
-                sent += 1
-                statuses[answer.status, default: 0] += 1
-                if answer.status == 429 { refusal = answer }
-            }
-        }
+        let (sent, statuses, refusal) = try await Self.untilLimited { try await arena.get("/v1/hello", Self.bogus()) }
         print("[adversary] \(sent) bogus tokens from 127.0.0.1: \(statuses)")
         let limited = try #require(refusal, "\(sent) bogus tokens were never limited: \(statuses)")
         #expect(limited.text.contains("too many failed logins from this device's address (127.0.0.1), not this credential's"), "\(limited.text)")
@@ -147,24 +152,9 @@ import Glibc
             (try? await offPool { try RawHTTP.request(url, "GET /readyz", headers: []) })?.status == 200
         }
         #expect(up, "HAProxy never answered /readyz through the gateway: \(proxy.output)")
-        var statuses: [Int: Int] = [:]
-        var refusal: RawHTTP.Answer?
-        // Ten at a time until one is limited (as above: one after another, a loaded machine's pace
-        // could match the budget's refill).
-        var sent = 0
-        for _ in 0..<60 where refusal == nil {
-            let answers = try await withThrowingTaskGroup(of: RawHTTP.Answer.self) { group in
-                for _ in 0..<10 {
-                    let headers = ["Authorization: Bearer \(Self.bogus())", "\(GatewayWire.groupHeader): \(arena.group)"]
-                    group.addTask { try await offPool { try RawHTTP.request(url, "GET /v1/hello", headers: headers, source: "127.0.0.3") } }
-                }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
-            for answer in answers {
-                sent += 1
-                statuses[answer.status, default: 0] += 1
-                if answer.status == 429 { refusal = answer }
-            }
+        let (sent, statuses, refusal) = try await Self.untilLimited {
+            let headers = ["Authorization: Bearer \(Self.bogus())", "\(GatewayWire.groupHeader): \(arena.group)"]
+            return try await offPool { try RawHTTP.request(url, "GET /v1/hello", headers: headers, source: "127.0.0.3") }
         }
         print("[adversary] \(sent) bogus tokens from 127.0.0.3 through HAProxy: \(statuses)")
         // Limited by its own address, as the PROXY header named it.
