@@ -56,13 +56,17 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
-        .target(name: "KVStore", dependencies: ["CLMDB", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "SyncKit", dependencies: ["KVStore"]),
+        // CBOR, the JSON projection, hex and base64: formats with no store behind them (no LMDB, no
+        // logging, no KVStoreError), so that they build, are tested and are fuzzed on their own. KVStore
+        // re-exports them (`@_exported import Codecs`): `import KVStore` sees what it always saw.
+        .target(name: "Codecs"),
+        .target(name: "KVStore", dependencies: ["CLMDB", "Codecs", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "SyncKit", dependencies: ["KVStore", "Codecs"]),
         .target(name: "Workloads", dependencies: ["KVStore", "SyncKit"]),
         // The sync gateway's wire format, and the parsing of everything a device sends it (the request
         // line, the headers it is admitted on, a push body, a JWT): no networking and no database, so
         // that the fuzz harness (`make fuzz`, target `gateway`) compiles it as it is.
-        .target(name: "SyncWire", dependencies: ["KVStore"]),
+        .target(name: "SyncWire", dependencies: ["KVStore", "Codecs"]),
         .target(
             name: "SyncKitPostgres",
             dependencies: [
@@ -88,7 +92,7 @@ let package = Package(
         .target(
             name: "SyncGateway",
             dependencies: [
-                "KVStore", "SyncWire", "SyncKitPostgres", "HTTPServerKit",
+                "KVStore", "Codecs", "SyncWire", "SyncKitPostgres", "HTTPServerKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
@@ -100,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "kvtool",
             dependencies: [
-                "KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting",
+                "KVStore", "Codecs", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Serve"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Serve"])),
@@ -163,10 +167,12 @@ let package = Package(
         .testTarget(name: "SyncWireTests", dependencies: ["KVStore", "SyncWire", "FuzzProperties", "GatewayFuzzProperties"]),
         // The same for SyncKit's parsers of live metadata (feeds, the snapshot manifest, history).
         .target(name: "SyncFuzzProperties", dependencies: ["KVStore", "SyncKit", "FuzzProperties"], path: "fuzz/SyncProperties"),
+        // The codecs' own tests: CBOR (with the interop checks against Python's cbor2), the JSON
+        // projection and writer, escaping.
+        .testTarget(name: "CodecsTests", dependencies: ["Codecs", "KVStore", "Workloads", "TestSupport"], exclude: ["Fixtures/cbor_interop.py"]),
         .testTarget(
             name: "KVStoreTests",
-            dependencies: ["KVStore", "Workloads", "TestSupport", "FuzzProperties"],
-            exclude: ["Fixtures/cbor_interop.py"]
+            dependencies: ["KVStore", "Workloads", "TestSupport", "FuzzProperties"]
         ),
         .testTarget(name: "SyncKitTests", dependencies: ["KVStore", "SyncKit", "Workloads", "TestSupport", "FuzzProperties", "SyncFuzzProperties"],
                     exclude: ["Fixtures"]),

@@ -6,10 +6,11 @@
 #   scripts/fuzz.sh merge TARGET               minimise what runs found into fuzz/corpus/TARGET
 #   scripts/fuzz.sh all [SECONDS]              build, then run every target for SECONDS each
 #
-# SwiftPM cannot build with -sanitize=fuzzer, so this calls swiftc directly: KVStore's sources become
-# one instrumented static library, fuzz/Properties/ (the same files the FuzzProperties target of
-# Package.swift builds for the replay tests) a second, and each fuzz/Targets/NAME.swift is linked with
-# both and libFuzzer's main; the SyncKit targets (feed, manifest, history) also with SyncKit's sources
+# SwiftPM cannot build with -sanitize=fuzzer, so this calls swiftc directly: the codecs' sources
+# (Sources/Codecs: CBOR, the JSON projection, which the `cbor` target fuzzes) become one instrumented
+# static library, KVStore's (built on them, re-exporting them) a second, fuzz/Properties/ (the same files the FuzzProperties target of
+# Package.swift builds for the replay tests) a third, and each fuzz/Targets/NAME.swift is linked with
+# the three and libFuzzer's main; the SyncKit targets (feed, manifest, history) also with SyncKit's sources
 # and fuzz/SyncProperties/ (the SyncFuzzProperties target), and `gateway` with SyncWire's sources and
 # fuzz/GatewayProperties/ (the GatewayFuzzProperties target). Everything lands in .build-fuzz-libfuzzer/: the binaries, the working
 # corpora (new inputs go there, never straight into fuzz/corpus/) and crash artifacts.
@@ -69,7 +70,8 @@ build_module() {
     local name=$1; shift
     local extra=() deps=()
     case $name in
-        KVStore) deps=("$OUT/libLogging.a") ;;
+        Codecs) deps=() ;;
+        KVStore) deps=("$OUT/libLogging.a" "$OUT/libCodecs.a") ;;
         SyncKit) extra=(-enable-testing); deps=("$OUT/libKVStore.a") ;;
         FuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libLogging.a") ;;
         SyncFuzzProperties) deps=("$OUT/libKVStore.a" "$OUT/libSyncKit.a" "$OUT/libFuzzProperties.a") ;;
@@ -95,13 +97,15 @@ build_pair() {
 
 build() {
     mkdir -p "$OUT"
-    local kvstore properties logging
+    local codecs kvstore properties logging
     # KVStore logs through swift-log: its Logging module, from SwiftPM's checkout of the package.
     [[ -d .build/checkouts/swift-log/Sources/Logging ]] || swift package resolve >&2
     mapfile -t logging < <(find .build/checkouts/swift-log/Sources/Logging -name '*.swift' | sort)
     build_module Logging "${logging[@]}"
+    mapfile -t codecs < <(find Sources/Codecs -name '*.swift' | sort)
     mapfile -t kvstore < <(find Sources/KVStore -name '*.swift' | sort)
     mapfile -t properties < <(find fuzz/Properties -name '*.swift' | sort)
+    build_module Codecs "${codecs[@]}"
     build_module KVStore "${kvstore[@]}"
     build_module FuzzProperties "${properties[@]}"
     # The module and properties some targets link besides KVStore's, built when one of them is asked for.
@@ -117,7 +121,7 @@ build() {
         local exe=$OUT/fuzz-$t
         local sources=("fuzz/Targets/$t.swift")
         [[ $t == dump ]] && sources+=("${DUMP_SOURCES[@]}")
-        local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" "$OUT/libLogging.a")
+        local libs=("$OUT/libFuzzProperties.a" "$OUT/libKVStore.a" "$OUT/libCodecs.a" "$OUT/libLogging.a")
         is_sync "$t" && libs=("$OUT/libSyncFuzzProperties.a" "$OUT/libSyncKit.a" "${libs[@]}")
         is_gateway "$t" && libs=("$OUT/libGatewayFuzzProperties.a" "$OUT/libSyncWire.a" "${libs[@]}")
         if up_to_date "$exe" "${sources[@]}" "${libs[@]}"; then continue; fi

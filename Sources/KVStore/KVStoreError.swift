@@ -145,11 +145,7 @@ public enum KVStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Quotes a string for an error message, keeping control characters and NULs visible.
-    public static func quote(_ s: String) -> String {
-        var out = "\"" + Escaping.escape(s, quoting: true, shortForms: false, style: .swift)
-        if out.utf8.count > 120 { out = String(out.prefix(117)) + "…" }
-        return out + "\""
-    }
+    public static func quote(_ s: String) -> String { Escaping.messageQuote(s) }
 }
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
 import Foundation
-import KVStore
+import Codecs
 import Testing
 
 @Suite struct JSONWriterTests {

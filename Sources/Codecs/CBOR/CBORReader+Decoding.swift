@@ -332,7 +332,7 @@ extension CBORReader {
 
     /// Seconds since 1970 for an RFC 3339 date-time such as `2013-03-21T20:04:00Z` or
     /// `2024-03-01T12:30:15.250000+09:00`; nil when the text is not one.
-    static func parseRFC3339(_ text: UnsafeRawBufferPointer) -> Double? {
+    package static func parseRFC3339(_ text: UnsafeRawBufferPointer) -> Double? {
         var i = 0
         func number(_ digits: Int) -> Int? {
             guard text.count - i >= digits else { return nil }

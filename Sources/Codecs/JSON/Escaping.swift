@@ -45,6 +45,15 @@ package enum Escaping {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `text` quoted for an error message, control characters and NULs kept visible, cut at 120 bytes:
+    /// what `KVStoreError.quote` returns (here, so that the codecs' own errors, such as
+    /// ``ExportError``, quote names the same way without knowing the store).
+    package static func messageQuote(_ text: String) -> String {
+        var out = "\"" + escape(text, quoting: true, shortForms: false, style: .swift)
+        if out.utf8.count > 120 { out = String(out.prefix(117)) + "…" }
+        return out + "\""
+    }
+
     @inline(__always)
     private static func needsEscape(_ byte: UInt8, quoting: Bool) -> Bool {
         byte < 0x20 || byte == 0x7F || (quoting && (byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")))

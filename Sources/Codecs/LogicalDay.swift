@@ -13,7 +13,7 @@ import Foundation
 /// let today = LogicalDay(year: 2026, month: 11, day: 21)!
 /// let lastWeek = (today - 6)...today
 /// ```
-public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringConvertible, OrderedKey {
+public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringConvertible {
     /// Days since 1970-01-01.
     public var dayNumber: Int32
 
@@ -142,26 +142,8 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
         try container.encode(description)
     }
 
-    // MARK: OrderedKey
-
-    public static var keyEncoding: KeyEncoding { .day }
-
-    public func encodeKey(into bytes: inout [UInt8], terminal: Bool) {
-        dayNumber.encodeKey(into: &bytes, terminal: terminal)
-    }
-
-    /// A whole key: its 4 bytes loaded in one step (a scan of days decodes one per entry).
-    @inline(__always)
-    public static func decodeKey(_ bytes: UnsafeRawBufferPointer) throws(KeyDecodingError) -> LogicalDay {
-        LogicalDay(dayNumber: try Int32.decodeKey(bytes))
-    }
-
-    public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> LogicalDay {
-        LogicalDay(dayNumber: try Int32.decodeKey(from: &reader, terminal: terminal))
-    }
-
     // Howard Hinnant's days_from_civil / civil_from_days.
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+    package static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -171,7 +153,7 @@ public struct LogicalDay: Hashable, Sendable, Strideable, Codable, CustomStringC
         return era * 146_097 + doe - 719_468
     }
 
-    static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+    package static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import Workloads
-@testable import KVStore
+@testable import Codecs
 
 // MARK: - Helpers
 

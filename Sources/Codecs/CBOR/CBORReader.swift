@@ -2,25 +2,25 @@
 
 /// Reads CBOR from a raw buffer by offset. Every read is bounds-checked and throws ``CBORError``;
 /// nothing here traps on any input.
-struct CBORReader {
-    let base: UnsafeRawPointer
+package struct CBORReader {
+    package let base: UnsafeRawPointer
     /// The number of readable bytes; offsets run from 0 to `end`.
-    let end: Int
+    package let end: Int
 
     /// The initial byte and argument of a data item.
-    struct Head {
+    package struct Head {
         /// Major type, 0–7.
-        let major: UInt8
+        package let major: UInt8
         /// Additional information, 0–27 or 31.
-        let info: UInt8
+        package let info: UInt8
         /// The argument: a value, a length, a count, a tag number or float bits. 0 when indefinite.
-        let argument: UInt64
+        package let argument: UInt64
         /// The offset just after the head.
-        let next: Int
-        var isIndefinite: Bool { info == 31 }
+        package let next: Int
+        package var isIndefinite: Bool { info == 31 }
     }
 
-    init(base: UnsafeRawPointer, end: Int) {
+    package init(base: UnsafeRawPointer, end: Int) {
         self.base = base
         self.end = end
     }
@@ -28,7 +28,7 @@ struct CBORReader {
     /// Checks the size limit and the well-formedness of the whole input, and returns a reader for it.
     /// Throws what decoding `bytes` would throw for their size, nesting and well-formedness, without
     /// building anything: how writers refuse values that readers would refuse.
-    static func check(_ bytes: [UInt8], limits: CBORLimits) throws {
+    package static func check(_ bytes: [UInt8], limits: CBORLimits) throws {
         try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws -> Void in
             _ = try validated(buffer, limits: limits)
         }
@@ -57,7 +57,7 @@ struct CBORReader {
 
     /// Reads the head of the data item at `p`.
     @inline(__always)
-    func head(at p: Int) throws(CBORError) -> Head {
+    package func head(at p: Int) throws(CBORError) -> Head {
         guard p >= 0, p < end else {
             throw CBORError(.truncated, "expected a data item, but the input ends", offset: p)
         }
@@ -448,7 +448,7 @@ struct CBORReader {
     /// 96-byte Japanese memo cost 2,470 instructions that way, against 1,710 this way, and an ASCII
     /// key about 10% more.)
     @inline(__always)
-    static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
+    package static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
         let units = bytes.assumingMemoryBound(to: UInt8.self)
         if isASCII(bytes) { return String(copying: unsafe UTF8Span(unchecked: units.span, isKnownASCII: true)) }
         guard let checked = try? UTF8Span(validating: units.span) else { return nil }
@@ -456,7 +456,7 @@ struct CBORReader {
     }
 
     @inline(__always)
-    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return true }
         var i = 0
         var bits: UInt64 = 0

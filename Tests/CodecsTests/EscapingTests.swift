@@ -1,4 +1,5 @@
-@testable import KVStore
+@testable import Codecs
+import KVStore
 import Testing
 
 /// The one escaper behind JSON strings, error-message quotes and CBOR's one-line errors: each caller's

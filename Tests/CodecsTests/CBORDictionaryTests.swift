@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import KVStore
+@testable import Codecs
+import KVStore
 
 /// The direct paths for `[String: V]` and `LogicalDay` (no generic `Dictionary.init(from:)`): the same
 /// bytes, values and errors as the general keyed container gives.

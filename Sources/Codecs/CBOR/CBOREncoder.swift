@@ -56,7 +56,7 @@ public struct CBOREncoder: Sendable {
 
     /// Encodes a value, refusing (before writing a byte) one that `limits` would refuse to decode:
     /// larger than ``CBORLimits/maxInputSize`` or nested deeper than ``CBORLimits/maxDepth``.
-    func encode<T: Encodable>(_ value: T, within limits: CBORLimits?) throws -> [UInt8] {
+    package func encode<T: Encodable>(_ value: T, within limits: CBORLimits?) throws -> [UInt8] {
         let options = CBOREncodingOptions(userInfo: userInfo)
         let node: CBOREncodingNode
         do {

@@ -28,7 +28,7 @@ public enum ExportError: Error, Hashable, Sendable, CustomStringConvertible {
         case .dateOutOfRange(let what):
             "\(what) is outside the years 0000-9999 that an export can write"
         case .invalidFileName(let name, let reason):
-            "invalid export file name \(KVStoreError.quote(name)): \(reason)"
+            "invalid export file name \(Escaping.messageQuote(name)): \(reason)"
         }
     }
 }
