@@ -3,6 +3,7 @@
 
 The layers, each allowed to import only those below it:
 
+    Codecs <- KVStore (which re-exports it: CBOR, the JSON projection, hex, base64; Codecs imports none of ours)
     CLMDB <- KVStore <- SyncKit <- Workloads <- kvtool
                         SyncKit <- SyncKitPostgres <- SyncGateway <- kvtool
                         KVStore <- SyncWire <- SyncKitPostgres, SyncGateway (the gateway's wire and request parsing)
@@ -10,9 +11,9 @@ The layers, each allowed to import only those below it:
                         SyncKitPostgres <- PostgresTesting <- kvtool (a throwaway cluster: tests, demo)
 
 and the lean executables (TrainerExtension, ChecklistWidget, over LeanProcess) import only KVStore,
-SyncKit and Workloads. Only SyncKitPostgres, SyncGateway (the sync gateway's server) and HTTPServerKit
+SyncKit and Workloads. Codecs may be imported by every layer above KVStore (it is below them all). Only SyncKitPostgres, SyncGateway (the sync gateway's server) and HTTPServerKit
 (what the gateway, its client and `kvtool serve` share of HTTP) import NIO or postgres-nio, and kvtool's Serve/ folder
-(`kvtool serve`'s HTTP server) SwiftNIO's own modules: no library an app links depends on NIO. The lean targets (KVStore, SyncKit, Workloads, LeanProcess and the lean
+(`kvtool serve`'s HTTP server) SwiftNIO's own modules: no library an app links depends on NIO. The lean targets (Codecs, KVStore, SyncKit, Workloads, LeanProcess and the lean
 executables) never import the whole Foundation, nor FoundationNetworking, FoundationXML,
 FoundationInternationalization or ArgumentParser: they use FoundationEssentials, and `import Foundation`
 may appear only in the `#else` branch of `#if canImport(FoundationEssentials)` (for platforms without it); only KVStore imports CLMDB, and only in its LMDB/ folder: the C library is sealed there (its files
@@ -27,21 +28,22 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["CLMDB", "KVStore", "SyncKit", "Workloads", "SyncWire", "HTTPServerKit", "SyncKitPostgres", "PostgresTesting", "SyncGateway", "kvtool"]
+LAYERS = ["CLMDB", "Codecs", "KVStore", "SyncKit", "Workloads", "SyncWire", "HTTPServerKit", "SyncKitPostgres", "PostgresTesting", "SyncGateway", "kvtool"]
 # SwiftNIO's and postgres-nio's modules: SyncKitPostgres and SyncGateway alone may import them.
 NIO_TARGETS = {"SyncKitPostgres", "SyncGateway", "HTTPServerKit"}
 NIO = re.compile(r"^(NIO\w*|PostgresNIO|_ConnectionPoolModule)$")
 # What each target of Sources/ may import of the project's own modules.
 ALLOWED = {
-    "KVStore": {"CLMDB"},
-    "SyncKit": {"KVStore"},
-    "Workloads": {"KVStore", "SyncKit"},
-    "SyncWire": {"KVStore"},
-    "SyncKitPostgres": {"KVStore", "SyncKit", "SyncWire", "HTTPServerKit"},
+    "Codecs": set(),
+    "KVStore": {"CLMDB", "Codecs"},
+    "SyncKit": {"KVStore", "Codecs"},
+    "Workloads": {"KVStore", "Codecs", "SyncKit"},
+    "SyncWire": {"KVStore", "Codecs"},
+    "SyncKitPostgres": {"KVStore", "Codecs", "SyncKit", "SyncWire", "HTTPServerKit"},
     "HTTPServerKit": set(),
     "PostgresTesting": {"SyncKitPostgres"},
-    "SyncGateway": {"KVStore", "SyncWire", "SyncKitPostgres", "HTTPServerKit"},
-    "kvtool": {"KVStore", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting"},
+    "SyncGateway": {"KVStore", "Codecs", "SyncWire", "SyncKitPostgres", "HTTPServerKit"},
+    "kvtool": {"KVStore", "Codecs", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting"},
     "LeanProcess": set(),
     "TrainerExtension": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
     "ChecklistWidget": {"LeanProcess", "KVStore", "SyncKit", "Workloads"},
@@ -50,7 +52,7 @@ ALLOWED = {
 LEAN_EXECUTABLES = {"LeanProcess", "TrainerExtension", "ChecklistWidget", "PushExtension"}
 PROJECT = set(LAYERS) | LEAN_EXECUTABLES | {"TestSupport", "FuzzProperties", "SyncFuzzProperties"}
 # What the processes with a memory budget (an extension, a widget) must not link.
-LEAN = {"KVStore", "SyncKit", "Workloads", "SyncWire"} | LEAN_EXECUTABLES
+LEAN = {"Codecs", "KVStore", "SyncKit", "Workloads", "SyncWire"} | LEAN_EXECUTABLES
 HEAVY = {"Foundation", "FoundationNetworking", "FoundationXML", "FoundationInternationalization", "ArgumentParser"}
 IMPORT = re.compile(
     r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(public|package|internal|fileprivate|private)\s+)?import\s+"
@@ -119,6 +121,8 @@ def self_test():
         write("Sources/kvtool/K.swift", "import Foundation\nimport ArgumentParser\nimport Workloads\n")
         write("Sources/TrainerExtension/main.swift", "import LeanProcess\nimport Workloads\n")
         write("Sources/SyncKit/B.swift", "import KVStore\n")
+        write("Sources/KVStore/Exports.swift", "@_exported import Codecs\n")
+        write("Sources/Codecs/CBOR/R.swift", "#if canImport(FoundationEssentials)\nimport FoundationEssentials\n#else\nimport Foundation\n#endif\n")
         assert violations(root) == [], violations(root)
         write("Sources/SyncKit/C.swift", "import CLMDB\n")
         write("Sources/KVStore/D.swift", "@testable import SyncKit\n")
@@ -130,9 +134,12 @@ def self_test():
         write("Sources/kvtool/Serve/S.swift", "import NIOPosix\nimport PostgresNIO\n")
         write("Sources/SyncKitPostgres/I.swift", "import PostgresNIO\nimport SyncKit\n")
         write("Sources/Workloads/J.swift", "import Foundation\n")
+        write("Sources/Codecs/JSON/K.swift", "import KVStore\nimport Foundation\n")
         write("Sources/ChecklistWidget/main.swift", "import ArgumentParser\nimport kvtool\n")
         found = violations(root)
-        assert len(found) == 11, found
+        assert len(found) == 13, found
+        assert any("K.swift:1: Codecs imports KVStore" in line for line in found), found
+        assert any("K.swift:2: Codecs imports Foundation" in line for line in found), found
         assert any("Workloads imports Foundation; the lean targets" in line for line in found), found
         assert any("ChecklistWidget imports ArgumentParser" in line for line in found), found
         assert any("ChecklistWidget imports kvtool" in line for line in found), found
@@ -145,7 +152,7 @@ def self_test():
         assert any("KVStore imports SyncKit" in line for line in found), found
         assert any("internal import CLMDB" in line for line in found), found
         assert any("Workloads imports kvtool" in line for line in found), found
-    print("check-imports self-test: ok (a clean tree passes; 11 planted crossings are all reported)")
+    print("check-imports self-test: ok (a clean tree passes; 13 planted crossings are all reported)")
 
 
 if __name__ == "__main__":
@@ -158,5 +165,5 @@ if __name__ == "__main__":
         print(f"check-imports: {problem}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    print("check-imports: every import in Sources/ respects CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- SyncGateway <- kvtool (with HTTPServerKit and PostgresTesting), "
+    print("check-imports: every import in Sources/ respects Codecs, CLMDB <- KVStore <- SyncKit <- Workloads | SyncKitPostgres <- SyncGateway <- kvtool (with HTTPServerKit and PostgresTesting), "
           "and the lean targets link FoundationEssentials, not Foundation")
