@@ -48,7 +48,7 @@ func observationCommand(_ command: String, root: String, group: String, rest: [S
         let container = try SharedContainer(groupIdentifier: group, root: root)
         let counter = try container.store.collection("counter", key: String.self, value: Int.self)
         let count = Int(rest[0])!
-        let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) ?? 0 }
+        let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) ?? 0 }.removeDuplicates()
         let done = DispatchSemaphore(value: 0)
         Task {
             var first = true

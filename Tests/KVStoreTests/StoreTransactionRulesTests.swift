@@ -126,6 +126,42 @@ import TestSupport
         #expect(try blobs.count() == 64)
     }
 
+    /// Counts what the write hook sees, to show that an aborted run of a write closure reaches no observer.
+    final class HookCounter: WriteObserver, @unchecked Sendable {
+        let counts = Locked((willCommit: 0, didCommit: 0, mutations: 0))
+        func transactionWillCommit(_ transaction: WriteTransaction) throws { counts.withLock { $0.willCommit += 1 } }
+        func transactionDidCommit(_ commit: CommittedTransaction) {
+            counts.withLock { $0.didCommit += 1; $0.mutations += commit.mutations.count }
+        }
+    }
+
+    /// What a user may rely on when the closure runs again (here because the map grows): the runs that
+    /// did not commit leave nothing, neither a key only they wrote nor a commit an observer sees, and
+    /// the value `write` returns is the last run's.
+    @Test func aWriteClosureThatRunsAgainLeavesOnlyTheRunThatCommitted() throws {
+        var options = Store.Options()
+        options.mapSize = 64 << 10
+        let store = try dir.store(options: options)
+        let blobs = try store.collection("blobs", key: Int.self, value: [UInt8].self)
+        let hook = HookCounter()
+        store.addObserver(hook)
+        var runs = 0
+        let returned = try store.write { tx in
+            runs += 1
+            if runs == 1 { try blobs.put([1], forKey: -1, in: tx) }   // only the first run writes key -1
+            for i in 0..<64 { try blobs.put([UInt8](repeating: UInt8(i), count: 4096), forKey: i, in: tx) }
+            return runs
+        }
+        print("the write closure ran \(runs) times (map of 64 KiB grew to \(try store.environmentInfo().mapSize) bytes)")
+        #expect(runs > 1, "the map had to grow, so the closure ran again")
+        #expect(returned == runs, "write returns the result of the run that committed")
+        #expect(try blobs.get(-1) == nil, "a run that did not commit left a key")
+        #expect(try blobs.count() == 64)
+        let counts = hook.counts.withLock { $0 }
+        #expect(counts.willCommit == 1 && counts.didCommit == 1, "observers saw a run that did not commit: \(counts)")
+        #expect(counts.mutations == 64)
+    }
+
     @Test func aDefaultsGetterWithoutATransactionInsideAWriteIsRefusedAndTheInFormWorks() throws {
         let store = try dir.store()
         let defaults = try SharedDefaults(store: store, suiteName: "settings")

@@ -27,7 +27,7 @@ extension ValueObservationTests {
 
         // The widget follows the app: this week's count now, then after each commit (of any process) that
         // changes it.
-        let thisWeek = ValueObservation.tracking { tx in try days.entries((today - 6)...today, in: tx).count }
+        let thisWeek = ValueObservation.tracking { tx in try days.entries((today - 6)...today, in: tx).count }.removeDuplicates()
         var counts: [Int] = []
         for try await count in thisWeek.values(in: widget) {
             counts.append(count)

@@ -28,7 +28,7 @@ import TestSupport
         let group = "group.com.example.observe"
         let (container, counter, acks) = try historyContainer(group)
         let count = 40
-        let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) }
+        let observation = ValueObservation.tracking { tx in try counter.get("n", in: tx) }.removeDuplicates()
         let path = dir.path
         let result = try await withTimeout(seconds: 120) { () async throws -> ([Int?], BackgroundProcess?) in
             var seen: [Int?] = []
@@ -106,6 +106,38 @@ import TestSupport
         #expect(seen == [0, 1, 2, 3])
     }
 
+    /// The values `observation` of `store` delivers until one is `last`; after the n-th, `commit(n)` runs.
+    func delivered(_ observation: ValueObservation<Int>, in store: Store, until last: Int,
+                   commit: @escaping @Sendable (Int) throws -> Void) async throws -> [Int]? {
+        try await withTimeout(seconds: 60) { () async throws -> [Int] in
+            var seen: [Int] = []
+            for try await value in observation.values(in: store, notifier: nil) {
+                seen.append(value)
+                if value == last { break }
+                try commit(seen.count)
+            }
+            return seen
+        }
+    }
+
+    /// Duplicate removal is asked for: `tracking` alone delivers every read, an equal one too (here a
+    /// commit of bob's score, which runs the read of alice's again); with ``ValueObservation/removeDuplicates()``
+    /// a read equal to the last value delivered is not delivered.
+    @Test func equalValuesAreDeliveredUnlessDuplicatesAreRemoved() async throws {
+        let store = try dir.store()
+        let scores = try store.collection("scores", key: String.self, value: Int.self)
+        let alice = ValueObservation.tracking { tx in try scores.get("alice", in: tx) ?? 0 }
+        let every = try await delivered(alice, in: store, until: 1) { count in
+            try scores.put(1, forKey: count == 1 ? "bob" : "alice")
+        }
+        #expect(every == [0, 0, 1])
+        let distinct = try await delivered(alice.removeDuplicates(), in: store, until: 2) { _ in
+            try scores.put(10, forKey: "bob")
+            try scores.put(2, forKey: "alice")
+        }
+        #expect(distinct == [1, 2])
+    }
+
     @Test func cancellingTheTaskEndsTheThreadAndClosesTheWatch() async throws {
         let group = "group.com.example.cancel"
         let (container, counter, _) = try historyContainer(group)
@@ -133,7 +165,7 @@ import TestSupport
         let group = "group.com.example.model"
         let (container, counter, _) = try historyContainer(group)
         try counter.put(1, forKey: "n")
-        let model = try ObservedValue(.tracking { tx in try counter.get("n", in: tx) ?? 0 }, in: container)
+        let model = try ObservedValue(.tracking { tx in try counter.get("n", in: tx) ?? 0 }.removeDuplicates(), in: container)
         #expect(model.value == 1)
         let changed = DispatchSemaphore(value: 0)
         withObservationTracking { _ = model.value } onChange: { changed.signal() }

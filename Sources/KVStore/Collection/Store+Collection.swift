@@ -9,7 +9,8 @@ extension Store {
     /// - Parameters:
     ///   - schemaVersion: the version of `Value`'s layout. Opening with a higher version than stored
     ///     runs `migrate` (in one transaction with the version bump); a lower one throws
-    ///     ``KVStoreError/schemaTooNew(collection:stored:supported:)``.
+    ///     ``KVStoreError/schemaTooNew(collection:stored:supported:)``. A ``CollectionMigrator`` (the
+    ///     `migrator:` form) derives the version from a list of migrations instead.
     ///   - indexes: secondary indexes, maintained on every put and delete. New ones are built now;
     ///     ones no longer listed are dropped.
     ///   - derived: collections kept in step with this one.
@@ -39,6 +40,53 @@ extension Store {
         aggregates: [Aggregation<Key, Value>] = [],
         migrate: ((CollectionMigration<Key, Value>) throws -> Void)? = nil
     ) throws -> KVCollection<Key, Value> {
+        try openCollection(name, codec: codec, schemaVersion: schemaVersion, indexes: indexes, derived: derived,
+                           aggregates: aggregates, migration: migrate.map { .closure($0) })
+    }
+
+    /// Opens a collection of `Codable` values stored as CBOR, whose schema version is derived from
+    /// `migrator`'s list: the migrations appended since the collection was last opened run, in order,
+    /// each once (see ``CollectionMigrator``). The other parameters are those of
+    /// ``collection(_:key:value:schemaVersion:indexes:derived:aggregates:migrate:)``.
+    ///
+    /// - Throws: what that form throws; ``KVStoreError/catalogMismatch(collection:detail:)`` when the
+    ///   list reorders, renames or removes an applied migration; ``KVStoreError/invalidName(_:reason:)``
+    ///   for an empty or repeated identifier.
+    public func collection<Key: OrderedKey, Value: Codable>(
+        _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self,
+        migrator: CollectionMigrator<Key, Value>,
+        indexes: [any IndexDefinition<Value>] = [],
+        derived: [Derivation<Key, Value>] = [],
+        aggregates: [Aggregation<Key, Value>] = []
+    ) throws -> KVCollection<Key, Value> {
+        try openCollection(name, codec: CBORCodec<Value>(), schemaVersion: migrator.schemaVersion, indexes: indexes,
+                           derived: derived, aggregates: aggregates, migration: .list(migrator))
+    }
+
+    /// Opens a collection whose values go through `codec`, with its migrations as a list (see
+    /// ``collection(_:key:value:migrator:indexes:derived:aggregates:)``).
+    public func collection<Key: OrderedKey, Value>(
+        _ name: String, key: Key.Type = Key.self, codec: some ValueCodec<Value>,
+        migrator: CollectionMigrator<Key, Value>,
+        indexes: [any IndexDefinition<Value>] = [],
+        derived: [Derivation<Key, Value>] = [],
+        aggregates: [Aggregation<Key, Value>] = []
+    ) throws -> KVCollection<Key, Value> {
+        try openCollection(name, codec: codec, schemaVersion: migrator.schemaVersion, indexes: indexes,
+                           derived: derived, aggregates: aggregates, migration: .list(migrator))
+    }
+
+    /// How opening migrates: the `schemaVersion:` form's one closure, or a ``CollectionMigrator``'s list.
+    private enum Migration<Key: OrderedKey, Value> {
+        case closure((CollectionMigration<Key, Value>) throws -> Void)
+        case list(CollectionMigrator<Key, Value>)
+    }
+
+    private func openCollection<Key: OrderedKey, Value>(
+        _ name: String, codec: some ValueCodec<Value>, schemaVersion: Int,
+        indexes: [any IndexDefinition<Value>], derived: [Derivation<Key, Value>], aggregates: [Aggregation<Key, Value>],
+        migration: Migration<Key, Value>?
+    ) throws -> KVCollection<Key, Value> {
         if TransactionScope.innermostKind(of: environment) != nil { throw KVStoreError.collectionOpenedInsideTransaction(name) }
         try Catalog.validateName(name, what: "collection")
         for index in indexes { try Catalog.validateName(index.name, what: "index") }
@@ -55,6 +103,11 @@ extension Store {
         guard schemaVersion >= 1 else {
             throw KVStoreError.invalidName(name, reason: "schema version must be at least 1, got \(schemaVersion)")
         }
+        var migrator: CollectionMigrator<Key, Value>?
+        if case .list(let list) = migration {
+            try list.validate(collection: name)
+            migrator = list
+        }
         let databaseName = Catalog.collectionDatabase(name)
         var desired = CatalogEntry(
             name: name, kind: .collection, keyEncoding: Key.keyEncoding.description,
@@ -63,7 +116,7 @@ extension Store {
                 .init(name: $0.name, keyEncoding: $0.keyEncoding.description,
                       database: Catalog.indexDatabase(name, $0.name))
             },
-            derived: targets, derivedFrom: nil, database: databaseName)
+            derived: targets, derivedFrom: nil, database: databaseName, migrations: migrator?.identifiers)
 
         let stored = try read { try Catalog.entry(named: name, kind: .collection, in: $0) }
         if let stored {
@@ -71,7 +124,15 @@ extension Store {
                 throw KVStoreError.catalogMismatch(
                     collection: name, detail: "keys are \(stored.keyEncoding) in the store, \(desired.keyEncoding) here")
             }
-            guard stored.valueEncoding == desired.valueEncoding || migrate != nil && stored.schemaVersion < schemaVersion else {
+            let migrates: Bool
+            if let migrator {
+                migrates = try !migrator.pending(after: stored).isEmpty
+            } else {
+                migrates = migration != nil && stored.schemaVersion < schemaVersion
+                // At the version a list reached, the number form keeps the list's identifiers.
+                if stored.schemaVersion == schemaVersion { desired.migrations = stored.migrations }
+            }
+            guard stored.valueEncoding == desired.valueEncoding || migrates else {
                 throw KVStoreError.catalogMismatch(
                     collection: name, detail: "values are \(stored.valueEncoding) in the store, \(desired.valueEncoding) here")
             }
@@ -114,9 +175,20 @@ extension Store {
 
         try write { transaction in
             let current = try Catalog.entry(named: name, kind: .collection, in: transaction)
-            if let current, current.schemaVersion < schemaVersion, let migrate {
-                try migrate(CollectionMigration(fromVersion: current.schemaVersion, toVersion: schemaVersion,
-                                                transaction: transaction, collection: collection))
+            if let current {
+                switch migration {
+                case .list(let migrator):
+                    let pending = try migrator.pending(after: current)
+                    for position in pending.indices {
+                        try pending[position].migrate(CollectionMigration(
+                            fromVersion: position + 1, toVersion: position + 2, transaction: transaction, collection: collection))
+                    }
+                case .closure(let migrate) where current.schemaVersion < schemaVersion:
+                    try migrate(CollectionMigration(fromVersion: current.schemaVersion, toVersion: schemaVersion,
+                                                    transaction: transaction, collection: collection))
+                default:
+                    break
+                }
             }
             let existingIndexes = Set((current?.indexes ?? []).map { $0.name })
             for index in indexHandles where !existingIndexes.contains(index.definition.name) || current == nil {

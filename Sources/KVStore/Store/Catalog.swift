@@ -38,12 +38,17 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
     public var bucketed: Bool?
     /// The LMDB database holding the entries (what `mdb_dump -s` takes).
     public var database: String
+    /// The identifiers of the migrations applied, in order, when the collection is opened with a
+    /// ``CollectionMigrator``: one per version after the first (`schemaVersion - 1` of them). Absent
+    /// (`nil`) for collections opened with a `schemaVersion:` number only.
+    public var migrations: [String]?
 
     /// Whether writes need Swift code (index keys or derived values) that tools like `kvtool` lack.
     public var hasMaintainedData: Bool { !indexes.isEmpty || !derived.isEmpty || derivedFrom != nil }
 
     public init(name: String, kind: Kind, keyEncoding: String, valueEncoding: ValueEncoding, schemaVersion: Int,
-                indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String, bucketed: Bool? = nil) {
+                indexes: [IndexEntry], derived: [String], derivedFrom: String?, database: String, bucketed: Bool? = nil,
+                migrations: [String]? = nil) {
         self.name = name
         self.kind = kind
         self.keyEncoding = keyEncoding
@@ -54,6 +59,7 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         self.derivedFrom = derivedFrom
         self.database = database
         self.bucketed = bucketed
+        self.migrations = migrations
     }
 
     /// `N` when values are ``FixedLayoutCodec`` layouts of `N` bytes (`fixed(N)`); otherwise `nil`.
@@ -143,6 +149,23 @@ public struct CatalogEntry: Codable, Hashable, Sendable {
         if bucketed != nil && (bucketed != true || derivedFrom == nil) {
             return "\"bucketed\" is only ever true, on a collection derived from another"
         }
+        if let migrations {
+            if kind == .defaults || migrations.count != schemaVersion - 1 {
+                return "it records \(migrations.count) migrations at schema version \(schemaVersion)"
+            }
+            var seen: Set<String> = []
+            for identifier in migrations {
+                if let problem = Self.migrationIdentifierProblem(identifier) { return problem }
+                if !seen.insert(identifier).inserted { return "migration \(q(identifier)) is listed twice" }
+            }
+        }
+        return nil
+    }
+
+    /// Why `identifier` cannot name a migration (empty, or over 200 bytes), or `nil`.
+    static func migrationIdentifierProblem(_ identifier: String) -> String? {
+        if identifier.isEmpty { return "a migration identifier is empty" }
+        if identifier.utf8.count > 200 { return "migration identifier \(KVStoreError.quote(identifier)) is longer than 200 bytes" }
         return nil
     }
 }

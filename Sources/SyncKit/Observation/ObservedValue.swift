@@ -5,13 +5,14 @@ import Observation
 /// process commits, and SwiftUI views or `withObservationTracking` see each change.
 ///
 /// ```swift
-/// let streak = try ObservedValue(.tracking { tx in try stats.get("streak", in: tx) ?? 0 }, in: container)
+/// let streak = try ObservedValue(.tracking { tx in try stats.get("streak", in: tx) ?? 0 }.removeDuplicates(), in: container)
 /// withObservationTracking { draw(streak.value) } onChange: { scheduleRedraw() }
 /// ```
 ///
 /// The first value is read when the model is made; later ones arrive from the observation's thread,
 /// so `onChange` runs there (hop to your UI's actor if you need to). Observation stops with
-/// ``cancel()`` or when the model is released. A model is safe to use from any thread. To drive a
+/// ``cancel()`` or when the model is released. Each value the observation delivers is a change of
+/// ``value`` (equal ones too, unless the observation removes duplicates). A model is safe to use from any thread. To drive a
 /// model of your own instead, iterate ``ValueObservation/values(in:)`` in a task and assign.
 public final class ObservedValue<Value: Sendable>: Observable, @unchecked Sendable {
     private let registrar = ObservationRegistrar()

@@ -4,6 +4,7 @@ import KVStore
 ///
 /// ```swift
 /// let streak = ValueObservation.tracking { tx in try records.last(in: tx)?.value.streak }
+///     .removeDuplicates()
 /// for try await value in streak.values(in: container) {
 ///     render(value)              // now, then after each commit that changes it, in any process
 /// }
@@ -15,22 +16,25 @@ import KVStore
 /// that touch none of them. Commits of this process are seen through the store's write hook; commits
 /// of other processes through the container's ``ChangeNotifier``, with ``History`` telling which
 /// collections they changed when history is enabled for everything the closure read (otherwise every
-/// notification runs the closure again). Values equal to the previous one are not delivered again
-/// (for `Equatable` values, or with ``removeDuplicates(by:)``).
+/// notification runs the closure again). Each run's value is delivered, even one equal to the
+/// previous; ``removeDuplicates()`` (for `Equatable` values) or ``removeDuplicates(by:)`` asks for
+/// equal ones to be left out, as GRDB's `ValueObservation` does.
 ///
 /// See ``values(in:)`` for delivery and cancellation, and ``ObservedValue`` for an `Observable` model.
 public struct ValueObservation<Value: Sendable>: Sendable {
     let fetch: @Sendable (ReadTransaction) throws -> Value
     let isDuplicate: (@Sendable (Value, Value) -> Bool)?
 
-    /// Observes what `fetch` returns. Every value is delivered, even one equal to the previous.
+    /// Observes what `fetch` returns. Every value is delivered, even one equal to the previous:
+    /// chain ``removeDuplicates()`` to leave those out.
     public static func tracking(_ fetch: @escaping @Sendable (ReadTransaction) throws -> Value) -> Self {
         Self(fetch: fetch, isDuplicate: nil)
     }
 
-    /// Observes what `fetch` returns; a value equal to the previous one is not delivered again.
-    public static func tracking(_ fetch: @escaping @Sendable (ReadTransaction) throws -> Value) -> Self
-        where Value: Equatable {
+    /// The same observation, not delivering a value equal to the last one delivered.
+    ///
+    /// Until issue 48 an `Equatable` value was deduplicated by `tracking` itself; now it is asked for here.
+    public func removeDuplicates() -> Self where Value: Equatable {
         Self(fetch: fetch, isDuplicate: { $0 == $1 })
     }
 

@@ -100,7 +100,7 @@ public struct SyncService: Sendable {
     /// ```
     public var statusObservation: ValueObservation<SyncStatus> {
         let service = self
-        return ValueObservation.tracking { try service.status(in: $0) }
+        return ValueObservation.tracking { try service.status(in: $0) }.removeDuplicates()
     }
 
     // MARK: - Requests
