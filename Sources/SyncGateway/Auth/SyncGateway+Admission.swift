@@ -232,12 +232,8 @@ extension SyncGateway {
     /// Scopes the transaction to a verified principal's group and device, as the gateway's role from
     /// here on.
     static func scope(_ principal: Principal, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
-        try await connection.query("""
-            SELECT set_config('kvsync.group', \(principal.group), true),
-                   set_config('kvsync.device', \(principal.device ?? ""), true),
-                   set_config('kvsync.read_only', \(principal.readOnly ? "on" : "off"), true),
-                   set_config('role', \(ServerStatements.gatewayRole), true)
-            """, logger: logger)
+        try await ServerStatements.scope(group: principal.group, device: principal.device, readOnly: principal.readOnly,
+                                         on: connection, logger: logger)
         return principal
     }
 
@@ -246,25 +242,10 @@ extension SyncGateway {
     /// from here on.
     static func authenticate(_ hash: [UInt8], install: String? = nil, on connection: PostgresConnection,
                              logger: Logger) async throws -> Principal {
-        var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String)?
         // The scope's device is ``InstallID/device(named:publicID:)`` of the credential's name, in SQL
         // (the name is known only here); the one computed below must be the same.
         let publicID = install.map(InstallID.publicID(of:))
-        let rows = try await connection.query("""
-            SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
-                   set_config('kvsync.group', a.group_id, true),
-                   set_config('kvsync.device', CASE
-                       WHEN \(publicID)::text IS NOT NULL
-                            AND octet_length(coalesce(a.device, 'credential-' || a.id)) <= \(InstallID.maxNameBytesWithInstall)
-                       THEN coalesce(a.device, 'credential-' || a.id) || \(InstallID.separator) || \(publicID)::text
-                       ELSE coalesce(a.device, 'credential-' || a.id) END, true),
-                   set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
-                   set_config('role', \(ServerStatements.gatewayRole), true)
-            FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
-            """, logger: logger)
-        for try await row in rows.decode((Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String, String, String, String).self) {
-            found = (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.9)
-        }
+        let found = try await ServerStatements.authenticate(hash, publicID: publicID, on: connection, logger: logger)
         guard let found, SyncTokens.constantTimeEqual(Array(found.4.readableBytesView), hash) else {
             throw Refusal(status: .unauthorized, line: "the credential is not known here")
         }

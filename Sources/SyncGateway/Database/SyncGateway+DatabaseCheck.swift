@@ -71,19 +71,7 @@ extension SyncGateway {
             defer { Task { try? await connection.close() } }
             return try await connection.withTransaction(logger: logger) { connection in
                 try await ServerStatements.checkSchemaExists(connection, logger: logger)
-                var role: (String, Bool, Bool, Bool, Bool, Bool, String)?
-                for try await row in try await connection.query("""
-                    SELECT r.rolname, r.rolsuper, r.rolbypassrls, r.rolcreaterole,
-                           coalesce(pg_has_role(current_user, (SELECT g.oid FROM pg_roles g WHERE g.rolname = \(ServerStatements.gatewayRole)), 'MEMBER'), false),
-                           EXISTS (SELECT FROM pg_class c WHERE c.relname IN ('kvsync_schema', 'kvsync_tokens', 'kvsync_changes')
-                                   AND pg_has_role(current_user, c.relowner, 'MEMBER')),
-                           coalesce((SELECT string_agg(g.rolname, ', ' ORDER BY g.rolname) FROM pg_roles g
-                                     WHERE g.rolname <> \(ServerStatements.gatewayRole) AND g.oid <> r.oid
-                                       AND pg_has_role(current_user, g.oid, 'MEMBER')), '')
-                    FROM pg_roles r WHERE r.rolname = current_user
-                    """, logger: logger).decode((String, Bool, Bool, Bool, Bool, Bool, String).self) {
-                    role = row
-                }
+                let role = try await ServerStatements.gatewayLogin(connection, logger: logger)
                 guard let (name, superuser, bypassRLS, createRole, member, owner, others) = role else {
                     throw ReplicationError.server("cannot read this login's role")
                 }
@@ -99,7 +87,7 @@ extension SyncGateway {
                 if !privileges.isEmpty && !allowPrivileged {
                     throw ReplicationError.server("the login \(name) is \(privileges.joined(separator: ", ")): a gateway logs in as a role that is only a member of \(ServerStatements.gatewayRole) (kvtool sync setup --gateway-login NAME makes one), or pass --allow-privileged-role")
                 }
-                try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
+                try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
                 try await ServerStatements.checkSchema(connection, logger: logger)
                 return try await ServerStatements.revocationCursor(connection, logger: logger)
             }

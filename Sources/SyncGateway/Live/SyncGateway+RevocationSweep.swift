@@ -63,7 +63,7 @@ extension SyncGateway {
                     }
                     connection = fresh
                     try await withDeadline(Self.sweepTimeout, what: "the database", onTimeout: { try? await fresh.close() }) {
-                        _ = try await fresh.query("SELECT set_config('role', \(ServerStatements.gatewayRole), false)", logger: logger)
+                        try await ServerStatements.assumeGatewayRole(fresh, local: false, logger: logger)
                     }
                 }
                 let (open, after) = (connection!, cursor)

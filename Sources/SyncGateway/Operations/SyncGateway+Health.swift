@@ -69,7 +69,7 @@ extension SyncGateway {
             let (client, logger) = (try pool(), options.logger)
             try await withDeadline(Self.readinessTimeout, what: "the database") {
                 try await client.withTransaction(logger: logger) { connection in
-                    try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
+                    try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
                     try await ServerStatements.checkSchema(connection, logger: logger)
                 }
             }
