@@ -38,10 +38,8 @@ extension SyncGateway {
             return GatewayResponse(status: ready ? .ok : .serviceUnavailable, body: ByteBuffer(string: line + "\n"),
                                    contentType: "text/plain; charset=utf-8")
         default:
-            let (connections, inFlight, draining) = state.withLock { state in
-                (state.connections, state.open.values.count { !$0.idle }, state.draining)
-            }
-            let text = metrics.exposition(connections: connections, inFlight: inFlight, liveStreams: hub.count, draining: draining,
+            let (inFlight, draining) = state.withLock { state in (state.open.values.count { !$0.idle }, state.draining) }
+            let text = metrics.exposition(connections: connections.count, inFlight: inFlight, liveStreams: hub.count, draining: draining,
                                           databaseUp: link.status.up)
             return GatewayResponse(status: .ok, body: ByteBuffer(string: text),
                                    contentType: "text/plain; version=0.0.4; charset=utf-8")

@@ -153,6 +153,8 @@ public final class SyncGateway: Sendable {
     let link: DatabaseLink
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
+    /// The connections served at once (``Limits/maxConnections``).
+    let connections: ConnectionLimit
     /// Requests of verified principals.
     let limiter: RateLimiter<String>
     /// Failed authentications of source addresses.
@@ -188,7 +190,6 @@ public final class SyncGateway: Sendable {
     }
 
     struct State {
-        var connections = 0
         var bufferedBytes = 0
         var answerBytes = 0
         /// Each open connection, and whether it is between requests (closed at once on a drain).
@@ -215,6 +216,7 @@ public final class SyncGateway: Sendable {
         link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                             logger: options.logger)
         let limits = options.limits
+        connections = ConnectionLimit(max: limits.maxConnections)
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
                                capacity: limits.maxRememberedAddresses)
@@ -284,7 +286,7 @@ public final class SyncGateway: Sendable {
                         let client = ClientAddress(peer)
                         let trusted = ProxyNetwork.bytes(of: peer).map { bytes in options.trustedProxies.contains { $0.contains(bytes) } } ?? false
                         try channel.pipeline.syncOperations.addHandler(
-                            ProxyHeaderHandler(trusted: trusted, client: client, timeout: Self.timeAmount(limits.requestTimeout)) { [self] peer, line in
+                            ProxyHeaderHandler(trusted: trusted, client: client, timeout: TimeAmount(limits.requestTimeout)) { [self] peer, line in
                                 metrics.request(.other, status: .badRequest, sent: 0, outcome: .refused(.protocol))
                                 options.log?(GatewayLogEvent(level: .warning, event: "refusal", reason: GatewayMetrics.RefusalReason.protocol.label,
                                                              status: 400, peer: peer?.ipAddress, message: line))
@@ -292,10 +294,8 @@ public final class SyncGateway: Sendable {
                         if let sslContext {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                         }
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: limits.requestTimeout))
-                        try channel.pipeline.syncOperations.addHandler(WriteStallDeadline(timeout: limits.answerTimeout))
-                        return (try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel), client)
+                        return (try channel.httpServerConnection(requestTimeout: limits.requestTimeout,
+                                                                 then: [WriteStallDeadline(timeout: limits.answerTimeout)]), client)
                     }
                 }
             state.withLock { $0.server = server.channel }
@@ -337,27 +337,15 @@ public final class SyncGateway: Sendable {
 
     // MARK: - One connection
 
-    /// A `Duration` as NIO's `TimeAmount`.
-    static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, client: ClientAddress) async {
-        let admitted = state.withLock { state in
-            guard state.connections < options.limits.maxConnections else { return false }
-            state.connections += 1
-            return true
-        }
+        let admitted = connections.enter()
         let channel = connection.channel
         let key = ObjectIdentifier(channel)
         if admitted { state.withLock { $0.open[key] = (channel, true) } }
         @Sendable func forget() {
             guard admitted else { return }
-            state.withLock { state in
-                state.connections -= 1
-                state.open[key] = nil
-            }
+            state.withLock { $0.open[key] = nil }
+            connections.leave()
         }
         // The requests are read and answered in a task of their own: a task keeps the memory its
         // frames ever took until it is freed (its frames come from slabs it holds). A live stream's
@@ -462,7 +450,7 @@ public final class SyncGateway: Sendable {
                 }
                 // Over the connection limit: refused at once, before any body is read.
                 guard admitted else {
-                    try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
+                    try await refuse(.refusal(.serviceUnavailable, connections.refusalLine))
                     continue
                 }
                 // The credential is checked from the headers alone: a refusal answers and closes the
