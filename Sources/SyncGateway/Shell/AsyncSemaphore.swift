@@ -33,5 +33,8 @@ final class AsyncSemaphore: Sendable {
         }
         next?.resume()
     }
+
+    /// How many wait for a permit now.
+    var waiters: Int { state.withLock { $0.waiting.count } }
 }
 #endif
