@@ -20,6 +20,13 @@ import SyncWire
 /// connection's ``WriteStallDeadline`` stays before it: a device that stopped reading is closed at the
 /// answer deadline. At most one event waits unwritten: a change while one waits is written after it
 /// (a change says only that there is something to pull), a heartbeat while one waits is dropped.
+///
+/// `@unchecked Sendable`: the ``LiveHub`` holds streams under its lock and hands them to their event
+/// loops. Its `let`s never change; ``id`` is written once, under the hub's lock, before the stream
+/// is in the hub, and read only after that subscription returned (by the task that subscribed it, or
+/// on the event loop the stream was handed to after it); every other `var` (the context, what waits to
+/// be written, whether it ended) is read and written on ``eventLoop`` only: ``handle(_:)`` asserts it,
+/// and the handler's callbacks and its writes' completions run there.
 final class LiveStream: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
