@@ -151,6 +151,15 @@ let package = Package(
             "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "SyncTestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
         ]),
+        // The gateway's rooms type by type, without a database or a process: the LRU, the limiters, the
+        // live hub (registry and fan-out, on embedded channels), what /metrics renders, the resync queue,
+        // the push budgets (empty without the PostgreSQL trait, as SyncGateway is).
+        .testTarget(name: "SyncGatewayTests", dependencies: [
+            "KVStore", "SyncWire", "SyncKitPostgres", "SyncGateway", "HTTPServerKit",
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+            .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+            .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+        ]),
         // A malicious device against real gateway processes, through the wire format: impersonation, the
         // clock bound, framing, smuggling, bodies before authentication, slow readers, JWTs, TLS and
         // revocation (RELIABILITY.md's sync threat model names the test of each finding).

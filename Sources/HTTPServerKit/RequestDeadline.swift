@@ -17,8 +17,7 @@ public final class RequestDeadline: ChannelDuplexHandler, RemovableChannelHandle
     private var timer: Scheduled<Void>?
 
     public init(timeout: Duration) {
-        let (seconds, attoseconds) = timeout.components
-        self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self.timeout = TimeAmount(timeout)
     }
 
     private func arm(_ context: ChannelHandlerContext) {

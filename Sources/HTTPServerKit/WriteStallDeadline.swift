@@ -24,8 +24,7 @@ public final class WriteStallDeadline: ChannelDuplexHandler, @unchecked Sendable
     private var progress = NIODeadline.now()
 
     public init(timeout: Duration) {
-        let (seconds, attoseconds) = timeout.components
-        self.timeout = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self.timeout = TimeAmount(timeout)
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -15,7 +15,7 @@ final class ServeServer: Sendable {
     /// The secret in the printed URL: 32 random bytes as hex.
     let token: String
     private let threadPool: NIOThreadPool
-    private let connections = Locked(0)
+    private let connections = ConnectionLimit(max: ServeLimits.connections)
     private let port = Locked(0)
     private let requestTimeout: Duration
 
@@ -52,11 +52,9 @@ final class ServeServer: Sendable {
                     // A connection silent both ways for a minute is closed (an event stream is not: it
                     // sends a comment every 15 s), so idle clients cannot hold the connection slots.
                     try channel.pipeline.syncOperations.addHandlers([IdleStateHandler(allTimeout: .seconds(60)), CloseWhenIdle()])
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     // A request whose head and body take longer is cut off: bytes that keep trickling
                     // in reset the idle timer, not this one.
-                    try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: requestTimeout))
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    return try channel.httpServerConnection(requestTimeout: requestTimeout)
                 }
             }
         let bound = server.channel.localAddress?.port ?? requested
@@ -74,12 +72,8 @@ final class ServeServer: Sendable {
     // MARK: - One connection
 
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
-        let admitted = connections.withLock { count in
-            guard count < ServeLimits.connections else { return false }
-            count += 1
-            return true
-        }
-        defer { if admitted { connections.withLock { $0 -= 1 } } }
+        let admitted = connections.enter()
+        defer { if admitted { connections.leave() } }
         try? await connection.executeThenClose { inbound, outbound in
             var head: HTTPRequestHead?
             var body: [UInt8] = []
@@ -99,7 +93,7 @@ final class ServeServer: Sendable {
                     guard let requestHead = head else { continue }
                     head = nil
                     guard admitted else {
-                        try await write(.error(.serviceUnavailable, "too many connections (\(ServeLimits.connections)); try again"), keepAlive: false, to: outbound)
+                        try await write(.error(.serviceUnavailable, connections.refusalLine), keepAlive: false, to: outbound)
                         return
                     }
                     guard !tooLarge else {

@@ -153,6 +153,8 @@ public final class SyncGateway: Sendable {
     let link: DatabaseLink
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
+    /// The connections served at once (``Limits/maxConnections``).
+    let connections: ConnectionLimit
     /// Requests of verified principals.
     let limiter: RateLimiter<String>
     /// Failed authentications of source addresses.
@@ -188,7 +190,6 @@ public final class SyncGateway: Sendable {
     }
 
     struct State {
-        var connections = 0
         var bufferedBytes = 0
         var answerBytes = 0
         /// Each open connection, and whether it is between requests (closed at once on a drain).
@@ -215,6 +216,7 @@ public final class SyncGateway: Sendable {
         link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                             logger: options.logger)
         let limits = options.limits
+        connections = ConnectionLimit(max: limits.maxConnections)
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
                                capacity: limits.maxRememberedAddresses)
@@ -284,7 +286,7 @@ public final class SyncGateway: Sendable {
                         let client = ClientAddress(peer)
                         let trusted = ProxyNetwork.bytes(of: peer).map { bytes in options.trustedProxies.contains { $0.contains(bytes) } } ?? false
                         try channel.pipeline.syncOperations.addHandler(
-                            ProxyHeaderHandler(trusted: trusted, client: client, timeout: Self.timeAmount(limits.requestTimeout)) { [self] peer, line in
+                            ProxyHeaderHandler(trusted: trusted, client: client, timeout: TimeAmount(limits.requestTimeout)) { [self] peer, line in
                                 metrics.request(.other, status: .badRequest, sent: 0, outcome: .refused(.protocol))
                                 options.log?(GatewayLogEvent(level: .warning, event: "refusal", reason: GatewayMetrics.RefusalReason.protocol.label,
                                                              status: 400, peer: peer?.ipAddress, message: line))
@@ -292,10 +294,8 @@ public final class SyncGateway: Sendable {
                         if let sslContext {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                         }
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(RequestDeadline(timeout: limits.requestTimeout))
-                        try channel.pipeline.syncOperations.addHandler(WriteStallDeadline(timeout: limits.answerTimeout))
-                        return (try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel), client)
+                        return (try channel.httpServerConnection(requestTimeout: limits.requestTimeout,
+                                                                 then: [WriteStallDeadline(timeout: limits.answerTimeout)]), client)
                     }
                 }
             state.withLock { $0.server = server.channel }
@@ -337,27 +337,15 @@ public final class SyncGateway: Sendable {
 
     // MARK: - One connection
 
-    /// A `Duration` as NIO's `TimeAmount`.
-    static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-
     private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, client: ClientAddress) async {
-        let admitted = state.withLock { state in
-            guard state.connections < options.limits.maxConnections else { return false }
-            state.connections += 1
-            return true
-        }
+        let admitted = connections.enter()
         let channel = connection.channel
         let key = ObjectIdentifier(channel)
         if admitted { state.withLock { $0.open[key] = (channel, true) } }
         @Sendable func forget() {
             guard admitted else { return }
-            state.withLock { state in
-                state.connections -= 1
-                state.open[key] = nil
-            }
+            state.withLock { $0.open[key] = nil }
+            connections.leave()
         }
         // The requests are read and answered in a task of their own: a task keeps the memory its
         // frames ever took until it is freed (its frames come from slabs it holds). A live stream's
@@ -462,7 +450,7 @@ public final class SyncGateway: Sendable {
                 }
                 // Over the connection limit: refused at once, before any body is read.
                 guard admitted else {
-                    try await refuse(.refusal(.serviceUnavailable, "too many connections (\(options.limits.maxConnections)); try again"))
+                    try await refuse(.refusal(.serviceUnavailable, connections.refusalLine))
                     continue
                 }
                 // The credential is checked from the headers alone: a refusal answers and closes the
@@ -584,126 +572,5 @@ public final class SyncGateway: Sendable {
 
     /// The bytes of answers being written now.
     var answerBytes: Int { state.withLock { $0.answerBytes } }
-}
-
-/// Writes answers on one connection: the head, and a body of one slice, with the end in one flush; a
-/// larger body a 256 KiB slice at a time, each awaited until it is in the socket, so that a device that
-/// stopped reading leaves at most one slice in the channel, and the connection's ``WriteStallDeadline``
-/// (``SyncGateway/Limits/answerTimeout``) closes it when a slice makes no progress that long, failing
-/// the write and releasing the answer. A body is counted against the
-/// gateway's budget for answers until written; and since the last write is awaited too, an answer is
-/// whole in the socket before its connection is closed (Connection: close), never cut short by the close.
-struct AnswerWriter: Sendable {
-    let channel: Channel
-    let gateway: SyncGateway
-    /// The client's address (a trusted proxy's PROXY header's, else the peer's).
-    let client: ClientAddress
-
-    /// A slice of a body written at once: the writer waits for the device to read it before the next.
-    static let slice = 256 << 10
-
-    @inline(never)
-    /// Writes `response` (its body unless `withBody` is false: a HEAD request), counted under
-    /// `endpoint` with the `received` bytes of its request's body, and logged if it is a refusal or
-    /// an error.
-    func write(_ response: GatewayResponse, keepAlive: Bool, endpoint: GatewayMetrics.Endpoint, method: HTTPMethod,
-               received: Int = 0, withBody: Bool = true) async throws {
-        gateway.metrics.request(endpoint, status: response.status, received: received, sent: withBody ? response.body.readableBytes : 0,
-                                outcome: response.outcome)
-        gateway.log(response, method: method, endpoint: endpoint, peer: client.address)
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: response.contentType
-                    ?? (response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8"))
-        headers.add(name: "Content-Length", value: String(response.body.readableBytes))
-        headers.add(name: "Cache-Control", value: "no-store")
-        if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        // A page reserved its bytes before it was read (``SyncGateway/reserveAnswer(upTo:)``): they
-        // are released once written; other answers are counted from here.
-        let size = response.body.readableBytes
-        gateway.countAnswer(size - response.reserved)
-        defer {
-            gateway.countAnswer(-size)
-            response.turn?.end()
-        }
-        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
-                      promise: nil)
-        var buffer = withBody ? response.body : ByteBuffer()
-        while buffer.readableBytes > Self.slice {
-            try await send(.body(.byteBuffer(buffer.readSlice(length: Self.slice)!)))
-        }
-        if buffer.readableBytes > 0 { channel.write(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil) }
-        try await send(.end(nil))
-    }
-
-    /// Writes `part` and what was written before it, and waits until they are in the socket.
-    func send(_ part: HTTPServerResponsePart) async throws {
-        try await channel.writeAndFlush(part)
-    }
-}
-
-/// A connection's inbound and outbound, taken without `executeThenClose`: a live stream's connection
-/// outlives the task that read its request (its handler serves it from the event loop), so the channel
-/// cannot be closed when that task ends. The connection's owner closes it (``SyncGateway``'s `serve`).
-protocol UnscopedAsyncChannel {
-    associatedtype Inbound: Sendable
-    associatedtype Outbound: Sendable
-    var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
-    var outbound: NIOAsyncChannelOutboundWriter<Outbound> { get }
-}
-
-extension NIOAsyncChannel: UnscopedAsyncChannel {}
-
-extension UnscopedAsyncChannel {
-    var unscoped: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
-}
-
-/// One answer: the protocol's bytes, or a refusal as one line of text.
-struct GatewayResponse: Sendable {
-    var status: HTTPResponseStatus
-    /// The body, in the buffer it is written from (one copy of a large answer, not two).
-    var body: ByteBuffer
-    var retryAfter: Int?
-    /// Whether the connection is closed after it (a refused credential).
-    var closes = false
-    /// The Content-Type (`nil`: the protocol's for 200, else text).
-    var contentType: String?
-    /// What it is counted as: an answer, a refusal and its reason, or an error.
-    var outcome = Outcome.answered
-    /// The line logged for it, when its body is not one (a push answered with its clock's skew).
-    var logLine: String?
-    /// The bytes of ``SyncGateway/Limits/maxAnswerBytes`` already counted for it (its body's size, for
-    /// an answer whose room was reserved before it was read; else 0).
-    var reserved = 0
-    /// The resync turn it ends once written or abandoned (``ResyncQueue``).
-    var turn: ResyncTurn?
-
-    enum Outcome: Sendable, Equatable {
-        case answered
-        case refused(GatewayMetrics.RefusalReason)
-        /// The gateway or its database failed (503).
-        case failed
-    }
-
-    init(status: HTTPResponseStatus, body: ByteBuffer, retryAfter: Int? = nil, closes: Bool = false, contentType: String? = nil,
-         outcome: Outcome = .answered, logLine: String? = nil) {
-        (self.status, self.body, self.retryAfter, self.closes) = (status, body, retryAfter, closes)
-        (self.contentType, self.outcome, self.logLine) = (contentType, outcome, logLine)
-    }
-
-    static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: ByteBuffer(bytes: body)) }
-
-    /// A refusal: its reason is the status's (``GatewayMetrics/RefusalReason/of(_:)``) unless given.
-    static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil,
-                        reason: GatewayMetrics.RefusalReason? = nil) -> GatewayResponse {
-        GatewayResponse(status: status, body: ByteBuffer(string: line + "\n"), retryAfter: retryAfter,
-                        closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests,
-                        outcome: .refused(reason ?? .of(status)))
-    }
-
-    /// An error of the gateway or its database: 503, to be tried again.
-    static func failure(_ line: String) -> GatewayResponse {
-        GatewayResponse(status: .serviceUnavailable, body: ByteBuffer(string: line + "\n"), retryAfter: 1, outcome: .failed)
-    }
 }
 #endif

@@ -59,7 +59,7 @@ extension SyncGateway {
                 }
                 let open = connection!
                 try await withDeadline(Self.probeTimeout, what: "the database", onTimeout: { try? await open.close() }) {
-                    _ = try await open.query("SELECT 1", logger: logger)
+                    try await ServerStatements.probe(open, logger: logger)
                 }
                 if let down = link.markUp() {
                     options.log?(GatewayLogEvent(level: .info, event: "recovered",

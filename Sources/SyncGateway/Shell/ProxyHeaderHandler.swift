@@ -16,7 +16,10 @@ import NIOCore
 ///   log): a client never chooses the address it is counted under.
 ///
 /// It passes on everything after the header unchanged (TLS, HTTP), then removes itself.
-final class ProxyHeaderHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+///
+/// Not `Sendable`: it is made and added in the connection's channel initializer, on the channel's event
+/// loop, and only that loop calls it (its timer's closure holds the channel, not the handler).
+final class ProxyHeaderHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
