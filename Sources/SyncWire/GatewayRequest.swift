@@ -85,7 +85,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
     /// - Parameter header: every value of a header, by its name in lower case.
     package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int) throws(GatewayRefusal) {
         operation = try Self.operation(method: method, uri: uri)
-        let authorizations = header("authorization")
+        let authorizations = header(GatewayHeader.authorization.lowercased)
         guard let authorization = authorizations.first else {
             throw GatewayRefusal(401, "no credential: send Authorization: Bearer TOKEN")
         }
@@ -98,7 +98,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
         guard CredentialText.isToken(credential) || CredentialText.isJWT(credential) else {
             throw GatewayRefusal(401, "the credential is neither a sync token (\(CredentialText.tokenPrefix)…) nor a JWT")
         }
-        let groups = header(GatewayWire.groupHeader.lowercased())
+        let groups = header(GatewayHeader.group.lowercased)
         guard let named = groups.first, !named.isEmpty else {
             throw GatewayRefusal(400, "no \(GatewayWire.groupHeader) header naming the group to sync")
         }
@@ -108,7 +108,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
         }
         group = named
         // The install id is a secret of the device's: a refusal names the header, never its value.
-        let installs = header(InstallID.header.lowercased())
+        let installs = header(GatewayHeader.install.lowercased)
         guard installs.count <= 1 else { throw GatewayRefusal(400, "more than one \(InstallID.header) header") }
         if let text = installs.first {
             guard InstallID.isSecret(text) else {
