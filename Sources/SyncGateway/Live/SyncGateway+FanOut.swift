@@ -1,0 +1,50 @@
+#if PostgreSQL
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTPServerKit
+import KVStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import SyncKitPostgres
+import SyncWire
+
+extension SyncGateway {
+    /// How often a live stream gets a comment when nothing happens (devices drop a stream silent for
+    /// twice as long, and connect again).
+    static let heartbeat: Duration = .seconds(15)
+
+    /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
+    /// notification wakes its group's streams.
+    func listen() async {
+        var backoff: Duration = .milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                let connection = try await PostgresConnection.connect(configuration: try database.connectionConfiguration(), id: 0,
+                                                                      logger: options.logger)
+                defer { Task { try? await connection.close() } }
+                try await connection.listen(on: ServerStatements.channel) { notifications in
+                    backoff = .milliseconds(100)
+                    hub.notify(group: nil)
+                    for try await notification in notifications { hub.notify(group: notification.payload) }
+                }
+            } catch {
+                if Task.isCancelled { return }
+            }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(5))
+        }
+    }
+
+    /// Every ``heartbeat``, a comment to every stream.
+    func beat() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.heartbeat)
+            hub.heartbeat()
+        }
+    }
+}
+#endif
