@@ -233,9 +233,9 @@ extension SyncGateway {
     /// here on.
     static func scope(_ principal: Principal, on connection: PostgresConnection, logger: Logger) async throws -> Principal {
         try await connection.query("""
-            SELECT set_config('kvsync.group', \(principal.group), true),
-                   set_config('kvsync.device', \(principal.device ?? ""), true),
-                   set_config('kvsync.read_only', \(principal.readOnly ? "on" : "off"), true),
+            SELECT set_config('\(unescaped: ServerSetting.group.rawValue)', \(principal.group), true),
+                   set_config('\(unescaped: ServerSetting.device.rawValue)', \(principal.device ?? ""), true),
+                   set_config('\(unescaped: ServerSetting.readOnly.rawValue)', \(principal.readOnly ? "on" : "off"), true),
                    set_config('role', \(ServerStatements.gatewayRole), true)
             """, logger: logger)
         return principal
@@ -252,13 +252,13 @@ extension SyncGateway {
         let publicID = install.map(InstallID.publicID(of:))
         let rows = try await connection.query("""
             SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
-                   set_config('kvsync.group', a.group_id, true),
-                   set_config('kvsync.device', CASE
+                   set_config('\(unescaped: ServerSetting.group.rawValue)', a.group_id, true),
+                   set_config('\(unescaped: ServerSetting.device.rawValue)', CASE
                        WHEN \(publicID)::text IS NOT NULL
                             AND octet_length(coalesce(a.device, 'credential-' || a.id)) <= \(InstallID.maxNameBytesWithInstall)
                        THEN coalesce(a.device, 'credential-' || a.id) || \(InstallID.separator) || \(publicID)::text
                        ELSE coalesce(a.device, 'credential-' || a.id) END, true),
-                   set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
+                   set_config('\(unescaped: ServerSetting.readOnly.rawValue)', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
                    set_config('role', \(ServerStatements.gatewayRole), true)
             FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
             """, logger: logger)

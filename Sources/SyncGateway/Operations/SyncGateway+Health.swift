@@ -67,7 +67,7 @@ extension SyncGateway {
         let result: (Bool, String)
         do {
             let (client, logger) = (try pool(), options.logger)
-            try await withDeadline(Self.readinessTimeout, what: "the database") {
+            try await withDeadline(Self.readinessTimeout, what: "the database", typedTimeout: true) {
                 try await client.withTransaction(logger: logger) { connection in
                     try await connection.query("SELECT set_config('role', \(ServerStatements.gatewayRole), true)", logger: logger)
                     try await ServerStatements.checkSchema(connection, logger: logger)
@@ -76,7 +76,7 @@ extension SyncGateway {
             result = (true, "ready")
         } catch {
             let inner = (error as? PostgresTransactionError)?.closureError ?? error
-            if case ReplicationError.server(let message)? = inner as? ReplicationError, message.hasPrefix("no answer from") {
+            if inner is DeadlinePassed {
                 result = (false, "not ready: the database at \(database.shownEndpoint) does not answer within \(Self.seconds(Self.readinessTimeout))")
             } else if Self.isConnectionFailure(inner) || inner is DatabaseLink.Unreachable {
                 result = (false, "not ready: the database at \(database.shownEndpoint) is unreachable (\(Self.unreachableWords(inner)))")

@@ -26,7 +26,7 @@ extension SyncGateway {
                 }
         } catch {
             let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-            if "\(error)".contains("Address already in use") {
+            if isAddressInUse(error) {
                 throw GatewayListenError(description: "the metrics address \(shown) is in use: pass --metrics-listen HOST:PORT (port 0: any free port), or --metrics-listen off")
             }
             throw GatewayListenError(description: "cannot listen for metrics on \(shown): \(error)")

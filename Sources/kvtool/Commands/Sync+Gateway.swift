@@ -1,6 +1,7 @@
 #if PostgreSQL
 import ArgumentParser
 import Foundation
+import HTTPServerKit
 import KVStore
 import SyncGateway
 import SyncKitPostgres
@@ -438,7 +439,7 @@ extension SyncCommand {
             } catch let error as GatewayListenError {
                 throw CLIError(.failure, error.description)
             } catch {
-                if "\(error)".contains("Address already in use") {
+                if isAddressInUse(error) {
                     throw CLIError(.failure, "\(listen) is in use: pass --listen HOST:PORT, or port 0 for any free port")
                 }
                 throw CLIError(.failure, "the gateway stopped: \(error)")
