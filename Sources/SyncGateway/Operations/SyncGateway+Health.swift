@@ -20,11 +20,11 @@ extension SyncGateway {
     /// other request. They take no credential and no rate: a load balancer's checks must not be
     /// refused by the limits devices are held to.
     func operationsAnswer(method: HTTPMethod, endpoint: GatewayMetrics.Endpoint, metrics served: Bool) async -> GatewayResponse? {
-        guard endpoint == .healthz || endpoint == .readyz || (served && endpoint == .metrics) else { return nil }
+        guard let operations = endpoint.source.operations, operations != .metrics || served else { return nil }
         guard method == .GET || method == .HEAD else {
             return GatewayResponse(status: .methodNotAllowed, body: ByteBuffer(string: "\(endpoint.label) takes GET\n"), outcome: .refused(.protocol))
         }
-        switch endpoint {
+        switch operations {
         case .healthz:
             return GatewayResponse(status: .ok, body: ByteBuffer(string: "ok\n"), contentType: "text/plain; charset=utf-8")
         case .readyz:
@@ -37,7 +37,7 @@ extension SyncGateway {
                 ? "not ready: the database does not answer, or its schema is not this gateway's" : reason
             return GatewayResponse(status: ready ? .ok : .serviceUnavailable, body: ByteBuffer(string: line + "\n"),
                                    contentType: "text/plain; charset=utf-8")
-        default:
+        case .metrics:
             let (connections, inFlight, draining) = state.withLock { state in
                 (state.connections, state.open.values.count { !$0.idle }, state.draining)
             }
