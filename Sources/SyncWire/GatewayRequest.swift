@@ -2,7 +2,8 @@ import KVStore
 
 /// A refusal of a device's request: an HTTP status and one line of text (never the credential).
 package struct GatewayRefusal: Error, Equatable, Sendable, CustomStringConvertible {
-    package var status: Int
+    /// The status, one of those a gateway answers.
+    package var gatewayStatus: GatewayStatus
     package var line: String
     /// Seconds to wait, for a 429 or 503 (`Retry-After`).
     package var retryAfter: Int?
@@ -10,8 +11,11 @@ package struct GatewayRefusal: Error, Equatable, Sendable, CustomStringConvertib
     /// A refusal with one of the statuses a gateway answers (``GatewayStatus``: a new one is a case
     /// there, with its meaning, before it can be sent).
     package init(_ status: GatewayStatus, _ line: String, retryAfter: Int? = nil) {
-        (self.status, self.line, self.retryAfter) = (status.rawValue, line, retryAfter)
+        (self.gatewayStatus, self.line, self.retryAfter) = (status, line, retryAfter)
     }
+
+    /// The status's code.
+    package var status: Int { gatewayStatus.rawValue }
 
     package var description: String { "\(status) \(line)" }
 }
@@ -135,7 +139,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
         }
         if operation.hasBody {
             guard !lengths.isEmpty else { throw GatewayRefusal(.lengthRequired, "a push needs a Content-Length") }
-            guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(.contentTooLarge, "the request body is over \(maxBodyBytes) bytes") }
+            guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(.payloadTooLarge, "the request body is over \(maxBodyBytes) bytes") }
         } else if bodyLength != 0 {
             throw GatewayRefusal(.badRequest, "this request takes no body")
         }

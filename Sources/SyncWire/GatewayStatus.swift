@@ -13,7 +13,7 @@ package enum GatewayStatus: Int, CaseIterable, Sendable {
     case methodNotAllowed = 405
     case conflict = 409
     case lengthRequired = 411
-    case contentTooLarge = 413
+    case payloadTooLarge = 413
     case uriTooLong = 414
     case tooManyRequests = 429
     case internalServerError = 500
@@ -46,7 +46,7 @@ package enum GatewayStatus: Int, CaseIterable, Sendable {
         case .unauthorized, .forbidden: .credential
         case .conflict: .deviceInUse
         case .tooManyRequests: .rate
-        case .contentTooLarge, .serviceUnavailable: .capacity
+        case .payloadTooLarge, .serviceUnavailable: .capacity
         case .internalServerError: .failure
         }
     }

@@ -67,7 +67,7 @@ import Testing
         for reason in GatewayMetrics.RefusalReason.allCases {
             // The statuses a refusal of this reason is answered with (an answer and a failure are none).
             let statuses = GatewayStatus.allCases.filter { status in
-                status.meaning != .answered && status.meaning != .failure && GatewayMetrics.RefusalReason.of(code: status.rawValue) == reason
+                status.meaning != .answered && status.meaning != .failure && GatewayMetrics.RefusalReason.of(status) == reason
             }.map(\.rawValue)
             guard !statuses.isEmpty else { continue }
             let listed = try Self.between(refusals, "`\(reason.label)` (", ")")

@@ -105,14 +105,12 @@ public final class GatewayMetrics: Sendable {
 
         /// The reason a refusal with `status` has, unless its maker says otherwise: what the status
         /// means (``GatewayStatus/meaning``, the table devices read too).
-        static func of(_ status: HTTPResponseStatus) -> RefusalReason { of(code: Int(status.code)) }
-
-        static func of(code: Int) -> RefusalReason {
-            switch GatewayStatus(rawValue: code)?.meaning {
-            case .credential?, .deviceInUse?: .credential
-            case .rate?: .rate
-            case .capacity?: .caps
-            case .protocol?, .failure?, .answered?, nil: .protocol
+        static func of(_ status: GatewayStatus) -> RefusalReason {
+            switch status.meaning {
+            case .credential, .deviceInUse: .credential
+            case .rate: .rate
+            case .capacity: .caps
+            case .protocol, .failure, .answered: .protocol
             }
         }
     }
@@ -146,8 +144,8 @@ public final class GatewayMetrics: Sendable {
 
     /// One answered request: its endpoint and status, the bytes of its body and its answer, and why
     /// it was refused or whether it failed.
-    func request(_ endpoint: Endpoint, status: HTTPResponseStatus, received: Int = 0, sent: Int, outcome: GatewayResponse.Outcome) {
-        let statusIndex = Self.statuses.firstIndex(of: status.code) ?? Self.statuses.count
+    func request(_ endpoint: Endpoint, status: GatewayStatus, received: Int = 0, sent: Int, outcome: GatewayResponse.Outcome) {
+        let statusIndex = Self.statuses.firstIndex(of: UInt(status.rawValue)) ?? Self.statuses.count
         counts.withLock { counts in
             counts.requests[endpoint.rawValue * (Self.statuses.count + 1) + statusIndex] += 1
             counts.bytesReceived += received

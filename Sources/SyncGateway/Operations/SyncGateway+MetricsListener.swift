@@ -73,7 +73,7 @@ extension SyncGateway {
                     headers.add(name: "Content-Length", value: String(response.body.readableBytes))
                     headers.add(name: "Cache-Control", value: "no-store")
                     headers.add(name: "Connection", value: "close")
-                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: response.httpStatus, headers: headers)))
                     if request.method != .HEAD { try await outbound.write(.body(.byteBuffer(response.body))) }
                     try await outbound.write(.end(nil))
                     return

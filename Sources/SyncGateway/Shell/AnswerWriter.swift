@@ -51,7 +51,7 @@ struct AnswerWriter: Sendable {
             gateway.countAnswer(-size)
             response.turn?.end()
         }
-        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.httpStatus, headers: headers)),
                       promise: nil)
         var buffer = withBody ? response.body : ByteBuffer()
         while buffer.readableBytes > Self.slice {
