@@ -2,14 +2,20 @@ import KVStore
 
 /// A refusal of a device's request: an HTTP status and one line of text (never the credential).
 package struct GatewayRefusal: Error, Equatable, Sendable, CustomStringConvertible {
-    package var status: Int
+    /// The status, one of those a gateway answers.
+    package var gatewayStatus: GatewayStatus
     package var line: String
     /// Seconds to wait, for a 429 or 503 (`Retry-After`).
     package var retryAfter: Int?
 
-    package init(_ status: Int, _ line: String, retryAfter: Int? = nil) {
-        (self.status, self.line, self.retryAfter) = (status, line, retryAfter)
+    /// A refusal with one of the statuses a gateway answers (``GatewayStatus``: a new one is a case
+    /// there, with its meaning, before it can be sent).
+    package init(_ status: GatewayStatus, _ line: String, retryAfter: Int? = nil) {
+        (self.gatewayStatus, self.line, self.retryAfter) = (status, line, retryAfter)
     }
+
+    /// The status's code.
+    package var status: Int { gatewayStatus.rawValue }
 
     package var description: String { "\(status) \(line)" }
 }
@@ -85,64 +91,64 @@ package struct GatewayRequestHead: Equatable, Sendable {
     /// - Parameter header: every value of a header, by its name in lower case.
     package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int) throws(GatewayRefusal) {
         operation = try Self.operation(method: method, uri: uri)
-        let authorizations = header("authorization")
+        let authorizations = header(GatewayHeader.authorization.lowercased)
         guard let authorization = authorizations.first else {
-            throw GatewayRefusal(401, "no credential: send Authorization: Bearer TOKEN")
+            throw GatewayRefusal(.unauthorized, "no credential: send Authorization: Bearer TOKEN")
         }
-        guard authorizations.count == 1 else { throw GatewayRefusal(400, "more than one Authorization header") }
+        guard authorizations.count == 1 else { throw GatewayRefusal(.badRequest, "more than one Authorization header") }
         let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
-            throw GatewayRefusal(401, "the credential is not a bearer token (Authorization: Bearer TOKEN)")
+            throw GatewayRefusal(.unauthorized, "the credential is not a bearer token (Authorization: Bearer TOKEN)")
         }
         credential = String(parts[1])
         guard CredentialText.isToken(credential) || CredentialText.isJWT(credential) else {
-            throw GatewayRefusal(401, "the credential is neither a sync token (\(CredentialText.tokenPrefix)…) nor a JWT")
+            throw GatewayRefusal(.unauthorized, "the credential is neither a sync token (\(CredentialText.tokenPrefix)…) nor a JWT")
         }
-        let groups = header(GatewayWire.groupHeader.lowercased())
+        let groups = header(GatewayHeader.group.lowercased)
         guard let named = groups.first, !named.isEmpty else {
-            throw GatewayRefusal(400, "no \(GatewayWire.groupHeader) header naming the group to sync")
+            throw GatewayRefusal(.badRequest, "no \(GatewayWire.groupHeader) header naming the group to sync")
         }
-        guard groups.count == 1 else { throw GatewayRefusal(400, "more than one \(GatewayWire.groupHeader) header") }
+        guard groups.count == 1 else { throw GatewayRefusal(.badRequest, "more than one \(GatewayWire.groupHeader) header") }
         guard (try? GroupIdentifier(named)) != nil else {
-            throw GatewayRefusal(400, "the \(GatewayWire.groupHeader) header is not a group identifier")
+            throw GatewayRefusal(.badRequest, "the \(GatewayWire.groupHeader) header is not a group identifier")
         }
         group = named
         // The install id is a secret of the device's: a refusal names the header, never its value.
-        let installs = header(InstallID.header.lowercased())
-        guard installs.count <= 1 else { throw GatewayRefusal(400, "more than one \(InstallID.header) header") }
+        let installs = header(GatewayHeader.install.lowercased)
+        guard installs.count <= 1 else { throw GatewayRefusal(.badRequest, "more than one \(InstallID.header) header") }
         if let text = installs.first {
             guard InstallID.isSecret(text) else {
-                throw GatewayRefusal(400, "the \(InstallID.header) header is not an install id (\(InstallID.secretLength) characters of base64url)")
+                throw GatewayRefusal(.badRequest, "the \(InstallID.header) header is not an install id (\(InstallID.secretLength) characters of base64url)")
             }
             install = text
         }
         // Bodies come with a Content-Length, and only with a push: a chunked body (or one with two
         // lengths, which HTTP parsing already refuses) never reaches the budget of bodies unmeasured.
         guard header("transfer-encoding").isEmpty else {
-            throw GatewayRefusal(400, "a request body must come with a Content-Length, not a Transfer-Encoding")
+            throw GatewayRefusal(.badRequest, "a request body must come with a Content-Length, not a Transfer-Encoding")
         }
         let lengths = header("content-length")
-        guard lengths.count <= 1 else { throw GatewayRefusal(400, "more than one Content-Length header") }
+        guard lengths.count <= 1 else { throw GatewayRefusal(.badRequest, "more than one Content-Length header") }
         if let text = lengths.first {
             guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(text) else {
-                throw GatewayRefusal(400, "the Content-Length is not a number of bytes")
+                throw GatewayRefusal(.badRequest, "the Content-Length is not a number of bytes")
             }
             bodyLength = length
         } else {
             bodyLength = 0
         }
         if operation.hasBody {
-            guard !lengths.isEmpty else { throw GatewayRefusal(411, "a push needs a Content-Length") }
-            guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(413, "the request body is over \(maxBodyBytes) bytes") }
+            guard !lengths.isEmpty else { throw GatewayRefusal(.lengthRequired, "a push needs a Content-Length") }
+            guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(.payloadTooLarge, "the request body is over \(maxBodyBytes) bytes") }
         } else if bodyLength != 0 {
-            throw GatewayRefusal(400, "this request takes no body")
+            throw GatewayRefusal(.badRequest, "this request takes no body")
         }
     }
 
     /// The ``GatewayEndpoint`` a request line names (`/v1/changes` with `?after=N&limit=M`); another
     /// version is refused in one line that names both.
     package static func operation(method: String, uri: String) throws(GatewayRefusal) -> GatewayOperation {
-        guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(414, "the request target is over 2048 bytes") }
+        guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(.uriTooLong, "the request target is over 2048 bytes") }
         let (path, query) = try split(uri)
         // Exactly `/vN/NAME`: no empty segment (`//v1/push`), none more (`/v1/push/`).
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
@@ -150,13 +156,13 @@ package struct GatewayRequestHead: Equatable, Sendable {
         guard segments.count == 3, segments[0].isEmpty, let first = parts.first, first.first == "v", first.count <= 10,
               first.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let version = Int(first.dropFirst()),
               String(first.dropFirst()) == String(version), let name = parts.last, !name.isEmpty else {
-            throw GatewayRefusal(404, "no such endpoint (the sync protocol's are under /v\(GatewayWire.version)/)")
+            throw GatewayRefusal(.notFound, "no such endpoint (the sync protocol's are under /v\(GatewayWire.version)/)")
         }
         guard version == GatewayWire.version else {
-            throw GatewayRefusal(400, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
+            throw GatewayRefusal(.badRequest, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
         }
         guard let endpoint = GatewayEndpoint(method: method, name: name) else {
-            throw GatewayRefusal(404, "no such endpoint: the method and path name none of the sync protocol's")
+            throw GatewayRefusal(.notFound, "no such endpoint: the method and path name none of the sync protocol's")
         }
         let operation: GatewayOperation
         switch endpoint {
@@ -167,31 +173,31 @@ package struct GatewayRequestHead: Equatable, Sendable {
             // No query: the whole state, as devices before paged resyncs ask it.
             guard !query.isEmpty else { return .state }
             guard Set(query.keys).isSubset(of: ["after", "limit"]) else {
-                throw GatewayRefusal(400, "state takes only ?after=CURSOR&limit=N")
+                throw GatewayRefusal(.badRequest, "state takes only ?after=CURSOR&limit=N")
             }
             guard let text = query["limit"], let limit = Int(text), text.first != "+", (1...maxPageChanges).contains(limit) else {
-                throw GatewayRefusal(400, "a page of the state needs ?limit=N, from 1 to \(maxPageChanges)")
+                throw GatewayRefusal(.badRequest, "a page of the state needs ?limit=N, from 1 to \(maxPageChanges)")
             }
             var after: StateCursor?
             if let text = query["after"] { after = try StateCursor(text: text) }
             return .statePage(after: after, limit: limit)
         case .changes:
             guard let text = query["after"], let after = Int64(text), after >= 0, text.first != "+" else {
-                throw GatewayRefusal(400, "changes needs ?after=CURSOR, a sequence number")
+                throw GatewayRefusal(.badRequest, "changes needs ?after=CURSOR, a sequence number")
             }
             var limit = 1_000
             if let text = query["limit"] {
                 guard let asked = Int(text), text.first != "+", (1...maxPageChanges).contains(asked) else {
-                    throw GatewayRefusal(400, "limit must be from 1 to \(maxPageChanges)")
+                    throw GatewayRefusal(.badRequest, "limit must be from 1 to \(maxPageChanges)")
                 }
                 limit = asked
             }
             guard Set(query.keys).isSubset(of: ["after", "limit"]) else {
-                throw GatewayRefusal(400, "changes takes only ?after=CURSOR&limit=N")
+                throw GatewayRefusal(.badRequest, "changes takes only ?after=CURSOR&limit=N")
             }
             return .changes(after: after, limit: limit)
         }
-        guard query.isEmpty else { throw GatewayRefusal(400, "\(Self.shown(path)) takes no query") }
+        guard query.isEmpty else { throw GatewayRefusal(.badRequest, "\(Self.shown(path)) takes no query") }
         return operation
     }
 
@@ -203,7 +209,7 @@ package struct GatewayRequestHead: Equatable, Sendable {
             let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(halves[0])
             guard query.updateValue(halves.count > 1 ? String(halves[1]) : "", forKey: name) == nil else {
-                throw GatewayRefusal(400, "the query names a parameter twice")
+                throw GatewayRefusal(.badRequest, "the query names a parameter twice")
             }
         }
         return (String(uri[..<mark]), query)

@@ -32,8 +32,16 @@ package enum GatewayWire {
     /// The longest device id, kind or name the protocol carries (and the server's statements read).
     package static let maxNameBytes = 200
     package static let contentType = "application/vnd.kvsync.v1"
-    /// The header naming the group the device syncs (checked against its credential's).
-    package static let groupHeader = "KVSync-Group"
+    /// The largest request body a gateway takes by default (a push batch; devices split theirs to stay
+    /// under it): `SyncGateway.Limits.maxBodyBytes`, and what a device sends at most.
+    package static let maxBodyBytes = 32 << 20
+    /// ``GatewayHeader/group``'s name.
+    package static let groupHeader = GatewayHeader.group.rawValue
+    /// How often a gateway sends a live stream's heartbeat comment (``GatewayEvent/heartbeat``).
+    package static let heartbeat: Duration = .seconds(15)
+    /// How long a device waits on a silent live stream before it drops it (a network that drops
+    /// packets): over twice the ``heartbeat``, so that one late heartbeat does not end a stream.
+    package static let silence: Duration = .seconds(35)
 }
 
 /// Why a gateway message does not decode.

@@ -20,7 +20,7 @@ import KVStore
 ///   it was. So is one whose name leaves no room for the suffix within ``GatewayWire/maxNameBytes``.
 package enum InstallID {
     /// The header a device sends its install id in, with every request.
-    package static let header = "KVSync-Install"
+    package static let header = GatewayHeader.install.rawValue
     /// The length of a secret's text: 32 bytes of base64url, unpadded.
     package static let secretLength = 43
     /// Between a device's name and an install's public id.

@@ -29,7 +29,7 @@ package struct StateCursor: Hashable, Sendable {
     /// Reads ``text``'s form: a kind and a name of at most ``GatewayWire/maxNameBytes`` bytes of UTF-8
     /// without a NUL (PostgreSQL's text holds none), and a key of at most `Store.maxKeySize` bytes.
     package init(text: some StringProtocol) throws(GatewayRefusal) {
-        guard let bytes = Hex.decode(text.utf8) else { throw GatewayRefusal(400, "the state cursor is not hexadecimal") }
+        guard let bytes = Hex.decode(text.utf8) else { throw GatewayRefusal(.badRequest, "the state cursor is not hexadecimal") }
         var reader = WireReader(bytes)
         do {
             kind = try reader.text(max: GatewayWire.maxNameBytes)
@@ -37,8 +37,8 @@ package struct StateCursor: Hashable, Sendable {
             key = try reader.data(max: Store.maxKeySize)
             try reader.end()
         } catch {
-            throw GatewayRefusal(400, "the state cursor is malformed: \(error)")
+            throw GatewayRefusal(.badRequest, "the state cursor is malformed: \(error)")
         }
-        guard !kind.utf8.contains(0), !name.utf8.contains(0) else { throw GatewayRefusal(400, "the state cursor holds a NUL byte") }
+        guard !kind.utf8.contains(0), !name.utf8.contains(0) else { throw GatewayRefusal(.badRequest, "the state cursor holds a NUL byte") }
     }
 }

@@ -53,6 +53,18 @@ import Workloads
         try run(productsDirectory() + "/kvtool", ["--root", dir.path, "--group", group] + arguments)
     }
 
+    /// A port another server holds is named, with what to do (kvtool recognizes SwiftNIO's bind error
+    /// by its errno, not by its text: issue 48).
+    @Test func aPortInUseIsNamed() throws {
+        try fixture()
+        let server = try Server(root: dir.path, group: group)
+        let second = try run(productsDirectory() + "/kvtool", ["serve", "--root", dir.path, "--group", group, "--port", "\(server.port)"],
+                             timeout: BuildScale.seconds(60))
+        #expect(second.status == 74)
+        #expect(second.stderr == "kvtool: error: port \(server.port) on 127.0.0.1 is in use: pass --port N, or --port 0 for any free port\n",
+                "\(second.stderr)")
+    }
+
     @Test func everyEndpointAnswersFromTheStore() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)

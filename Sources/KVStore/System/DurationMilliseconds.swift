@@ -6,3 +6,11 @@ package extension Duration {
         return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
+
+package extension Duration {
+    /// This duration in seconds, as a command-line option takes it (`30.0`, `0.25`).
+    var inSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -11,16 +11,16 @@ import SyncWire
 extension SyncGateway {
     /// A refusal found while answering: rolls the request's transaction back.
     struct Refusal: Error {
-        var status: HTTPResponseStatus
+        var status: GatewayStatus
         var line: String
         var retryAfter: Int?
 
-        init(status: HTTPResponseStatus, line: String, retryAfter: Int? = nil) {
+        init(status: GatewayStatus, line: String, retryAfter: Int? = nil) {
             (self.status, self.line, self.retryAfter) = (status, line, retryAfter)
         }
 
         init(_ refusal: GatewayRefusal) {
-            self.init(status: HTTPResponseStatus(statusCode: refusal.status), line: refusal.line, retryAfter: refusal.retryAfter)
+            self.init(status: refusal.gatewayStatus, line: refusal.line, retryAfter: refusal.retryAfter)
         }
 
         var response: GatewayResponse { .refusal(status, line, retryAfter: retryAfter) }

@@ -51,14 +51,14 @@ extension SyncGateway {
                 if connection == nil || connection!.isClosed {
                     if let closed = connection { try? await closed.close() }
                     connection = nil
-                    connection = try await withDeadline(Self.probeTimeout, what: "the database") {
+                    connection = try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true) {
                         try await PostgresConnection.connect(configuration: settings, id: 3, logger: logger)
                     } abandoned: { late in
                         try? await late.close()
                     }
                 }
                 let open = connection!
-                try await withDeadline(Self.probeTimeout, what: "the database", onTimeout: { try? await open.close() }) {
+                try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true, onTimeout: { try? await open.close() }) {
                     try await ServerStatements.probe(open, logger: logger)
                 }
                 if let down = link.markUp() {
@@ -92,7 +92,7 @@ extension SyncGateway {
         let inner = (error as? PostgresTransactionError)?.closureError ?? error
         if let unreachable = inner as? DatabaseLink.Unreachable { return unreachable.reason }
         if let reason = unreachableReason(inner) { return reason }
-        if case ReplicationError.server(let message)? = inner as? ReplicationError, message.hasPrefix("no answer from") {
+        if inner is DeadlinePassed {
             return "no answer within \(seconds(probeTimeout))"
         }
         if let error = inner as? PSQLError {

@@ -38,14 +38,15 @@ extension SyncGateway {
             let limit = max(min(attempt, deadline - ContinuousClock.now), .milliseconds(100))
             let reason: String
             do {
-                return try await withDeadline(limit, what: "the database") {
+                return try await withDeadline(limit, what: "the database", typedTimeout: true) {
                     try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
                 } abandoned: { late in
                     try? await late.close()
                 }
-            } catch let error as ReplicationError {
-                guard case .server(let message) = error, message.hasPrefix("no answer from") else { throw error }
+            } catch is DeadlinePassed {
                 reason = "no answer"
+            } catch let error as ReplicationError {
+                throw error
             } catch {
                 guard let unreachable = unreachableReason(error) else { throw error }
                 reason = unreachable

@@ -20,7 +20,7 @@ final class LiveHub: Sendable {
     enum Event: Sendable {
         case change
         case heartbeat
-        case closed(String)
+        case closed(GatewayCloseReason)
     }
 
     private struct State {
@@ -95,9 +95,9 @@ final class LiveHub: Sendable {
     /// Ends the streams of these credentials (revoked) and of those whose time is up.
     func close(credentials revoked: Set<Int64>, expiredBy now: Date) {
         let ending = state.withLock { state in
-            state.groups.values.flatMap(\.values).compactMap { stream -> (LiveStream, String)? in
-                if let id = stream.credential, revoked.contains(id) { return (stream, "the credential was revoked") }
-                if let expiry = stream.expiresAt, expiry <= now { return (stream, "the credential has expired") }
+            state.groups.values.flatMap(\.values).compactMap { stream -> (LiveStream, GatewayCloseReason)? in
+                if let id = stream.credential, revoked.contains(id) { return (stream, .revoked) }
+                if let expiry = stream.expiresAt, expiry <= now { return (stream, .expired) }
                 return nil
             }
         }
@@ -110,7 +110,7 @@ final class LiveHub: Sendable {
             state.closed = true
             return state.groups.values.flatMap(\.values)
         }
-        deliver(.closed("the gateway is shutting down"), to: all)
+        deliver(.closed(.draining), to: all)
     }
 
     /// `event` to each of `streams`, on their event loops: one task per loop for all its streams.

@@ -51,7 +51,7 @@ final class LiveStream: ChannelInboundHandler, @unchecked Sendable {
     /// A change came while a write waited (or before the stream was added): written once it is done.
     private var owesChange = false
     /// Why the stream is to end, when it came before the stream was added.
-    private var ending: String?
+    private var ending: GatewayCloseReason?
     private var ended = false
     private var received = 0
 
@@ -142,10 +142,10 @@ final class LiveStream: ChannelInboundHandler, @unchecked Sendable {
     }
 
     /// The `closed` event and the body's end, then the close once they are written (or failed).
-    private func end(_ reason: String) {
+    private func end(_ reason: GatewayCloseReason) {
         guard let context, !ended else { return }
         ended = true
-        let closed = Self.chunk(GatewayEvent.closed.frame(data: reason))
+        let closed = Self.chunk(GatewayEvent.closed.frame(data: reason.text))
         var buffer = closed.buffer
         var last = Self.end
         buffer.writeBuffer(&last)

@@ -14,8 +14,8 @@ import SyncWire
 
 extension SyncGateway {
     /// How often a live stream gets a comment when nothing happens (devices drop a stream silent for
-    /// twice as long, and connect again).
-    static let heartbeat: Duration = .seconds(15)
+    /// over twice as long, and connect again): the protocol's.
+    static let heartbeat = GatewayWire.heartbeat
 
     /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
     /// notification wakes its group's streams.

@@ -2,6 +2,7 @@
 import Foundation
 import KVStore
 import NIOHTTP1
+import SyncWire
 
 /// What a gateway counts, for Prometheus (`GET /metrics` on ``SyncGateway/Options/metricsHost``):
 /// requests by endpoint and status, refusals by reason, errors, bytes, changes, and the database
@@ -11,37 +12,61 @@ import NIOHTTP1
 /// transaction; gauges (connections, live streams, the revocation sweep's lag, whether the database
 /// answers) are read at a scrape.
 public final class GatewayMetrics: Sendable {
-    /// The endpoints requests are counted by: the protocol's, the health checks, and `other`.
+    /// The endpoints requests are counted by: the protocol's (``GatewayEndpoint``), the operators'
+    /// (``OperationsEndpoint``), and `other`. A new endpoint in either list does not compile until it
+    /// has its case here (the switches below have no `default:`), and is then counted and shown.
     public enum Endpoint: Int, CaseIterable, Sendable {
         case hello, push, changes, state, live, healthz, readyz, metrics, other
 
-        public var label: String {
-            switch self {
-            case .hello: "hello"
-            case .push: "push"
-            case .changes: "changes"
-            case .state: "state"
-            case .live: "live"
-            case .healthz: "healthz"
-            case .readyz: "readyz"
-            case .metrics: "metrics"
-            case .other: "other"
+        /// The protocol's endpoint a request is counted under.
+        init(_ endpoint: GatewayEndpoint) {
+            switch endpoint {
+            case .hello: self = .hello
+            case .push: self = .push
+            case .changes: self = .changes
+            case .state: self = .state
+            case .live: self = .live
             }
         }
+
+        /// The operators' endpoint a request is counted under.
+        init(_ endpoint: OperationsEndpoint) {
+            switch endpoint {
+            case .healthz: self = .healthz
+            case .readyz: self = .readyz
+            case .metrics: self = .metrics
+            }
+        }
+
+        /// Where the case comes from: the protocol's endpoint, the operators', or neither (`other`).
+        var source: (wire: GatewayEndpoint?, operations: OperationsEndpoint?) {
+            switch self {
+            case .hello: (.hello, nil)
+            case .push: (.push, nil)
+            case .changes: (.changes, nil)
+            case .state: (.state, nil)
+            case .live: (.live, nil)
+            case .healthz: (nil, .healthz)
+            case .readyz: (nil, .readyz)
+            case .metrics: (nil, .metrics)
+            case .other: (nil, nil)
+            }
+        }
+
+        /// Whether it is one of the protocol's (a device's request).
+        var isProtocol: Bool { source.wire != nil }
+
+        public var label: String { source.wire?.rawValue ?? source.operations?.rawValue ?? "other" }
 
         /// The endpoint a request target names (its path, whatever its method or query).
         public init(uri: String) {
             let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
-            switch path {
-            case "/v1/hello": self = .hello
-            case "/v1/push": self = .push
-            case "/v1/changes": self = .changes
-            case "/v1/state": self = .state
-            case "/v1/live": self = .live
-            case "/healthz": self = .healthz
-            case "/readyz": self = .readyz
-            case "/metrics": self = .metrics
-            default: self = .other
+            if let endpoint = GatewayEndpoint.allCases.first(where: { $0.path == path }) {
+                self.init(endpoint)
+            } else if let endpoint = OperationsEndpoint.allCases.first(where: { $0.path == path }) {
+                self.init(endpoint)
+            } else {
+                self = .other
             }
         }
     }
@@ -78,19 +103,21 @@ public final class GatewayMetrics: Sendable {
             }
         }
 
-        /// The reason a refusal with `status` has, unless its maker says otherwise.
-        static func of(_ status: HTTPResponseStatus) -> RefusalReason {
-            switch status.code {
-            case 401, 403, 409: .credential
-            case 429: .rate
-            case 413, 503: .caps
-            default: .protocol
+        /// The reason a refusal with `status` has, unless its maker says otherwise: what the status
+        /// means (``GatewayStatus/meaning``, the table devices read too).
+        static func of(_ status: GatewayStatus) -> RefusalReason {
+            switch status.meaning {
+            case .credential, .deviceInUse: .credential
+            case .rate: .rate
+            case .capacity: .caps
+            case .protocol, .failure, .answered: .protocol
             }
         }
     }
 
-    /// The statuses requests are counted by; any other is `other`.
-    static let statuses: [UInt] = [200, 400, 401, 403, 404, 405, 409, 411, 413, 429, 500, 503]
+    /// The statuses requests are counted by (every one a gateway answers: ``GatewayStatus``); any other
+    /// is `other`.
+    static let statuses: [UInt] = GatewayStatus.allCases.map { UInt($0.rawValue) }
     /// The histogram's upper bounds, in seconds (and +Inf).
     public static let transactionBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
@@ -117,8 +144,8 @@ public final class GatewayMetrics: Sendable {
 
     /// One answered request: its endpoint and status, the bytes of its body and its answer, and why
     /// it was refused or whether it failed.
-    func request(_ endpoint: Endpoint, status: HTTPResponseStatus, received: Int = 0, sent: Int, outcome: GatewayResponse.Outcome) {
-        let statusIndex = Self.statuses.firstIndex(of: status.code) ?? Self.statuses.count
+    func request(_ endpoint: Endpoint, status: GatewayStatus, received: Int = 0, sent: Int, outcome: GatewayResponse.Outcome) {
+        let statusIndex = Self.statuses.firstIndex(of: UInt(status.rawValue)) ?? Self.statuses.count
         counts.withLock { counts in
             counts.requests[endpoint.rawValue * (Self.statuses.count + 1) + statusIndex] += 1
             counts.bytesReceived += received
@@ -186,11 +213,11 @@ public final class GatewayMetrics: Sendable {
             for (index, status) in (Self.statuses.map(String.init) + ["other"]).enumerated() {
                 let value = counts.requests[endpoint.rawValue * (Self.statuses.count + 1) + index]
                 // The protocol's endpoints with 200 are always shown (a rate over them starts at zero).
-                guard value > 0 || (status == "200" && endpoint.rawValue <= Endpoint.live.rawValue) else { continue }
+                guard value > 0 || (status == GatewayStatus.ok.label && endpoint.isProtocol) else { continue }
                 sample("requests_total", "endpoint=\"\(endpoint.label)\",status=\"\(status)\"", "\(value)")
             }
         }
-        family("refusals_total", "counter", "Requests refused, by reason: credential, rate, caps, skew, protocol, budget.")
+        family("refusals_total", "counter", "Requests refused, by reason: \(RefusalReason.allCases.map(\.label).joined(separator: ", ")).")
         for reason in RefusalReason.allCases {
             sample("refusals_total", "reason=\"\(reason.label)\"", "\(counts.refusals[reason.rawValue])")
         }

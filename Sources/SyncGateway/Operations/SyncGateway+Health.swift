@@ -20,11 +20,11 @@ extension SyncGateway {
     /// other request. They take no credential and no rate: a load balancer's checks must not be
     /// refused by the limits devices are held to.
     func operationsAnswer(method: HTTPMethod, endpoint: GatewayMetrics.Endpoint, metrics served: Bool) async -> GatewayResponse? {
-        guard endpoint == .healthz || endpoint == .readyz || (served && endpoint == .metrics) else { return nil }
+        guard let operations = endpoint.source.operations, operations != .metrics || served else { return nil }
         guard method == .GET || method == .HEAD else {
             return GatewayResponse(status: .methodNotAllowed, body: ByteBuffer(string: "\(endpoint.label) takes GET\n"), outcome: .refused(.protocol))
         }
-        switch endpoint {
+        switch operations {
         case .healthz:
             return GatewayResponse(status: .ok, body: ByteBuffer(string: "ok\n"), contentType: "text/plain; charset=utf-8")
         case .readyz:
@@ -37,7 +37,7 @@ extension SyncGateway {
                 ? "not ready: the database does not answer, or its schema is not this gateway's" : reason
             return GatewayResponse(status: ready ? .ok : .serviceUnavailable, body: ByteBuffer(string: line + "\n"),
                                    contentType: "text/plain; charset=utf-8")
-        default:
+        case .metrics:
             let (inFlight, draining) = state.withLock { state in (state.open.values.count { !$0.idle }, state.draining) }
             let text = metrics.exposition(connections: connections.count, inFlight: inFlight, liveStreams: hub.count, draining: draining,
                                           databaseUp: link.status.up)
@@ -65,7 +65,7 @@ extension SyncGateway {
         let result: (Bool, String)
         do {
             let (client, logger) = (try pool(), options.logger)
-            try await withDeadline(Self.readinessTimeout, what: "the database") {
+            try await withDeadline(Self.readinessTimeout, what: "the database", typedTimeout: true) {
                 try await client.withTransaction(logger: logger) { connection in
                     try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
                     try await ServerStatements.checkSchema(connection, logger: logger)
@@ -74,7 +74,7 @@ extension SyncGateway {
             result = (true, "ready")
         } catch {
             let inner = (error as? PostgresTransactionError)?.closureError ?? error
-            if case ReplicationError.server(let message)? = inner as? ReplicationError, message.hasPrefix("no answer from") {
+            if inner is DeadlinePassed {
                 result = (false, "not ready: the database at \(database.shownEndpoint) does not answer within \(Self.seconds(Self.readinessTimeout))")
             } else if Self.isConnectionFailure(inner) || inner is DatabaseLink.Unreachable {
                 result = (false, "not ready: the database at \(database.shownEndpoint) is unreachable (\(Self.unreachableWords(inner)))")

@@ -22,7 +22,7 @@ extension SyncGateway {
         let line = response.logLine ?? String(decoding: response.body.readableBytesView.prefix(1_000), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         log(GatewayLogEvent(level: reason == nil ? .error : .warning, event: reason == nil ? "error" : "refusal", reason: reason,
-                            status: Int(response.status.code), method: method.map(Self.logged), endpoint: endpoint.label,
+                            status: response.status.rawValue, method: method.map(Self.logged), endpoint: endpoint.label,
                             peer: peer?.ipAddress, message: line))
     }
 

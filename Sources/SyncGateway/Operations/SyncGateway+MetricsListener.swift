@@ -24,7 +24,7 @@ extension SyncGateway {
                 }
         } catch {
             let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-            if "\(error)".contains("Address already in use") {
+            if isAddressInUse(error) {
                 throw GatewayListenError(description: "the metrics address \(shown) is in use: pass --metrics-listen HOST:PORT (port 0: any free port), or --metrics-listen off")
             }
             throw GatewayListenError(description: "cannot listen for metrics on \(shown): \(error)")
@@ -71,7 +71,7 @@ extension SyncGateway {
                     headers.add(name: "Content-Length", value: String(response.body.readableBytes))
                     headers.add(name: "Cache-Control", value: "no-store")
                     headers.add(name: "Connection", value: "close")
-                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
+                    try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: response.httpStatus, headers: headers)))
                     if request.method != .HEAD { try await outbound.write(.body(.byteBuffer(response.body))) }
                     try await outbound.write(.end(nil))
                     return

@@ -37,11 +37,11 @@ struct AnswerWriter: Sendable {
                                 outcome: response.outcome)
         gateway.log(response, method: method, endpoint: endpoint, peer: client.address)
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: response.contentType
+        headers.add(name: GatewayHeader.contentType.rawValue, value: response.contentType
                     ?? (response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8"))
         headers.add(name: "Content-Length", value: String(response.body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-store")
-        if let retryAfter = response.retryAfter { headers.add(name: "Retry-After", value: String(retryAfter)) }
+        if let retryAfter = response.retryAfter { headers.add(name: GatewayHeader.retryAfter.rawValue, value: String(retryAfter)) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         // A page reserved its bytes before it was read (``SyncGateway/reserveAnswer(upTo:)``): they
         // are released once written; other answers are counted from here.
@@ -51,7 +51,7 @@ struct AnswerWriter: Sendable {
             gateway.countAnswer(-size)
             response.turn?.end()
         }
-        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)),
+        channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.httpStatus, headers: headers)),
                       promise: nil)
         var buffer = withBody ? response.body : ByteBuffer()
         while buffer.readableBytes > Self.slice {

@@ -11,9 +11,11 @@ import PostgresNIO
 import SyncKitPostgres
 import SyncWire
 
-/// One answer: the protocol's bytes, or a refusal as one line of text.
+/// One answer: the protocol's bytes, or a refusal as one line of text. Its status is one of those the
+/// protocol lists (``GatewayStatus``): a new one does not compile until it is listed there, with what
+/// it means to devices and metrics.
 struct GatewayResponse: Sendable {
-    var status: HTTPResponseStatus
+    var status: GatewayStatus
     /// The body, in the buffer it is written from (one copy of a large answer, not two).
     var body: ByteBuffer
     var retryAfter: Int?
@@ -38,16 +40,19 @@ struct GatewayResponse: Sendable {
         case failed
     }
 
-    init(status: HTTPResponseStatus, body: ByteBuffer, retryAfter: Int? = nil, closes: Bool = false, contentType: String? = nil,
+    init(status: GatewayStatus, body: ByteBuffer, retryAfter: Int? = nil, closes: Bool = false, contentType: String? = nil,
          outcome: Outcome = .answered, logLine: String? = nil) {
         (self.status, self.body, self.retryAfter, self.closes) = (status, body, retryAfter, closes)
         (self.contentType, self.outcome, self.logLine) = (contentType, outcome, logLine)
     }
 
+    /// The status as SwiftNIO writes it (its code and reason phrase).
+    var httpStatus: HTTPResponseStatus { HTTPResponseStatus(statusCode: status.rawValue) }
+
     static func ok(_ body: [UInt8]) -> GatewayResponse { GatewayResponse(status: .ok, body: ByteBuffer(bytes: body)) }
 
     /// A refusal: its reason is the status's (``GatewayMetrics/RefusalReason/of(_:)``) unless given.
-    static func refusal(_ status: HTTPResponseStatus, _ line: String, retryAfter: Int? = nil,
+    static func refusal(_ status: GatewayStatus, _ line: String, retryAfter: Int? = nil,
                         reason: GatewayMetrics.RefusalReason? = nil) -> GatewayResponse {
         GatewayResponse(status: status, body: ByteBuffer(string: line + "\n"), retryAfter: retryAfter,
                         closes: status == .unauthorized || status == .forbidden || status == .tooManyRequests,

@@ -34,7 +34,7 @@ public final class SyncGateway: Sendable {
     public struct Limits: Sendable {
         /// The largest request body (a push batch; devices split theirs to stay under it). A declared
         /// `Content-Length` over it is refused (413) before the body is read.
-        public var maxBodyBytes = 32 << 20
+        public var maxBodyBytes = GatewayWire.maxBodyBytes
         /// Request bodies buffered at once, over every connection: past this, a request gets 503 (so
         /// that many connections each sending a large body cannot make the gateway allocate without
         /// bound). A body is counted from its declared length, once its credential is verified.

@@ -155,7 +155,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     /// The gateway's body limit this client keeps under (``SyncGateway/Limits``' default).
-    static let maxRequestBytes = 32 << 20
+    static let maxRequestBytes = GatewayWire.maxBodyBytes
     /// Changes in one push request at most: well under a gateway's default budget of changes per push
     /// (100,000), so that a device with many small changes pending is never refused for their number
     /// (and the gateway benchmark's 50,000 still go in one request, as before budgets).
@@ -192,7 +192,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             try await exchange(method, path, body: body, current: current)
         }
         guard status == .ok else {
-            throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: "Retry-After"))
+            throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: GatewayHeader.retryAfter.rawValue))
         }
         answered?.withLock { $0 = .now }
         return answer
@@ -200,13 +200,13 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
 
     /// Follows the gateway's live stream (`GET /v1/live`) until it ends: `onChange` is called when it
     /// opens (a change may have come while it was closed) and for every commit of the group. A stream
-    /// silent for twice the gateway's 15 s heartbeat is dropped. Throws the refusal, or
+    /// silent for ``GatewayWire/silence`` (over twice the gateway's heartbeat) is dropped. Throws the refusal, or
     /// ``ReplicationError/credentialRefused(_:)`` when the gateway closes it for a revoked or expired
     /// credential.
     func live(onChange: @Sendable () -> Void) async throws {
-        let channel = try await openChannel(silence: .seconds(35))
+        let channel = try await openChannel(silence: .milliseconds(GatewayWire.silence.wholeMilliseconds))
         let head = requestHead(HTTPMethod(rawValue: GatewayEndpoint.live.method), GatewayEndpoint.live.path, bodyLength: nil)
-        var closedBecause: String?
+        var closedBecause: GatewayCloseReason?
         do {
             try await channel.executeThenClose { inbound, outbound in
                 try await outbound.write(.head(head))
@@ -217,7 +217,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                 var pending = ""
                 for try await part in inbound {
                     switch part {
-                    case .head(let received): (status, retryAfter) = (received.status, received.headers.first(name: "Retry-After"))
+                    case .head(let received): (status, retryAfter) = (received.status, received.headers.first(name: GatewayHeader.retryAfter.rawValue))
                     case .body(let buffer):
                         guard status == .ok else {
                             if refusal.count < 4096 { refusal += buffer.readableBytesView.prefix(4096 - refusal.count) }
@@ -230,7 +230,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
                             pending = String(pending[end.upperBound...])
                             switch GatewayEvent.parse(block) {
                             case (.hello, _)?, (.change, _)?: onChange()
-                            case (.closed, let reason)?: closedBecause = reason.isEmpty ? "closed" : reason
+                            case (.closed, let reason)?: closedBecause = GatewayCloseReason(text: reason)
                             case nil: continue   // a heartbeat, or an event this client does not know
                             }
                         }
@@ -245,8 +245,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
         } catch {
             throw ReplicationError.server("the sync gateway's live stream: \(describeTLS(error))")
         }
-        if let closedBecause, closedBecause.contains("revoked") || closedBecause.contains("expired") {
-            throw ReplicationError.credentialRefused(closedBecause)
+        if let closedBecause, closedBecause.refusesCredential {
+            throw ReplicationError.credentialRefused(closedBecause.text)
         }
     }
 
@@ -287,11 +287,11 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?, keepAlive: Bool = false) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
-        headers.add(name: "Authorization", value: "Bearer \(token)")
-        headers.add(name: GatewayWire.groupHeader, value: group)
-        if let install { headers.add(name: InstallID.header, value: install) }
+        headers.add(name: GatewayHeader.authorization.rawValue, value: "Bearer \(token)")
+        headers.add(name: GatewayHeader.group.rawValue, value: group)
+        if let install { headers.add(name: GatewayHeader.install.rawValue, value: install) }
         headers.add(name: "Content-Length", value: String(bodyLength ?? 0))
-        if bodyLength != nil { headers.add(name: "Content-Type", value: GatewayWire.contentType) }
+        if bodyLength != nil { headers.add(name: GatewayHeader.contentType.rawValue, value: GatewayWire.contentType) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
     }

@@ -472,16 +472,9 @@ public final class Replicator: @unchecked Sendable {
         ownership.posted()
     }
 
-    /// How a request reports a round's error.
+    /// How a request reports a round's error (``ReplicationError/classification``'s).
     static func reason(of error: any Error) -> SyncFailure.Reason {
-        guard let error = error as? ReplicationError else { return .other }
-        switch error {
-        case .clockAhead: return .clockSkew
-        case .credentialRefused, .invalidCredential, .deviceInUse: return .credential
-        case .unreachable: return .unreachable
-        case .rateLimited: return .rateLimited
-        default: return .other
-        }
+        (error as? ReplicationError)?.classification.failureReason ?? .other
     }
 }
 

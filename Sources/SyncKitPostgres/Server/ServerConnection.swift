@@ -45,18 +45,17 @@ final class ServerConnection: @unchecked Sendable {
             // server that accepts and then closes while it starts can leave it waiting for good. So
             // the whole connect is abandoned after `connectTimeout` (and closed if it ever ends).
             let configuration = try url.connectionConfiguration()
-            let connection = try await withDeadline(connectTimeout, what: "the connection") {
+            let connection = try await withDeadline(connectTimeout, what: "the connection", typedTimeout: true) {
                 try await PostgresConnection.connect(configuration: configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
             } abandoned: { late in
                 try? await late.close()
             }
             return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes,
                                     operationTimeout: operationTimeout, answered: answered)
+        } catch is DeadlinePassed {
+            throw ReplicationError.unreachable(unreachableMessage(url, "no answer within \(connectTimeout)"))
         } catch let error as ReplicationError {
             if case .invalidServerURL = error { throw error }
-            if case .server(let message) = error, message.hasPrefix("no answer from") {
-                throw ReplicationError.unreachable(unreachableMessage(url, "no answer within \(connectTimeout)"))
-            }
             throw ReplicationError.server("cannot connect to \(url): \(error)")
         } catch {
             if let reason = unreachableReason(error) { throw ReplicationError.unreachable(unreachableMessage(url, reason)) }
@@ -172,7 +171,9 @@ func describe(_ error: any Error) -> String {
 /// without waiting for it any longer: a task that ignores cancellation (a connect to a server that went
 /// silent, say) cannot hold its caller, as it would in a task group, which waits for all its children.
 /// `onTimeout` runs when the deadline wins, and `abandoned` gets what `body` returns after that.
-package func withDeadline<R: Sendable>(_ timeout: Duration, what: String,
+/// `typedTimeout`: the deadline throws ``DeadlinePassed`` (for a caller that acts on it), not
+/// ``ReplicationError/server(_:)``.
+package func withDeadline<R: Sendable>(_ timeout: Duration, what: String, typedTimeout: Bool = false,
                                onTimeout: @escaping @Sendable () async -> Void = {},
                                abandonWhen: @escaping @Sendable () -> String? = { nil },
                                _ body: @escaping @Sendable () async throws -> R,
@@ -196,7 +197,8 @@ package func withDeadline<R: Sendable>(_ timeout: Duration, what: String,
                 try? await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
                 if Task.isCancelled { return }
                 if ContinuousClock.now >= deadline {
-                    if finish(.failure(ReplicationError.server("no answer from \(what) within \(timeout)"))) { await onTimeout() }
+                    let passed = DeadlinePassed(description: "no answer from \(what) within \(timeout)")
+                    if finish(.failure(typedTimeout ? passed : ReplicationError.server(passed.description))) { await onTimeout() }
                     return
                 }
                 if let reason = abandonWhen() {

@@ -1,6 +1,7 @@
 #if PostgreSQL
 import Logging
 import PostgresNIO
+import SyncWire
 
 /// The server's tables, created and migrated by the library. Every statement is fixed text: data only
 /// ever travels as bind parameters.
@@ -239,13 +240,13 @@ enum ServerSchema {
     static let scopeChecks = """
         -- A transaction scoped to a group (a gateway's) pushes to that group only, as the device of
         -- its credential only, and a read-only credential's never.
-        IF coalesce(current_setting('kvsync.group', true), '') <> '' AND current_setting('kvsync.group', true) <> p_group THEN
+        IF coalesce(\(ServerSetting.group.current), '') <> '' AND \(ServerSetting.group.current) <> p_group THEN
             RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another group' USING ERRCODE = '42501';
         END IF;
-        IF coalesce(current_setting('kvsync.device', true), '') <> '' AND current_setting('kvsync.device', true) <> p_device THEN
+        IF coalesce(\(ServerSetting.device.current), '') <> '' AND \(ServerSetting.device.current) <> p_device THEN
             RAISE EXCEPTION 'kvsync_push: this transaction is scoped to another device' USING ERRCODE = '42501';
         END IF;
-        IF coalesce(current_setting('kvsync.read_only', true), '') = 'on' THEN
+        IF coalesce(\(ServerSetting.readOnly.current), '') = 'on' THEN
             RAISE EXCEPTION 'kvsync_push: this credential is read-only' USING ERRCODE = '42501';
         END IF;
     """
@@ -535,8 +536,8 @@ enum ServerSchema {
     static func groupScopePolicy(on table: String) -> String {
         """
         CREATE POLICY kvsync_group_scope ON \(table)
-            USING (group_id = current_setting('kvsync.group', true))
-            WITH CHECK (group_id = current_setting('kvsync.group', true))
+            USING (group_id = \(ServerSetting.group.current))
+            WITH CHECK (group_id = \(ServerSetting.group.current))
         """
     }
 

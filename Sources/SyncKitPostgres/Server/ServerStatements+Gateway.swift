@@ -51,9 +51,9 @@ extension ServerStatements {
     package static func scope(group: String, device: String?, readOnly: Bool, on connection: PostgresConnection,
                               logger: Logger) async throws {
         try await connection.query("""
-            SELECT set_config('kvsync.group', \(group), true),
-                   set_config('kvsync.device', \(device ?? ""), true),
-                   set_config('kvsync.read_only', \(readOnly ? "on" : "off"), true),
+            SELECT set_config('\(unescaped: ServerSetting.group.rawValue)', \(group), true),
+                   set_config('\(unescaped: ServerSetting.device.rawValue)', \(device ?? ""), true),
+                   set_config('\(unescaped: ServerSetting.readOnly.rawValue)', \(readOnly ? "on" : "off"), true),
                    set_config('role', \(gatewayRole), true)
             """, logger: logger)
     }
@@ -69,13 +69,13 @@ extension ServerStatements {
         var found: (Int64, String, String?, Bool, ByteBuffer, Bool, Bool, Date?, String)?
         let rows = try await connection.query("""
             SELECT a.id, a.group_id, a.device, a.read_only, a.hash, a.expired, a.revoked, a.expires_at,
-                   set_config('kvsync.group', a.group_id, true),
-                   set_config('kvsync.device', CASE
+                   set_config('\(unescaped: ServerSetting.group.rawValue)', a.group_id, true),
+                   set_config('\(unescaped: ServerSetting.device.rawValue)', CASE
                        WHEN \(publicID)::text IS NOT NULL
                             AND octet_length(coalesce(a.device, 'credential-' || a.id)) <= \(InstallID.maxNameBytesWithInstall)
                        THEN coalesce(a.device, 'credential-' || a.id) || \(InstallID.separator) || \(publicID)::text
                        ELSE coalesce(a.device, 'credential-' || a.id) END, true),
-                   set_config('kvsync.read_only', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
+                   set_config('\(unescaped: ServerSetting.readOnly.rawValue)', CASE WHEN a.read_only THEN 'on' ELSE 'off' END, true),
                    set_config('role', \(gatewayRole), true)
             FROM kvsync_authenticate(\(ByteBuffer(bytes: hash))) a
             """, logger: logger)

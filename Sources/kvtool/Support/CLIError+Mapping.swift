@@ -23,17 +23,13 @@ extension CLIError {
             }
         #if PostgreSQL
         case let error as ReplicationError:
-            switch error {
-            case .invalidServerURL, .unsupportedTarget, .invalidCredential: self.init(.badInput, error.description)
-            case .credentialRefused, .deviceInUse: self.init(.credential, error.description)
-            case .rateLimited, .pushRefused: self.init(.failure, error.description)
-            case .malformedServerRow: self.init(.badInput, error.description)
-            case .notDeclared: self.init(.notFound, error.description)
-            case .server, .unreachable, .serverSchemaTooNew, .corruptState, .noServer: self.init(.failure, error.description)
-            case .clockAhead: self.init(.clockSkew, error.description)
-            case .ownedElsewhere: self.init(.failure, error.description)
-            case .notQuarantined: self.init(.notFound, error.description)
-            case .undecodableValue: self.init(.badInput, error.description)
+            // The error's class is replication's one table; a class that a request reports exits as
+            // that report does (`kvtool sync request`).
+            switch error.classification {
+            case .invalidInput, .invalidCredential: self.init(.badInput, error.description)
+            case .notFound: self.init(.notFound, error.description)
+            case .credentialRefused, .clockSkew, .unreachable, .rateLimited, .failure:
+                self.init(Kind(error.classification.failureReason), error.description)
             }
         #endif
         case let error as SyncError:
@@ -87,6 +83,18 @@ extension CLIError {
             return nil
         } else {
             self.init(.failure, "\(error)")
+        }
+    }
+}
+
+extension CLIError.Kind {
+    /// What a sync round that failed for `reason` exits with (`kvtool sync request`, and a replication
+    /// error of that class).
+    init(_ reason: SyncFailure.Reason) {
+        switch reason {
+        case .clockSkew: self = .clockSkew
+        case .credential: self = .credential
+        case .quarantine, .unreachable, .rateLimited, .other: self = .failure
         }
     }
 }

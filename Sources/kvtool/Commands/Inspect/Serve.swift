@@ -1,6 +1,7 @@
 #if Serve
 import ArgumentParser
 import Foundation
+import HTTPServerKit
 import KVStore
 
 /// `kvtool serve`: a live view of the container in a browser.
@@ -56,7 +57,7 @@ struct Serve: ParsableCommand {
         }
         done.wait()
         if let error = failure.withLock({ $0 }) {
-            if "\(error)".contains("Address already in use") {
+            if isAddressInUse(error) {
                 throw CLIError(.failure, "port \(port) on 127.0.0.1 is in use: pass --port N, or --port 0 for any free port")
             }
             throw CLIError(.failure, "kvtool serve stopped: \(error)")

@@ -188,7 +188,7 @@ struct SyncCommand: ParsableCommand {
     struct ClockOption: ParsableArguments {
         @Option(name: .customLong("max-clock-skew"),
                 help: "How far ahead of this machine's clock (or the server's) a change's clock may be, in seconds.")
-        var maxClockSkew: Double = 60
+        var maxClockSkew: Double = History.defaultMaxClockSkew.inSeconds
 
         func validate() throws {
             guard maxClockSkew >= 0 && maxClockSkew <= 31_536_000 else {

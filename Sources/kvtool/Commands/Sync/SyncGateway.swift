@@ -1,6 +1,7 @@
 #if PostgreSQL
 import ArgumentParser
 import Foundation
+import HTTPServerKit
 import KVStore
 import SyncGateway
 import SyncKitPostgres
@@ -249,18 +250,20 @@ extension SyncCommand {
         var jwtMaxLifetime: Double = 86_400
         @Option(name: .customLong("max-clock-skew"),
                 help: "How far ahead of the server's clock a pushed stamp may be, in seconds (within the server's own bound).")
-        var maxClockSkew: Double = 60
+        var maxClockSkew: Double = SyncGateway.Options().maxClockSkew.inSeconds
         @Flag(name: .customLong("allow-privileged-role"),
               help: "Start even when the database login is the schema's owner, a superuser, or bypasses row-level security.")
         var allowPrivilegedRole = false
-        @Option(name: .customLong("request-timeout"), help: "Seconds a request's head and body may take to arrive.") var requestTimeout: Double = 30
+        @Option(name: .customLong("request-timeout"), help: "Seconds a request's head and body may take to arrive.")
+        var requestTimeout: Double = SyncGateway.Limits().requestTimeout.inSeconds
         @Option(name: .customLong("answer-timeout"), help: "Seconds an answer may go without progress before its connection is closed.")
-        var answerTimeout: Double = 30
-        @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = 50
-        @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = 4_096
-        @Option(name: .customLong("max-streams"), help: "Live streams open at once; past this, devices get 503 and poll.") var maxStreams: Int = 20_000
+        var answerTimeout: Double = SyncGateway.Limits().answerTimeout.inSeconds
+        @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = SyncGateway.Limits().requestsPerSecond
+        @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = SyncGateway.Limits().maxConnections
+        @Option(name: .customLong("max-streams"), help: "Live streams open at once; past this, devices get 503 and poll.")
+        var maxStreams: Int = SyncGateway.Limits().maxStreams
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
-        var maxStreamsPerCredential: Int = 16
+        var maxStreamsPerCredential: Int = SyncGateway.Limits().maxStreamsPerCredential
         @Option(name: .customLong("max-answer-bytes"),
                 help: "Bytes of answers being written at once, over every device; a page that finds them full is refused 503 before it reads anything.")
         var maxAnswerBytes: Int = SyncGateway.Limits().maxAnswerBytes
@@ -279,7 +282,7 @@ extension SyncCommand {
         @Option(name: .customLong("group-bytes-per-hour"), help: "Bytes of keys and values a whole group's devices may push an hour.")
         var groupBytesPerHour: Int = SyncGateway.Limits().groupBytesPerHour
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
-        var databaseTimeout: Double = 30
+        var databaseTimeout: Double = SyncGateway.Options().databaseTimeout.inSeconds
         @Option(name: .customLong("metrics-listen"),
                 help: "HOST:PORT for Prometheus metrics, /healthz and /readyz (port 0: any free port; off: none).")
         var metricsListen: String = "127.0.0.1:9464"
@@ -436,7 +439,7 @@ extension SyncCommand {
             } catch let error as GatewayListenError {
                 throw CLIError(.failure, error.description)
             } catch {
-                if "\(error)".contains("Address already in use") {
+                if isAddressInUse(error) {
                     throw CLIError(.failure, "\(listen) is in use: pass --listen HOST:PORT, or port 0 for any free port")
                 }
                 throw CLIError(.failure, "the gateway stopped: \(error)")

@@ -82,19 +82,11 @@ extension SyncCommand {
                 Foundation.exit(CLIError.Kind.held.rawValue)
             case .refused(let failure):
                 Output.flush()
-                Foundation.exit(SyncCommand.exitCode(of: failure.reason).rawValue)
+                Foundation.exit(CLIError.Kind(failure.reason).rawValue)
             case .notWithinDeadline, .nothingSyncs:
                 Output.flush()
                 Foundation.exit(CLIError.Kind.unavailable.rawValue)
             }
-        }
-    }
-
-    static func exitCode(of reason: SyncFailure.Reason) -> CLIError.Kind {
-        switch reason {
-        case .clockSkew: .clockSkew
-        case .credential: .credential
-        case .quarantine, .unreachable, .rateLimited, .other: .failure
         }
     }
 
@@ -243,7 +235,7 @@ extension SyncCommand.Run {
                 }
                 return nil
             case .refused(let failure):
-                throw CLIError(SyncCommand.exitCode(of: failure.reason), failure.message)
+                throw CLIError(CLIError.Kind(failure.reason), failure.message)
             case .notWithinDeadline(let shortfall), .nothingSyncs(let shortfall):
                 // (Nothing of the container enabled for sync: the replicator made here says so.)
                 if shortfall.owner == nil || !shortfall.replicates {
