@@ -6,8 +6,9 @@ import TestSupport
 
 /// What observations and async sync requests cost in threads: none each. The process's thread count
 /// (`/proc/self/task`) is read before and while N of them run; other suites run meanwhile in this
-/// process, so the bound is N / 2, far below the N threads a thread each would add.
-@Suite struct ObservationThreadTests {
+/// process, so the bound is N / 2, far below the N threads a thread each would add. Serialized: the
+/// one test's threads would count in the other's.
+@Suite(.serialized) struct ObservationThreadTests {
     let dir = TemporaryDirectory()
 
     @Test func manyObservationsAddNoThreadEach() async throws {
