@@ -50,9 +50,18 @@ final class Environment: @unchecked Sendable {
     let directory: String
     let configuration: Configuration
     /// The lane async writes of this environment run on, on the process's ``BlockingPool`` (LMDB
-    /// serialises them anyway, so however many wait, they hold one thread): released with the
+    /// serialises them anyway, so however many wait, they hold one thread): made at the first async
+    /// write (a process that never writes async, such as a widget, makes none), released with the
     /// environment.
-    let writerLane = BlockingPool.Lane()
+    var writerLane: BlockingPool.Lane {
+        writerLaneStorage.withLock { lane in
+            if let lane { return lane }
+            let made = BlockingPool.Lane()
+            lane = made
+            return made
+        }
+    }
+    private let writerLaneStorage = Locked<BlockingPool.Lane?>(nil)
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0
