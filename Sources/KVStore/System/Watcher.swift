@@ -47,21 +47,16 @@ package final class Watcher: Sendable {
                      _ fire: @escaping @Sendable (_ readable: Bool) -> Void) throws(KVStoreError) -> Ticket {
         let (ticket, wake) = try state.withLock { state throws(KVStoreError) -> (Ticket, Int32) in
             if !state.started {
-                var fds: [Int32] = [-1, -1]
-                guard pipe(&fds) == 0 else { throw .io(operation: "pipe for the watcher thread", path: "", errno: errno) }
-                for fd in fds {
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                }
-                let readEnd = fds[0]
+                let fds = Self.makePipe()
+                guard fds.read >= 0 else { throw .io(operation: "pipe for the watcher thread", path: "", errno: errno) }
                 do throws(KVStoreError) {
-                    try SystemCall.startThread { [self] in run(wake: readEnd) }
+                    try SystemCall.startThread { [self] in run(wake: fds.read) }
                 } catch {
-                    close(fds[0])
-                    close(fds[1])
+                    close(fds.read)
+                    close(fds.write)
                     throw error
                 }
-                state.wake = (fds[0], fds[1])
+                state.wake = fds
                 state.started = true
             }
             state.nextID += 1
@@ -185,13 +180,31 @@ package final class Watcher: Sendable {
         }
     }
 
-    private static func signal(_ fd: Int32) {
+    // MARK: - Wake-up pipes (the watcher's own, and its users')
+
+    /// A non-blocking, close-on-exec pipe, or `(-1, -1)`.
+    package static func makePipe() -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return (-1, -1) }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        }
+        return (fds[0], fds[1])
+    }
+
+    /// Writes a byte to a pipe made by ``makePipe()``.
+    package static func signal(_ fd: Int32) {
         var byte: UInt8 = 1
         _ = write(fd, &byte, 1)   // a full pipe is signalled already
     }
 
-    private static func drain(_ fd: Int32) {
+    /// Empties a pipe made by ``makePipe()``; returns whether it had been signalled.
+    @discardableResult
+    package static func drain(_ fd: Int32) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 256)
-        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+        var signalled = false
+        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 { signalled = true }
+        return signalled
     }
 }

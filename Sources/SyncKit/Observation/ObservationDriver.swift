@@ -41,22 +41,11 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, Sendable {
         self.store = store
         self.notifier = notifier
         self.continuation = continuation
-        local = Self.makePipe()
+        local = Watcher.makePipe()
     }
 
     deinit {
         for fd in [local.read, local.write] where fd >= 0 { close(fd) }
-    }
-
-    /// A non-blocking pipe, or `(-1, -1)`.
-    private static func makePipe() -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return (-1, -1) }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
-        return (fds[0], fds[1])
     }
 
     static func start(_ observation: ValueObservation<Value>, store: Store, notifier: ChangeNotifier?,
@@ -94,7 +83,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, Sendable {
     // MARK: - WriteObserver (the committing thread)
 
     func transactionDidCommit(_ commit: CommittedTransaction) {
-        if reads.withLock({ $0?.isAffected(by: commit.mutations) ?? true }) { Self.signal(local.write) }
+        if reads.withLock({ $0?.isAffected(by: commit.mutations) ?? true }) { Watcher.signal(local.write) }
     }
 
     // MARK: - One step (on the pool)
@@ -113,7 +102,7 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, Sendable {
                 watch = try notifier.map { try InotifyWatch(directory: $0.directory) }
                 try refresh(&state, force: true)
             } else {
-                let local = Self.drain(local.read)
+                let local = Watcher.drain(local.read)
                 var remote = false
                 var synced = false
                 if let watch {
@@ -201,19 +190,6 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, Sendable {
             state.last = value
             continuation.yield(value)
         }
-    }
-
-    private static func signal(_ fd: Int32) {
-        var byte: UInt8 = 1
-        _ = write(fd, &byte, 1)   // a full pipe is signalled already
-    }
-
-    /// Empties a pipe; returns whether it had been signalled.
-    private static func drain(_ fd: Int32) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        var signalled = false
-        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 { signalled = true }
-        return signalled
     }
 }
 
