@@ -7,6 +7,9 @@ import NIOHTTP1
 /// Closes a connection whose request (head and body) has not arrived within `timeout` of the
 /// connection opening or of the previous response: a client that trickles a byte a second, or says
 /// nothing, holds its slot that long and no longer. Disarmed while a request is being answered.
+///
+/// `@unchecked Sendable`: no lock; its mutable state (the armed timer, whether a request is being
+/// answered) is touched only on its channel's event loop, which NIO's handler calls always run on.
 public final class RequestDeadline: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     public typealias InboundIn = HTTPServerRequestPart
     public typealias InboundOut = HTTPServerRequestPart

@@ -12,6 +12,9 @@ import NIOCore
 /// unwritten rest is below the channel's high watermark leaves the channel writable for good, and a
 /// deadline armed by writability never fires (a device that stopped reading held a 24 MiB answer of
 /// the gateway's memory until it read again, issue 35's CI run).
+///
+/// `@unchecked Sendable`: no lock; its mutable state (the armed timer, the writes waiting) is touched
+/// only on its channel's event loop, which NIO's handler calls always run on.
 public final class WriteStallDeadline: ChannelDuplexHandler, @unchecked Sendable {
     public typealias InboundIn = NIOAny
     public typealias OutboundIn = NIOAny

@@ -1,5 +1,6 @@
 #if PostgreSQL
 import Foundation
+import KVStore
 import SyncKitPostgres
 #if canImport(Glibc)
 import Glibc
@@ -12,10 +13,13 @@ import Glibc
 /// Debian's `postgresql` package puts the server programs in `/usr/lib/postgresql/VERSION/bin`;
 /// `$KVSTORE_PG_BIN` overrides. `initdb` refuses to run as root, so as root the cluster belongs to
 /// the `postgres` user (`runuser -u postgres`).
-public final class LocalPostgresCluster: @unchecked Sendable {
+public final class LocalPostgresCluster: Sendable {
     public let directory: String
     /// The loopback port the server listens on (chosen when the cluster is made, unless given).
-    public private(set) var port: Int
+    public var port: Int { chosenPort.withLock { $0 } }
+    /// Set only while the cluster is made (a port taken meanwhile is replaced); a lock, so that the
+    /// cluster is Sendable without a check.
+    private let chosenPort: Locked<Int>
     public let user = "kv"
     public let database = "kv"
     let binaries: String
@@ -48,7 +52,11 @@ public final class LocalPostgresCluster: @unchecked Sendable {
     }
 
     /// More `postgres` options for the next ``start()`` (`-c ssl=on`, say).
-    public var serverOptions: [String] = []
+    public var serverOptions: [String] {
+        get { options.withLock { $0 } }
+        set { options.withLock { $0 = newValue } }
+    }
+    private let options = Locked<[String]>([])
 
     public var socketDirectory: String { directory + "/socket" }
     var dataDirectory: String { directory + "/data" }
@@ -72,7 +80,7 @@ public final class LocalPostgresCluster: @unchecked Sendable {
         var template = Array((NSTemporaryDirectory() + "kvsync-pg-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw ReplicationError.server("cannot make a temporary directory") }
         directory = String(cString: made)
-        self.port = try port ?? firstPort ?? Self.freePort()
+        chosenPort = Locked(try port ?? firstPort ?? Self.freePort())
         do {
             try FileManager.default.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
             if asPostgresUser {
@@ -91,7 +99,8 @@ public final class LocalPostgresCluster: @unchecked Sendable {
                 } catch ReplicationError.server(let message) where port == nil && attempt < 5
                             && message.contains("Address already in use") {
                     attempt += 1
-                    self.port = try Self.freePort()
+                    let fresh = try Self.freePort()
+                    chosenPort.withLock { $0 = fresh }
                 }
             }
             try run(binaries + "/createdb", ["-h", socketDirectory, "-p", "\(self.port)", "-U", user, database])

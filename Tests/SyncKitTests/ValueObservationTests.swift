@@ -228,17 +228,13 @@ import TestSupport
     }
 }
 
-/// This process's observation threads and the inotify descriptors watching one directory.
+/// This process's observations of one store and the inotify descriptors watching one directory.
 enum ObservationResources {
-    /// The observation threads of `store` (named after it: another suite's observations running
-    /// meanwhile are not counted) and the inotify watches on `directory`.
+    /// The observations of `store` running (another suite's observations running meanwhile are not
+    /// counted; they have no thread each since issue 48, ObservationThreadTests) and the inotify
+    /// watches on `directory`.
     static func count(of store: Store, watching directory: String) -> (threads: Int, watches: Int) {
-        let name = ObservationThread.name(forStoreAt: store.directory)
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        let threads = tasks.filter {
-            ((try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) ?? "")
-                .trimmingCharacters(in: .newlines) == name
-        }.count
+        let threads = ObservationCount.running(forStoreAt: store.directory)
         var info = stat()
         guard stat(directory, &info) == 0 else { return (threads, -1) }
         let inode = "ino:" + String(info.st_ino, radix: 16)

@@ -193,3 +193,8 @@ public func offPool<R: Sendable>(_ work: @escaping @Sendable () throws -> R) asy
         Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
     }
 }
+
+/// The number of threads of this process now (`/proc/self/task`).
+public func processThreadCount() -> Int {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).count
+}

@@ -24,7 +24,7 @@ import Foundation
 ///
 /// Every method reads or writes in a transaction of its own, or in the one you pass (`in:`), so a
 /// setting can change atomically with collection records. Safe to use from any thread.
-public final class SharedDefaults: @unchecked Sendable {
+public final class SharedDefaults: Sendable {
     /// The largest encoded value a key may hold: 1 MiB.
     public static let maxValueSize = 1 << 20
 

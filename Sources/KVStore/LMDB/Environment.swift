@@ -1,5 +1,4 @@
 internal import CLMDB
-import Dispatch
 import Logging
 import Synchronization
 #if canImport(Glibc)
@@ -19,6 +18,12 @@ import Glibc
 /// - `MDB_MAP_RESIZED` (another process grew the map) adopts the new size and retries.
 /// - Stale reader slots left by crashed processes are cleared on a read-write open (`mdb_reader_check`).
 /// - The map is never shrunk: before growing, the size recorded by any other process is adopted first.
+///
+/// `@unchecked Sendable`: `mapLock` (a pthread read-write lock) guards the map against a remap while
+/// a transaction reads it; `staleReadersClearedAtOpen` and `metaPages` are set once, before anyone
+/// else sees the environment; `isClosed` is written under the registry's lock, at the last lease's
+/// end; `writeHitMapFull` is touched only by the one write transaction LMDB lets run at a time; the
+/// rest is constants, ``Locked`` values or atomics.
 final class Environment: @unchecked Sendable {
     struct Configuration: Sendable {
         var mapSize: Int
@@ -44,18 +49,19 @@ final class Environment: @unchecked Sendable {
     let handle: OpaquePointer
     let directory: String
     let configuration: Configuration
-    /// The serial queue async writes of this environment run on (LMDB serialises them anyway, so
-    /// however many wait, they block one thread): made at the first async write, and released with
-    /// the environment, not kept for the life of the process.
-    var writerQueue: DispatchQueue {
-        writerQueueStorage.withLock { queue in
-            if let queue { return queue }
-            let made = DispatchQueue(label: "KVStore.write \(directory)", qos: .userInitiated)
-            queue = made
+    /// The lane async writes of this environment run on, on the process's ``BlockingPool`` (LMDB
+    /// serialises them anyway, so however many wait, they hold one thread): made at the first async
+    /// write (a process that never writes async, such as a widget, makes none), released with the
+    /// environment.
+    var writerLane: BlockingPool.Lane {
+        writerLaneStorage.withLock { lane in
+            if let lane { return lane }
+            let made = BlockingPool.Lane()
+            lane = made
             return made
         }
     }
-    private let writerQueueStorage = Locked<DispatchQueue?>(nil)
+    private let writerLaneStorage = Locked<BlockingPool.Lane?>(nil)
     /// How many stale reader slots opening the environment cleared. Set once, before anyone else
     /// sees the environment.
     private(set) var staleReadersClearedAtOpen = 0
@@ -716,7 +722,7 @@ func monotonicNanoseconds() -> UInt64 {
 /// One ``Store``'s hold on its environment: the environment stays registered (so that opening the
 /// same files again in this process shares it) and open while any lease on it exists, and the last
 /// lease to end closes it.
-final class EnvironmentLease: @unchecked Sendable {
+final class EnvironmentLease: Sendable {
     let environment: Environment
     private let key: String
 

@@ -23,6 +23,9 @@ import Glibc
 /// Layout (LMDB's file format 1): a page starts with a 16-byte header, then `MDB_meta`, whose
 /// `mm_magic` is at offset 0 and `mm_txnid` at offset 128. The layout is checked when mapping (the
 /// magic, and two transaction IDs one apart or both 0); where it does not hold, there is no check.
+///
+/// `@unchecked Sendable`: no lock; `base` points into a read-only shared mapping that only LMDB writes
+/// (from any process), read here with single aligned loads; nothing of the object itself changes.
 final class MetaPages: @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     private let pageSize: Int

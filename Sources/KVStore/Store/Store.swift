@@ -27,6 +27,10 @@ import Glibc
 /// (see ``KVStoreError/conflictingOptions(path:detail:)``). The DocC article "Transactions" gives the
 /// rules of `read { }` and `write { }`.
 public final class Store: @unchecked Sendable {
+    // `@unchecked Sendable` for one property: `idleReadTransaction` caches a `ReadTransaction` (not
+    // Sendable), handed to one thread at a time by an atomic exchange (no lock: whoever takes it owns
+    // it until it puts it back). The rest is constants, `Locked` values and atomics.
+
     /// LMDB's limit on the size of a key, in bytes (`mdb_env_get_maxkeysize` with LMDB's default
     /// `MDB_MAXKEYSIZE`): the largest key, index entry (index key + primary key) or database name.
     public static let maxKeySize = 511

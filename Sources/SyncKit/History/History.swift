@@ -31,7 +31,7 @@ import KVStore
 /// clock the last entry's stamp, so a save dirties one B-tree of history, not two (a purge that removes
 /// entries records both in `_history.state`, which stores written before issue 39 also kept there).
 /// A `History` is safe to use from any thread.
-public final class History: WriteObserver, @unchecked Sendable {
+public final class History: WriteObserver, Sendable {
     /// The store whose history this is.
     public let store: Store
     /// Posts a cross-process notification after every commit that changed something, if set.

@@ -47,7 +47,7 @@ extension ChangeNotifier {
     /// Posts of one name, observed from the moment ``ChangeNotifier/subscribe(_:)`` returned: an inotify
     /// watch, whose descriptors are closed when the subscription is released. Use it from one thread
     /// at a time.
-    public final class Subscription: @unchecked Sendable {
+    public final class Subscription: Sendable {
         let watch: InotifyWatch
         /// The name observed.
         public let name: String
@@ -67,7 +67,7 @@ extension ChangeNotifier {
 }
 
 extension InotifyWatch {
-    /// Blocks until a batch of events names `name`, `timeout` passes or ``stop()`` is called; returns
+    /// Blocks until a batch of events names `name`, or `timeout` passes (or the watch fails); returns
     /// whether events named `name`.
     func wait(for name: [UInt8], timeout: Duration) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)

@@ -99,17 +99,9 @@ public struct ChangeNotifier: Sendable {
         _ = try path(for: name)
         let watch = try InotifyWatch(directory: directory)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        continuation.onTermination = { _ in watch.stop() }
-        do {
-            try SystemCall.startThread {
-                nameThisThread("KVNotify")
-                watch.run(name: name) { continuation.yield(()) }
-                continuation.finish()
-            }
-        } catch {
-            watch.stop()
-            throw error
-        }
+        let follower = NotificationFollower(watch: watch, name: Array(name.utf8), continuation: continuation)
+        continuation.onTermination = { _ in follower.stop() }
+        try follower.arm()
         return stream
     }
 
@@ -129,12 +121,10 @@ public struct ChangeNotifier: Sendable {
     }
 }
 
-/// An inotify watch on a directory, plus a pipe to wake its thread when observation stops. The file
-/// descriptors are closed when the last holder (the thread or the stream's termination handler) lets go.
-final class InotifyWatch: @unchecked Sendable {
+/// An inotify watch on a directory (non-blocking), closed when the last holder lets go (Sendable: a
+/// constant descriptor).
+final class InotifyWatch: Sendable {
     let inotify: Int32
-    let wakeRead: Int32
-    private let wakeWrite: Int32
 
     init(directory: String) throws {
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -144,41 +134,24 @@ final class InotifyWatch: @unchecked Sendable {
             close(inotify)
             throw KVStoreError.io(operation: "watch", path: directory, errno: code)
         }
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else {
-            let code = errno
-            close(inotify)
-            throw KVStoreError.io(operation: "pipe for", path: directory, errno: code)
-        }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
-        (wakeRead, wakeWrite) = (fds[0], fds[1])
     }
 
     deinit {
         close(inotify)
-        close(wakeRead)
-        close(wakeWrite)
     }
 
-    /// Makes ``run(name:_:)`` return.
-    func stop() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
-
-    /// Calls `notify` each time a batch of events names `name`, until ``stop()``.
-    func run(name: String, _ notify: () -> Void) {
-        let wanted = Array(name.utf8)
+    /// Reads the events there are, without waiting: whether one names `name` (`nil`: the watch failed).
+    func drain(naming name: [UInt8]) -> Bool? {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var named = false
         while true {
-            switch nextBatch(naming: wanted, timeout: nil, buffer: &buffer) {
-            case .named: notify()
-            case .timedOut: continue
-            case .stopped: return
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return errno == EAGAIN ? named : nil
             }
+            if count == 0 { return named }
+            named = named || Self.names(in: buffer[0..<count], contain: name)
         }
     }
 
@@ -186,8 +159,8 @@ final class InotifyWatch: @unchecked Sendable {
     enum Batch { case named, timedOut, stopped }
 
     /// Blocks until a batch of events names `name` (`.named`), `timeout` passes (`.timedOut`; `nil`
-    /// waits for ever), or ``stop()`` is called or the watch fails (`.stopped`). Batches that do not
-    /// name `name` are read and skipped. The one loop behind ``run(name:_:)`` and the blocking waits.
+    /// waits for ever), or the watch fails (`.stopped`). Batches that do not
+    /// name `name` are read and skipped. The one loop behind the blocking waits.
     func nextBatch(naming name: [UInt8], timeout: Duration?, buffer: inout [UInt8]) -> Batch {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
@@ -198,16 +171,14 @@ final class InotifyWatch: @unchecked Sendable {
                 let (seconds, attoseconds) = remaining.components
                 milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
             }
-            var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, milliseconds)
+            var fds = pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&fds, 1, milliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .stopped
             }
             if ready == 0 { continue }
-            if fds[1].revents != 0 { return .stopped }
-            guard fds[0].revents & Int16(POLLIN) != 0 else { return .stopped }
+            guard fds.revents & Int16(POLLIN) != 0 else { return .stopped }
             let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EAGAIN || errno == EINTR { continue }
@@ -236,8 +207,8 @@ final class InotifyWatch: @unchecked Sendable {
 }
 
 /// A directory descriptor a ``ChangeNotifier`` (and its copies) keep between posts, closed when the
-/// last copy goes.
-final class HeldDirectory: @unchecked Sendable {
+/// last copy goes (Sendable: the descriptor is behind a lock).
+final class HeldDirectory: Sendable {
     private let descriptor = Locked<Int32>(-1)
 
     /// Runs `body` with the directory's descriptor, opening `path` (`O_NOFOLLOW`) first if none is

@@ -8,19 +8,32 @@ import KVStore
 import Glibc
 #endif
 
-/// Runs one observation on a thread of its own: waits for a local commit that touched what the value
-/// read, or for a change notification from another process, then reads again.
-final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendable {
+/// Runs one observation without a thread of its own: the process's ``KVStore/Watcher`` waits for a
+/// local commit that touched what the value read, or for a change notification from another process,
+/// and the value is read again on the ``KVStore/BlockingPool`` (one step at a time, then it waits again).
+///
+/// Sendable without a check: every stored property is a constant of a Sendable type, and what changes
+/// is behind ``Locked`` (`reads`, `progress`). One step runs at a time (the next wait is armed at the
+/// end of a step), so the state a step takes from `progress` and puts back is never shared.
+final class ObservationDriver<Value: Sendable>: WriteObserver, Sendable {
     let observation: ValueObservation<Value>
     let store: Store
     let notifier: ChangeNotifier?
     let continuation: AsyncThrowingStream<Value, any Error>.Continuation
     /// A pipe the committing thread writes to for a local commit that may change the value.
     private let local: (read: Int32, write: Int32)
-    /// A pipe written once to stop the thread.
-    private let stopping: (read: Int32, write: Int32)
     /// What the last read read (`nil` before the first one), for filtering local commits.
     private let reads = Locked<ReadSet?>(nil)
+    /// The watch on the notification directory (made by the first step), the armed wait, whether the
+    /// observation stopped, and what the steps carry from one to the next.
+    private let progress = Locked(Progress())
+
+    private struct Progress {
+        var watch: InotifyWatch?
+        var ticket: Watcher.Ticket?
+        var stopped = false
+        var state = State()
+    }
 
     private init(_ observation: ValueObservation<Value>, store: Store, notifier: ChangeNotifier?,
                  continuation: AsyncThrowingStream<Value, any Error>.Continuation) {
@@ -28,93 +41,100 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
         self.store = store
         self.notifier = notifier
         self.continuation = continuation
-        local = Self.makePipe()
-        stopping = Self.makePipe()
+        local = Watcher.makePipe()
     }
 
     deinit {
-        for fd in [local.read, local.write, stopping.read, stopping.write] where fd >= 0 { close(fd) }
-    }
-
-    /// A non-blocking pipe, or `(-1, -1)`.
-    private static func makePipe() -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return (-1, -1) }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        }
-        return (fds[0], fds[1])
+        for fd in [local.read, local.write] where fd >= 0 { close(fd) }
     }
 
     static func start(_ observation: ValueObservation<Value>, store: Store, notifier: ChangeNotifier?,
                       continuation: AsyncThrowingStream<Value, any Error>.Continuation) {
         let driver = ObservationDriver(observation, store: store, notifier: notifier, continuation: continuation)
+        ObservationCount.add(store.directory, 1)
         continuation.onTermination = { _ in driver.stop() }
-        do {
-            try SystemCall.startThread {
-                nameThisThread(ObservationThread.name(forStoreAt: store.directory))
-                driver.run()
-            }
-        } catch {
-            driver.stop()
-            continuation.finish(throwing: error)
-        }
+        BlockingPool.shared.submit { driver.step(first: true) }
     }
 
     func stop() {
+        let (ticket, wasStopped) = progress.withLock { progress -> (Watcher.Ticket?, Bool) in
+            defer { progress.stopped = true }
+            return (progress.ticket, progress.stopped)
+        }
+        guard !wasStopped else { return }
         store.removeObserver(self)
-        Self.signal(stopping.write)
+        // A step running now sees `stopped` and ends the observation; otherwise it ends here.
+        if let ticket, Watcher.shared.cancel(ticket) { end(nil) }
+    }
+
+    /// Ends the observation once: finishes the stream, lets go of the watch and the store.
+    private func end(_ error: (any Error)?) {
+        let watch = progress.withLock { progress -> InotifyWatch? in
+            progress.stopped = true
+            defer { progress.watch = nil }
+            return progress.watch
+        }
+        _ = watch
+        store.removeObserver(self)
+        if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+        ObservationCount.add(store.directory, -1)
     }
 
     // MARK: - WriteObserver (the committing thread)
 
     func transactionDidCommit(_ commit: CommittedTransaction) {
-        if reads.withLock({ $0?.isAffected(by: commit.mutations) ?? true }) { Self.signal(local.write) }
+        if reads.withLock({ $0?.isAffected(by: commit.mutations) ?? true }) { Watcher.signal(local.write) }
     }
 
-    // MARK: - The observation thread
+    // MARK: - One step (on the pool)
 
-    private func run() {
+    /// The first step subscribes and reads; each later one reads what woke it, reads the value again
+    /// if it may have changed, then arms the next wait.
+    private func step(first: Bool) {
+        var (watch, state, stopped) = progress.withLock { ($0.watch, $0.state, $0.stopped) }
+        guard !stopped else { return end(nil) }
         do {
-            guard local.read >= 0, stopping.read >= 0 else {
-                throw KVStoreError.io(operation: "pipe for the observation of", path: store.directory, errno: errno)
-            }
-            store.addObserver(self)
-            let watch = try notifier.map { try InotifyWatch(directory: $0.directory) }
-            let wanted = Array(ChangeNotifier.changes.utf8)
-            // A sync owner's record is written outside history: its post reads the value again.
-            let syncStatus = Array(SyncService.statusNotification.utf8)
-            var state = State()
-            try refresh(&state, force: true)
-            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-            while true {
-                var fds = [pollfd(fd: stopping.read, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: local.read, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: watch?.inotify ?? -1, events: Int16(POLLIN), revents: 0)]
-                if poll(&fds, 3, -1) < 0 {
-                    if errno == EINTR { continue }
-                    throw KVStoreError.io(operation: "poll for the observation of", path: store.directory, errno: errno)
+            if first {
+                guard local.read >= 0 else {
+                    throw KVStoreError.io(operation: "pipe for the observation of", path: store.directory, errno: errno)
                 }
-                if fds[0].revents != 0 { break }
-                let local = fds[1].revents != 0 && Self.drain(local.read)
+                store.addObserver(self)
+                watch = try notifier.map { try InotifyWatch(directory: $0.directory) }
+                try refresh(&state, force: true)
+            } else {
+                let local = Watcher.drain(local.read)
                 var remote = false
                 var synced = false
-                if let watch, fds[2].revents != 0 {
-                    let count = buffer.withUnsafeMutableBytes { read(watch.inotify, $0.baseAddress, $0.count) }
-                    if count > 0 {
-                        remote = InotifyWatch.names(in: buffer[0..<count], contain: wanted)
-                        synced = InotifyWatch.names(in: buffer[0..<count], contain: syncStatus)
+                if let watch {
+                    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+                    while true {
+                        let count = buffer.withUnsafeMutableBytes { read(watch.inotify, $0.baseAddress, $0.count) }
+                        guard count > 0 else { break }
+                        remote = remote || InotifyWatch.names(in: buffer[0..<count], contain: Self.wanted)
+                        // A sync owner's record is written outside history: its post reads the value again.
+                        synced = synced || InotifyWatch.names(in: buffer[0..<count], contain: Self.syncStatus)
                     }
                 }
                 if local || remote || synced { try refresh(&state, force: local || synced) }
             }
-            continuation.finish()
+            let fds = [local.read] + (watch.map { [$0.inotify] } ?? [])
+            stopped = try progress.withLock { progress throws -> Bool in
+                progress.watch = watch
+                progress.state = state
+                guard !progress.stopped else { return true }
+                progress.ticket = try Watcher.shared.arm(fds) { [self] _ in
+                    BlockingPool.shared.submit { self.step(first: false) }
+                }
+                return false
+            }
+            if stopped { end(nil) }
         } catch {
-            continuation.finish(throwing: error)
+            end(error)
         }
-        store.removeObserver(self)
     }
+
+    private static var wanted: [UInt8] { Array(ChangeNotifier.changes.utf8) }
+    private static var syncStatus: [UInt8] { Array(SyncService.statusNotification.utf8) }
 
     private struct State {
         var history: HistoryWatermark?
@@ -171,41 +191,22 @@ final class ObservationDriver<Value: Sendable>: WriteObserver, @unchecked Sendab
             continuation.yield(value)
         }
     }
-
-    private static func signal(_ fd: Int32) {
-        var byte: UInt8 = 1
-        _ = write(fd, &byte, 1)   // a full pipe is signalled already
-    }
-
-    /// Empties a pipe; returns whether it had been signalled.
-    private static func drain(_ fd: Int32) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        var signalled = false
-        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 { signalled = true }
-        return signalled
-    }
 }
 
-/// Names the calling thread as `ps -L`, `top -H` and `/proc/<pid>/task/<tid>/comm` show it (at most 15
-/// bytes). `Thread.name` does not always reach the kernel (it races with the thread's start), and
-/// neither `prctl` (variadic) nor `pthread_setname_np` is visible from Swift's Glibc module, so this
-/// writes the thread's own `comm` file.
-/// The name of an observation's thread: `KVObs` and a hash of its store's directory, so that the
-/// threads of one store's observations can be told from another's (in `top -H`, or a test that
-/// checks they end while other observations run).
-package enum ObservationThread {
-    package static func name(forStoreAt directory: String) -> String {
-        var hash: UInt32 = 2_166_136_261
-        for byte in directory.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        let hex = String(hash, radix: 16)
-        return "KVObs " + String(repeating: "0", count: 8 - hex.count) + hex
-    }
-}
+/// How many observations of each store run now: what a test counts to see that they end, and that
+/// they cost the process no thread each.
+package enum ObservationCount {
+    private static let counts = Locked<[String: Int]>([:])
 
-func nameThisThread(_ name: String) {
-    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    defer { close(fd) }
-    let bytes = Array(name.utf8.prefix(15))
-    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    /// The observations of the store in `directory` running now.
+    package static func running(forStoreAt directory: String) -> Int {
+        counts.withLock { $0[directory] ?? 0 }
+    }
+
+    static func add(_ directory: String, _ delta: Int) {
+        counts.withLock { counts in
+            let now = (counts[directory] ?? 0) + delta
+            counts[directory] = now == 0 ? nil : now
+        }
+    }
 }

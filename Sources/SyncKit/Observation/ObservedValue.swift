@@ -9,12 +9,12 @@ import Observation
 /// withObservationTracking { draw(streak.value) } onChange: { scheduleRedraw() }
 /// ```
 ///
-/// The first value is read when the model is made; later ones arrive from the observation's thread,
-/// so `onChange` runs there (hop to your UI's actor if you need to). Observation stops with
+/// The first value is read when the model is made; later ones arrive from the process's blocking pool
+/// (``KVStore/BlockingPool``), so `onChange` runs there (hop to your UI's actor if you need to). Observation stops with
 /// ``cancel()`` or when the model is released. Each value the observation delivers is a change of
 /// ``value`` (equal ones too, unless the observation removes duplicates). A model is safe to use from any thread. To drive a
 /// model of your own instead, iterate ``ValueObservation/values(in:)`` in a task and assign.
-public final class ObservedValue<Value: Sendable>: Observable, @unchecked Sendable {
+public final class ObservedValue<Value: Sendable>: Observable, Sendable {
     private let registrar = ObservationRegistrar()
     private let state: Locked<(value: Value, error: (any Error)?)>
     private let task = Locked<Task<Void, Never>?>(nil)

@@ -45,9 +45,10 @@ public struct ValueObservation<Value: Sendable>: Sendable {
 
     /// The observed values, as an async sequence: the current value first, then each new one.
     ///
-    /// Observation starts when iteration starts, on a thread of its own (the closure and the reads run
-    /// there, never on the cooperative pool), and ends when iteration ends or its task is cancelled:
-    /// the thread exits and the inotify watch is closed. If the consumer is slower than the changes,
+    /// Observation starts when iteration starts (the closure and the reads run on the process's
+    /// blocking pool, never on the cooperative pool; the process's one watcher thread waits for the
+    /// changes of every observation), and ends when iteration ends or its task is cancelled: the
+    /// inotify watch is closed. If the consumer is slower than the changes,
     /// only the newest value waits for it. An error thrown by the closure or the store ends the
     /// sequence with that error.
     public func values(in container: SharedContainer) -> Values {

@@ -172,8 +172,8 @@ public struct SyncAgentRegistration: Codable, Hashable, Sendable, CustomStringCo
     }
 }
 
-/// An agent a request started.
-final class StartedAgent: @unchecked Sendable {
+/// An agent a request started (a value: the request's rounds keep it).
+struct StartedAgent: Sendable {
     let pid: pid_t
     private(set) var exitStatus: Int32?
 
@@ -276,7 +276,7 @@ final class StartedAgent: @unchecked Sendable {
     }
 
     /// Whether it has exited (reaped here, without waiting).
-    func hasExited() -> Bool {
+    mutating func hasExited() -> Bool {
         if exitStatus != nil { return true }
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return false }
@@ -284,14 +284,22 @@ final class StartedAgent: @unchecked Sendable {
         return true
     }
 
-    /// Reaps it when it exits, on a thread of its own, so that it never stays a zombie of a process
-    /// that lives on.
+    /// Reaps it when it exits, so that it never stays a zombie of a process that lives on: looked at
+    /// by a timer of the process's ``KVStore/Watcher`` (no thread waits in `waitpid` for it).
     func reapWhenDone() {
-        guard !hasExited() else { return }
-        let pid = self.pid
-        try? SystemCall.startThread {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        }
+        guard exitStatus == nil else { return }
+        Self.reap(pid)
+    }
+
+    /// How often ``reapWhenDone()`` looks whether the agent exited.
+    static let reapInterval: Duration = .milliseconds(200)
+
+    private static func reap(_ pid: pid_t) {
+        var status: Int32 = 0
+        var result: pid_t
+        repeat { result = waitpid(pid, &status, WNOHANG) } while result < 0 && errno == EINTR
+        // Exited and reaped, or not a child of this process any more.
+        guard result == 0 else { return }
+        _ = try? Watcher.shared.arm([], until: .now + reapInterval) { _ in reap(pid) }
     }
 }

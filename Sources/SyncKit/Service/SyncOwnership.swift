@@ -12,7 +12,7 @@ import Glibc
 /// (`flock`), and the owner's record in the container for every other process to read. The kernel
 /// releases the lock when the process exits or is killed, so a process waiting to own takes it at once.
 /// A replicator (SyncKitPostgres) holds one for its lifetime.
-package final class SyncOwnership: @unchecked Sendable {
+package final class SyncOwnership: Sendable {
     package let service: SyncService
     private let descriptor: Int32
     private let state = Locked<(owner: SyncOwner, released: Bool)>((SyncOwner.current(mode: .once), false))

@@ -121,89 +121,33 @@ public struct SyncService: Sendable {
     /// - Returns: ``SyncRequestOutcome``; a refusal is one recorded after this request was made.
     /// - Throws: errors of the store or the notification directory; never for the server's answers.
     public func request(within timeout: Duration, startingAgent: Bool = true) throws -> SyncRequestOutcome {
-        let clock = ContinuousClock()
-        let start = clock.now
-        let deadline = start + timeout
-        let madeAt = Date()
-        let target = try history.currentToken()
-        let notifier = ChangeNotifier(container: container)
-        let updates = try notifier.subscribe(Self.statusNotification)
-        var agent: StartedAgent?
-        var agentNote: String?
-        var woke = false
-        defer { agent?.reapWhenDone() }
+        var rounds = try SyncRequestRounds(service: self, timeout: timeout, startingAgent: startingAgent)
+        defer { rounds.finish() }
         while true {
-            // The owner's record alone: the pending count (history read) only for a shortfall.
-            let (state, replicates) = try container.store.read { tx in
-                (try states.get(Self.stateKey, in: tx) ?? SyncServiceState(), try history.consumerRecords.get(Self.consumerName, in: tx) != nil)
-            }
-            let owner = state.owner.flatMap { $0.isAlive ? $0 : nil }
-            // Token 0 (nothing written) is acknowledged by a round that reached a server, not by default.
-            if state.acknowledged >= target && (target > .zero || state.lastSyncAt != nil) {
-                if let held = state.held, held.count > 0 {
-                    return .acknowledgedExceptHeld(through: target, after: clock.now - start, held: held)
-                }
-                return .acknowledged(through: target, after: clock.now - start)
-            }
-            if let failure = state.lastError, failure.at >= madeAt, failure.reason.isRefusal { return .refused(failure) }
-            guard replicates else {
-                return .nothingSyncs(try shortfall(owner: owner, agent: nil, replicates: false))
-            }
-            // The agent's fate was seen in the round before, and this round's record still shows no
-            // owner and no acknowledgement: nothing will take the changes to a server.
-            if owner == nil && startingAgent, let agentNote {
-                return .nothingSyncs(try shortfall(owner: nil, agent: agentNote, replicates: true))
-            }
-            if !woke {
-                try notifier.post(Self.requestNotification)
-                woke = true
-            }
-            if owner == nil && startingAgent && agent == nil && agentNote == nil {
-                do {
-                    if let registration = try SyncAgentRegistration.load(from: container) {
-                        agent = try StartedAgent.start(registration, in: container)
-                    } else {
-                        agentNote = "no sync agent is registered; \(SyncAgentRegistration.advice(for: container, replacing: false))"
-                    }
-                } catch let error as SyncError {
-                    agentNote = "the sync agent could not start: \(error); \(SyncAgentRegistration.advice(for: container, replacing: true))"
-                } catch {
-                    agentNote = "the sync agent could not start: \(error)"
-                }
-            }
-            if let started = agent, agentNote == nil, started.hasExited() {
-                agentNote = "the sync agent (pid \(started.pid)) exited with status \(started.exitStatus ?? -1)"
-            }
-            let now = clock.now
-            guard now < deadline else {
-                let status = try status()
-                return .notWithinDeadline(SyncRequestShortfall(owner: status.owner, lastError: status.lastError,
-                                                               pending: status.pending, agent: agentNote))
-            }
+            if let outcome = try rounds.next() { return outcome }
             // Woken by the owner's record; the short bound notices an owner that died meanwhile.
-            _ = updates.wait(timeout: min(deadline - now, .milliseconds(50)))
+            _ = rounds.updates.wait(timeout: rounds.pause)
         }
     }
 
     /// What a request that nothing can acknowledge knows, from the status now.
-    private func shortfall(owner: SyncOwner?, agent: String?, replicates: Bool) throws -> SyncRequestShortfall {
+    func shortfall(owner: SyncOwner?, agent: String?, replicates: Bool) throws -> SyncRequestShortfall {
         let status = try status()
         return SyncRequestShortfall(owner: owner ?? status.owner, lastError: status.lastError, pending: status.pending, agent: agent,
                                     replicates: replicates)
     }
 
-    /// ``request(within:startingAgent:)`` from async code: the wait holds a thread of its own, never
-    /// one of the cooperative pool's.
+    /// ``request(within:startingAgent:)`` from async code: the wait suspends, holding no thread (the
+    /// process's ``KVStore/Watcher`` wakes it for the owner's record, or after the round's short bound).
     public func request(within timeout: Duration, startingAgent: Bool = true) async throws -> SyncRequestOutcome {
-        let service = self
-        return try await withCheckedThrowingContinuation { continuation in
-            do {
-                try SystemCall.startThread {
-                    continuation.resume(with: Result { try service.request(within: timeout, startingAgent: startingAgent) })
-                }
-            } catch {
-                continuation.resume(throwing: error)
-            }
+        var rounds = try SyncRequestRounds(service: self, timeout: timeout, startingAgent: startingAgent)
+        defer { rounds.finish() }
+        while true {
+            if let outcome = try rounds.next() { return outcome }
+            let until = ContinuousClock.now + rounds.pause
+            // Events that do not name the owner's record are read and waited past.
+            while try await Watcher.shared.readable([rounds.updates.watch.inotify], until: until),
+                  rounds.updates.watch.drain(naming: Array(rounds.updates.name.utf8)) == false {}
         }
     }
 }

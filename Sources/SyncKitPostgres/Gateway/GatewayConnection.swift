@@ -13,7 +13,7 @@ import SyncWire
 /// URL says https), bounded by the statement timeout. Connections are kept alive between requests (a
 /// few, idle, for the next ones), so that a push of many batches or a pull of many pages pays one TLS
 /// handshake, not one per request.
-final class GatewayConnection: ReplicationServer, @unchecked Sendable {
+final class GatewayConnection: ReplicationServer, Sendable {
     let url: SyncGatewayURL
     let token: String
     let group: String
@@ -61,7 +61,8 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
             defer { pool.idle.removeAll() }
             return pool.idle
         }
-        for connection in idle { connection.channel.close(promise: nil) }
+        // Awaited: when close returns, no connection of this one is still open.
+        for connection in idle { try? await connection.channel.close() }
     }
 
     deinit {
@@ -408,7 +409,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     }
 
     /// The connection a request is on, and whether its deadline passed.
-    struct InFlight: @unchecked Sendable {
+    struct InFlight: Sendable {
         var channel: Channel?
         var expired = false
     }
@@ -426,7 +427,7 @@ final class GatewayConnection: ReplicationServer, @unchecked Sendable {
     /// How many are kept idle now.
     var idleConnections: Int { pool.withLock { $0.idle.count } }
 
-    struct KeptConnection: @unchecked Sendable {
+    struct KeptConnection: Sendable {
         let channel: Channel
         let collector: ResponseCollector
         /// Which time it was kept (tells its idle timer whether it was taken since).

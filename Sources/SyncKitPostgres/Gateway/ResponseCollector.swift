@@ -20,6 +20,8 @@ struct ConnectionLost: Error {
 
 /// Collects the answer to the one request out on its connection. Touched only on the connection's
 /// event loop.
+/// `@unchecked Sendable`: no lock; `pending`, `head`, `body` and `error` are touched only on that
+/// event loop (the request is written, and its promise made, there).
 final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPClientResponsePart
 

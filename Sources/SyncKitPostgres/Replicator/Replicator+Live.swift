@@ -66,14 +66,21 @@ extension Replicator {
             do {
                 let server = try await ServerConnection.connect(url, logger: options.logger, maxValueBytes: options.maxValueBytes,
                                                             operationTimeout: options.statementTimeout, connectTimeout: options.connectTimeout)
-                defer { Task { await server.close() } }
-                try await server.connection.listen(on: ServerSchema.channel) { notifications in
-                    wakeup.signal()
-                    backoff = options.minimumBackoff
-                    for try await notification in notifications where notification.payload == group {
+                // Closed, and the close awaited, however listening ends.
+                var failure: (any Error)?
+                do {
+                    try await server.connection.listen(on: ServerSchema.channel) { notifications in
                         wakeup.signal()
+                        backoff = options.minimumBackoff
+                        for try await notification in notifications where notification.payload == group {
+                            wakeup.signal()
+                        }
                     }
+                } catch {
+                    failure = error
                 }
+                await server.close()
+                if let failure { throw failure }
             } catch {
                 if Task.isCancelled { return }
             }

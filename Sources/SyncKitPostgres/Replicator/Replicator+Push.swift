@@ -56,7 +56,7 @@ extension Replicator {
 
     /// Sends one round's batches as they are collected, and hands each batch's answers to `record`.
     ///
-    /// Pipelined: a thread of its own reads the round (``collectPending(batchSize:maxBytes:emit:)``, in
+    /// Pipelined: a thread of the process's blocking pool reads the round (``collectPending(batchSize:maxBytes:emit:)``, in
     /// one read transaction) and hands over each batch as soon as its values are read, so the first
     /// batch is on its way while later values are still being read; and ``batchesInFlight`` batches
     /// are on their way (encoded, sent, applied by the server) while this device records the answers
@@ -82,8 +82,8 @@ extension Replicator {
                 continuation.finish(throwing: error)
             }
         })
-        Thread.detachNewThread {
-            // The thread lets go of the replicator before it signals its end.
+        BlockingPool.shared.submit {
+            // The work lets go of the replicator before it signals its end.
             var work = job.withLock { job in
                 defer { job = nil }
                 return job
@@ -140,9 +140,9 @@ extension Replicator {
         }
     }
 
-    /// Signalled once, by a thread as it returns; awaited without blocking a thread (and without
+    /// Signalled once, by work of the blocking pool as it returns; awaited without blocking a thread (and without
     /// regard to cancellation: what it waits for is short, and must end first).
-    final class ThreadExit: @unchecked Sendable {
+    final class ThreadExit: Sendable {
         private let state = Locked<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
         func signal() {

@@ -19,18 +19,33 @@ extension Replicator {
                                   options: Options = Options(), standby: @Sendable (SyncOwner?) -> Void = { _ in },
                                   events: @escaping @Sendable (SyncEvent) -> Void = { _ in }) async throws -> Replicator {
         var waiting = false
-        let service = try SyncService(container: container)
+        // Each try runs on the process's blocking pool: taking the lock may wait out a dying owner's
+        // grace (``SyncOwnership``) and writes the owner's record, which may wait for another
+        // process's writer lock. Between tries this task is suspended (a timer), holding no thread.
+        let service = try await BlockingPool.shared.run { try SyncService(container: container) }
         while true {
-            // While the recorded owner lives, its record is all a try costs (no lock, no collection opened).
-            if try !waiting || service.liveOwner() == nil {
+            let standing = waiting
+            let tried = try await BlockingPool.shared.run { () throws -> Result<Replicator, ReplicationError>? in
+                // While the recorded owner lives, its record is all a try costs (no lock, no collection opened).
+                guard try !standing || service.liveOwner() == nil else { return nil }
                 do {
-                    return try Replicator(container: container, endpoint: endpoint, targets: targets, options: options, events: events)
-                } catch ReplicationError.ownedElsewhere(let owner, _) {
-                    if !waiting {
-                        waiting = true
-                        standby(owner)
-                    }
+                    return .success(try Replicator(container: container, endpoint: endpoint, targets: targets,
+                                                   options: options, events: events))
+                } catch let error as ReplicationError {
+                    guard case .ownedElsewhere = error else { throw error }
+                    return .failure(error)
                 }
+            }
+            switch tried {
+            case .success(let replicator)?:
+                return replicator
+            case .failure(.ownedElsewhere(let owner, _))?:
+                if !waiting {
+                    waiting = true
+                    standby(owner)
+                }
+            default:
+                break
             }
             try await Task.sleep(for: Self.standbyPoll)
         }

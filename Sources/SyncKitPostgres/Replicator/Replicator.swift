@@ -37,7 +37,7 @@ import Glibc
 /// a second one fails to start (``ReplicationError/ownedElsewhere(_:container:)``) or, made with
 /// ``whenOwning(container:endpoint:targets:options:standby:events:)``, waits to take over. Each round
 /// records how far the server has this container's history, for requests from any process.
-public final class Replicator: @unchecked Sendable {
+public final class Replicator: Sendable {
     public struct Options: Sendable {
         /// Changes per server transaction (a push batch, a page pulled).
         public var batchSize = 5_000
@@ -115,9 +115,10 @@ public final class Replicator: @unchecked Sendable {
     let rounds = RoundGate()
     /// Connections this replicator opened (for the rounds, not ``run(until:)``'s listener).
     let connectionsOpened = Locked(0)
-    /// The replicator's own thread for its write transactions in async code: waiting for the writer
-    /// lock, which another process may hold, never holds a thread of Swift's cooperative pool.
-    let writer: DispatchQueue
+    /// The replicator's lane of the process's ``KVStore/BlockingPool`` for its write transactions in
+    /// async code, one at a time: waiting for the writer lock, which another process may hold, never
+    /// holds a thread of Swift's cooperative pool.
+    let writer = BlockingPool.Lane()
     /// A test's seam: awaited in every round, once it has its connection.
     let roundEntered = Locked<(@Sendable () async -> Void)?>(nil)
     /// When the server last answered an operation of this replicator's (`nil`: never yet).
@@ -151,7 +152,6 @@ public final class Replicator: @unchecked Sendable {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
         self.endpoint = endpoint
-        writer = DispatchQueue(label: "SyncKitPostgres.Replicator.writer \(container.path)")
         self.container = container
         self.options = options
         self.events = events
@@ -210,8 +210,10 @@ public final class Replicator: @unchecked Sendable {
     }
 
     deinit {
+        // Released without ``close()``: the close cannot be awaited here, so it is owned
+        // (``OwnedCloses``), and awaited by whoever waits for them all.
         if let connection = connection.withLock({ $0 }) {
-            Task { await connection.close() }
+            OwnedCloses.start { await connection.close() }
         }
         ownership.release()
     }
@@ -288,7 +290,7 @@ public final class Replicator: @unchecked Sendable {
         }
     }
 
-    /// Runs `body`, which writes to the store, on the replicator's own thread (``writer``) and
+    /// Runs `body`, which writes to the store, on the replicator's lane of the pool (``writer``) and
     /// resumes the calling task with its result: a write waiting for another process's writer lock
     /// holds that thread, never one of the cooperative pool's. The caller is suspended until `body`
     /// returns, so what `body` captures is not touched meanwhile by anything else.
@@ -296,7 +298,7 @@ public final class Replicator: @unchecked Sendable {
         try await withoutActuallyEscaping(body) { body in
             let work = WriterWork(body)
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UncheckedSendable<R>, any Error>) in
-                writer.async { continuation.resume(with: work.run()) }
+                writer.submit { continuation.resume(with: work.run()) }
             }.value
         }
     }
@@ -479,7 +481,8 @@ public final class Replicator: @unchecked Sendable {
 }
 
 /// A value that crosses back from the writer thread to the task that waits for it
-/// (``Replicator/onWriter(_:)``).
+/// (``Replicator/onWriter(_:)``). `@unchecked`: no lock; the continuation hands it over once, and the
+/// writer thread keeps no copy (the waiting task is suspended until it arrives).
 struct UncheckedSendable<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
@@ -487,7 +490,8 @@ struct UncheckedSendable<Value>: @unchecked Sendable {
 
 /// The body ``Replicator/onWriter(_:)`` hands to the writer thread, run once there while its owner
 /// waits. The thread lets go of it before the owner resumes: the body is a non-escaping closure, which
-/// must not outlive the call it was given to.
+/// must not outlive the call it was given to. `@unchecked`: no lock; `body` is touched by one thread
+/// only, the writer's, while its owner is suspended in ``Replicator/onWriter(_:)``.
 final class WriterWork<R>: @unchecked Sendable {
     private var body: (() throws -> R)?
 

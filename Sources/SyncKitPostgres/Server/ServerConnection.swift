@@ -7,7 +7,7 @@ import PostgresNIO
 import SyncWire
 
 /// A connection to the replication server, speaking only the fixed statements of ``ServerSchema``.
-final class ServerConnection: @unchecked Sendable {
+final class ServerConnection: Sendable {
     let connection: PostgresConnection
     let logger: Logger
     /// A value longer than this is refused without being read into memory.

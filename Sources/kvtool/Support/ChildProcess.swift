@@ -34,7 +34,8 @@ final class ChildProcess {
         Self.started.withLock { $0.append(child) }
         let pid = process.processIdentifier
         let process = self.process
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+        // A timer of the process's one watcher thread (``KVStore/Watcher``), no thread of its own.
+        _ = try? Watcher.shared.arm([], until: .now + .milliseconds(Int64(timeout * 1000))) { _ in
             if process.isRunning { kill(pid, SIGKILL) }
         }
     }

@@ -551,28 +551,32 @@ struct SyncCommand: ParsableCommand {
     }
 
     /// The failed rounds of one `sync run`, each distinct error printed once on standard error.
-    final class FailureLog: @unchecked Sendable {
-        private let lock = NSLock()
+    final class FailureLog: Sendable {
         private let live: Bool
-        /// Weak: the replicator's event handler holds this log, and a strong reference back would be a
-        /// cycle that outlives the run (AddressSanitizer's leak check reported it at exit).
-        private weak var replicator: Replicator?
-        private var last: (message: String, rounds: Int)?
+        /// The replicator (weak: the replicator's event handler holds this log, and a strong reference
+        /// back would be a cycle that outlives the run; AddressSanitizer's leak check reported it at
+        /// exit), and the last error printed.
+        private let state = Locked<(replicator: WeakReplicator, last: (message: String, rounds: Int)?)>((WeakReplicator(), nil))
+
+        /// A weak reference, as a value.
+        struct WeakReplicator {
+            weak var replicator: Replicator?
+        }
 
         init(live: Bool) { self.live = live }
 
-        func attach(_ replicator: Replicator) { lock.withLock { self.replicator = replicator } }
+        func attach(_ replicator: Replicator) { state.withLock { $0.replicator.replicator = replicator } }
 
         /// Whether an error was printed.
-        var printed: Bool { lock.withLock { last != nil } }
+        var printed: Bool { state.withLock { $0.last != nil } }
 
         func report(_ message: String) {
             // --once throws the round's error, which is printed then.
             guard live else { return }
-            let shouldPrint = lock.withLock { () -> Bool in
-                let rounds = replicator?.successfulRounds ?? 0
-                if let last, last.message == message, last.rounds == rounds { return false }
-                last = (message, rounds)
+            let shouldPrint = state.withLock { state -> Bool in
+                let rounds = state.replicator.replicator?.successfulRounds ?? 0
+                if let last = state.last, last.message == message, last.rounds == rounds { return false }
+                state.last = (message, rounds)
                 return true
             }
             guard shouldPrint else { return }
