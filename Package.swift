@@ -79,7 +79,7 @@ let package = Package(
         ),
         // A throwaway PostgreSQL cluster (fsync=off) for tests, demos and benchmarks: not in any product,
         // so no app links it.
-        .target(name: "PostgresTesting", dependencies: ["SyncKitPostgres"]),
+        .target(name: "PostgresTesting", dependencies: ["KVStore", "SyncKitPostgres"]),
         // What the sync gateway, its client and `kvtool serve` share of HTTP over SwiftNIO (empty without
         // both traits).
         .target(

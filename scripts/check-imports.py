@@ -41,7 +41,7 @@ ALLOWED = {
     "SyncWire": {"KVStore", "Codecs"},
     "SyncKitPostgres": {"KVStore", "Codecs", "SyncKit", "SyncWire", "HTTPServerKit"},
     "HTTPServerKit": set(),
-    "PostgresTesting": {"SyncKitPostgres"},
+    "PostgresTesting": {"KVStore", "SyncKitPostgres"},
     "SyncGateway": {"KVStore", "Codecs", "SyncWire", "SyncKitPostgres", "HTTPServerKit"},
     "kvtool": {"KVStore", "Codecs", "SyncKit", "Workloads", "SyncKitPostgres", "SyncGateway", "HTTPServerKit", "PostgresTesting"},
     "LeanProcess": set(),
