@@ -121,6 +121,7 @@ do {
         if try runSnapshotCommand(command, root: root, group: group, rest) { break }
         if try historyCommand(command, root: root, group: group, rest: rest) { break }
         if try observationCommand(command, root: root, group: group, rest: rest) { break }
+        if try threadCountCommand(command, root: root, group: group, rest: rest) { break }
         if try stressCommand(command, root: root, group: group, rest: rest) { break }
         if try containerFileCommand(command, root: root, group: group, rest: rest) { break }
         if try powerCutCommand(command, root: root, group: group, rest: rest) { break }
