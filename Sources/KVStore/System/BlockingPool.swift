@@ -95,9 +95,14 @@ package final class BlockingPool: Sendable {
     private func next() -> Work {
         state.withLock(when: { $0.pending > 0 }) { state in
             let work = state.queue[state.head]
+            state.queue[state.head] = {}   // what the work captured is released when it ends, not when the queue empties
             state.head += 1
             if state.head == state.queue.count {
                 state.queue.removeAll(keepingCapacity: true)
+                state.head = 0
+            } else if state.head >= 256 && state.head * 2 >= state.queue.count {
+                // A queue that never empties (work arriving as fast as it runs) does not grow for ever.
+                state.queue.removeFirst(state.head)
                 state.head = 0
             }
             state.busy += 1
