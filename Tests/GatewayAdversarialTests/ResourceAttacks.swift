@@ -118,7 +118,10 @@ import Glibc
                 try? await Task.sleep(for: .milliseconds(50))
             }
         }
-        let waited = try await arena.sync(honest, real)
+        // The refill can still win a round on a loaded machine (the hammer's requests are as slow as
+        // everything else): a sync that went through is tried again, until one is told to wait.
+        var waited = try await arena.sync(honest, real)
+        for _ in 0..<5 where waited.status == 0 { waited = try await arena.sync(honest, real) }
         hammer.cancel()
         _ = await hammer.value
         // Its line names the credential's budget, as the gateway did.

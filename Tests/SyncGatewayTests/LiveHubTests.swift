@@ -10,10 +10,16 @@ import Testing
 /// credentials' streams end), on embedded channels: each test's event loops run on its own thread,
 /// when the test says (`run()`), so what a stream wrote is read back exactly.
 @Suite struct LiveHubTests {
-    /// A device's open live stream: its channel (connected, with the stream as its handler).
-    struct Device {
+    /// A device's open live stream: its channel (connected, with the stream as its handler), finished
+    /// when the test lets go of it (an embedded channel's pipeline holds itself until it is closed:
+    /// LeakSanitizer reported every channel left open).
+    final class Device {
         let channel: EmbeddedChannel
         let stream: LiveStream
+
+        init(channel: EmbeddedChannel, stream: LiveStream) { (self.channel, self.stream) = (channel, stream) }
+
+        deinit { _ = try? channel.finish() }
 
         /// Everything the stream wrote since the last call, as text.
         func written() throws -> String {
