@@ -23,6 +23,8 @@ final class GatewayConnection: ReplicationServer, Sendable {
     /// The container's install id (`InstallID`), sent with every request; `nil` for a client that
     /// pushes nothing (a live stream's follower).
     let install: String?
+    /// How long a connection is kept idle between requests (``defaultIdleLifetime``).
+    let idleLifetime: TimeAmount
     private let sslContext: NIOSSLContext?
     /// Whether ``close()`` was called, and the kept-alive connections between requests.
     private let pool = Locked(Pool())
@@ -36,7 +38,7 @@ final class GatewayConnection: ReplicationServer, Sendable {
     static let maxResponseBytes = 1 << 30
 
     init(url: SyncGatewayURL, token: String, group: String, maxValueBytes: Int, operationTimeout: Duration, connectTimeout: Duration,
-         install: String? = nil, answered: Locked<ContinuousClock.Instant?>? = nil) throws {
+         install: String? = nil, answered: Locked<ContinuousClock.Instant?>? = nil, idleLifetime: TimeAmount = GatewayConnection.defaultIdleLifetime) throws {
         guard SyncTokens.isPresentable(token) else {
             throw ReplicationError.invalidCredential("the token is not one `kvtool sync token issue` prints (\(SyncTokens.prefix) and 43 characters), nor a JWT")
         }
@@ -48,6 +50,7 @@ final class GatewayConnection: ReplicationServer, Sendable {
         self.connectTimeout = connectTimeout
         self.install = install
         self.answered = answered
+        self.idleLifetime = idleLifetime
         sslContext = url.tls ? try GatewayTLS.context(trusting: url.caFile, for: url.description) : nil
     }
 
@@ -299,8 +302,8 @@ final class GatewayConnection: ReplicationServer, Sendable {
 
     /// Sends the request on a kept-alive connection, or a new one. A kept-alive connection that fails
     /// before any of its answer arrived was closed by the gateway while it was idle (its 30 s, a drain,
-    /// a restart): the request goes again on the next one. A new connection that does so is replaced
-    /// once. Every request may be sent twice: a push is idempotent by its tokens, the others only read.
+    /// a restart): the request goes again on the next one. A new connection that does so is replaced,
+    /// twice at most (``newConnectionAttempts``). Every request may be sent twice: a push is idempotent by its tokens, the others only read.
     private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?,
                           current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
         let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true)
@@ -316,14 +319,18 @@ final class GatewayConnection: ReplicationServer, Sendable {
             guard !current.withLock({ $0.expired }) else {
                 throw ReplicationError.server("no answer from the sync gateway within \(operationTimeout)")
             }
-            do {
-                return try await send(head, body, on: try await connect(), current: current)
-            } catch let lost as ConnectionLost where !lost.answerBegan && !lost.failed {
-                // A new connection the gateway closed before any of its answer came: it gave up waiting
-                // for a request head while this machine was too busy to send one, or was restarted. Once
-                // more, on another (the deadline still holds: `send` refuses once it has passed). One that
-                // failed on an error of its own (a certificate refused) is not tried again.
-                return try await send(head, body, on: try await connect(), current: current)
+            // A new connection the gateway closed before any of its answer came: it gave up waiting for
+            // the TLS handshake or the request head while this machine was too busy to finish them, or
+            // it was restarted. Up to twice more, on others (the deadline still holds: `send` refuses
+            // once it has passed). One that failed on an error of its own (a certificate refused) is not
+            // tried again.
+            var attempt = 1
+            while true {
+                do {
+                    return try await send(head, body, on: try await connect(), current: current)
+                } catch let lost as ConnectionLost where !lost.answerBegan && !lost.failed && attempt < Self.newConnectionAttempts {
+                    attempt += 1
+                }
             }
         } catch let lost as ConnectionLost {
             throw ReplicationError.server("the sync gateway \(url): \(lost.reason)")
@@ -380,13 +387,15 @@ final class GatewayConnection: ReplicationServer, Sendable {
         }
     }
 
+    /// How many new connections a request is tried on when the gateway closes each before answering.
+    static let newConnectionAttempts = 3
     /// Idle connections kept for the next requests (a pipelined push has two batches in flight).
     static let maxIdleConnections = 2
     /// How long a connection is kept idle: a device between syncs holds no connection of a gateway
     /// whose connections are counted (``SyncGateway/Limits/maxConnections``) for long.
-    static let idleLifetime = TimeAmount.seconds(5)
+    static let defaultIdleLifetime = TimeAmount.seconds(5)
 
-    /// Keeps `connection` for the next request, for ``idleLifetime`` at most; false if the pool is
+    /// Keeps `connection` for the next request, for `idleLifetime` at most; false if the pool is
     /// closed or full.
     private func keep(_ connection: KeptConnection) -> Bool {
         let pool = self.pool
@@ -396,7 +405,7 @@ final class GatewayConnection: ReplicationServer, Sendable {
             pool.idle.append(KeptConnection(channel: connection.channel, collector: connection.collector, generation: pool.generation))
             return pool.generation
         }) else { return false }
-        connection.channel.eventLoop.scheduleTask(in: Self.idleLifetime) {
+        connection.channel.eventLoop.scheduleTask(in: idleLifetime) {
             // Still idle (not taken for a request since): closed.
             let expired = pool.withLock { pool -> Bool in
                 guard let index = pool.idle.firstIndex(where: { $0.generation == generation }) else { return false }
@@ -424,6 +433,9 @@ final class GatewayConnection: ReplicationServer, Sendable {
 
     /// How many connections requests have opened so far (one per TLS handshake).
     var connectionsOpened: Int { pool.withLock { $0.opened } }
+    /// How many of the idle connections are still open at this end (the others were closed by the
+    /// gateway, and this end finds out on its next request).
+    var idleConnectionsStillOpen: Int { pool.withLock { $0.idle.filter { $0.channel.isActive }.count } }
     /// How many are kept idle now.
     var idleConnections: Int { pool.withLock { $0.idle.count } }
 
