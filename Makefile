@@ -14,7 +14,7 @@
 #             (40 MiB over an 8 MiB answer budget in make test), the differential test of the store's
 #             open check against LMDB's own tools at 3,000 generated cases (150 in make test;
 #             KVSTORE_DIFFERENTIAL_SEED=N replays a seed), and the server-state fuzzer at 10,000 cases
-#             (80 in make test; KVSTORE_SERVER_FUZZ_SEED=N replays a run); each test prints its figures
+#             (40 in make test; KVSTORE_SERVER_FUZZ_SEED=N replays a run); each test prints its figures
 #             ([reliability], [model], [resync], [differential] and [server-fuzz] lines). SWIFT_FLAGS passes options such as
 #             --scratch-path to swift.
 # make perf   prints the point-operation figures (README, benchmarks/baseline.md) from a release build
@@ -32,13 +32,15 @@
 #             FILTER="Decode" keeps the workloads whose name contains it
 # make fuzz   runs each libFuzzer target (cbor, keys, paths, dump, catalog, feed, manifest, history) for
 #             FUZZ_SECONDS (default 60); see fuzz/README.md
-# make sanitize runs every test under ThreadSanitizer, then under AddressSanitizer (replication and the sync gateway included in both)
+# make sanitize runs the tests under ThreadSanitizer (in-process: the store, SyncKit, kvtool's local side), then under
+#             AddressSanitizer (replication and the sync gateway included), durability and performance suites
+#             aside; make sanitize-all runs every suite under both
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 KVTOOL := .build/release/kvtool
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps test-deps build demo test stress perf bench bench-sync lean instructions fuzz sanitize clean
+.PHONY: deps test-deps build demo test stress perf bench bench-sync lean instructions fuzz sanitize sanitize-all clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -101,16 +103,31 @@ fuzz: deps
 # XCTest and Foundation leak a little at exit: scripts/sanitize/lsan.supp says why each suppression
 # is there (scripts/sanitize/asan.supp, for a read past a buffer inside Foundation's Process.run); scripts/sanitize/tsan.supp does the same for ThreadSanitizer's one (a runtime false
 # positive). The Swift backtracer is off because it trips over ASan's redzones when a test process traps.
-# Both with the PostgreSQL trait: replication and its tests (the randomized model among them), the sync
-# gateway and its adversarial suite, so that the code that parses a device's bytes runs under both.
-# Neither has the Serve trait (measured: kvtool serve's tests alone took 443 s under ThreadSanitizer);
-# kvtool serve and its tests run (unsanitized) in `make test`. The ThreadSanitizer build with
-# PostgreSQL took 5 min 29 s from clean here.
+#
+# What each sanitizer runs in CI (`make sanitize`; CI's hour did not hold both over every suite: the
+# run of issue 48 was stopped at 59 min on the CI machine, 54 min here):
+# - ThreadSanitizer without the PostgreSQL trait: the store, SyncKit (history, notifications, the sync
+#   service's local side), the codecs, the workloads and kvtool's local commands, where our own threads
+#   meet in one process (transactions, observations, closes, the history's consumers). Its build then
+#   compiles nothing of NIO (half the time).
+# - AddressSanitizer with the PostgreSQL trait: all that, and replication, the sync gateway and its
+#   adversarial suites, so that the code that parses a device's bytes runs under it.
+# Neither runs the durability suites (ReliabilityTests, PowerCut: what survives kill -9 and a power cut is
+# a property of LMDB and the file system, which a sanitizer does not change) nor the performance tests
+# (figures only); all three run in `make test`. `make sanitize-all` runs every suite under both, with
+# PostgreSQL (about 35 min here). Neither has the Serve trait (measured: kvtool serve's tests alone took
+# 443 s under ThreadSanitizer); kvtool serve and its tests run (unsanitized) in `make test`.
+SANITIZE_SKIP ?= ^(ReliabilityTests|PowerCut|KVStorePerformanceTests)\.
+TSAN_ENV = TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/tsan.supp"
+ASAN_ENV = ASAN_OPTIONS="detect_leaks=1:suppressions=$(CURDIR)/scripts/sanitize/asan.supp" LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/lsan.supp" SWIFT_BACKTRACE=enable=no
+
 sanitize: test-deps
-	TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/tsan.supp" \
-		$(SWIFT) test --sanitize=thread --disable-default-traits --traits PostgreSQL --scratch-path .build-sanitize-thread
-	ASAN_OPTIONS="detect_leaks=1:suppressions=$(CURDIR)/scripts/sanitize/asan.supp" LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/lsan.supp" SWIFT_BACKTRACE=enable=no \
-		$(SWIFT) test --sanitize=address --disable-default-traits --traits PostgreSQL --scratch-path .build-sanitize-address
+	$(TSAN_ENV) $(SWIFT) test --sanitize=thread --disable-default-traits --scratch-path .build-sanitize-thread --skip '$(SANITIZE_SKIP)'
+	$(ASAN_ENV) $(SWIFT) test --sanitize=address --disable-default-traits --traits PostgreSQL --scratch-path .build-sanitize-address --skip '$(SANITIZE_SKIP)'
+
+sanitize-all: test-deps
+	$(TSAN_ENV) $(SWIFT) test --sanitize=thread --disable-default-traits --traits PostgreSQL --scratch-path .build-sanitize-thread-pg
+	$(ASAN_ENV) $(SWIFT) test --sanitize=address --disable-default-traits --traits PostgreSQL --scratch-path .build-sanitize-address
 
 clean:
-	rm -rf .build .build-fuzz-libfuzzer .build-sanitize-thread .build-sanitize-address
+	rm -rf .build .build-fuzz-libfuzzer .build-sanitize-thread .build-sanitize-thread-pg .build-sanitize-address
