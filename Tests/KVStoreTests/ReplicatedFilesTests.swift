@@ -93,6 +93,22 @@ import Glibc
         }
     }
 
+    @Test func aTombstoneFromAnotherDeviceRemovesTheFileAndItsLocalState() throws {
+        let dir = TemporaryDirectory()
+        let container = try Self.container(dir)
+        try container.store.write { tx in
+            _ = try container.files.write(Self.png, to: "img/a.png", in: tx)
+            _ = try container.files.write(Self.png, to: "img/b.png", in: tx)
+        }
+        // What a pull of another device's remove does: the row's delete, nothing else.
+        try container.store.write { tx in _ = try FileManifest.delete(at: "img/a.png", in: tx) }
+        #expect(container.files.exists("img/a.png"))
+        #expect(try container.files.removeFilesTheManifestDropped() == ["img/a.png"])
+        #expect(!container.files.exists("img/a.png") && container.files.exists("img/b.png"))
+        #expect(try container.files.localState(for: "img/a.png") == nil)
+        #expect(try container.files.removeFilesTheManifestDropped() == [])
+    }
+
     @Test func anAbortedTransactionLeavesTheManifestThePathAndThePreviousBytes() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)

@@ -78,6 +78,32 @@ extension SharedFiles {
         return try container.store.read { try FileManifest.prefix(covering: path, in: $0) }
     }
 
+    /// After a pull: each path this device holds a local state for whose manifest row is gone (a
+    /// tombstone arrived) loses its file and its local state; returns those paths. Under the publish
+    /// lock, and only while the row is still gone, so a write committed meanwhile keeps its file.
+    @discardableResult
+    package func removeFilesTheManifestDropped() throws -> [String] {
+        let container = try requireContainer()
+        let dropped = try container.store.read { tx in
+            let entries = Set(try FileManifest.entries(in: tx).map(\.path))
+            return try FileManifest.localStates(in: tx).keys.filter { !entries.contains($0) }.sorted()
+        }
+        var removed: [String] = []
+        for path in dropped {
+            let gone = try withPublishLock(in: container) { () throws -> Bool in
+                let gone = try container.store.write(author: "kvsync") { tx in
+                    guard try FileManifest.entry(at: path, in: tx) == nil else { return false }
+                    try FileManifest.setLocalState(nil, at: path, in: tx)
+                    return true
+                }
+                if gone { do { try remove(path) } catch KVStoreError.fileNotFound {} }
+                return gone
+            }
+            if gone { removed.append(path) }
+        }
+        return removed
+    }
+
     /// Up to `length` bytes of `Blobs/<name>` from `offset`, and the file's size: an upload's chunk.
     /// The file is opened without following a link, and must be a regular file.
     ///
