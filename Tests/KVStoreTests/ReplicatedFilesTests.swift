@@ -109,6 +109,23 @@ import Glibc
         #expect(try container.files.removeFilesTheManifestDropped() == [])
     }
 
+    @Test func copiesNoRowNamesAreCollectedAfterTheirGraceAndTheOthersStay() throws {
+        let dir = TemporaryDirectory()
+        let container = try Self.container(dir)
+        let other = Array("another version".utf8)
+        try container.store.write { tx in _ = try container.files.write(other, to: "img/a.png", in: tx) }
+        try container.store.write { tx in _ = try container.files.write(Self.png, to: "img/a.png", in: tx) }
+        try container.store.write { tx in _ = try container.files.write(other, to: "plain.txt", in: tx) }
+        let old = SHA256Hasher.hex(SHA256Hasher.hash(other)), current = SHA256Hasher.hex(SHA256Hasher.hash(Self.png))
+        // Within the grace nothing goes; past it, only the copy no row names (the first version; the
+        // plain file's copy is the same bytes, and its path keeps its own link).
+        #expect(try container.files.removeUnreferencedBlobs(olderThan: 3600) == [])
+        #expect(try container.files.removeUnreferencedBlobs(olderThan: 0) == [old])
+        #expect(try container.files.read("plain.txt") == Data(other))
+        #expect(try container.files.readVerified("img/a.png") == Data(Self.png))
+        #expect(FileManager.default.fileExists(atPath: container.layout.blobs + "/" + current))
+    }
+
     @Test func anAbortedTransactionLeavesTheManifestThePathAndThePreviousBytes() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)

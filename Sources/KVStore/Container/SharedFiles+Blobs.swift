@@ -104,6 +104,27 @@ extension SharedFiles {
         return removed
     }
 
+    /// Deletes the copies in `Blobs/` that no manifest row and no local state names and that were not
+    /// changed for `age` seconds (so the copy a write stages before its transaction commits is spared),
+    /// and the temporary files of downloads whose process is gone or older than `age`. Returns the
+    /// names deleted, sorted. A copy waiting to upload is named by its local state, so it stays.
+    @discardableResult
+    package func removeUnreferencedBlobs(olderThan age: TimeInterval = 3600) throws -> [String] {
+        let container = try requireContainer()
+        let blobs = try container.blobFiles(sharing: sharing)
+        let named = try container.store.read { tx in
+            Set(try FileManifest.entries(in: tx).map { ContainerFiles.name($0.entry.sha256) })
+                .union(try FileManifest.localStates(in: tx).values.map { ContainerFiles.name($0.sha256) })
+        }
+        let cutoff = Date(timeIntervalSinceNow: -max(0, age))
+        var removed = try blobs.removeTemporaryFiles(olderThan: age, recursive: false, whenOwnerIsGone: true)
+        for entry in try blobs.entries() where entry.kind == .file && entry.name.utf8.count == 64 && !named.contains(entry.name) {
+            guard entry.modificationDate <= cutoff else { continue }
+            do { try blobs.remove(entry.name); removed.append(entry.name) } catch KVStoreError.fileNotFound {}
+        }
+        return removed.sorted()
+    }
+
     /// Up to `length` bytes of `Blobs/<name>` from `offset`, and the file's size: an upload's chunk.
     /// The file is opened without following a link, and must be a regular file.
     ///
