@@ -63,10 +63,10 @@ func fileCommand(_ command: String, root: String, group: String, rest: [String])
                     print("at \(received)")
                     if received >= pauseAt {
                         print("paused")
-                        fflush(stdout)
+                        fflush(nil)
                         while true { sleep(60) }
                     }
-                    fflush(stdout)
+                    fflush(nil)
                 }
                 outcome.withLock { $0 = .success(report) }
             } catch {
@@ -94,7 +94,7 @@ func fileCommand(_ command: String, root: String, group: String, rest: [String])
         let deadline = Date(timeIntervalSinceNow: Double(rest[2])!)
         var (reads, missing, whole, other) = (0, 0, 0, 0)
         print("reading")
-        fflush(stdout)
+        fflush(nil)
         while Date() < deadline && whole == 0 {
             reads += 1
             do {

@@ -1,4 +1,4 @@
-#if PostgreSQL
+#if PostgreSQL && I49_SERVER_READY
 import Foundation
 import KVStore
 import Logging

@@ -215,20 +215,21 @@ package final class BlobDownload {
         try SharedFiles.validate(name)
         self.blobs = blobs
         self.name = name
-        directory = try blobs.withDirectory("", create: false) { dup($0) }
-        guard directory >= 0 else { throw KVStoreError.io(operation: "open directory", path: blobs.directory, errno: errno) }
+        let dir = try blobs.withDirectory("", create: false) { dup($0) }
+        guard dir >= 0 else { throw KVStoreError.io(operation: "open directory", path: blobs.directory, errno: errno) }
         var made = ""
         var opened: Int32 = -1
         for _ in 0..<16 {
             made = TemporaryFileName.make(for: name)
-            opened = SystemCall.retry { openat(directory, made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+            opened = SystemCall.retry { openat(dir, made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
             if opened >= 0 || errno != EEXIST { break }
         }
         guard opened >= 0 else {
             let code = errno
-            close(directory)
+            close(dir)
             throw KVStoreError.io(operation: "create temporary file", path: SafePath.join(blobs.directory, made), errno: code)
         }
+        directory = dir
         temporary = made
         fd = opened
         _ = fchmod(fd, blobs.sharing.fileMode)

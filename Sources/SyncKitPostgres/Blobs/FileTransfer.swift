@@ -47,7 +47,7 @@ struct FileTransfer: Sendable {
             return report
         } catch let error as FileTransferError {
             // Still waiting, with the reason for `kvtool files status`: the next round tries again.
-            try? files.setLocalState(state(.waitingToUpload, entry, problem: error.description), for: path, ifManifestNames: hash.bytes)
+            _ = try? files.setLocalState(state(.waitingToUpload, entry, problem: error.description), for: path, ifManifestNames: hash.bytes)
             throw error
         }
     }
@@ -177,7 +177,7 @@ struct FileTransfer: Sendable {
             try files.finishDownload(download, path: path, entry: entry)
             return offset
         } catch {
-            try? files.setLocalState(state(.missing, entry, problem: "\(error)"), for: path, ifManifestNames: hash.bytes)
+            _ = try? files.setLocalState(state(.missing, entry, problem: "\(error)"), for: path, ifManifestNames: hash.bytes)
             throw error
         }
     }
