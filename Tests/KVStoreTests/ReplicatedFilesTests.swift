@@ -263,6 +263,6 @@ import Glibc
             let data = try container.files.readVerified("img/\(i).png")
             #expect(SHA256Hasher.hex(SHA256Hasher.hash(Array(data))) == (try notes.get("img/\(i).png")))
         }
-        print("ReplicatedFilesTests: \(passes) consistent reads while another process wrote \(count) records with their files")
+        print("ReplicatedFilesTests: \(passes) reads (\(problems.count) inconsistent) while another process wrote \(count) records with their files")
     }
 }
