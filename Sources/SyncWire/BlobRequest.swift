@@ -87,6 +87,10 @@ package struct BlobRequest: Equatable, Sendable {
         return ByteRangeRequest.value(digits)
     }
 
+    /// The line of the one answer (404) to a blob the caller's group may not read: unknown, another
+    /// group's, incomplete, or named by no current manifest row of the group.
+    package static let unknownBlobLine = "no such blob in this group"
+
     /// The one line a typed refusal of a chunk carries (``GatewayHeader/refusal``): what was refused
     /// and the limit; `nil` for an outcome that is not a refusal.
     package static func line(_ outcome: BlobPutOutcome) -> String? {

@@ -21,7 +21,7 @@ extension SyncGateway {
     /// that it tells nothing of other groups. Counted as answered (a device asks before its first
     /// upload), not as a refusal.
     static var unknownBlob: GatewayResponse {
-        GatewayResponse(status: .notFound, body: ByteBuffer(string: "no such blob in this group\n"))
+        GatewayResponse(status: .notFound, body: ByteBuffer(string: BlobRequest.unknownBlobLine + "\n"))
     }
 
     /// A blob's `PUT` of a credential that may not write (read-only, or naming no device), refused

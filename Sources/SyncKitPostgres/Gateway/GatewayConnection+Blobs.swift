@@ -27,6 +27,7 @@ extension GatewayConnection: BlobServer {
 
     func putBlobChunk(group: String, hash: BlobHash, size: Int64, offset: Int64, bytes: [UInt8]) async throws -> BlobPutOutcome {
         try checkGroup(group)
+        try Self.checkOffset(offset, bytes.count)
         let (status, headers, answer) = try await exchange(
             .PUT, GatewayEndpoint.blob(hash),
             headers: [(GatewayHeader.uploadOffset.rawValue, String(offset)), (GatewayHeader.uploadLength.rawValue, String(size))],
@@ -42,10 +43,12 @@ extension GatewayConnection: BlobServer {
             return complete && received != offset + Int64(bytes.count) ? .complete : .accepted(received: received)
         case (.conflict, "offset_mismatch"?): return .offsetMismatch(received: try Self.number(headers, .uploadOffset))
         case (.conflict, "size_mismatch"?): return .sizeMismatch(size: try Self.number(headers, .uploadLength))
-        case (.payloadTooLarge, "too_large"?), (.payloadTooLarge, "chunk_too_large"?), (.insufficientStorage, "quota_exceeded"?),
-             (.unprocessableContent, "hash_mismatch"?):
-            let limit = refusal == "hash_mismatch" ? 0 : try Self.number(headers, .limit)
-            guard let outcome = BlobPutOutcome(name: refusal!, figure: limit) else { throw Self.refusal(status, headers, answer) }
+        case (.payloadTooLarge, let name?), (.insufficientStorage, let name?), (.unprocessableContent, let name?):
+            // A typed refusal: its name and limit, when they are one this status answers.
+            let limit = name == BlobPutOutcome.hashMismatch.name ? 0 : try Self.number(headers, .limit)
+            guard let outcome = BlobPutOutcome(name: name, figure: limit), BlobRequest.status(outcome).rawValue == Int(status.code) else {
+                throw Self.refusal(status, headers, answer)
+            }
             return outcome
         default:
             throw Self.refusal(status, headers, answer)
@@ -54,9 +57,7 @@ extension GatewayConnection: BlobServer {
 
     func readBlob(group: String, hash: BlobHash, offset: Int64, length: Int) async throws -> (size: Int64, bytes: [UInt8])? {
         try checkGroup(group)
-        guard offset >= 0, (0...BlobWire.chunkBytes).contains(length) else {
-            throw ReplicationError.server("a blob is read at most \(BlobWire.chunkBytes) bytes at a time, from an offset of 0 or more")
-        }
+        try Self.checkOffset(offset, length)
         // A range of at least one byte (HTTP has no empty one): the answer is cut to `length` here.
         let range = ByteRangeRequest.from(offset, through: offset + Int64(max(length, 1)) - 1)
         let (status, headers, answer) = try await exchange(.GET, GatewayEndpoint.blob(hash), headers: [(GatewayHeader.range.rawValue, range.text)],
@@ -70,8 +71,22 @@ extension GatewayConnection: BlobServer {
             }
             answered?.withLock { $0 = .now }
             return (size, Array(answer.prefix(length)))
-        case .notFound: return nil
+        case .notFound:
+            // The one answer for a blob this group may not read; a gateway from before files answers
+            // its path with another 404, which is no reason to wait for the file.
+            guard Self.line(answer) == BlobRequest.unknownBlobLine else {
+                throw ReplicationError.server("the sync gateway does not serve files (\(Self.line(answer))): it is older than this device")
+            }
+            return nil
         default: throw Self.refusal(status, headers, answer)
+        }
+    }
+
+    /// A chunk of `count` bytes (at most ``BlobWire/chunkBytes``) at `offset` (0 or more, its end under
+    /// 2^63).
+    private static func checkOffset(_ offset: Int64, _ count: Int) throws {
+        guard offset >= 0, offset <= Int64.max - Int64(BlobWire.chunkBytes), (0...BlobWire.chunkBytes).contains(count) else {
+            throw ReplicationError.server("a blob moves at most \(BlobWire.chunkBytes) bytes at a time, at an offset from 0 to 2^63 - 1 MiB")
         }
     }
 
