@@ -43,7 +43,7 @@ extension GatewayConnection: BlobServer {
             return complete && received != offset + Int64(bytes.count) ? .complete : .accepted(received: received)
         case (.conflict, "offset_mismatch"?): return .offsetMismatch(received: try Self.number(headers, .uploadOffset))
         case (.conflict, "size_mismatch"?): return .sizeMismatch(size: try Self.number(headers, .uploadLength))
-        case (.payloadTooLarge, let name?), (.insufficientStorage, let name?), (.unprocessableContent, let name?):
+        case (.payloadTooLarge, let name?), (.insufficientStorage, let name?), (.unprocessableEntity, let name?):
             // A typed refusal: its name and limit, when they are one this status answers.
             let limit = name == BlobPutOutcome.hashMismatch.name ? 0 : try Self.number(headers, .limit)
             guard let outcome = BlobPutOutcome(name: name, figure: limit), BlobRequest.status(outcome).rawValue == Int(status.code) else {
