@@ -64,13 +64,16 @@ extension GatewayConnection: BlobServer {
                                                           body: nil)
         switch status {
         case .partialContent, .rangeNotSatisfiable:
+            // 206: the range asked for, from `offset`; 416: `offset` is at or past the end (`bytes */SIZE`),
+            // and the answer's body is the refusal's line.
             guard let text = headers.first(name: GatewayHeader.contentRange.rawValue), case let (served, size)? = ByteRangeRequest.parseContentRange(text),
-                  served?.lowerBound ?? offset == offset, answer.count == served.map({ Int($0.upperBound - $0.lowerBound + 1) }) ?? 0,
-                  (served == nil) == (status == .rangeNotSatisfiable) else {
+                  status == .partialContent
+                    ? served?.lowerBound == offset && answer.count == served.map({ Int($0.upperBound - $0.lowerBound + 1) })
+                    : served == nil && offset >= size else {
                 throw ReplicationError.server("the sync gateway's answer to a blob's GET is malformed")
             }
             answered?.withLock { $0 = .now }
-            return (size, Array(answer.prefix(length)))
+            return (size, status == .partialContent ? Array(answer.prefix(length)) : [])
         case .notFound:
             // The one answer for a blob this group may not read; a gateway from before files answers
             // its path with another 404, which is no reason to wait for the file.
