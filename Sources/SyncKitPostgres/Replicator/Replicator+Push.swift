@@ -7,6 +7,14 @@ import SyncWire
 extension Replicator {
     // MARK: - Push
 
+    /// What a round did with the container's files so far (``push(_:report:files:)``).
+    struct RoundFiles {
+        /// Whether the files waiting to upload were uploaded (tried) in this round.
+        var uploadedWaiting = false
+        /// The paths whose upload this round tried: each once a round.
+        var tried: Set<String> = []
+    }
+
     struct PendingKey: Hashable {
         var target: Mutation.Target
         var key: [UInt8]
@@ -22,8 +30,13 @@ extension Replicator {
         var writeClock: UInt64?
     }
 
-    func push(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
+    func push(_ server: any ReplicationServer, report: inout SyncReport, files: inout RoundFiles) async throws -> Int {
         var pushed = 0
+        // The files' bytes before the manifest rows that name them (once a round).
+        if !files.uploadedWaiting {
+            files.tried.formUnion(try await uploadWaitingFiles(server))
+            files.uploadedWaiting = true
+        }
         // Manifest rows the server answered `missing_blob`, by key: they wait for their files.
         var waiting = Set<PendingKey>()
         defer { report.waitingForFiles = waiting.count }
@@ -56,6 +69,9 @@ extension Replicator {
             }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
             if try !sent && !hasDirtyKeys() { break }
+            // Rows whose files were not on the server: upload them (each once a round), and the next
+            // pass sends the rows again.
+            if try await uploadMissingBlobs(waiting, server: server, tried: &files.tried) { continue }
             if sent && onlyWaiting { break }
         }
         return pushed
@@ -499,7 +515,10 @@ extension Replicator {
         report.conflicts += events.count(where: \.isConflict)
         report.quarantined += events.count(where: \.isQuarantine)
         for event in events { self.events(event) }
-        if !changed.isEmpty { self.events(.applied(targets: changed, changes: events.count(where: \.isConflict))) }
+        if !changed.isEmpty {
+            manifestArrived(changed)
+            self.events(.applied(targets: changed, changes: events.count(where: \.isConflict)))
+        }
         return newlyPushed
     }
 }

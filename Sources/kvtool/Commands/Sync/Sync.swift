@@ -381,6 +381,7 @@ struct SyncCommand: ParsableCommand {
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
+            for file in status.filesWaiting ?? [] { print("waiting to upload \(file)") }
             print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
         }

@@ -1,0 +1,131 @@
+#if PostgreSQL
+import Foundation
+import KVStore
+import SyncKit
+@testable import SyncKitPostgres
+import SyncWire
+import PostgresTesting
+import TestSupport
+import SyncTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The container's files in the replicator's rounds (issue 49), two devices against a real throwaway
+/// PostgreSQL, directly and through a real `kvtool sync gateway`: a record and the image it names,
+/// written in one transaction on A, arrive together on B in one round each; a file over the server's
+/// limit waits with the reason while the rest of the round lands; a delete on A removes the file on B.
+@Suite(.serialized) struct ReplicatedFilesSyncTests {
+    static func group(_ name: String) -> String { "group.com.example.filesync.\(name)" }
+
+    /// Bytes that look like nothing in particular (a PNG's worth).
+    static func image(_ count: Int, seed: UInt64) -> [UInt8] {
+        var state = seed
+        return (0..<count).map { _ in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+    }
+
+    /// Two devices of `group` with `TrainerImages/` eager and `Exports/` lazy.
+    static func devices(_ group: String) throws -> (Device, Device) {
+        let a = try Device(group: group), b = try Device(group: group)
+        for device in [a, b] {
+            try Replication.files(prefix: "TrainerImages/", fetch: .eager, in: device.container)
+            try Replication.files(prefix: "Exports/", fetch: .lazy(budget: 1 << 20), in: device.container)
+        }
+        return (a, b)
+    }
+
+    /// One round of `device` with `endpoint`.
+    static func sync(_ device: Device, _ endpoint: Replicator.Endpoint) async throws -> SyncReport {
+        let replicator = try Replicator(container: device.container, endpoint: endpoint, targets: device.targets)
+        do {
+            let report = try await replicator.sync()
+            await replicator.close()
+            return report
+        } catch {
+            await replicator.close()
+            throw error
+        }
+    }
+
+    /// A writes a trainer and its image in one transaction (and a lazy export), syncs once; B syncs once
+    /// and has the trainer and the image's exact bytes, the export only as missing. Then A deletes both,
+    /// and after a round each B has neither the record nor the file.
+    @Test func aTrainerAndItsImageArriveTogetherAndADeleteRemovesTheFile() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("direct")
+        let (a, b) = try Self.devices(group)
+        let png = Self.image(200 << 10, seed: 1), pdf = Self.image(3_000, seed: 2)
+        let path = "TrainerImages/ash.png"
+        try a.write { tx in
+            try a.notes.put(#"{"name":"Ash","image":"\#(path)"}"#, forKey: "trainer-ash", in: tx)
+            try a.container.files.write(png, to: path, in: tx)
+            try a.container.files.write(pdf, to: "Exports/report.pdf", in: tx)
+        }
+        let pushed = try await Self.sync(a, .database(cluster.tcpURL))
+        #expect(pushed.waitingForFiles == 0 && pushed.pushed == 3, "\(pushed)")
+        #expect(try a.container.files.fileStatus().map(\.state) == [.present, .present])
+
+        let pulled = try await Self.sync(b, .database(cluster.tcpURL))
+        #expect(pulled.pulled == 3, "\(pulled)")
+        #expect(try b.notes.get("trainer-ash")?.contains(path) == true)
+        #expect(try b.container.files.readVerified(path) == Data(png))
+        #expect(try b.container.files.read(path) == Data(png))
+        let status = try b.container.files.fileStatus()
+        #expect(status.map(\.path) == ["Exports/report.pdf", path] && status.map(\.state) == [.missing, .present], "\(status)")
+        #expect(throws: SharedFilesError.self) { try b.container.files.readVerified("Exports/report.pdf") }
+
+        try a.write { tx in
+            _ = try a.notes.delete("trainer-ash", in: tx)
+            try a.container.files.remove(path, in: tx)
+        }
+        _ = try await Self.sync(a, .database(cluster.tcpURL))
+        _ = try await Self.sync(b, .database(cluster.tcpURL))
+        #expect(try b.notes.get("trainer-ash") == nil)
+        #expect(try b.container.files.manifestEntry(for: path) == nil)
+        #expect(!b.container.files.exists(path))
+        #expect(try b.container.files.fileStatus().map(\.path) == ["Exports/report.pdf"])
+    }
+
+    /// Through a gateway that takes files of 1 MiB at most: A's 2 MiB file is refused (`too_large`),
+    /// waits with the reason (in `kvtool files status` and the replication status) and its manifest
+    /// row stays pending, unpublished; A's trainer, its image and a note written with them land on B.
+    @Test func aFileOverTheGatewaysLimitWaitsWithTheReasonAndTheRestLands() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("gateway")
+        let (gateway, url) = try await startGateway(cluster, extra: ["--max-file-bytes", "\(1 << 20)"])
+        defer { gateway.kill(SIGKILL) }
+        let (a, b) = try Self.devices(group)
+        let endpointA = Replicator.Endpoint.gateway(try SyncGatewayURL(url), token: try await issueToken(cluster, ["--group", group, "--device", "a"]))
+        let endpointB = Replicator.Endpoint.gateway(try SyncGatewayURL(url), token: try await issueToken(cluster, ["--group", group, "--device", "b"]))
+        let png = Self.image(300 << 10, seed: 3), big = Self.image(2 << 20, seed: 4)
+        try a.write { tx in
+            try a.notes.put(#"{"name":"Misty","image":"TrainerImages/misty.png"}"#, forKey: "trainer-misty", in: tx)
+            try a.container.files.write(png, to: "TrainerImages/misty.png", in: tx)
+            try a.container.files.write(big, to: "TrainerImages/poster.png", in: tx)
+        }
+        try a.put("written after", "note")
+        let report = try await Self.sync(a, endpointA)
+        #expect(report.waitingForFiles == 1 && report.pushed == 3, "\(report)")
+        let waiting = try #require(try a.container.files.fileStatus().first { $0.path == "TrainerImages/poster.png" })
+        #expect(waiting.state == .waitingToUpload && waiting.problem?.contains("too_large") == true, "\(waiting)")
+        let status = try a.status()
+        #expect(status.filesWaiting?.count == 1 && status.filesWaiting?.first?.contains("limit of \(1 << 20) bytes") == true, "\(status)")
+        let shown = try await a.kvtoolOffPool(["files", "status"])
+        #expect(shown.stdout.contains("too_large"), "\(shown.stdout) \(shown.stderr)")
+
+        _ = try await Self.sync(b, endpointB)
+        #expect(try b.notes.get("note") == "written after" && b.notes.get("trainer-misty") != nil)
+        #expect(try b.container.files.readVerified("TrainerImages/misty.png") == Data(png))
+        // Never published without its bytes: B has no row of it.
+        #expect(try b.container.files.manifestEntry(for: "TrainerImages/poster.png") == nil)
+        #expect(try b.container.files.fileStatus().map(\.path) == ["TrainerImages/misty.png"])
+        // Another round of A tries again and is refused again: still waiting, nothing else pending.
+        let again = try await Self.sync(a, endpointA)
+        #expect(again.waitingForFiles == 1 && again.pushed == 0, "\(again)")
+    }
+}
+#endif
