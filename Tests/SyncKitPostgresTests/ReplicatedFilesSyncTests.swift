@@ -68,6 +68,12 @@ import Glibc
         let pushed = try await Self.sync(a, .database(cluster.tcpURL))
         #expect(pushed.waitingForFiles == 0 && pushed.pushed == 3, "\(pushed)")
         #expect(try a.container.files.fileStatus().map(\.state) == [.present, .present])
+        // Published together: the record and its file's row in one server transaction (the bytes went
+        // first, so no row waited for them).
+        let transactions = try await offPool {
+            try cluster.psql("SELECT count(DISTINCT xmin::text) || '/' || count(*) FROM kvsync_changes WHERE group_id = '\(group)' AND name IN ('notes', '_files')")
+        }
+        #expect(transactions.trimmingCharacters(in: .whitespacesAndNewlines) == "1/3", "\(transactions)")
 
         let pulled = try await Self.sync(b, .database(cluster.tcpURL))
         #expect(pulled.pulled == 3, "\(pulled)")
@@ -77,6 +83,7 @@ import Glibc
         let status = try b.container.files.fileStatus()
         #expect(status.map(\.path) == ["Exports/report.pdf", path] && status.map(\.state) == [.missing, .present], "\(status)")
         #expect(throws: SharedFilesError.self) { try b.container.files.readVerified("Exports/report.pdf") }
+        #expect(try b.container.files.localState(for: "Exports/report.pdf")?.state == .missing)
 
         try a.write { tx in
             _ = try a.notes.delete("trainer-ash", in: tx)
@@ -88,6 +95,25 @@ import Glibc
         #expect(try b.container.files.manifestEntry(for: path) == nil)
         #expect(!b.container.files.exists(path))
         #expect(try b.container.files.fileStatus().map(\.path) == ["Exports/report.pdf"])
+    }
+
+    /// A device that moves to another server (a new one, or one restored without the files' bytes)
+    /// sends its manifest rows again; the new server answers `missing_blob` for each, and the same round
+    /// uploads the file (its copy was `present` here: nothing was waiting) and sends the row again, which
+    /// lands: B, on the new server, has the image after one round.
+    @Test func aMissingBlobAnswerUploadsTheFileAndTheRowLandsInTheSameRound() async throws {
+        let (first, second) = try await offPool { (try LocalPostgresCluster(), try LocalPostgresCluster()) }
+        let group = Self.group("missing")
+        let (a, b) = try Self.devices(group)
+        let png = Self.image(100 << 10, seed: 5)
+        try a.write { tx in try a.container.files.write(png, to: "TrainerImages/brock.png", in: tx) }
+        _ = try await Self.sync(a, .database(first.tcpURL))
+        #expect(try a.container.files.localState(for: "TrainerImages/brock.png")?.state == .present)
+
+        let moved = try await Self.sync(a, .database(second.tcpURL))
+        #expect(moved.waitingForFiles == 0 && moved.pushed == 1, "\(moved)")
+        _ = try await Self.sync(b, .database(second.tcpURL))
+        #expect(try b.container.files.readVerified("TrainerImages/brock.png") == Data(png))
     }
 
     /// Through a gateway that takes files of 1 MiB at most: A's 2 MiB file is refused (`too_large`),
