@@ -97,6 +97,54 @@ import Glibc
         #expect(try b.container.files.fileStatus().map(\.path) == ["Exports/report.pdf"])
     }
 
+    /// The spec's test through the replicator: a 20 MiB file's upload by `kvtool sync run --once`,
+    /// killed with `kill -9` once the server holds half of it (a trigger the test adds holds the next
+    /// chunk's insert, so the kill lands there, not by chance), goes on from the server's offset in the
+    /// next run, which sends only the other half; the server's copy hashes as the file, and the row
+    /// lands. The trigger's held statement is ended as a server ends a dead client's.
+    @Test func aTwentyMiBUploadKilledHalfwayGoesOnFromTheServersOffsetInTheNextRun() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("resume")
+        let (a, _) = try Self.devices(group)
+        _ = try await Self.sync(a, .database(cluster.tcpURL))   // the tables
+        let size = 20 << 20, half = 10 << 20
+        let bytes = Self.image(size, seed: 6)
+        let hex = SHA256Hasher.hex(SHA256Hasher.hash(bytes))
+        try a.write { tx in try a.container.files.write(bytes, to: "TrainerImages/big.png", in: tx) }
+        @Sendable func psql(_ sql: String) async throws -> String {
+            try await offPool { try cluster.psql(sql) }.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = try await psql("""
+            CREATE FUNCTION test_hold_chunk() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW."offset" >= \(half) THEN PERFORM pg_sleep(300); END IF; RETURN NEW; END $$;
+            CREATE TRIGGER test_hold BEFORE INSERT ON kvsync_blob_chunks FOR EACH ROW EXECUTE FUNCTION test_hold_chunk();
+            """)
+        let server = "SELECT received || '/' || complete FROM kvsync_blobs WHERE sha256 = '\\x\(hex)'"
+        let first = try a.kvtoolInBackground(["sync", "run", "--once", "--server", cluster.tcpURL.description])
+        let held = try await eventuallyAsync(BuildScale.seconds(60)) {
+            let (received, sleeping) = (try await psql(server), try await psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"))
+            return received == "\(half)/false" && sleeping == "1"
+        }
+        #expect(held, "\(first.output)")
+        first.kill(SIGKILL)
+        _ = try await offPool { first.wait() }
+        _ = try await psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+        _ = try await psql("DROP TRIGGER test_hold ON kvsync_blob_chunks")
+        #expect(try await psql(server) == "\(half)/false")
+
+        let second = try await a.kvtoolOffPool(["sync", "run", "--once", "--server", cluster.tcpURL.description])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.contains("files uploaded 1 (\(size - half) bytes sent)"), "\(second.stdout)")
+        let whole = try await psql("""
+            SELECT b.received || '/' || b.complete || '/' || encode(sha256(string_agg(c.data, ''::bytea ORDER BY c."offset")), 'hex')
+            FROM kvsync_blobs b JOIN kvsync_blob_chunks c USING (group_id, sha256) WHERE b.sha256 = '\\x\(hex)'
+            GROUP BY b.received, b.complete
+            """)
+        #expect(whole == "\(size)/true/\(hex)")
+        #expect(try await psql("SELECT count(*) FROM kvsync_state WHERE name = '_files' AND value IS NOT NULL") == "1")
+        #expect(try a.container.files.localState(for: "TrainerImages/big.png")?.state == .present)
+    }
+
     /// A device that moves to another server (a new one, or one restored without the files' bytes)
     /// sends its manifest rows again; the new server answers `missing_blob` for each, and the same round
     /// uploads the file (its copy was `present` here: nothing was waiting) and sends the row again, which

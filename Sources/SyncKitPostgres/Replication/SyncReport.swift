@@ -29,6 +29,10 @@ public struct SyncReport: Hashable, Sendable, Codable {
     /// `missing_blob` in this round: their files' bytes are not on the server yet, and they stay
     /// pending until they are (issue 49).
     public var waitingForFiles = 0
+    /// Files this round uploaded (their bytes complete on the server after it), and the bytes it sent
+    /// for them: an upload that goes on after a process died sends only what the server did not have.
+    public var filesUploaded = 0
+    public var fileBytesSent: Int64 = 0
 
     public init() {}
 
@@ -42,6 +46,8 @@ public struct SyncReport: Hashable, Sendable, Codable {
         cursor = round.cursor
         held = round.held
         waitingForFiles = round.waitingForFiles
+        filesUploaded += round.filesUploaded
+        fileBytesSent += round.fileBytesSent
     }
 }
 #endif

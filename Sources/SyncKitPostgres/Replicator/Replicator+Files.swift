@@ -30,23 +30,31 @@ extension Replicator {
         return FileTransfer(server: blobs, group: group, files: container.files)
     }
 
-    /// Uploads every file waiting to upload; returns the paths it tried (each is tried once a round).
-    func uploadWaitingFiles(_ server: any ReplicationServer) async throws -> Set<String> {
+    /// Uploads every file waiting to upload, counted in `report`; returns the paths it tried (each is
+    /// tried once a round).
+    func uploadWaitingFiles(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Set<String> {
         guard let transfer = fileTransfer(server) else { return [] }
         let (uploaded, failed) = try await transfer.uploadWaiting()
+        for upload in uploaded { count(upload, in: &report) }
         try rethrowConnectionFailure(failed)
         return Set(uploaded.map(\.path)).union(failed.map(\.path))
     }
 
+    private func count(_ upload: FileUploadReport, in report: inout SyncReport) {
+        report.filesUploaded += 1
+        report.fileBytesSent += upload.sentBytes
+    }
+
     /// Uploads the files of manifest rows the server answered `missing_blob` that this round has not
     /// tried yet; returns whether one was uploaded (its row is worth sending again now).
-    func uploadMissingBlobs(_ keys: Set<PendingKey>, server: any ReplicationServer, tried: inout Set<String>) async throws -> Bool {
+    func uploadMissingBlobs(_ keys: Set<PendingKey>, server: any ReplicationServer, tried: inout Set<String>,
+                            report: inout SyncReport) async throws -> Bool {
         guard let transfer = fileTransfer(server) else { return false }
         var uploaded = false
         for key in keys where key.target == FileManifest.manifestTarget {
             guard let path = String(validating: key.key, as: UTF8.self), tried.insert(path).inserted else { continue }
             do {
-                _ = try await transfer.upload(path: path)
+                count(try await transfer.upload(path: path), in: &report)
                 uploaded = true
             } catch let error as FileTransferError {
                 // Recorded in the path's local state (the reason, for `kvtool files status`): the row waits.

@@ -34,7 +34,7 @@ extension Replicator {
         var pushed = 0
         // The files' bytes before the manifest rows that name them (once a round).
         if !files.uploadedWaiting {
-            files.tried.formUnion(try await uploadWaitingFiles(server))
+            files.tried.formUnion(try await uploadWaitingFiles(server, report: &report))
             files.uploadedWaiting = true
         }
         // Manifest rows the server answered `missing_blob`, by key: they wait for their files.
@@ -71,7 +71,7 @@ extension Replicator {
             if try !sent && !hasDirtyKeys() { break }
             // Rows whose files were not on the server: upload them (each once a round), and the next
             // pass sends the rows again.
-            if try await uploadMissingBlobs(waiting, server: server, tried: &files.tried) { continue }
+            if try await uploadMissingBlobs(waiting, server: server, tried: &files.tried, report: &report) { continue }
             if sent && onlyWaiting { break }
         }
         return pushed

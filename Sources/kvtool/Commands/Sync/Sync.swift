@@ -314,6 +314,8 @@ struct SyncCommand: ParsableCommand {
                 } else {
                     let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
                     print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                    if report.filesUploaded > 0 { print("files uploaded \(report.filesUploaded) (\(report.fileBytesSent) bytes sent)") }
+                    if report.waitingForFiles > 0 { print("files waiting to upload \(report.waitingForFiles) (kvtool files status)") }
                     // Only these keys wait; everything else is on the server.
                     if let held = report.held { print("held: \(held)") }
                 }
