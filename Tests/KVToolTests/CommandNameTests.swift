@@ -24,10 +24,11 @@ import TestSupport
         // `keep-mine` and `drop` (issue 47),
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
-        // requests` and `bench gateway` (25) only under the PostgreSQL trait, and `serve` under Serve.
+        // requests` and `bench gateway`, and `sync blobs` with its `ls` and `gc` (issue 49) (28) only
+        // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 40
         #if PostgreSQL
-        expected += 25
+        expected += 28
         #endif
         #if Serve
         expected += 1

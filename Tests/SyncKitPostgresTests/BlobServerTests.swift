@@ -450,8 +450,8 @@ import Workloads
     /// clocks across every CBOR width, types of every length class) give their `sha256`; written
     /// variants give what RFC 8949 says (keys in any order, items of every kind skipped, non-shortest
     /// heads; NULL for a hash of the wrong length, a key twice, a map of indefinite length, nesting
-    /// past the bound, reserved or misplaced bytes); 6,000 random byte strings and every truncation
-    /// of 60 entries give NULL, and none raises.
+    /// past the bound, reserved or misplaced bytes); 6,000 random byte strings, 2,000 maps of random
+    /// items and every truncation of 60 entries give NULL, and none raises.
     @Test func theManifestHashAgreesWithTheSwiftEncoderAndNeverRaises() async throws {
         let (cluster, server) = try await Self.server()
         defer { Task { await server.close() }; withExtendedLifetime(cluster) {} }
