@@ -329,6 +329,8 @@ package struct GatewayPushRequest: Sendable {
 /// within the server's own), both in milliseconds; or the whole batch refused for the reasons listed
 /// (a budget of the server's it would break), nothing of it applied.
 package enum GatewayPushResponse: Sendable {
+    /// Kind 0: one outcome per change, each its kind then its fields: 0 applied (version), 1 conflict
+    /// (version, value, clock, device, problem), 2 missing blob (none; issue 49).
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
     /// Kind 2: at least one reason, at most ``maxRefusals``.
@@ -370,6 +372,8 @@ package enum GatewayPushResponse: Sendable {
                     writer.unsigned(clock)
                     writer.text(device)
                     writer.optionalText(problem)
+                case .missingBlob:
+                    writer.unsigned(2)
                 }
             }
         }
@@ -403,6 +407,7 @@ package enum GatewayPushResponse: Sendable {
                     let problem = try reader.optionalText(max: 1024)
                     outcomes.append(.conflict(version: version, value: value, clock: clock, device: device,
                                               problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" }))
+                case 2: outcomes.append(.missingBlob)
                 case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
                 }
             }

@@ -25,6 +25,10 @@ public struct SyncReport: Hashable, Sendable, Codable {
     /// The keys whose local writes wait behind other devices' quarantined changes after the round
     /// (`nil`: none), in one line that names them: everything else went to the server.
     public var held: HeldKeys?
+    /// Manifest rows of this container (``KVStore/FileManifestEntry``) that the server answered
+    /// `missing_blob` in this round: their files' bytes are not on the server yet, and they stay
+    /// pending until they are (issue 49).
+    public var waitingForFiles = 0
 
     public init() {}
 
@@ -37,6 +41,7 @@ public struct SyncReport: Hashable, Sendable, Codable {
         resynchronized = resynchronized || round.resynchronized
         cursor = round.cursor
         held = round.held
+        waitingForFiles = round.waitingForFiles
     }
 }
 #endif

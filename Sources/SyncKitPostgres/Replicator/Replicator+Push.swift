@@ -24,13 +24,30 @@ extension Replicator {
 
     func push(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
         var pushed = 0
+        // Manifest rows the server answered `missing_blob`, by key: they wait for their files.
+        var waiting = Set<PendingKey>()
+        defer { report.waitingForFiles = waiting.count }
         // Bounded: a key that keeps losing races to another device is left for the next round.
         for _ in 0..<10 {
             if try consumer.isExpired() { try await onWriter { try requeueEverything() } }
             var sent = false
+            // Whether every change sent in this pass was answered `missing_blob` again: then what is
+            // left waits for its files, and sending it again now would only be answered the same.
+            var onlyWaiting = true
+            let waitingBefore = waiting
             let end = try await pipelined(server) { outcomes, batch in
                 sent = true
                 pushed += try record(outcomes, of: batch, report: &report)
+                for (item, outcome) in zip(batch, outcomes) {
+                    let key = PendingKey(target: item.target, key: item.change.key)
+                    if outcome == .missingBlob {
+                        waiting.insert(key)
+                        if !waitingBefore.contains(key) { onlyWaiting = false }
+                    } else {
+                        waiting.remove(key)
+                        onlyWaiting = false
+                    }
+                }
             }
             if !end.held.isEmpty { try await onWriter { try holdBack(end.held) } }
             if let next = end.next {
@@ -39,6 +56,7 @@ extension Replicator {
             }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
             if try !sent && !hasDirtyKeys() { break }
+            if sent && onlyWaiting { break }
         }
         return pushed
     }
@@ -461,6 +479,16 @@ extension Replicator {
                     if let resolution {
                         events.append(.conflict(resolution))
                         if resolution.resolution != .keptLocal { changed.insert(item.target) }
+                    }
+                case .missingBlob:
+                    // A manifest row whose file's bytes the server has not got: not applied, and not
+                    // an error. It stays pending (its dirty entries, or one queued now for a change
+                    // read from history, which the round acknowledges), to go again once the file
+                    // is uploaded; the rest of the batch is recorded as usual.
+                    if item.dirtyIDs.isEmpty {
+                        try queueToSendAgain([QueuedKey(target: item.target, key: item.change.key, clock: item.change.clock,
+                                                        requeued: item.writeClock == nil)],
+                                             state: &state, in: tx)
                     }
                 }
             }
