@@ -1,7 +1,8 @@
-#if PostgreSQL && I49_SERVER_READY
+#if PostgreSQL
 import Foundation
 import KVStore
 import Logging
+import NIOCore
 import SyncKit
 @testable import SyncKitPostgres
 import SyncWire
@@ -82,13 +83,14 @@ import Glibc
     /// reading the path the whole time sees nothing, then the whole file, never a part of it.
     @Test func aDownloadIsPublishedWholeAndAReaderNeverSeesHalfOfIt() async throws {
         let group = Self.group("download")
-        let (_, url) = try await Self.cluster(group: group)
+        let (cluster, url) = try await Self.cluster(group: group)
+        defer { withExtendedLifetime(cluster) {} }  // the cluster stops when it is released
         let a = TemporaryDirectory(), b = TemporaryDirectory()
         let deviceA = try a.container(group), deviceB = try b.container(group)
         for container in [deviceA, deviceB] { try Replication.files(prefix: "img/", fetch: .eager, in: container) }
         let bytes = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 7) }
         let hex = SHA256Hasher.hex(SHA256Hasher.hash(bytes))
-        try deviceA.store.write(author: "app") { tx in _ = try deviceA.files.write(bytes, to: "img/big.png", in: tx) }
+        try await deviceA.store.write(author: "app") { tx in _ = try deviceA.files.write(bytes, to: "img/big.png", in: tx) }
         let uploaded = try await FileTransfers.upload(path: "img/big.png", in: deviceA, server: url, group: group)
         #expect(uploaded.sentBytes == Int64(bytes.count) && uploaded.resumedFrom == 0)
         for container in [deviceA, deviceB] {
@@ -128,7 +130,7 @@ import Glibc
         try Replication.files(prefix: "img/", fetch: .eager, in: container)
         let bytes = (0..<(3 << 20 + 5)).map { UInt8(truncatingIfNeeded: $0 &* 40_503 >> 3) }
         let hex = SHA256Hasher.hex(SHA256Hasher.hash(bytes))
-        try container.store.write(author: "app") { tx in _ = try container.files.write(bytes, to: "img/a.bin", in: tx) }
+        try await container.store.write(author: "app") { tx in _ = try container.files.write(bytes, to: "img/a.bin", in: tx) }
         let connection = try await ServerConnection.connect(url, logger: Logger(label: "test"), maxValueBytes: 1 << 20)
         defer { Task { await connection.close() } }
 
@@ -157,7 +159,7 @@ import Glibc
         #expect(try await Self.serverBlob(cluster, group: group, hex: hex) == "")
 
         // Written again (the copy replaced): two uploads at once meet at the server's offset and both end.
-        try container.store.write(author: "app") { tx in _ = try container.files.write(bytes, to: "img/a.bin", in: tx) }
+        try await container.store.write(author: "app") { tx in _ = try container.files.write(bytes, to: "img/a.bin", in: tx) }
         async let one = FileTransfers.upload(path: "img/a.bin", in: container, server: url, group: group)
         async let two = FileTransfers.upload(path: "img/a.bin", in: container, server: url, group: group)
         let (r1, r2) = try await (one, two)

@@ -66,11 +66,7 @@ package enum FileTransfers {
                                                   _ body: (FileTransfer) async throws -> R) async throws -> R {
         let connection = try await ServerConnection.connect(url, logger: Logger(label: "kvsync.files"), maxValueBytes: 1 << 20)
         do {
-            // TEMPORARY until part A's `ServerConnection: BlobServer` is merged.
-            guard let server = connection as AnyObject as? any BlobServer else {
-                throw ReplicationError.server("this build's direct path has no blob statements")
-            }
-            let result = try await body(FileTransfer(server: server, group: group, files: container.files))
+            let result = try await body(FileTransfer(server: connection, group: group, files: container.files))
             await connection.close()
             return result
         } catch {
