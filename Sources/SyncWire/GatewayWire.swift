@@ -21,6 +21,9 @@ import Glibc
 ///   commits to the group, a heartbeat comment, and `closed` with a reason before the gateway ends it
 ///   (a credential revoked or expired, a drain). A device that is refused (503 when the gateway has
 ///   too many streams open) polls instead.
+/// - `HEAD`, `PUT`, `GET /v1/blobs/HASH` (issue 49): a file's bytes by their SHA-256, uploaded by offset
+///   in chunks of at most ``BlobWire/chunkBytes`` and downloaded whole or by one byte range
+///   (``BlobRequest``, ``ByteRangeRequest``; the headers are ``GatewayHeader``'s).
 ///
 /// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`, and from a device of
 /// this release on, `KVSync-Install: SECRET` (``InstallID``: the container's own, so that a name
