@@ -316,7 +316,9 @@ final class GatewayConnection: ReplicationServer, Sendable {
     /// Sends the request on a kept-alive connection, or a new one. A kept-alive connection that fails
     /// before any of its answer arrived was closed by the gateway while it was idle (its 30 s, a drain,
     /// a restart): the request goes again on the next one. A new connection that does so is replaced,
-    /// twice at most (``newConnectionAttempts``). Every request may be sent twice: a push is idempotent by its tokens, a blob's chunk sent again is answered with the offset the first one reached, the others only read.
+    /// twice at most (``newConnectionAttempts``). So a request may be sent more than once: a push is
+    /// idempotent by its tokens, a blob's chunk sent again is answered with the offset the first one
+    /// reached, the others only read.
     private func exchange(_ head: HTTPRequestHead, body: [UInt8]?,
                           current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
         let body = body.map { ByteBuffer(bytes: $0) }
