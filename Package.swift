@@ -150,6 +150,9 @@ let package = Package(
         .testTarget(name: "SyncKitPostgresTests", dependencies: [
             "KVStore", "SyncKit", "SyncWire", "SyncKitPostgres", "SyncGateway", "Workloads", "TestSupport", "SyncTestSupport", "PostgresTesting",
             .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
+            // BlobServerTests run the blob statements in transactions scoped as a gateway scopes them.
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
         ]),
         // The gateway's rooms type by type, without a database or a process: the LRU, the limiters, the
         // live hub (registry and fan-out, on embedded channels), what /metrics renders, the resync queue,

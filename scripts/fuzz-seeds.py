@@ -511,6 +511,29 @@ def gateway_seeds():
     ]
     for n, text in enumerate(heads):
         seeds[f"head-{n}"] = b"\x02" + text.encode()
+    # The blob endpoints (issue 49): BlobAttacks' cases, by parser.
+    blob = "0f" * 32
+    for n, target in enumerate([f"HEAD /v1/blobs/{blob}", f"PUT /v1/blobs/{blob}", f"GET /v1/blobs/{blob}",
+                                f"GET /v1/blobs/{blob.upper()}", f"GET /v1/blobs/{blob[:-2]}", f"GET /v1/blobs/{blob}0f",
+                                f"POST /v1/blobs/{blob}", "GET /v1/blobs", f"GET /v1/blobs/{blob}/x", f"GET /v1/blobs/{blob}?x=1"]):
+        seeds[f"blob-target-{n}"] = b"\x01" + target.encode()
+    auth = f"authorization: Bearer {token}\nkvsync-group: group.com.example.app"
+    blob_heads = [
+        f"PUT /v1/blobs/{blob}\n{auth}\ncontent-length: 10\nupload-offset: 0\nupload-length: 20",
+        f"GET /v1/blobs/{blob}\n{auth}\nrange: bytes=0-9",
+        f"GET /v1/blobs/{blob}\n{auth}\nrange: bytes=-5",
+        f"HEAD /v1/blobs/{blob}\n{auth}",
+        f"PUT /v1/blobs/{blob}\n{auth}\ncontent-length: 1\nupload-offset: 0\nupload-length: 9223372036854775808",
+        f"PUT /v1/blobs/{blob}\n{auth}\ncontent-length: 1048577\nupload-offset: 0\nupload-length: 2000000",
+        f"PUT /v1/blobs/{blob}\n{auth}\ncontent-length: 1\nupload-offset: -1\nupload-length: 20",
+        f"PUT /v1/blobs/{blob}\n{auth}\ncontent-length: 5\nupload-offset: 18\nupload-length: 20",
+        f"GET /v1/blobs/{blob}\n{auth}\nrange: bytes=0-1,5-6",
+        f"GET /v1/blobs/{blob}\n{auth}\nrange: bytes=9-3",
+        f"PUT /v1/blobs/{blob}\n{auth}\nupload-offset: 0\nupload-length: 20",
+        f"GET /v1/blobs/{blob}\n{auth}\nrange: bytes=99999999999999999999-",
+    ]
+    for n, text in enumerate(blob_heads):
+        seeds[f"blob-head-{n}"] = b"\x02" + text.encode()
     exp = now + 3600
     good = f'"group":"group.com.example.app","device":"tablet","aud":"kvsync","exp":{exp}'
     jwts = {

@@ -21,6 +21,10 @@ package enum PushOutcome: Sendable, Equatable {
     /// Its base was not the current version: the server's current row (`problem` says why that row
     /// cannot be used as it is: a value over the size limit, say).
     case conflict(version: Int64, value: [UInt8]?, clock: UInt64, device: String, problem: String?)
+    /// Not applied: a manifest row (``BlobWire/manifestCollection``) whose file's bytes the server has
+    /// not got whole in the group (`missing_blob`). The device uploads them and sends the change again;
+    /// nothing else in the batch waited for it.
+    case missingBlob
 }
 
 /// One row of the server's change log (or, in a resync, of its current state).

@@ -7,11 +7,14 @@ package struct GatewayRefusal: Error, Equatable, Sendable, CustomStringConvertib
     package var line: String
     /// Seconds to wait, for a 429 or 503 (`Retry-After`).
     package var retryAfter: Int?
+    /// A blob's typed refusal (`too_large`, `chunk_too_large`): its name and limit go in
+    /// ``GatewayHeader/refusal`` and ``GatewayHeader/limit``.
+    package var blobOutcome: BlobPutOutcome?
 
     /// A refusal with one of the statuses a gateway answers (``GatewayStatus``: a new one is a case
     /// there, with its meaning, before it can be sent).
-    package init(_ status: GatewayStatus, _ line: String, retryAfter: Int? = nil) {
-        (self.gatewayStatus, self.line, self.retryAfter) = (status, line, retryAfter)
+    package init(_ status: GatewayStatus, _ line: String, retryAfter: Int? = nil, blobOutcome: BlobPutOutcome? = nil) {
+        (self.gatewayStatus, self.line, self.retryAfter, self.blobOutcome) = (status, line, retryAfter, blobOutcome)
     }
 
     /// The status's code.
@@ -62,9 +65,29 @@ package enum GatewayOperation: Equatable, Sendable {
     /// A page of the state after a cursor (`nil`: from its start): `GET /v1/state?after=CURSOR&limit=N`.
     case statePage(after: StateCursor?, limit: Int)
     case live
+    /// `HEAD`, `PUT` or `GET /v1/blobs/HASH` (issue 49).
+    case blob(BlobRequest)
 
-    /// Whether the operation carries a body (a push's batch); the others must not.
-    package var hasBody: Bool { self == .push }
+    /// Whether the operation carries a body (a push's batch, a blob's chunk); the others must not.
+    package var hasBody: Bool {
+        switch self {
+        case .push: true
+        case .blob(let blob): blob.verb == .put
+        case .hello, .changes, .state, .statePage, .live: false
+        }
+    }
+
+    /// The endpoint it is a request of.
+    package var endpoint: GatewayEndpoint {
+        switch self {
+        case .hello: .hello
+        case .push: .push
+        case .changes: .changes
+        case .state, .statePage: .state
+        case .live: .live
+        case .blob: .blobs
+        }
+    }
 }
 
 /// A request as the gateway admits it: its operation, its credential's text and the group it names,
@@ -88,8 +111,12 @@ package struct GatewayRequestHead: Equatable, Sendable {
     /// is the order of the answers: a request line no gateway serves (404, 400), then the credential
     /// (401), the group and the install id (400), the framing of the body (400, 411, 413).
     ///
+    /// A blob's request (``BlobRequest``) is read on: a `PUT`'s offset and size, its chunk within
+    /// ``BlobWire/chunkBytes`` and its size within `maxFileBytes` (413, typed), a `GET`'s range.
+    ///
     /// - Parameter header: every value of a header, by its name in lower case.
-    package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int) throws(GatewayRefusal) {
+    package init(method: String, uri: String, header: (String) -> [String], maxBodyBytes: Int,
+                 maxFileBytes: Int64 = BlobWire.defaultMaxFileBytes) throws(GatewayRefusal) {
         operation = try Self.operation(method: method, uri: uri)
         let authorizations = header(GatewayHeader.authorization.lowercased)
         guard let authorization = authorizations.first else {
@@ -137,7 +164,10 @@ package struct GatewayRequestHead: Equatable, Sendable {
         } else {
             bodyLength = 0
         }
-        if operation.hasBody {
+        if case .blob(var blob) = operation {
+            try blob.readHeaders(header: header, contentLength: lengths.isEmpty ? nil : bodyLength, maxFileBytes: maxFileBytes)
+            operation = .blob(blob)
+        } else if operation.hasBody {
             guard !lengths.isEmpty else { throw GatewayRefusal(.lengthRequired, "a push needs a Content-Length") }
             guard bodyLength <= maxBodyBytes else { throw GatewayRefusal(.payloadTooLarge, "the request body is over \(maxBodyBytes) bytes") }
         } else if bodyLength != 0 {
@@ -150,22 +180,37 @@ package struct GatewayRequestHead: Equatable, Sendable {
     package static func operation(method: String, uri: String) throws(GatewayRefusal) -> GatewayOperation {
         guard uri.utf8.count <= 2_048 else { throw GatewayRefusal(.uriTooLong, "the request target is over 2048 bytes") }
         let (path, query) = try split(uri)
-        // Exactly `/vN/NAME`: no empty segment (`//v1/push`), none more (`/v1/push/`).
+        // Exactly `/vN/NAME`, or `/vN/NAME/RESOURCE` for an endpoint that takes one (`/v1/blobs/HASH`):
+        // no empty segment (`//v1/push`), none more (`/v1/push/`).
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         let parts = segments.dropFirst()
-        guard segments.count == 3, segments[0].isEmpty, let first = parts.first, first.first == "v", first.count <= 10,
+        guard segments.count == 3 || segments.count == 4, segments[0].isEmpty, let first = parts.first, first.first == "v", first.count <= 10,
               first.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }), let version = Int(first.dropFirst()),
-              String(first.dropFirst()) == String(version), let name = parts.last, !name.isEmpty else {
+              String(first.dropFirst()) == String(version), let name = parts.dropFirst().first, !name.isEmpty,
+              let last = parts.last, !last.isEmpty else {
             throw GatewayRefusal(.notFound, "no such endpoint (the sync protocol's are under /v\(GatewayWire.version)/)")
         }
         guard version == GatewayWire.version else {
             throw GatewayRefusal(.badRequest, "unsupported sync protocol version \(version): this gateway speaks version \(GatewayWire.version)")
         }
-        guard let endpoint = GatewayEndpoint(method: method, name: name) else {
+        guard let endpoint = GatewayEndpoint(method: method, name: name, resource: segments.count == 4) else {
             throw GatewayRefusal(.notFound, "no such endpoint: the method and path name none of the sync protocol's")
         }
         let operation: GatewayOperation
         switch endpoint {
+        case .blobs:
+            // The hash's own line says what is wrong with it (its length, a character other than a
+            // lower-case hex digit), never the text itself.
+            let hash: BlobHash
+            do {
+                hash = try BlobHash(hex: last)
+            } catch {
+                throw GatewayRefusal(.badRequest, error.description)
+            }
+            guard let verb = BlobRequest.Verb(rawValue: method) else {
+                throw GatewayRefusal(.notFound, "no such endpoint: the method and path name none of the sync protocol's")
+            }
+            operation = .blob(BlobRequest(verb: verb, hash: hash))
         case .hello: operation = .hello
         case .push: operation = .push
         case .live: operation = .live

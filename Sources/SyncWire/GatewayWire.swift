@@ -21,6 +21,9 @@ import Glibc
 ///   commits to the group, a heartbeat comment, and `closed` with a reason before the gateway ends it
 ///   (a credential revoked or expired, a drain). A device that is refused (503 when the gateway has
 ///   too many streams open) polls instead.
+/// - `HEAD`, `PUT`, `GET /v1/blobs/HASH` (issue 49): a file's bytes by their SHA-256, uploaded by offset
+///   in chunks of at most ``BlobWire/chunkBytes`` and downloaded whole or by one byte range
+///   (``BlobRequest``, ``ByteRangeRequest``; the headers are ``GatewayHeader``'s).
 ///
 /// Every request carries `Authorization: Bearer TOKEN` and `KVSync-Group: GROUP`, and from a device of
 /// this release on, `KVSync-Install: SECRET` (``InstallID``: the container's own, so that a name
@@ -329,6 +332,8 @@ package struct GatewayPushRequest: Sendable {
 /// within the server's own), both in milliseconds; or the whole batch refused for the reasons listed
 /// (a budget of the server's it would break), nothing of it applied.
 package enum GatewayPushResponse: Sendable {
+    /// Kind 0: one outcome per change, each its kind then its fields: 0 applied (version), 1 conflict
+    /// (version, value, clock, device, problem), 2 missing blob (none; issue 49).
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
     /// Kind 2: at least one reason, at most ``maxRefusals``.
@@ -370,6 +375,8 @@ package enum GatewayPushResponse: Sendable {
                     writer.unsigned(clock)
                     writer.text(device)
                     writer.optionalText(problem)
+                case .missingBlob:
+                    writer.unsigned(2)
                 }
             }
         }
@@ -403,6 +410,7 @@ package enum GatewayPushResponse: Sendable {
                     let problem = try reader.optionalText(max: 1024)
                     outcomes.append(.conflict(version: version, value: value, clock: clock, device: device,
                                               problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" }))
+                case 2: outcomes.append(.missingBlob)
                 case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
                 }
             }

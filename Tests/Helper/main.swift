@@ -128,6 +128,7 @@ do {
         if try hostileCommand(command, root: root, group: group, rest: rest) { break }
         if try hugeValueCommand(command, root: root, group: group, rest: rest) { break }
         if try syncCommand(command, root: root, group: group, rest: rest) { break }
+        if try fileCommand(command, root: root, group: group, rest: rest) { break }
         fail("unknown command \(command)")
     }
 } catch {

@@ -19,15 +19,16 @@ import TestSupport
             for child in children { walk(child, path: path + " " + (child.configuration.commandName ?? "?")) }
         }
         walk(KVTool.self, path: "kvtool")
-        // The whole tree was walked: kvtool and every command under it (40, with `repair` and `demo
-        // push-widget`), with `sync` and its subcommands (with `sync quarantine`, its `list`, `retry`,
+        // The whole tree was walked: kvtool and every command under it (41, with `repair`, `demo
+        // push-widget` and `files status` (issue 49)), with `sync` and its subcommands (with `sync quarantine`, its `list`, `retry`,
         // `keep-mine` and `drop` (issue 47),
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
-        // requests` and `bench gateway` (25) only under the PostgreSQL trait, and `serve` under Serve.
-        var expected = 40
+        // requests` and `bench gateway`, and `sync blobs` with its `ls` and `gc` (issue 49) (28) only
+        // under the PostgreSQL trait, and `serve` under Serve.
+        var expected = 41
         #if PostgreSQL
-        expected += 25
+        expected += 28
         #endif
         #if Serve
         expected += 1

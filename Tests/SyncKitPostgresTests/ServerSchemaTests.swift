@@ -22,6 +22,7 @@ import Testing
     static let pinned: [String: UInt64] = [
         "kvsync_push revision 3": 0xf20b_7b7a_a458_2ff3,
         "kvsync_push revision 4": 0x9e2c_5ffd_2f6e_828e,
+        "kvsync_push revision 5": 0xc6f5_095b_8906_2b66,
     ]
 
     @Test func thePushFunctionsTextChangesOnlyWithItsRevision() {
@@ -43,7 +44,7 @@ import Testing
     /// The version is the number of migrations.
     @Test func theVersionCountsTheMigrations() {
         #expect(ServerSchema.version == ServerSchema.migrations.count)
-        #expect(ServerSchema.version == 6)
+        #expect(ServerSchema.version == 7)
     }
 }
 #endif

@@ -7,8 +7,10 @@ import Testing
     /// Every endpoint's request line is admitted as that endpoint by the gateway's parser, and the
     /// other method on its path is not.
     @Test func everyEndpointRoutesToItself() throws {
+        let hash = try BlobHash(hex: String(repeating: "ab", count: 32))
         for endpoint in GatewayEndpoint.allCases {
-            let target = endpoint == .changes ? GatewayEndpoint.changes(after: 7, limit: 9) : endpoint.path
+            let target = endpoint == .changes ? GatewayEndpoint.changes(after: 7, limit: 9)
+                : endpoint == .blobs ? GatewayEndpoint.blob(hash) : endpoint.path
             let operation = try GatewayRequestHead.operation(method: endpoint.method, uri: target)
             let expected: GatewayOperation = switch endpoint {
             case .hello: .hello
@@ -16,9 +18,11 @@ import Testing
             case .changes: .changes(after: 7, limit: 9)
             case .state: .state
             case .live: .live
+            case .blobs: .blob(BlobRequest(verb: .head, hash: hash))
             }
             #expect(operation == expected)
-            let other = endpoint.method == "GET" ? "POST" : "GET"
+            #expect(operation.endpoint == endpoint)
+            let other = endpoint.methods.contains("GET") ? "POST" : "GET"
             #expect(throws: GatewayRefusal.self) { try GatewayRequestHead.operation(method: other, uri: target) }
         }
         #expect(GatewayEndpoint.live.path == "/v1/live")

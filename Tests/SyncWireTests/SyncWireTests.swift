@@ -222,4 +222,23 @@ struct SyncWireTests {
         }
         #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: Array(encoded.dropLast(1)), maxValueBytes: 10) }
     }
+
+    /// A manifest change whose file's bytes the server has not got (issue 49) is outcome kind 2, with
+    /// no field: it round-trips among the others, in its place, and the kinds after it are still
+    /// unknown (refused in one line).
+    @Test func aMissingBlobOutcomeIsKindTwoAndRoundTrips() throws {
+        #expect(GatewayPushResponse.outcomes([.missingBlob]).encoded() == [0, 1, 2])
+        let outcomes: [PushOutcome] = [.applied(version: 7), .missingBlob,
+                                       .conflict(version: 9, value: [1, 2], clock: 3 << 16, device: "d", problem: nil), .missingBlob]
+        guard case .outcomes(let decoded) = try GatewayPushResponse(decoding: GatewayPushResponse.outcomes(outcomes).encoded(),
+                                                                     maxValueBytes: 10) else {
+            Issue.record("not outcomes")
+            return
+        }
+        #expect(decoded == outcomes)
+        let unknown = #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: [0, 1, 3], maxValueBytes: 10) }
+        #expect(unknown?.description == "an outcome of kind 3")
+        // Nothing follows kind 2: a byte after it is left over.
+        #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: [0, 1, 2, 0], maxValueBytes: 10) }
+    }
 }

@@ -22,7 +22,8 @@ func requireOneLine(_ text: String, _ what: String) throws(PropertyViolation) {
 /// The first byte of an input selects the parser (mod 8); the rest is its input:
 ///
 /// 0. a push body (`GatewayPushRequest`); 1. a request line `METHOD TARGET`; 2. a method, a target
-/// and headers (`GatewayRequestHead`), one `Name: value` a line; 3. a JWT's text (`JWT`, then its
+/// and headers (`GatewayRequestHead`), one `Name: value` a line (a blob's `Range`, `Upload-Offset` and
+/// `Upload-Length` are read by their own parsers too); 3. a JWT's text (`JWT`, then its
 /// claims as if its signature held); 4. a JWT's claims (`JWTClaims`); 5. a page of changes
 /// (`ChangesPage`); 6. a push's answer (`GatewayPushResponse`); 7. a resync's answer (`GatewayState`, and the
 /// same bytes as a page of a paged resync, `StatePage`).
@@ -110,6 +111,11 @@ public enum GatewayProperty {
             }
         case .push: try require(method == "POST", "a push by \(method)")
         case .hello, .state, .live: try require(method == "GET", "\(operation) by \(method)")
+        case .blob(let blob):
+            // Exactly `/v1/blobs/HASH` (64 lower-case hex digits), by one of its three methods, with
+            // nothing of its headers read yet.
+            try require(method == blob.verb.rawValue && uri == GatewayEndpoint.blob(blob.hash) && blob.upload == nil && blob.range == nil,
+                        "accepted the blob request \(blob) by \(method) at \(uri.debugDescription)")
         }
         try require(uri.hasPrefix("/v\(GatewayWire.version)/"), "accepted the target \(uri.debugDescription)")
         return .accepted
@@ -126,13 +132,19 @@ public enum GatewayProperty {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers.append((line[..<colon].lowercased(), String(line[line.index(after: colon)...].drop { $0 == " " })))
         }
+        try blobHeaders(headers)
         let admitted: GatewayRequestHead
         do {
             admitted = try GatewayRequestHead(method: method, uri: uri, header: { name in headers.filter { $0.0 == name }.map(\.1) },
-                                              maxBodyBytes: maxBodyBytes)
+                                              maxBodyBytes: maxBodyBytes, maxFileBytes: maxFileBytes)
         } catch {
             try requireOneLine(error.line, "the refusal")
             try require([400, 401, 404, 411, 413, 414].contains(error.status), "a request head got status \(error.status)")
+            // A typed refusal (a blob's chunk or file over its limit) is a 413 naming the limit.
+            if let outcome = error.blobOutcome {
+                try require(error.status == 413 && [BlobPutOutcome.chunkTooLarge(limit: Int64(BlobWire.chunkBytes)), .tooLarge(limit: maxFileBytes)].contains(outcome)
+                            && error.line.contains(String(outcome.figure)), "a typed refusal \(outcome) is \(error)")
+            }
             try require(!error.line.contains("kvs1_") || !headers.contains { $0.1.contains(error.line) }, "a refusal repeats the credential")
             // A head refused for its install id alone: a 400 in a fixed line that holds nothing of the id
             // (a secret).
@@ -157,7 +169,67 @@ public enum GatewayProperty {
         } else {
             try require(admitted.bodyLength == 0, "admitted a body for \(admitted.operation)")
         }
+        if case .blob(let blob) = admitted.operation {
+            try require(blob.verb.rawValue == method, "admitted a blob's \(blob.verb) by \(method)")
+            if let upload = blob.upload {
+                // A chunk within its limit, within the file, a file within the largest.
+                try require(blob.verb == .put && admitted.bodyLength <= BlobWire.chunkBytes && 0 <= upload.offset && upload.offset <= upload.length
+                            && Int64(admitted.bodyLength) <= upload.length - upload.offset && upload.length <= maxFileBytes
+                            && headers.contains { $0.0 == "content-length" }, "admitted the chunk \(upload) of \(admitted.bodyLength) bytes")
+            } else {
+                try require(blob.verb != .put, "admitted a PUT without its offset and size")
+            }
+            try require(blob.range == nil || blob.verb == .get, "admitted a range for a \(blob.verb)")
+        }
         return .accepted
+    }
+
+    /// The largest file the head's checks see.
+    static let maxFileBytes: Int64 = 1 << 20
+
+    /// Every `Range`, `Upload-Offset` and `Upload-Length` value, read by its own parser whatever the
+    /// request: a refusal is a one-line 400; a number is the digits' value; a range says again what it
+    /// read (``ByteRangeRequest/text``), and resolves within any size.
+    static func blobHeaders(_ headers: [(String, String)]) throws(PropertyViolation) {
+        for (name, value) in headers {
+            switch name {
+            case "range":
+                let range: ByteRangeRequest?
+                do {
+                    range = try ByteRangeRequest(parsing: value)
+                } catch {
+                    try requireOneLine(error.line, "the range's refusal")
+                    try require(error.status == 400, "a range got status \(error.status)")
+                    continue
+                }
+                guard let range else { continue }
+                try require((try? ByteRangeRequest(parsing: range.text)) == range, "the range \(range) does not read back")
+                for size: Int64 in [0, 1, 2, 1000, .max] {
+                    guard let resolved = range.resolved(size: size) else { continue }
+                    try require(0 <= resolved.lowerBound && resolved.upperBound < size, "\(range) resolved to \(resolved) in \(size) bytes")
+                    let header = ByteRangeRequest.contentRange(resolved, size: size)
+                    try require(ByteRangeRequest.parseContentRange(header).map { $0.range == resolved && $0.size == size } == true,
+                                "the Content-Range \(header) does not read back")
+                }
+            case "upload-offset", "upload-length":
+                let number: Int64?
+                do {
+                    number = try BlobRequest.number(value, name)
+                } catch {
+                    try requireOneLine(error.line, "the number's refusal")
+                    try require(error.status == 400, "a number's refusal is \(error)")
+                    continue
+                }
+                let digits = value.filter { $0 != " " && $0 != "\t" }.drop { $0 == "0" }
+                if let number {
+                    try require(number >= 0 && String(number) == (digits.isEmpty ? "0" : String(digits)), "\(value.debugDescription) read as \(number)")
+                } else {
+                    try require(digits.count >= 19, "\(value.debugDescription) read as 2^63 or more")
+                }
+            default:
+                continue
+            }
+        }
     }
 
     static func jwt(_ bytes: [UInt8]) throws(PropertyViolation) -> FuzzOutcome {

@@ -12,6 +12,8 @@
 /// Layout, under `<root>/<group identifier>/`:
 /// - `Store/`: the LMDB environment (`data.mdb`, `lock.mdb`);
 /// - `Files/`: the shared files area;
+/// - `Blobs/`: the content-addressed copies of the files a replicated prefix of `Files/` holds (issue 49),
+///   named by their SHA-256, kept until uploaded (see ``SharedFiles/write(_:to:in:modified:)-(Data,_,_,_)``);
 /// - `Snapshots/`: published snapshots, with `feeds/` for widget feeds;
 /// - `Notify/`: the files cross-process notifications touch.
 ///
@@ -42,9 +44,10 @@ public struct ContainerLayout: Sendable, Hashable {
     }
 
     /// The names of the container's directories, in the order they are created.
-    public static let directoryNames = [storeName, filesName, snapshotsName, notifyName]
+    public static let directoryNames = [storeName, filesName, snapshotsName, notifyName, blobsName]
     static let storeName = "Store"
     static let filesName = "Files"
+    static let blobsName = "Blobs"
     static let snapshotsName = "Snapshots"
     static let notifyName = "Notify"
     /// The directory of widget feeds, relative to ``snapshots``.
@@ -60,6 +63,8 @@ public struct ContainerLayout: Sendable, Hashable {
     public var storeDataFile: String { store + "/" + Self.dataFileName }
     /// `Files/`, the shared files area.
     public var files: String { path + "/" + Self.filesName }
+    /// `Blobs/`, the content-addressed copies of replicated files (issue 49).
+    public var blobs: String { path + "/" + Self.blobsName }
     /// `Snapshots/`, for published snapshots and widget feeds.
     public var snapshots: String { path + "/" + Self.snapshotsName }
     /// `Snapshots/feeds/`, for widget feeds.

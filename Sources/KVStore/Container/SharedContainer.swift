@@ -100,7 +100,7 @@ public final class SharedContainer: Sendable {
             throw error
         }
         Glibc.close(containerFD)
-        files = try SharedFiles(directory: layout.files, sharing: sharing)
+        files = try SharedFiles(directory: layout.files, sharing: sharing, store: store, blobs: layout.blobs)
         // Open the container's own suite now, so that `defaults()` also works inside a transaction.
         _ = try defaults()
     }

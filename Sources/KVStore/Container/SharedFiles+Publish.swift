@@ -75,9 +75,14 @@ extension SharedFiles {
     }
 
     /// The one implementation behind every atomic write of ``SharedFiles``. `temporaryName` is asked
-    /// for a new name up to `attempts` times while creating the file fails with `EEXIST`.
+    /// for a new name up to `attempts` times while creating the file fails with `EEXIST`. With
+    /// `linking` (a directory descriptor and a name in it), the temporary file is a hard link to that
+    /// file, already written and synced, instead of a new file for `fill` (which is then called with
+    /// the descriptor -1, after the rename); where hard links are refused (another file system), its
+    /// bytes are copied into a new file before `fill` runs.
     func publish<R>(
         to path: String, temporaryName: () -> String, attempts: Int, replacing: Bool,
+        linking source: (directory: Int32, name: String)? = nil,
         _ fill: (Int32, String) throws -> R
     ) throws -> R {
         let components = try Self.validate(path)
@@ -104,12 +109,36 @@ extension SharedFiles {
         // Create the temporary file; ask for another name on the (unlikely) collision.
         var temporary = ""
         var fd: Int32 = -1
+        var linked = false
         for _ in 0..<max(1, attempts) {
             temporary = temporaryName()
+            if let source, SystemCall.retry({ linkat(source.directory, source.name, parent, temporary, 0) }) == 0 {
+                linked = true
+                break
+            }
+            if let source, errno != EXDEV && errno != EPERM && errno != EMLINK && errno != EEXIST {
+                throw KVStoreError.io(operation: "link \(source.name) as", path: SafePath.join(parentPath, temporary), errno: errno)
+            }
             fd = SystemCall.retry {
                 openat(parent, temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             }
             if fd >= 0 || errno != EEXIST { break }
+        }
+        if linked {
+            // The linked file was written and synced by its own publisher: only the rename is left.
+            do {
+                if !replacing {
+                    try Self.linkWithoutReplacing(parent, temporary, name, full: full)
+                } else if SystemCall.retry({ renameat(parent, temporary, parent, name) }) != 0 {
+                    throw KVStoreError.io(operation: "rename temporary file onto", path: full, errno: errno)
+                }
+            } catch {
+                _ = unlinkat(parent, temporary, 0)
+                throw error
+            }
+            let code = SafePath.syncDirectory(parent)
+            if code != 0 { throw KVStoreError.io(operation: "fsync directory", path: parentPath, errno: code) }
+            return try fill(-1, full)
         }
         if fd < 0 {
             throw KVStoreError.io(operation: "create temporary file", path: SafePath.join(parentPath, temporary), errno: errno)
@@ -120,6 +149,9 @@ extension SharedFiles {
         do {
             if SystemCall.retry({ fchmod(fd, sharing.fileMode) }) != 0 {
                 throw KVStoreError.io(operation: "chmod", path: full, errno: errno)
+            }
+            if let source {
+                try Self.copy(from: source, into: fd, path: full)
             }
             result = try fill(fd, SafePath.join(parentPath, temporary))
             if SystemCall.retry({ fsync(fd) }) != 0 {
@@ -146,6 +178,28 @@ extension SharedFiles {
             throw KVStoreError.io(operation: "fsync directory", path: parentPath, errno: code)
         }
         return result
+    }
+
+    /// Copies the regular file `source` (opened without following a link) into `fd`: where a hard link
+    /// cannot be made.
+    private static func copy(from source: (directory: Int32, name: String), into fd: Int32, path: String) throws {
+        let input = SystemCall.retry { openat(source.directory, source.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+        guard input >= 0 else { throw KVStoreError.io(operation: "open \(source.name) to copy it to", path: path, errno: errno) }
+        defer { close(input) }
+        var st = stat()
+        guard fstat(input, &st) == 0, SafePath.isType(st, S_IFREG) else {
+            throw KVStoreError.invalidPath(source.name, reason: "'\(source.name)' is not a regular file")
+        }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw KVStoreError.io(operation: "read \(source.name) to copy it to", path: path, errno: errno)
+            }
+            if n == 0 { return }
+            try chunk.withUnsafeBytes { try SystemCall.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path: path) }
+        }
     }
 
     /// Gives the temporary file its final name unless that name exists: `linkat` fails atomically with

@@ -41,6 +41,10 @@ public struct SharedFiles: Sendable {
     /// The modes given to new files and directories.
     public let sharing: SharingMode
 
+    /// The container whose `Files/` this is (its store and `Blobs/`), for the writes that record the
+    /// manifest (issue 49; ``write(_:to:in:modified:)-(Data,_,_,_)``); `nil` for a directory of its own.
+    let container: ContainerFiles?
+
     /// Wraps an existing directory.
     ///
     /// ```swift
@@ -69,6 +73,16 @@ public struct SharedFiles: Sendable {
         close(fd)
         self.directory = absolute
         self.sharing = sharing
+        self.container = nil
+    }
+
+    /// A container's `Files/`: writes under a replicated prefix record the manifest in `store`, and
+    /// stage their bytes in `blobs` (``ContainerLayout/blobs``).
+    init(directory: String, sharing: SharingMode, store: Store, blobs: String) throws {
+        let plain = try SharedFiles(directory: directory, sharing: sharing)
+        self.directory = plain.directory
+        self.sharing = sharing
+        self.container = ContainerFiles(store: store, blobs: blobs)
     }
 
     // MARK: - Paths
@@ -118,6 +132,12 @@ public struct SharedFiles: Sendable {
     /// directory is `fsync`ed. On failure the temporary file is removed and the old contents (if
     /// any) stay in place.
     ///
+    /// Under a replicated prefix of a container's `Files/` (issue 49), the write is a store
+    /// transaction of its own that records the manifest entry, as ``write(_:to:in:modified:)-(Data,_,_,_)``
+    /// does; write in the transaction of the record that names the file to publish both together.
+    /// Called inside a transaction of the container's store, it records nothing (it cannot: write in
+    /// that transaction instead).
+    ///
     /// ```swift
     /// try files.write(Data("hello".utf8), to: "notes/today.txt")
     /// ```
@@ -127,7 +147,10 @@ public struct SharedFiles: Sendable {
     ///   fails, including `EISDIR` when `path` is an existing directory and `ENOTDIR` when an
     ///   intermediate component is a file.
     public func write(_ data: Data, to path: String) throws {
-        try data.withUnsafeBytes { try writeBytes($0, to: path) }
+        try data.withUnsafeBytes { bytes in
+            if try recordingManifest(bytes, to: path) { return }
+            try writeBytes(bytes, to: path)
+        }
     }
 
     /// Atomically replaces (or creates) the file at `path` with `bytes`; see
@@ -139,7 +162,10 @@ public struct SharedFiles: Sendable {
     ///
     /// - Throws: As ``write(_:to:)-(Data,_)``.
     public func write(_ bytes: [UInt8], to path: String) throws {
-        try bytes.withUnsafeBytes { try writeBytes($0, to: path) }
+        try bytes.withUnsafeBytes { bytes in
+            if try recordingManifest(bytes, to: path) { return }
+            try writeBytes(bytes, to: path)
+        }
     }
 
     private func writeBytes(_ bytes: UnsafeRawBufferPointer, to path: String) throws {

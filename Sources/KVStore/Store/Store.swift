@@ -235,12 +235,22 @@ public final class Store: @unchecked Sendable {
     public func write<R>(author: String? = nil, _ body: (WriteTransaction) throws -> R) throws -> R {
         if isReadOnly { throw KVStoreError.readOnly(path: directory) }
         if isClosed.load(ordering: .relaxed) { throw KVStoreError.closed(path: directory) }
+        var actions: [() -> Void] = []
+        let result = try writeInScope(author: author, actions: &actions, body)
+        for action in actions { action() }
+        return result
+    }
+
+    /// ``write(author:_:)`` inside its transaction scope; `actions` gets what the committed run
+    /// registered with ``WriteTransaction/afterCommit(_:)``, run by the caller once the scope ended.
+    private func writeInScope<R>(author: String?, actions: inout [() -> Void], _ body: (WriteTransaction) throws -> R) throws -> R {
         let scope = try TransactionScope(.write, on: environment)
         defer { scope.end() }
         let observers = self.observers.withLock { $0 }
         let observerKinds = Set(observers.compactMap(\.observerKind))
         var committed: CommittedTransaction?
         var opened: [String: DatabaseHandle] = [:]
+        var registered: [() -> Void] = []
         let result = try openingNewDatabases { try environment.withWriteTransaction { pointer in
             let transaction = WriteTransaction(pointer: pointer, store: self, author: author)
             defer { transaction.end() }
@@ -250,11 +260,13 @@ public final class Store: @unchecked Sendable {
             committed = CommittedTransaction(
                 transactionID: transaction.transactionID, author: author, mutations: transaction.mutations)
             opened = transaction.openedDatabases
+            registered = transaction.commitActions
             return result
         } }
         environment.cacheDatabases(opened)
         if let committed {
             for observer in observers { observer.transactionDidCommit(committed) }
+            actions = registered
         }
         return result
     }

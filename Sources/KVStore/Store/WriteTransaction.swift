@@ -16,6 +16,8 @@ public final class WriteTransaction: ReadTransaction {
     var observerRequirements: [Mutation.Target: String?] = [:]
     /// Databases opened or created in this transaction: shared with the process once it commits.
     var openedDatabases: [String: DatabaseHandle] = [:]
+    /// What ``afterCommit(_:)`` registered, in order.
+    private(set) var commitActions: [() -> Void] = []
     private var recording = true
 
     init(pointer: OpaquePointer, store: Store, author: String?) {
@@ -30,6 +32,23 @@ public final class WriteTransaction: ReadTransaction {
         recording = false
         defer { recording = saved }
         return try body()
+    }
+
+    /// Runs `action` once this transaction has committed, on the thread that committed, after the
+    /// store's write observers and outside every transaction of the store (so `action` may read or
+    /// write it). Nothing runs if the transaction aborts, or when its closure runs again (a map that
+    /// grew): the run that commits registers its own. What `SharedFiles` publishes in `Files/` when a
+    /// write of a file commits (``SharedFiles/write(_:to:in:modified:)-(Data,_,_,_)``) is such an
+    /// action, as GRDB's `afterNextTransaction(onCommit:)` is.
+    ///
+    /// ```swift
+    /// try store.write { tx in
+    ///     try trainers.put(trainer, forKey: id, in: tx)
+    ///     tx.afterCommit { print("saved") }
+    /// }
+    /// ```
+    public func afterCommit(_ action: @escaping () -> Void) {
+        commitActions.append(action)
     }
 
     func record(_ mutation: Mutation) {

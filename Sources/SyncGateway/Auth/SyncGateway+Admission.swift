@@ -14,6 +14,8 @@ extension SyncGateway {
         var status: GatewayStatus
         var line: String
         var retryAfter: Int?
+        /// A blob's typed refusal (`too_large`, `chunk_too_large`), answered with its name and limit.
+        var blobOutcome: BlobPutOutcome?
 
         init(status: GatewayStatus, line: String, retryAfter: Int? = nil) {
             (self.status, self.line, self.retryAfter) = (status, line, retryAfter)
@@ -21,9 +23,10 @@ extension SyncGateway {
 
         init(_ refusal: GatewayRefusal) {
             self.init(status: refusal.gatewayStatus, line: refusal.line, retryAfter: refusal.retryAfter)
+            blobOutcome = refusal.blobOutcome
         }
 
-        var response: GatewayResponse { .refusal(status, line, retryAfter: retryAfter) }
+        var response: GatewayResponse { GatewayResponse.refusal(status, line, retryAfter: retryAfter).typed(blobOutcome) }
     }
 
     /// Who a verified credential is.
@@ -96,7 +99,7 @@ extension SyncGateway {
         let request: GatewayRequestHead
         do {
             request = try GatewayRequestHead(method: head.method.rawValue, uri: head.uri, header: { head.headers[$0] },
-                                             maxBodyBytes: options.limits.maxBodyBytes)
+                                             maxBodyBytes: options.limits.maxBodyBytes, maxFileBytes: options.limits.maxFileBytes)
         } catch {
             if error.status == 401 { _ = failures.admit(source) }
             return .refused(Refusal(error).response)

@@ -16,7 +16,7 @@ public final class GatewayMetrics: Sendable {
     /// (``OperationsEndpoint``), and `other`. A new endpoint in either list does not compile until it
     /// has its case here (the switches below have no `default:`), and is then counted and shown.
     public enum Endpoint: Int, CaseIterable, Sendable {
-        case hello, push, changes, state, live, healthz, readyz, metrics, other
+        case hello, push, changes, state, live, blobs, healthz, readyz, metrics, other
 
         /// The protocol's endpoint a request is counted under.
         init(_ endpoint: GatewayEndpoint) {
@@ -26,6 +26,7 @@ public final class GatewayMetrics: Sendable {
             case .changes: self = .changes
             case .state: self = .state
             case .live: self = .live
+            case .blobs: self = .blobs
             }
         }
 
@@ -46,6 +47,7 @@ public final class GatewayMetrics: Sendable {
             case .changes: (.changes, nil)
             case .state: (.state, nil)
             case .live: (.live, nil)
+            case .blobs: (.blobs, nil)
             case .healthz: (nil, .healthz)
             case .readyz: (nil, .readyz)
             case .metrics: (nil, .metrics)
@@ -58,10 +60,11 @@ public final class GatewayMetrics: Sendable {
 
         public var label: String { source.wire?.rawValue ?? source.operations?.rawValue ?? "other" }
 
-        /// The endpoint a request target names (its path, whatever its method or query).
+        /// The endpoint a request target names (its path, whatever its method or query: every
+        /// `/v1/blobs/…` is `blobs`, so that a client's hashes never become labels).
         public init(uri: String) {
             let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
-            if let endpoint = GatewayEndpoint.allCases.first(where: { $0.path == path }) {
+            if let endpoint = GatewayEndpoint(path: path) {
                 self.init(endpoint)
             } else if let endpoint = OperationsEndpoint.allCases.first(where: { $0.path == path }) {
                 self.init(endpoint)

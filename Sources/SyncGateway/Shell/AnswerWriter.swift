@@ -33,14 +33,16 @@ struct AnswerWriter: Sendable {
     /// an error.
     func write(_ response: GatewayResponse, keepAlive: Bool, endpoint: GatewayMetrics.Endpoint, method: HTTPMethod,
                received: Int = 0, withBody: Bool = true) async throws {
-        gateway.metrics.request(endpoint, status: response.status, received: received, sent: withBody ? response.body.readableBytes : 0,
+        let length = response.streamed?.length ?? response.body.readableBytes
+        gateway.metrics.request(endpoint, status: response.status, received: received, sent: withBody ? length : 0,
                                 outcome: response.outcome)
         gateway.log(response, method: method, endpoint: endpoint, peer: client.address)
         var headers = HTTPHeaders()
         headers.add(name: GatewayHeader.contentType.rawValue, value: response.contentType
                     ?? (response.status == .ok ? GatewayWire.contentType : "text/plain; charset=utf-8"))
-        headers.add(name: "Content-Length", value: String(response.body.readableBytes))
+        headers.add(name: "Content-Length", value: String(length))
         headers.add(name: "Cache-Control", value: "no-store")
+        for header in response.headers { headers.add(name: header.name, value: header.value) }
         if let retryAfter = response.retryAfter { headers.add(name: GatewayHeader.retryAfter.rawValue, value: String(retryAfter)) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         // A page reserved its bytes before it was read (``SyncGateway/reserveAnswer(upTo:)``): they
@@ -54,11 +56,35 @@ struct AnswerWriter: Sendable {
         channel.write(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: response.httpStatus, headers: headers)),
                       promise: nil)
         var buffer = withBody ? response.body : ByteBuffer()
+        if withBody, let streamed = response.streamed {
+            // Each part is in the socket before the next is asked for: one part of the stream is in
+            // memory at a time.
+            var written = buffer.readableBytes
+            try await sendSlices(&buffer)
+            while let part = try await streamed.next() {
+                written += part.readableBytes
+                guard written <= streamed.length else { throw StreamedLengthMismatch() }
+                buffer = part
+                try await sendSlices(&buffer)
+            }
+            guard written == streamed.length else { throw StreamedLengthMismatch() }
+        }
         while buffer.readableBytes > Self.slice {
             try await send(.body(.byteBuffer(buffer.readSlice(length: Self.slice)!)))
         }
         if buffer.readableBytes > 0 { channel.write(HTTPServerResponsePart.body(.byteBuffer(buffer)), promise: nil) }
         try await send(.end(nil))
+    }
+
+    /// A streamed body gave another length than its Content-Length: its connection is closed, since
+    /// its framing is broken.
+    struct StreamedLengthMismatch: Error {}
+
+    /// Writes `buffer` whole, a slice at a time, each awaited until it is in the socket.
+    private func sendSlices(_ buffer: inout ByteBuffer) async throws {
+        while buffer.readableBytes > 0 {
+            try await send(.body(.byteBuffer(buffer.readSlice(length: min(Self.slice, buffer.readableBytes))!)))
+        }
     }
 
     /// Writes `part` and what was written before it, and waits until they are in the socket.

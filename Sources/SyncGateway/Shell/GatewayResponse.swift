@@ -32,6 +32,14 @@ struct GatewayResponse: Sendable {
     var reserved = 0
     /// The resync turn it ends once written or abandoned (``ResyncQueue``).
     var turn: ResyncTurn?
+    /// Headers of its own: a blob's `Upload-Offset`, a typed refusal's `KVSync-Refusal` and
+    /// `KVSync-Limit` (``GatewayHeader``).
+    var headers: [(name: String, value: String)] = []
+    /// A body written a part at a time after ``body`` (a blob's `GET`): its whole `length` (the
+    /// Content-Length, ``body``'s bytes included), and what gives its next part once the previous one
+    /// is in the socket (`nil`: none left). A stream that gives fewer or more bytes than `length`, or
+    /// throws, ends its connection.
+    var streamed: (length: Int, next: @Sendable () async throws -> ByteBuffer?)?
 
     enum Outcome: Sendable, Equatable {
         case answered

@@ -54,7 +54,7 @@ extension SyncGateway {
         case .state:
             // The whole state (a device from before paged resyncs) reserves its size once it is known.
             guard answersHaveRoom() else { return busyWriting }
-        case .hello, .live:
+        case .hello, .live, .blob:
             break
         }
         // The room reserved for this answer in the budget, released unless the answer takes it over.
@@ -126,6 +126,8 @@ extension SyncGateway {
                     return (GatewayState(lastSequence: last, rows: rows).encoded(), 0, rows.count, nil, [])
                 case .live:
                     throw Refusal(status: .badRequest, line: "a live stream is not a request")
+                case .blob:
+                    throw Refusal(status: .internalServerError, line: "a blob's request is answered by the gateway's blobs room, not here")
                 }
             }
             // A page or a state was counted as it was reserved: its reservation becomes its size, and the

@@ -100,6 +100,13 @@ public final class SyncGateway: Sendable {
         public var deviceBytesPerMinute = 256 << 20
         public var groupChangesPerHour = 2_000_000
         public var groupBytesPerHour = 4 << 30
+        /// A file's largest size (issue 49): an upload that declares more (`Upload-Length`) is refused
+        /// 413 `too_large`, naming this limit, before its body is read; the database refuses it too.
+        public var maxFileBytes: Int64 = BlobWire.defaultMaxFileBytes
+        /// The bytes of files one group may hold on the server, an upload's whole size counted from its
+        /// first chunk: a chunk that would pass it is refused 507 `quota_exceeded`, naming this limit
+        /// (the database counts, in the chunk's transaction).
+        public var maxGroupBlobBytes: Int64 = BlobWire.defaultMaxGroupBytes
         public init() {}
     }
 
@@ -425,7 +432,7 @@ public final class SyncGateway: Sendable {
         var endpoint = GatewayMetrics.Endpoint.other
         var method = HTTPMethod.GET
         func refuse(_ refusal: GatewayResponse) async throws {
-            try await answers.write(refusal, keepAlive: false, endpoint: endpoint, method: method)
+            try await answers.write(refusal, keepAlive: false, endpoint: endpoint, method: method, withBody: method != .HEAD)
             lingering = true
             channel.close(mode: .output, promise: nil)
             channel.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
@@ -468,6 +475,11 @@ public final class SyncGateway: Sendable {
                     try await refuse(.refusal(.serviceUnavailable, "the credential could not be looked up; try again", retryAfter: 1))
                     continue
                 }
+                // A blob's PUT of a credential that may not write is refused before its body is read.
+                if let refusal = refuseBlobBeforeBody(request) {
+                    try await refuse(refusal)
+                    continue
+                }
                 if request.head.bodyLength > 0 {
                     guard reserve(request.head.bodyLength) else {
                         try await refuse(.refusal(.serviceUnavailable, "the gateway is busy with other requests' bodies; try again", retryAfter: 1))
@@ -496,13 +508,20 @@ public final class SyncGateway: Sendable {
                 pending = nil
                 if request.head.operation == .live { return request }
                 let received = body.readableBytes
-                let response = await respond(to: request, body: Array(body.readableBytesView), from: source)
+                let response: GatewayResponse
+                if case .blob(let blob) = request.head.operation {
+                    response = await respond(to: blob, of: request, body: body, from: source)
+                } else {
+                    response = await respond(to: request, body: Array(body.readableBytesView), from: source)
+                }
                 body = ByteBuffer()
                 release(reserved)
                 reserved = 0
                 let draining = state.withLock { $0.draining }
                 let keepAlive = !response.closes && !draining && head.isKeepAlive
-                try await answers.write(response, keepAlive: keepAlive, endpoint: endpoint, method: method, received: received)
+                // A HEAD's answer has the head a GET's would have, and no body (a blob's HEAD).
+                try await answers.write(response, keepAlive: keepAlive, endpoint: endpoint, method: method, received: received,
+                                        withBody: head.method != .HEAD)
                 if !keepAlive { return nil }
                 idle(true)
             }

@@ -182,24 +182,35 @@ final class GatewayConnection: ReplicationServer, Sendable {
     /// One request to `endpoint` (at `target`, its path with a query, if it takes one) on a connection
     /// of its own; the answer's body, or the refusal as a typed error.
     func request(_ endpoint: GatewayEndpoint, target: String? = nil, body: [UInt8]? = nil) async throws -> [UInt8] {
-        let (method, path) = (HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path)
+        let (status, headers, answer) = try await exchange(HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path, body: body)
+        guard status == .ok else { throw Self.refusal(status, headers, answer) }
+        answered?.withLock { $0 = .now }
+        return answer
+    }
+
+    /// A refusal's typed error, from its status, its `Retry-After` and its first line.
+    static func refusal(_ status: HTTPResponseStatus, _ headers: HTTPHeaders, _ answer: [UInt8]) -> ReplicationError {
+        ReplicationError(gatewayStatus: Int(status.code), line: line(answer), retryAfter: headers.first(name: GatewayHeader.retryAfter.rawValue))
+    }
+
+    /// One request (`method` on `path`, with `headers` besides the protocol's and `body`, of
+    /// `contentType`) on a connection of its own or a kept-alive one, within the operation's deadline:
+    /// the answer's status, headers and body, whatever the status.
+    func exchange(_ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: [UInt8]?,
+                  contentType: String = GatewayWire.contentType) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
         guard !isClosed else { throw ReplicationError.server("the connection to the sync gateway is closed") }
         // The connection the request is on, closed if the deadline passes first (and then the request
         // is not sent again).
         let current = Locked(InFlight())
-        let (status, headers, answer) = try await withDeadline(operationTimeout, what: "the sync gateway", onTimeout: {
+        let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true, headers: headers, contentType: contentType)
+        return try await withDeadline(operationTimeout, what: "the sync gateway", onTimeout: {
             current.withLock { state -> Channel? in
                 state.expired = true
                 return state.channel
             }?.close(promise: nil)
         }) { [self] in
-            try await exchange(method, path, body: body, current: current)
+            try await exchange(head, body: body, current: current)
         }
-        guard status == .ok else {
-            throw ReplicationError(gatewayStatus: Int(status.code), line: Self.line(answer), retryAfter: headers.first(name: GatewayHeader.retryAfter.rawValue))
-        }
-        answered?.withLock { $0 = .now }
-        return answer
     }
 
     /// Follows the gateway's live stream (`GET /v1/live`) until it ends: `onChange` is called when it
@@ -288,14 +299,16 @@ final class GatewayConnection: ReplicationServer, Sendable {
         }
     }
 
-    private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?, keepAlive: Bool = false) -> HTTPRequestHead {
+    private func requestHead(_ method: HTTPMethod, _ path: String, bodyLength: Int?, keepAlive: Bool = false,
+                             headers extra: [(String, String)] = [], contentType: String = GatewayWire.contentType) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: url.host.contains(":") ? "[\(url.host)]:\(url.port)" : "\(url.host):\(url.port)")
         headers.add(name: GatewayHeader.authorization.rawValue, value: "Bearer \(token)")
         headers.add(name: GatewayHeader.group.rawValue, value: group)
         if let install { headers.add(name: GatewayHeader.install.rawValue, value: install) }
         headers.add(name: "Content-Length", value: String(bodyLength ?? 0))
-        if bodyLength != nil { headers.add(name: GatewayHeader.contentType.rawValue, value: GatewayWire.contentType) }
+        if bodyLength != nil { headers.add(name: GatewayHeader.contentType.rawValue, value: contentType) }
+        for (name, value) in extra { headers.add(name: name, value: value) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         return HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
     }
@@ -304,10 +317,10 @@ final class GatewayConnection: ReplicationServer, Sendable {
     /// before any of its answer arrived was closed by the gateway while it was idle (its 30 s, a drain,
     /// a restart): the request goes again on the next one. A new connection that does so is replaced,
     /// twice at most (``newConnectionAttempts``). So a request may be sent more than once: a push is
-    /// idempotent by its tokens, the others only read.
-    private func exchange(_ method: HTTPMethod, _ path: String, body: [UInt8]?,
+    /// idempotent by its tokens, a blob's chunk sent again is answered with the offset the first one
+    /// reached, the others only read.
+    private func exchange(_ head: HTTPRequestHead, body: [UInt8]?,
                           current: Locked<InFlight>) async throws -> (HTTPResponseStatus, HTTPHeaders, [UInt8]) {
-        let head = requestHead(method, path, bodyLength: body?.count, keepAlive: true)
         let body = body.map { ByteBuffer(bytes: $0) }
         do {
             while let kept = pool.withLock({ $0.idle.popLast() }) {

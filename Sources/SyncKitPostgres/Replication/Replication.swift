@@ -106,12 +106,14 @@ public enum Replication {
             let state = try collections.state.get(stateKey, in: tx)
             let pending = try service.status(in: tx, countingUpTo: .max).pending
             let quarantined = try collections.quarantine.count(in: tx)
+            let waiting = try FileManifest.localStates(in: tx).filter { $0.value.state == .waitingToUpload }.sorted { $0.key < $1.key }
+                .map { path, state in "Files/\(path)" + (state.problem.map { ": \($0)" } ?? "") }
             return ReplicationStatus(
                 device: state?.device, cursor: state?.cursor ?? 0, targets: declared.filter { $0 != catalogTarget }.map(\.description),
                 pendingChanges: pending, pushed: state?.pushed ?? 0, pulled: state?.pulled ?? 0,
                 conflictsResolved: state?.conflicts ?? 0, resyncs: state?.resyncs ?? 0,
                 lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt,
-                quarantined: quarantined)
+                quarantined: quarantined, filesWaiting: waiting.isEmpty ? nil : waiting)
         }
     }
 

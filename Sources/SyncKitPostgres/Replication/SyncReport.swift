@@ -25,6 +25,14 @@ public struct SyncReport: Hashable, Sendable, Codable {
     /// The keys whose local writes wait behind other devices' quarantined changes after the round
     /// (`nil`: none), in one line that names them: everything else went to the server.
     public var held: HeldKeys?
+    /// Manifest rows of this container (``KVStore/FileManifestEntry``) that the server answered
+    /// `missing_blob` in this round: their files' bytes are not on the server yet, and they stay
+    /// pending until they are (issue 49).
+    public var waitingForFiles = 0
+    /// Files this round uploaded (their bytes complete on the server after it), and the bytes it sent
+    /// for them: an upload that goes on after a process died sends only what the server did not have.
+    public var filesUploaded = 0
+    public var fileBytesSent: Int64 = 0
 
     public init() {}
 
@@ -37,6 +45,9 @@ public struct SyncReport: Hashable, Sendable, Codable {
         resynchronized = resynchronized || round.resynchronized
         cursor = round.cursor
         held = round.held
+        waitingForFiles = round.waitingForFiles
+        filesUploaded += round.filesUploaded
+        fileBytesSent += round.fileBytesSent
     }
 }
 #endif

@@ -54,7 +54,10 @@ extension Replicator {
             let outcome = try await onWriter { try apply(changes, newCursor: changes[changes.count - 1].sequence, stage: .pull, pulled: &pulled) }
             report.conflicts += outcome.events.count(where: \.isConflict)
             report.quarantined += outcome.events.count(where: \.isQuarantine)
-            for event in outcome.events { self.events(event) }
+            for event in outcome.events {
+                if case .applied(let targets, _) = event { manifestArrived(targets) }
+                self.events(event)
+            }
         }
         return pulled
     }

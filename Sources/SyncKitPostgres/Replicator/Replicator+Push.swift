@@ -7,6 +7,14 @@ import SyncWire
 extension Replicator {
     // MARK: - Push
 
+    /// What a round did with the container's files so far (``push(_:report:files:)``).
+    struct RoundFiles {
+        /// Whether the files waiting to upload were uploaded (tried) in this round.
+        var uploadedWaiting = false
+        /// The paths whose upload this round tried: each once a round.
+        var tried: Set<String> = []
+    }
+
     struct PendingKey: Hashable {
         var target: Mutation.Target
         var key: [UInt8]
@@ -22,15 +30,37 @@ extension Replicator {
         var writeClock: UInt64?
     }
 
-    func push(_ server: any ReplicationServer, report: inout SyncReport) async throws -> Int {
+    func push(_ server: any ReplicationServer, report: inout SyncReport, files: inout RoundFiles) async throws -> Int {
         var pushed = 0
+        // The files' bytes before the manifest rows that name them (once a round).
+        if !files.uploadedWaiting {
+            files.tried.formUnion(try await uploadWaitingFiles(server, report: &report))
+            files.uploadedWaiting = true
+        }
+        // Manifest rows the server answered `missing_blob`, by key: they wait for their files.
+        var waiting = Set<PendingKey>()
+        defer { report.waitingForFiles = waiting.count }
         // Bounded: a key that keeps losing races to another device is left for the next round.
         for _ in 0..<10 {
             if try consumer.isExpired() { try await onWriter { try requeueEverything() } }
             var sent = false
+            // Whether every change sent in this pass was answered `missing_blob` again: then what is
+            // left waits for its files, and sending it again now would only be answered the same.
+            var onlyWaiting = true
+            let waitingBefore = waiting
             let end = try await pipelined(server) { outcomes, batch in
                 sent = true
                 pushed += try record(outcomes, of: batch, report: &report)
+                for (item, outcome) in zip(batch, outcomes) {
+                    let key = PendingKey(target: item.target, key: item.change.key)
+                    if outcome == .missingBlob {
+                        waiting.insert(key)
+                        if !waitingBefore.contains(key) { onlyWaiting = false }
+                    } else {
+                        waiting.remove(key)
+                        onlyWaiting = false
+                    }
+                }
             }
             if !end.held.isEmpty { try await onWriter { try holdBack(end.held) } }
             if let next = end.next {
@@ -39,6 +69,10 @@ extension Replicator {
             }
             // Until nothing is left: a round reads at most `transactionsPerRound` history transactions.
             if try !sent && !hasDirtyKeys() { break }
+            // Rows whose files were not on the server: upload them (each once a round), and the next
+            // pass sends the rows again.
+            if try await uploadMissingBlobs(waiting, server: server, tried: &files.tried, report: &report) { continue }
+            if sent && onlyWaiting { break }
         }
         return pushed
     }
@@ -462,6 +496,16 @@ extension Replicator {
                         events.append(.conflict(resolution))
                         if resolution.resolution != .keptLocal { changed.insert(item.target) }
                     }
+                case .missingBlob:
+                    // A manifest row whose file's bytes the server has not got: not applied, and not
+                    // an error. It stays pending (its dirty entries, or one queued now for a change
+                    // read from history, which the round acknowledges), to go again once the file
+                    // is uploaded; the rest of the batch is recorded as usual.
+                    if item.dirtyIDs.isEmpty {
+                        try queueToSendAgain([QueuedKey(target: item.target, key: item.change.key, clock: item.change.clock,
+                                                        requeued: item.writeClock == nil)],
+                                             state: &state, in: tx)
+                    }
                 }
             }
             state.conflicts += events.count(where: \.isConflict)
@@ -471,7 +515,10 @@ extension Replicator {
         report.conflicts += events.count(where: \.isConflict)
         report.quarantined += events.count(where: \.isQuarantine)
         for event in events { self.events(event) }
-        if !changed.isEmpty { self.events(.applied(targets: changed, changes: events.count(where: \.isConflict))) }
+        if !changed.isEmpty {
+            manifestArrived(changed)
+            self.events(.applied(targets: changed, changes: events.count(where: \.isConflict)))
+        }
         return newlyPushed
     }
 }

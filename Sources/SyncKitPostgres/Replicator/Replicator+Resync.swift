@@ -48,6 +48,7 @@ extension Replicator {
         try await onWriter { try finishResync(at: cursor, seen: seen) }
         report.pulled += pulled
         report.resynchronized = true
+        manifestArrived(nil)
         self.events(.resynchronized(cursor: cursor))
     }
 

@@ -125,6 +125,10 @@ public final class Replicator: Sendable {
     let serverAnswered = Locked<ContinuousClock.Instant?>(nil)
     /// A test's seam: awaited after each page of a resync is applied, with the number of pages so far.
     let resyncPaged = Locked<(@Sendable (Int) async -> Void)?>(nil)
+    /// Whether the next round settles the container's files (``settleFiles(_:)``): the manifest changed
+    /// by another device's hand, or an eager file was left missing. True at first: a process's first
+    /// round looks at what an earlier one left.
+    let filesToSettle = Locked(true)
 
     /// The rounds (``sync()``, ``push()``, ``pull()``, and those of ``run(until:)``) that reached the
     /// server and ended well since this replicator was made: 0 after a live run that never reached it.
@@ -170,6 +174,12 @@ public final class Replicator: Sendable {
         if declared.contains(Replication.catalogTarget) && byTarget[Replication.catalogTarget] == nil {
             byTarget[Replication.catalogTarget] = try .untypedCollection(named: Replication.catalogCollection, in: container.store)
             versions[Replication.catalogTarget] = try collections.versions(for: Replication.catalogTarget)
+        }
+        // So does the manifest of the container's files (issue 49), once a prefix of them is declared;
+        // Always with its own checks, whatever target a caller gave for it.
+        if declared.contains(FileManifest.manifestTarget) {
+            byTarget[FileManifest.manifestTarget] = try Self.manifestTarget(in: container.store)
+            versions[FileManifest.manifestTarget] = try collections.versions(for: FileManifest.manifestTarget)
         }
         self.targets = byTarget
         self.versions = versions
@@ -234,9 +244,10 @@ public final class Replicator: Sendable {
             // A device whose clock is too far ahead still receives: its own changes wait, the
             // others' arrive (found by the randomized model: a refused push used to skip the pull).
             var refused: ReplicationError?
+            var files = RoundFiles()
             do {
                 // A read-only credential pulls only: local writes stay pending in the history.
-                if !server.readOnly { report.pushed = try await push(server, report: &report) }
+                if !server.readOnly { report.pushed = try await push(server, report: &report, files: &files) }
             } catch let error as ReplicationError {
                 // So does a device whose push a gateway refused for a budget.
                 switch error {
@@ -246,8 +257,10 @@ public final class Replicator: Sendable {
             }
             // Added to what a resync inside the pull counted (it adds its own), not put over it.
             report.pulled += try await pull(server, report: &report)
+            // Before the round posts its status: a process it wakes finds the eager files here.
+            try await settleFiles(server)
             if let refused { throw refused }
-            if try !server.readOnly && hasDirtyKeys() { report.pushed += try await push(server, report: &report) }
+            if try !server.readOnly && hasDirtyKeys() { report.pushed += try await push(server, report: &report, files: &files) }
         }
     }
 
@@ -258,14 +271,18 @@ public final class Replicator: Sendable {
     public func push() async throws -> SyncReport {
         try await round { server, report in
             guard !server.readOnly else { throw ReplicationError.credentialRefused("it is read-only: it pulls and never pushes") }
-            report.pushed = try await push(server, report: &report)
+            var files = RoundFiles()
+            report.pushed = try await push(server, report: &report, files: &files)
         }
     }
 
     /// Only pulls and applies other devices' changes (CKSyncEngine's `fetchChanges`).
     @discardableResult
     public func pull() async throws -> SyncReport {
-        try await round { server, report in report.pulled += try await pull(server, report: &report) }
+        try await round { server, report in
+            report.pulled += try await pull(server, report: &report)
+            try await settleFiles(server)
+        }
     }
 
     /// One round: one at a time (``RoundGate``), so that two ``sync()`` calls at once never open two

@@ -21,6 +21,10 @@ import SyncWire
 ///   base is not the current version: the server's row comes back) or `applied`. From version 3, a
 ///   batch with a stamp further ahead of the server's clock than the device's `maxClockSkew` is
 ///   refused whole with one `clock_ahead` row (how far ahead, in milliseconds).
+/// - From version 7 (issue 49), `kvsync_blobs` and `kvsync_blob_chunks`: the bytes of the group's
+///   files, content-addressed and chunked, with the functions that upload, read and collect them
+///   (``blobMigration``, in `ServerSchema+Blobs.swift`); `kvsync_push` answers `missing_blob` for a
+///   manifest row whose file's bytes the server has not got whole (revision 5).
 /// - `kvsync_groups.last_seq` is where the log ends for devices: a push moves it, under the group's
 ///   lock, to the greatest row the sequence has passed (``adoptRows``). Devices read no row past it
 ///   (``ServerStatements/changes(group:after:limit:maxBytes:)``), whatever else the table holds.
@@ -120,6 +124,12 @@ enum ServerSchema {
                 RETURN NEXT;
                 CONTINUE;
             END IF;
+            -- A manifest row whose file's bytes the server has not got complete (revision 5).
+            IF k = ANY(missing_blobs) THEN
+                outcome := 'missing_blob'; version := NULL; s_value := NULL; s_hlc := NULL; s_device := NULL;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
             v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
             -- A number another row of the group holds is stepped over (each step draws one, so this
             -- ends within as many steps as the group has rows past the sequence).
@@ -171,7 +181,7 @@ enum ServerSchema {
         RETURN QUERY
         WITH input AS (
             SELECT u.i::integer AS i, u.tok, u.kind, u.name, u.key, CASE WHEN u.del THEN NULL ELSE u.val END AS value,
-                   u.hlc, u.base
+                   u.hlc, u.base, coalesce(u.i::integer = ANY(missing_blobs), false) AS missing
             FROM unnest(p_tokens, p_kinds, p_names, p_keys, p_values, p_deleted, p_hlcs, p_bases)
                  WITH ORDINALITY AS u(tok, kind, name, key, val, del, hlc, base, i)),
         classified AS (
@@ -189,7 +199,7 @@ enum ServerSchema {
                                  AND st.key = input.key LIMIT 1) s ON true),
         -- Sequence numbers in batch order, drawn for the changes that apply (CASE draws no other).
         numbered AS (
-            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting
+            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting AND NOT c.missing
                              THEN nextval('kvsync_changes_seq_seq') END AS seq
             FROM (SELECT * FROM classified ORDER BY i) AS c),
         inserted AS (
@@ -209,8 +219,9 @@ enum ServerSchema {
             SELECT p_group, n.kind, n.name, n.key, n.value, n.seq, n.hlc, p_device, n.tok FROM numbered n
             WHERE n.seq IS NOT NULL AND n.cur_version IS NULL)
         SELECT n.i,
-               CASE WHEN n.sent_seq IS NOT NULL THEN 'duplicate' WHEN n.conflicting THEN 'conflict' ELSE 'applied' END,
-               coalesce(n.sent_seq, n.seq, n.cur_version),
+               CASE WHEN n.sent_seq IS NOT NULL THEN 'duplicate' WHEN n.conflicting THEN 'conflict'
+                    WHEN n.missing THEN 'missing_blob' ELSE 'applied' END,
+               CASE WHEN n.sent_seq IS NOT NULL OR n.conflicting OR NOT n.missing THEN coalesce(n.sent_seq, n.seq, n.cur_version) END,
                CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_value END,
                CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_hlc END,
                CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_device END
@@ -233,7 +244,7 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 4"
+    static let pushRevision = "kvsync_push revision 5"
 
     /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
     /// version 6).
@@ -529,6 +540,9 @@ enum ServerSchema {
             pushFunction(scopeChecks: scopeChecks),
             grants,
         ],
+        // Version 7: the bytes of the group's files (issue 49; ServerSchema+Blobs.swift), and
+        // `kvsync_push` revision 5, which answers `missing_blob` for a manifest row without them.
+        blobMigration,
     ]
 
     /// The policy that keeps a role that does not own `table` to the rows of the group its transaction
@@ -556,6 +570,12 @@ enum ServerSchema {
                     GRANT EXECUTE ON FUNCTION kvsync_revocations_after(bigint, double precision) TO \(gatewayRole);
                     GRANT EXECUTE ON FUNCTION kvsync_revocation_cursor() TO \(gatewayRole);
                 END IF;
+                -- (Version 7.) DELETE: an upload whose bytes do not hash to its name is dropped.
+                IF to_regclass('kvsync_blobs') IS NOT NULL THEN
+                    GRANT SELECT, INSERT, UPDATE, DELETE ON kvsync_blobs TO \(gatewayRole);
+                    GRANT SELECT, INSERT, DELETE ON kvsync_blob_chunks TO \(gatewayRole);
+                    GRANT EXECUTE ON FUNCTION kvsync_blob_referenced(text, bytea) TO \(gatewayRole);
+                END IF;
             END IF;
         END $$
         """
@@ -577,7 +597,14 @@ enum ServerSchema {
             AND has_function_privilege('\(gatewayRole)', 'kvsync_revoked_recently(double precision)', 'EXECUTE')
             AND (to_regprocedure('kvsync_revocations_after(bigint, double precision)') IS NULL
                  OR (has_function_privilege('\(gatewayRole)', 'kvsync_revocations_after(bigint, double precision)', 'EXECUTE')
-                     AND has_function_privilege('\(gatewayRole)', 'kvsync_revocation_cursor()', 'EXECUTE'))))
+                     AND has_function_privilege('\(gatewayRole)', 'kvsync_revocation_cursor()', 'EXECUTE')))
+            AND (to_regclass('kvsync_blobs') IS NULL
+                 OR (has_table_privilege('\(gatewayRole)', 'kvsync_blobs', 'SELECT') AND has_table_privilege('\(gatewayRole)', 'kvsync_blobs', 'INSERT')
+                     AND has_table_privilege('\(gatewayRole)', 'kvsync_blobs', 'UPDATE') AND has_table_privilege('\(gatewayRole)', 'kvsync_blobs', 'DELETE')
+                     AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'SELECT')
+                     AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'INSERT')
+                     AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'DELETE')
+                     AND has_function_privilege('\(gatewayRole)', 'kvsync_blob_referenced(text, bytea)', 'EXECUTE'))))
         """
 
     /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):
@@ -587,7 +614,9 @@ enum ServerSchema {
     /// another kind, name, key or value refuses the batch (``deviceInUseState``) instead of being
     /// answered `duplicate`. Revision 4 (the same schema version): a row of the group numbered past the
     /// sequence neither refuses a push nor moves the log's end past numbers still to be drawn
-    /// (``pushLoopNumbered``, ``adoptRows``).
+    /// (``pushLoopNumbered``, ``adoptRows``). Revision 5 (schema version 7): a manifest change whose
+    /// value names no complete blob of the group is answered `missing_blob` (no version), not applied,
+    /// and the rest of the batch is applied as before (``blobsCheck``; both bodies read its answer).
     static func pushFunction(scopeChecks: String) -> String {
             """
             CREATE OR REPLACE FUNCTION \(pushDeclaration)
@@ -614,6 +643,7 @@ enum ServerSchema {
                 first_high bigint;
                 ahead boolean;
                 horizon bigint;
+                missing_blobs integer[];
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
@@ -684,6 +714,8 @@ enum ServerSchema {
                     RAISE EXCEPTION 'kvsync_push: device % sent token % before with another key or value: this device id is in use by another container',
                         p_device, p_tokens[reused] USING ERRCODE = '\(deviceInUseState)';
                 END IF;
+                -- Manifest changes whose file the server has not got whole (revision 5).
+                \(blobsCheck)
                 -- A batch that repeats a key or a token (no replicator sends one) takes the loop:
                 -- one statement cannot write a row twice.
                 IF distinct_tokens AND NOT ahead

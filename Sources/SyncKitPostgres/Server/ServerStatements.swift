@@ -165,8 +165,8 @@ package struct ServerStatements: Sendable {
                                           \(clocks), \(bases), \(maxSkewMilliseconds)))
             SELECT NULL::integer, array_agg(r.idx ORDER BY r.idx),
                    array_agg(CASE r.outcome WHEN 'applied' THEN 0 WHEN 'duplicate' THEN 0 WHEN 'conflict' THEN 1
-                                            WHEN 'clock_ahead' THEN 2 ELSE 3 END::smallint ORDER BY r.idx),
-                   array_agg(r.version ORDER BY r.idx), NULL::integer, NULL::bytea, NULL::bigint, NULL::text
+                                            WHEN 'clock_ahead' THEN 2 WHEN 'missing_blob' THEN 4 ELSE 3 END::smallint ORDER BY r.idx),
+                   array_agg(coalesce(r.version, 0) ORDER BY r.idx), NULL::integer, NULL::bytea, NULL::bigint, NULL::text
             FROM r
             UNION ALL
             SELECT r.idx, NULL, NULL, NULL, octet_length(r.s_value),
@@ -199,6 +199,8 @@ package struct ServerStatements: Sendable {
                     switch codes[at] {
                     case 0: outcomes[Int(index) - 1] = .applied(version: versions[at])
                     case 1: unanswered[Int(index)] = versions[at]
+                    // A manifest row whose file's bytes the server has not got whole (its version is none).
+                    case 4: outcomes[Int(index) - 1] = .missingBlob
                     default: throw ReplicationError.server("kvsync_push answered an unknown outcome for change \(index)")
                     }
                 }

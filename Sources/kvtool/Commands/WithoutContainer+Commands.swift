@@ -21,6 +21,18 @@ extension SyncCommand.Token.Revoke: WithoutContainer {
     static let withoutContainer = SyncCommand.Token.withoutContainer
 }
 
+extension SyncCommand.Blobs: WithoutContainer {
+    static let withoutContainer = "the server's blobs live in the database, not in a container"
+}
+
+extension SyncCommand.Blobs.List: WithoutContainer {
+    static let withoutContainer = SyncCommand.Blobs.withoutContainer
+}
+
+extension SyncCommand.Blobs.Collect: WithoutContainer {
+    static let withoutContainer = SyncCommand.Blobs.withoutContainer
+}
+
 extension SyncCommand.Gateway: WithoutContainer {
     static let withoutContainer = "a gateway serves the database to devices and opens no container"
 }

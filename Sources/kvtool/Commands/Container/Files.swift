@@ -13,7 +13,7 @@ struct Files: ParsableCommand {
             normalisation (NFKC) turns into one of those, and no symbolic link is ever followed. put replaces \
             a file atomically (temporary file, fsync, rename, fsync of the directory).
             """,
-        subcommands: [List.self, Cat.self, Put.self, Remove.self])
+        subcommands: [List.self, Cat.self, Put.self, Remove.self, Status.self])
 
     /// Files larger than this are refused by `cat` and `put`.
     static let sizeLimit = 64 << 20
@@ -103,6 +103,39 @@ struct Files: ParsableCommand {
         func run() throws {
             try global.openContainer(readOnly: false).files.remove(path)
             if global.json { try Output.json(["path": .string(path), "removed": true]) }
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "status",
+            abstract: "Where each replicated file stands on this device: present, downloading, missing, waiting to upload.",
+            discussion: """
+                One line per row of the files manifest (the files under the prefixes declared with \
+                Replication.files): its state here, size, the first 12 hex digits of its SHA-256, media \
+                type and path, and why its last transfer stopped, if it did. present: the bytes the \
+                manifest names are on this device; downloading: they are being fetched; missing: they are \
+                not here (a read answers notYetDownloaded); waiting_to_upload: written here, not yet \
+                complete on the server. Nothing is printed for a container that replicates no file.
+                """)
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let rows = try global.openContainer(readOnly: true).files.fileStatus()
+            if global.json {
+                try Output.json(.array(rows.map { row in
+                    var object: JSONValue = [
+                        "path": .string(row.path), "state": .string(row.state.rawValue), "size": .integer(row.entry.size),
+                        "sha256": .string(Hex.encode(Array(row.entry.sha256))), "type": .string(row.entry.type),
+                    ]
+                    if let problem = row.problem { object["problem"] = .string(problem) }
+                    return object
+                }))
+                return
+            }
+            Output.table(["STATE", "SIZE", "SHA256", "TYPE", "PATH", "PROBLEM"], rows.map {
+                [$0.state.rawValue, String($0.entry.size), String(Hex.encode(Array($0.entry.sha256)).prefix(12)), $0.entry.type, $0.path, $0.problem ?? ""]
+            })
         }
     }
 

@@ -19,7 +19,7 @@ struct SyncCommand: ParsableCommand {
             sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
         subcommands: [Enable.self, Run.self, Request.self, Status.self, Agent.self, Quarantine.self, Prune.self, Setup.self,
-                      Token.self, Gateway.self])
+                      Token.self, Gateway.self, Blobs.self])
 
     /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
     static func given(_ value: String?, orEnvironment name: String) -> String? {
@@ -314,6 +314,8 @@ struct SyncCommand: ParsableCommand {
                 } else {
                     let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
                     print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                    if report.filesUploaded > 0 { print("files uploaded \(report.filesUploaded) (\(report.fileBytesSent) bytes sent)") }
+                    if report.waitingForFiles > 0 { print("files waiting to upload \(report.waitingForFiles) (kvtool files status)") }
                     // Only these keys wait; everything else is on the server.
                     if let held = report.held { print("held: \(held)") }
                 }
@@ -381,6 +383,7 @@ struct SyncCommand: ParsableCommand {
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
+            for file in status.filesWaiting ?? [] { print("waiting to upload \(file)") }
             print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
         }

@@ -281,6 +281,10 @@ extension SyncCommand {
         var groupChangesPerHour: Int = SyncGateway.Limits().groupChangesPerHour
         @Option(name: .customLong("group-bytes-per-hour"), help: "Bytes of keys and values a whole group's devices may push an hour.")
         var groupBytesPerHour: Int = SyncGateway.Limits().groupBytesPerHour
+        @Option(name: .customLong("max-file-bytes"), help: "A file's largest size: an upload over it is refused (413 too_large) before its body is read.")
+        var maxFileBytes: Int64 = SyncGateway.Limits().maxFileBytes
+        @Option(name: .customLong("max-group-blob-bytes"), help: "Bytes of files one group may hold on the server: an upload past it is refused (507 quota_exceeded).")
+        var maxGroupBlobBytes: Int64 = SyncGateway.Limits().maxGroupBlobBytes
         @Option(name: .customLong("database-timeout"), help: "Seconds to wait at the start for a database that does not answer, then fail.")
         var databaseTimeout: Double = SyncGateway.Options().databaseTimeout.inSeconds
         @Option(name: .customLong("metrics-listen"),
@@ -313,6 +317,10 @@ extension SyncCommand {
                                   ("--group-changes-per-hour", groupChangesPerHour), ("--group-bytes-per-hour", groupBytesPerHour)]
             where !(1...(1 << 50)).contains(value) {
                 throw ValidationError("\(name) must be from 1 to 1125899906842624, got \(value)")
+            }
+            for (name, value) in [("--max-file-bytes", maxFileBytes), ("--max-group-blob-bytes", maxGroupBlobBytes)]
+            where !(0...(Int64(1) << 50)).contains(value) {
+                throw ValidationError("\(name) must be from 0 to 1125899906842624, got \(value)")
             }
             guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
@@ -373,6 +381,8 @@ extension SyncCommand {
             options.limits.deviceBytesPerMinute = deviceBytesPerMinute
             options.limits.groupChangesPerHour = groupChangesPerHour
             options.limits.groupBytesPerHour = groupBytesPerHour
+            options.limits.maxFileBytes = maxFileBytes
+            options.limits.maxGroupBlobBytes = maxGroupBlobBytes
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
             options.trustedProxies = try proxies()
