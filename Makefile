@@ -90,6 +90,7 @@ bench-sync: build
 	$(KVTOOL) bench sync
 	$(KVTOOL) bench requests
 	$(KVTOOL) bench gateway
+	$(KVTOOL) bench files
 
 instructions: deps
 	@./scripts/install-deps.sh --perf
