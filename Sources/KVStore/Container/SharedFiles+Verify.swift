@@ -3,6 +3,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension SharedFiles {
     /// A container's file whose bytes are not what their name or their manifest row says.
@@ -32,7 +35,11 @@ extension SharedFiles {
         var report = VerifyReport()
         let blobs = try container.blobFiles(sharing: sharing)
         let copies: [DirectoryEntry]
-        do { copies = try blobs.entries() } catch KVStoreError.fileNotFound { copies = [] }
+        do {
+            copies = try blobs.entries()
+        } catch KVStoreError.fileNotFound, KVStoreError.io(_, _, ENOENT) {
+            copies = []   // no `Blobs/` (a read-only open of a container from before issue 49): no copies
+        }
         for copy in copies where copy.name.utf8.count == 64 && copy.name.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) {
             let file = "Blobs/\(copy.name)"
             guard copy.kind == .file else {
