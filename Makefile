@@ -23,7 +23,9 @@
 #             interleaved, 3 runs, medians), then make bench-sync: kvtool bench sync, replication through a throwaway PostgreSQL
 #             cluster (push and pull 10,000 changes, commit-to-other-device latency, 1 to 32 devices),
 #             and kvtool bench gateway (1,000 and 10,000 live devices in 100 groups through a sync
-#             gateway process: commit-to-every-device latency, the gateway's RSS; push through it)
+#             gateway process: commit-to-every-device latency, the gateway's RSS; push through it),
+#             and kvtool bench files (a 64 MiB file through the gateway against COPY and a file copy, the
+#             gateway's RSS with 100 devices downloading at once, a record and its image from A to B)
 # make lean  times the lean executables (trainer-extension, checklist-widget, push-extension) from process
 #             start to their answer beside an empty Swift program (hyperfine), with their peak RSS,
 #             instructions and sizes
@@ -92,6 +94,7 @@ bench-sync: build
 	$(KVTOOL) bench sync
 	$(KVTOOL) bench requests
 	$(KVTOOL) bench gateway
+	$(KVTOOL) bench files
 
 instructions: deps
 	@./scripts/install-deps.sh --perf

@@ -24,11 +24,12 @@ import TestSupport
         // `keep-mine` and `drop` (issue 47),
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
-        // requests` and `bench gateway`, and `sync blobs` with its `ls` and `gc` (issue 49) (28) only
+        // requests`, `bench gateway` and `bench files`, and `sync blobs` with its `ls`, `gc`, `fetch` and
+        // `verify` (issue 49) (31) only
         // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 41
         #if PostgreSQL
-        expected += 28
+        expected += 31
         #endif
         #if Serve
         expected += 1

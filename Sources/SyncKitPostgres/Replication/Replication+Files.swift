@@ -64,15 +64,7 @@ package enum FileTransfers {
 
     private static func withTransfer<R: Sendable>(container: SharedContainer, url: ServerURL, group: String,
                                                   _ body: (FileTransfer) async throws -> R) async throws -> R {
-        let connection = try await ServerConnection.connect(url, logger: Logger(label: "kvsync.files"), maxValueBytes: 1 << 20)
-        do {
-            let result = try await body(FileTransfer(server: connection, group: group, files: container.files))
-            await connection.close()
-            return result
-        } catch {
-            await connection.close()
-            throw error
-        }
+        try await withServer(.database(url), group: group) { try await body(FileTransfer(server: $0, group: group, files: container.files)) }
     }
 }
 #endif

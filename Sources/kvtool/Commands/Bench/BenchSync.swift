@@ -130,12 +130,13 @@ final class BenchDevice: Sendable {
     let collection: KVCollection<String, String>
     let replicator: Replicator
 
-    /// A device of `group` syncing with `endpoint`.
-    init(group: String, _ endpoint: Replicator.Endpoint) throws {
+    /// A device of `group` syncing with `endpoint`, with the prefixes of `Files/` in `files` replicated.
+    init(group: String, _ endpoint: Replicator.Endpoint, files: [(prefix: String, fetch: FileFetch)] = []) throws {
         directory = try Demo.temporaryDirectory("kvstore-bench-sync-")
         container = try SharedContainer(groupIdentifier: group, root: directory)
         collection = try container.store.collection("bench", key: String.self, value: String.self)
         try Replication.enable(.collection("bench"), in: container)
+        for (prefix, fetch) in files { try Replication.files(prefix: prefix, fetch: fetch, in: container) }
         replicator = try Replicator(container: container, endpoint: endpoint, targets: [.collection(collection)])
     }
 
