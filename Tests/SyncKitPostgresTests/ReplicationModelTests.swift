@@ -133,7 +133,7 @@ import Glibc
         let group = "group.com.example.model"
         let keys = (0..<12).map { "k\($0)" }
         // The files' paths: a write of one is a `Write` of its path whose value is the SHA-256 in hex.
-        let paths = (0..<4).map { "\(ModelDevice.eager)p\($0).png" } + (0..<2).map { "\(ModelDevice.lazy)d\($0).pdf" }
+        let paths = (0..<3).map { "\(ModelDevice.eager)p\($0).png" } + (0..<2).map { "\(ModelDevice.lazy)d\($0).pdf" }
         var contents: [String: [UInt8]] = [:]   // every version written, by SHA-256 in hex
         var versions: [String: Set<String>] = [:]   // path → the SHA-256s (hex) written there
         var files = (written: 0, same: 0, replaced: 0, deleted: 0, uploaded: 0, downloaded: 0, fetchedLazy: 0)
@@ -214,16 +214,16 @@ import Glibc
             let device = devices[Int(random.next() % UInt64(devices.count))]
             let roll = random.next() % 100
             switch roll {
-            case 0..<28:   // put
+            case 0..<26:   // put
                 let key = keys[Int(random.next() % UInt64(keys.count))]
                 let value = "d\(device.index)-\(writes.count)"
                 try device.container.store.write(author: "app") { tx in try device.notes.put(value, forKey: key, in: tx) }
                 writes.append(Write(device: device.index, key: key, value: value, clock: try device.stampOfLastWrite(key)))
-            case 28..<35:  // a file (new bytes, the same again, or a replacement) with a note that names it
+            case 26..<34:  // a file (new bytes, the same again, or a replacement) with a note that names it
                 let path = paths[Int(random.next() % UInt64(paths.count))]
                 let before = try device.container.files.manifestEntry(for: path).map { SHA256Hasher.hex(Array($0.sha256)) }
                 var bytes = (0..<(512 + Int(random.next() % 3_584))).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-                if let before, random.next() % 4 == 0, let same = contents[before] {
+                if let before, random.next() % 3 == 0, let same = contents[before] {
                     bytes = same
                     files.same += 1
                 } else if before == nil {
@@ -242,9 +242,10 @@ import Glibc
                 }
                 writes.append(Write(device: device.index, key: key, value: value, clock: try device.stampOfLastWrite(key)))
                 writes.append(Write(device: device.index, key: path, value: hex, clock: try device.stampOfLastWrite(path, of: "_files")))
-            case 35..<38:  // a file removed
-                let path = paths[Int(random.next() % UInt64(paths.count))]
-                guard try device.container.files.manifestEntry(for: path) != nil else { break }
+            case 34..<38:  // a file the device has a manifest row of removed
+                let held = try device.container.files.fileStatus().map(\.path)
+                guard !held.isEmpty else { break }
+                let path = held[Int(random.next() % UInt64(held.count))]
                 try device.container.store.write(author: "app") { tx in try device.container.files.remove(path, in: tx) }
                 writes.append(Write(device: device.index, key: path, value: nil, clock: try device.stampOfLastWrite(path, of: "_files")))
                 files.deleted += 1
