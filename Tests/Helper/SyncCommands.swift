@@ -1,5 +1,6 @@
 // A replication device for the randomized model test (ReplicationModelTests): one sync round of a
-// container's `notes` through a server, with a clock that may be wrong.
+// container's `notes` (and of its files, when the container declares replicated prefixes) through a
+// server, with a clock that may be wrong.
 import Foundation
 import KVStore
 import SyncKit
@@ -11,8 +12,10 @@ import SyncKitPostgres
 /// `notes` (String → String) with this process's clock `SKEW_MS` off (its history's stamps and its
 /// replicator's checks), and statements abandoned after `TIMEOUT_MS`, with the database at URL, or
 /// through the sync gateway at URL (http://) with the credential in TOKEN_FILE. Prints `ok pushed P
-/// pulled Q quarantined R` and exits 0; a replication error prints `error MESSAGE` and exits 2 (3 for a
-/// clock the server refused), as a partition or a server down makes expected.
+/// pulled Q quarantined R files up U down D` and exits 0 (D: the paths whose bytes became present here
+/// in the round without having been written here, that is, downloaded); a replication error prints
+/// `error MESSAGE` and exits 2 (3 for a clock the server refused), as a partition or a server down
+/// makes expected.
 func syncCommand(_ command: String, root: String, group: String, rest: [String]) throws -> Bool {
     guard command == "sync-device" else { return false }
     #if PostgreSQL
@@ -35,6 +38,7 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
         endpoint = .database(try ServerURL(rest[0]))
     }
     let replicator = try Replicator(container: container, endpoint: endpoint, targets: [.collection(notes)], options: options)
+    let before = try presentFiles(container)
     let outcome = Locked<Result<SyncReport, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
@@ -50,7 +54,8 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
     done.wait()
     switch outcome.withLock({ $0 })! {
     case .success(let report):
-        print("ok pushed \(report.pushed) pulled \(report.pulled) quarantined \(report.quarantined)")
+        let downloaded = try presentFiles(container).subtracting(before).count
+        print("ok pushed \(report.pushed) pulled \(report.pulled) quarantined \(report.quarantined) files up \(report.filesUploaded) down \(downloaded)")
         exit(0)
     case .failure(let error as ReplicationError):
         print("error \(error)")
@@ -62,4 +67,11 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
     #else
     fail("sync-device needs the PostgreSQL trait")
     #endif
+}
+
+/// The manifest's files whose bytes this device holds or wrote (present or waiting to upload), as
+/// path and SHA-256: a path that is in the set after a round and was not before was downloaded.
+private func presentFiles(_ container: SharedContainer) throws -> Set<String> {
+    Set(try container.files.fileStatus().filter { $0.state == .present || $0.state == .waitingToUpload }
+        .map { "\($0.path) \($0.entry.sha256.base64EncodedString())" })
 }

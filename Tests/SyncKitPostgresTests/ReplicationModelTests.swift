@@ -38,6 +38,18 @@ import Glibc
 /// lifted clock bound, stamped 2 h ahead. The checker is the same: nothing of the hostile device may
 /// reach the log, and no acknowledged write of an honest device may be lost.
 ///
+/// Files travel with the container (issue 49) through the same faults: every device declares `Pics/`
+/// eager and `Docs/` lazy, and writes files there (a few KiB: new bytes, the same bytes again, or a
+/// replacement) through `SharedFiles.write(_:to:in:)` in one transaction with a note, as an app does,
+/// and removes them (`SharedFiles.remove(_:in:)`). The manifest's rows are checked as the notes are
+/// (the log holds only the test's writes, last-writer-wins, none lost, every device in step); then the
+/// files: every manifest row a device holds has its bytes at its path (by SHA-256) or is reported
+/// missing or downloading by the device's local state (an eager one, after convergence, is there;
+/// half the devices then declare `Docs/` eager and fetch every lazy file in one more round); every
+/// file in any device's `Files/` holds a version the test wrote of its path (never half of one),
+/// every copy in `Blobs/` hashes to its name; a path whose row is deleted is absent everywhere; and
+/// every row on the server names a complete blob.
+///
 /// `make test` runs 150 operations on each path; `make stress` 1,000. The seed is printed;
 /// `KVSTORE_MODEL_SEED=N` replays a run (of either path).
 @Suite(.serialized) struct ReplicationModelTests {
@@ -58,6 +70,8 @@ import Glibc
         let history: History
         let notes: KVCollection<String, String>
         var partitioned = false
+        /// The model's replicated prefixes of `Files/`.
+        static let eager = "Pics/", lazy = "Docs/"
 
         init(index: Int, group: String, skew: TimeInterval, proxy: FaultProxy) throws {
             self.index = index
@@ -69,6 +83,8 @@ import Glibc
             history.setWallClock { Date().addingTimeInterval(skew) }
             notes = try container.store.collection("notes", key: String.self, value: String.self)
             try Replication.enable(.collection("notes"), in: container)
+            try Replication.files(prefix: Self.eager, fetch: .eager, in: container)
+            try Replication.files(prefix: Self.lazy, fetch: .lazy(budget: 1 << 20), in: container)
         }
 
         /// Through a gateway: the credential's file.
@@ -84,12 +100,19 @@ import Glibc
         /// The device id, once a replicator made it.
         func deviceID() throws -> String? { try Replication.status(of: container).device }
 
-        /// The stamp history gave the test's last write of `key` (the clock may have moved since: a
-        /// sync running at the same time applies other devices' changes).
-        func stampOfLastWrite(_ key: String) throws -> UInt64 {
-            let entries = try history.changes(since: .zero, matching: HistoryFilter(targets: [.collection("notes")]))
+        /// The stamp history gave the test's last write of `key` of `collection` (the clock may have
+        /// moved since: a sync running at the same time applies other devices' changes).
+        func stampOfLastWrite(_ key: String, of collection: String = "notes") throws -> UInt64 {
+            let entries = try history.changes(since: .zero, matching: HistoryFilter(targets: [.collection(collection)]))
                 .transactions?.flatMap(\.entries) ?? []
             return try #require(entries.last { $0.key == Array(key.utf8) && $0.author == "app" }?.clock).rawValue
+        }
+
+        /// What the device holds: its notes' values, and its manifest's rows as their SHA-256 in hex.
+        func held() throws -> [String: String] {
+            var held = Dictionary(uniqueKeysWithValues: try notes.entries().map { ($0.key, $0.value) })
+            for row in try container.files.fileStatus() { held[row.path] = SHA256Hasher.hex(Array(row.entry.sha256)) }
+            return held
         }
     }
 
@@ -109,6 +132,11 @@ import Glibc
         let cluster = try LocalPostgresCluster()
         let group = "group.com.example.model"
         let keys = (0..<12).map { "k\($0)" }
+        // The files' paths: a write of one is a `Write` of its path whose value is the SHA-256 in hex.
+        let paths = (0..<3).map { "\(ModelDevice.eager)p\($0).png" } + (0..<2).map { "\(ModelDevice.lazy)d\($0).pdf" }
+        var contents: [String: [UInt8]] = [:]   // every version written, by SHA-256 in hex
+        var versions: [String: Set<String>] = [:]   // path → the SHA-256s (hex) written there
+        var files = (written: 0, same: 0, replaced: 0, deleted: 0, uploaded: 0, downloaded: 0, fetchedLazy: 0)
         let credentials = TemporaryDirectory()
         // Through a gateway: one `kvtool sync gateway` process as its own login, on a port it keeps
         // across its kill -9s; each device behind a proxy of its own in front of it.
@@ -154,6 +182,10 @@ import Glibc
 
         func count(_ status: Int32, _ output: String, of device: ModelDevice) {
             faults.syncs += 1
+            if let counted = output.firstMatch(of: /files up (\d+) down (\d+)/) {
+                files.uploaded += Int(counted.1)!
+                files.downloaded += Int(counted.2)!
+            }
             if status == 2 { faults.failedSyncs += 1 }
             if status == 3 { faults.refusedForSkew += 1 }
             #expect([0, 2, 3].contains(status), "sync of device \(device.index): \(output)")
@@ -182,11 +214,41 @@ import Glibc
             let device = devices[Int(random.next() % UInt64(devices.count))]
             let roll = random.next() % 100
             switch roll {
-            case 0..<38:   // put
+            case 0..<26:   // put
                 let key = keys[Int(random.next() % UInt64(keys.count))]
                 let value = "d\(device.index)-\(writes.count)"
                 try device.container.store.write(author: "app") { tx in try device.notes.put(value, forKey: key, in: tx) }
                 writes.append(Write(device: device.index, key: key, value: value, clock: try device.stampOfLastWrite(key)))
+            case 26..<34:  // a file (new bytes, the same again, or a replacement) with a note that names it
+                let path = paths[Int(random.next() % UInt64(paths.count))]
+                let before = try device.container.files.manifestEntry(for: path).map { SHA256Hasher.hex(Array($0.sha256)) }
+                var bytes = (0..<(512 + Int(random.next() % 3_584))).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                if let before, random.next() % 3 == 0, let same = contents[before] {
+                    bytes = same
+                    files.same += 1
+                } else if before == nil {
+                    files.written += 1
+                } else {
+                    files.replaced += 1
+                }
+                let hex = SHA256Hasher.hex(SHA256Hasher.hash(bytes))
+                contents[hex] = bytes
+                versions[path, default: []].insert(hex)
+                let key = keys[Int(random.next() % UInt64(keys.count))]
+                let value = "d\(device.index)-\(writes.count) \(path)"
+                try device.container.store.write(author: "app") { tx in
+                    try device.notes.put(value, forKey: key, in: tx)
+                    try device.container.files.write(bytes, to: path, in: tx)
+                }
+                writes.append(Write(device: device.index, key: key, value: value, clock: try device.stampOfLastWrite(key)))
+                writes.append(Write(device: device.index, key: path, value: hex, clock: try device.stampOfLastWrite(path, of: "_files")))
+            case 34..<38:  // a file the device has a manifest row of removed
+                let held = try device.container.files.fileStatus().map(\.path)
+                guard !held.isEmpty else { break }
+                let path = held[Int(random.next() % UInt64(held.count))]
+                try device.container.store.write(author: "app") { tx in try device.container.files.remove(path, in: tx) }
+                writes.append(Write(device: device.index, key: path, value: nil, clock: try device.stampOfLastWrite(path, of: "_files")))
+                files.deleted += 1
             case 38..<46:  // delete
                 let key = keys[Int(random.next() % UInt64(keys.count))]
                 let existed = try device.container.store.write(author: "app") { tx in try device.notes.delete(key, in: tx) }
@@ -266,15 +328,20 @@ import Glibc
         struct Row { var device: Int; var key: String; var value: String?; var clock: UInt64; var deviceID: String }
         var rows: [Row] = []
         let decoder = CBORDecoder()
+        // A note's value is its text; a manifest row's, the SHA-256 it names (hex), as `Write` has them.
+        func value(_ column: String, of name: String) throws -> String? {
+            if column == "-" { return nil }
+            return name == "_files" ? column : try decoder.decode(String.self, from: try #require(Hex.decode(column.utf8)))
+        }
+        let valueSQL = "CASE WHEN value IS NULL THEN '-' WHEN name = '_files' THEN coalesce(encode(kvsync_manifest_hash(value), 'hex'), 'malformed') ELSE encode(value, 'hex') END"
         for line in try cluster.psql("""
-            SELECT device || '|' || encode(key, 'hex') || '|' || coalesce(encode(value, 'hex'), '-') || '|' || hlc
+            SELECT device || '|' || encode(key, 'hex') || '|' || \(valueSQL) || '|' || hlc || '|' || name
             FROM kvsync_changes WHERE group_id = '\(group)' ORDER BY seq
             """).split(separator: "\n") {
             let parts = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
             let device = try #require(ids[parts[0]], "a log row from an unknown device \(parts[0])")
             let key = try String.decodeKey(try #require(Hex.decode(parts[1].utf8)))
-            let value = parts[2] == "-" ? nil : try decoder.decode(String.self, from: try #require(Hex.decode(parts[2].utf8)))
-            rows.append(Row(device: device, key: key, value: value, clock: UInt64(parts[3])!, deviceID: parts[0]))
+            rows.append(Row(device: device, key: key, value: try value(parts[2], of: parts[4]), clock: UInt64(parts[3])!, deviceID: parts[0]))
         }
         // Every log row is a write the test made, with its value and clock.
         for row in rows {
@@ -291,11 +358,11 @@ import Glibc
         let expected = winners.compactMapValues(\.value)
         var server: [String: String] = [:]
         for line in try cluster.psql("""
-            SELECT encode(key, 'hex') || '|' || encode(value, 'hex') FROM kvsync_state
+            SELECT encode(key, 'hex') || '|' || \(valueSQL) || '|' || name FROM kvsync_state
             WHERE group_id = '\(group)' AND value IS NOT NULL
             """).split(separator: "\n") {
             let parts = line.split(separator: "|").map(String.init)
-            server[try String.decodeKey(try #require(Hex.decode(parts[0].utf8)))] = try decoder.decode(String.self, from: try #require(Hex.decode(parts[1].utf8)))
+            server[try String.decodeKey(try #require(Hex.decode(parts[0].utf8)))] = try value(parts[1], of: parts[2])
         }
         #expect(server == expected)
         // No write lost: each device's last write of each key is in the log, or lost to a greater one.
@@ -311,7 +378,7 @@ import Glibc
         }
         // Every device within the bound holds the server's state, with nothing pending or quarantined.
         for device in devices.dropLast() {
-            let held = Dictionary(uniqueKeysWithValues: try device.notes.entries().map { ($0.key, $0.value) })
+            let held = try device.held()
             #expect(held == server, "device \(device.index) (skew \(device.skew) s) differs from the server")
             let status = try Replication.status(of: device.container)
             #expect(status.pendingChanges == 0 && status.quarantined == 0, "device \(device.index): \(status)")
@@ -319,8 +386,8 @@ import Glibc
         // The device 2 h ahead: refused, and otherwise in step.
         let ahead = devices[7]
         let wroteAhead = Set(writes.filter { $0.device == 7 }.map(\.key))
-        let heldAhead = Dictionary(uniqueKeysWithValues: try ahead.notes.entries().map { ($0.key, $0.value) })
-        for key in keys where !wroteAhead.contains(key) {
+        let heldAhead = try ahead.held()
+        for key in keys + paths where !wroteAhead.contains(key) {
             #expect(heldAhead[key] == server[key], "the device 2 h ahead differs from the server at \(key)")
         }
         if !wroteAhead.isEmpty {
@@ -328,11 +395,74 @@ import Glibc
             #expect(try Replication.status(of: ahead.container).lastError?.contains("ahead of the server's") == true)
         }
 
+        let downloadedBefore = files.downloaded
+        try checkFiles(devices, paths: paths, versions: versions, cluster: cluster, group: group, sync: { _ = try sync($0) })
+        files.fetchedLazy = files.downloaded - downloadedBefore
         let elapsed = ContinuousClock.now - started
         if let hostile {
             #expect(hostile.refused == hostile.attempts, "the hostile device's attempts: \(hostile.attempts), refused \(hostile.refused)")
         }
-        print("[model] \(path): seed \(seed): \(operations) operations on 8 devices (\(StressLevel.name), \(BuildScale.name)), \(writes.count) writes, \(rows.count) log rows, \(faults.syncs) sync processes (\(faults.failedSyncs) failed on a fault, \(faults.refusedForSkew) refused for skew), \(faults.kills) kill -9, \(faults.crashes) server crashes, \(faults.partitions) partitions, \(faults.swallowed) swallowed answers, \(faults.cuts) RST cuts, \(faults.gatewayKills) gateway kill -9s, \(hostile.map { "\($0.attempts) hostile pushes (\($0.refused) refused)" } ?? "no hostile device"), \(rounds) rounds to converge, \(elapsed)")
+        print("[model] \(path): seed \(seed): \(operations) operations on 8 devices (\(StressLevel.name), \(BuildScale.name)), \(writes.count) writes, \(rows.count) log rows, files \(files.written) written, \(files.same) written again with the same bytes, \(files.replaced) replaced, \(files.deleted) deleted, \(files.uploaded) uploaded, \(files.downloaded) downloaded (\(files.fetchedLazy) of them lazy ones fetched at the end), \(faults.syncs) sync processes (\(faults.failedSyncs) failed on a fault, \(faults.refusedForSkew) refused for skew), \(faults.kills) kill -9, \(faults.crashes) server crashes, \(faults.partitions) partitions, \(faults.swallowed) swallowed answers, \(faults.cuts) RST cuts, \(faults.gatewayKills) gateway kill -9s, \(hostile.map { "\($0.attempts) hostile pushes (\($0.refused) refused)" } ?? "no hostile device"), \(rounds) rounds to converge, \(elapsed)")
+    }
+
+    /// The files' checker, once the notes and the manifest's rows converged (see the suite's description).
+    func checkFiles(_ devices: [ModelDevice], paths: [String], versions: [String: Set<String>], cluster: LocalPostgresCluster,
+                    group: String, sync: (ModelDevice) throws -> Void) throws {
+        // Never a row without its bytes: every manifest row on the server names a complete blob of the group.
+        let unbacked = try cluster.count("""
+            SELECT count(*) FROM kvsync_state s WHERE group_id = '\(group)' AND name = '_files' AND value IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM kvsync_blobs b WHERE b.group_id = s.group_id AND b.complete
+                            AND b.sha256 = kvsync_manifest_hash(s.value))
+            """)
+        #expect(unbacked == 0, "\(unbacked) manifest rows on the server name no complete blob")
+        // Half the devices within the bound fetch the lazy files too: `Docs/` declared eager, one round.
+        let fetching = devices.dropLast().filter { $0.index % 2 == 0 }
+        for device in fetching {
+            try Replication.files(prefix: ModelDevice.lazy, fetch: .eager, in: device.container)
+            try sync(device)
+        }
+        let manager = FileManager.default
+        for device in devices {
+            let converged = device.index != 7
+            let eager = fetching.contains { $0 === device } ? [ModelDevice.eager, ModelDevice.lazy] : [ModelDevice.eager]
+            // Every manifest row: its bytes at its path, or reported missing or downloading.
+            let rows = try device.container.files.fileStatus()
+            for row in rows {
+                let hex = SHA256Hasher.hex(Array(row.entry.sha256))
+                let file = try? SHA256Hasher.hash(fileAt: device.container.layout.files + "/" + row.path)
+                let here = file.map { SHA256Hasher.hex($0.digest) == hex } ?? false
+                switch row.state {
+                case .present, .waitingToUpload:
+                    #expect(here, "device \(device.index): \(row.path) is \(row.state), but its file does not hold \(hex)")
+                case .missing, .downloading:
+                    #expect(!converged || !eager.contains { row.path.hasPrefix($0) },
+                            "device \(device.index): \(row.path) (eager) is \(row.state) after convergence: \(row.problem ?? "")")
+                }
+                if converged { #expect(row.state != .waitingToUpload, "device \(device.index): \(row.path) still waits to upload") }
+            }
+            // A path without a manifest row (deleted, or never written) has no file.
+            for path in paths where !rows.contains(where: { $0.path == path }) {
+                #expect(!manager.fileExists(atPath: device.container.layout.files + "/" + path),
+                        "device \(device.index): \(path) has no manifest row and still a file")
+            }
+            // Never a half-written file: each file in Files/ holds a version written of its path (a
+            // publish cut short leaves a link to a whole one), each copy in Blobs/ hashes to its name.
+            let files = device.container.layout.files
+            for relative in try manager.subpathsOfDirectory(atPath: files) {
+                var directory: ObjCBool = false
+                guard manager.fileExists(atPath: files + "/" + relative, isDirectory: &directory), !directory.boolValue else { continue }
+                let name = relative.split(separator: "/").last.map(String.init) ?? relative
+                let path = TemporaryFileName.parse(name).map { String(relative.dropLast(name.count)) + $0.target } ?? relative
+                let digest = SHA256Hasher.hex(try SHA256Hasher.hash(fileAt: files + "/" + relative).digest)
+                #expect(versions[path]?.contains(digest) == true, "device \(device.index): Files/\(relative) holds no version written of \(path) (\(digest))")
+            }
+            let blobs = device.container.layout.blobs
+            // (Skipped: a download's or a write's temporary file, and the publish lock.)
+            for name in try manager.contentsOfDirectory(atPath: blobs) where TemporaryFileName.parse(name) == nil && name != ".publish.lock" {
+                let digest = SHA256Hasher.hex(try SHA256Hasher.hash(fileAt: blobs + "/" + name).digest)
+                #expect(digest == name, "device \(device.index): Blobs/\(name) holds other bytes (\(digest))")
+            }
+        }
     }
 }
 
