@@ -388,6 +388,16 @@ class Run:
         crumbs = self.js("const b = document.querySelector('[data-testid=breadcrumbs]'); return b && b.textContent")
         check(crumbs and "TrainerImages" in crumbs, "the breadcrumbs", "Files / TrainerImages", crumbs)
         self.shot("files.png")
+        # Files/Shared/ replicates (the fixture): each file's state on this device, with a refusal's reason.
+        self.go("#files/Shared")
+        wait_for(lambda: self.js("return document.querySelectorAll('[data-testid=replicated-row]').length"), 8,
+                 "the replicated files' rows")
+        states = dict(zip(self.rows("replicated-row", "path"), self.rows("replicated-row", "state")))
+        want = {"Shared/a-old.txt": "missing", "Shared/b-new.txt": "present", "Shared/c-waiting.txt": "waiting_to_upload"}
+        check(states == want, "the replicated files' states on #files/Shared", want, states)
+        problem = self.js("const r = document.querySelector('[data-testid=replicated-row][data-path=\"Shared/c-waiting.txt\"]');"
+                          "return r && r.querySelector('[data-testid=replicated-problem]').textContent")
+        check(problem and "too_large" in problem, "the refused upload's reason", "too_large: …", problem)
 
     @staticmethod
     def hostile(where):

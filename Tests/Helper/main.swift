@@ -97,7 +97,8 @@ do {
     case "serve-fixture":
         // serve-fixture ROOT GROUP: what the tests of `kvtool serve` browse: the checklist's year (history
         // on, widget feed published), `notes` (String → JSON, history on, empty), `blobs` (a 2 MiB value
-        // and a 100 kB string), a defaults suite, a PNG in Files/TrainerImages, and one snapshot.
+        // and a 100 kB string), a defaults suite, a PNG in Files/TrainerImages, the replicated files of
+        // Files/Shared (``replicatedFilesFixture(_:)``), and one snapshot.
         let container = open(mapSize: 256 << 20)
         let app = try ChecklistWidgetFlow.App(container: container)
         try app.save(ChecklistDataset.records())
@@ -115,6 +116,7 @@ do {
         try settings.set(true, forKey: "onboarded")
         try container.files.write(TrainerNotificationFlow.samplePNG, to: "TrainerImages/sample.png")
         try container.files.write(Data("plain text\n".utf8), to: "notes.txt")
+        try replicatedFilesFixture(container)
         _ = try Snapshots(container: container).export(from: container.store)
         print("ok")
     default:
@@ -138,4 +140,22 @@ do {
 /// A dictionary whose iteration order differs between processes (Swift seeds hashing per process).
 func sampleDictionary() -> [String: [Int: String]] {
     Dictionary(uniqueKeysWithValues: (0..<100).map { i in ("key-\(i * 7919 % 1000)", [i: "v\(i)", -i - 1: "w"]) })
+}
+
+/// `Files/Shared/`, a lazy prefix of 1 KiB, with a file in each state `kvtool serve` shows: `b-new.txt`
+/// present (uploaded), `a-old.txt` missing (evicted for the budget: it was read before `b-new.txt`),
+/// `c-waiting.txt` waiting to upload, refused for a file limit.
+func replicatedFilesFixture(_ container: SharedContainer) throws {
+    try FileManifest.declare(prefix: "Shared/", fetch: .lazy(budget: 1 << 10), in: container.store)
+    let files: [(path: String, byte: UInt8, state: LocalFileState.Kind, problem: String?)] = [
+        ("Shared/a-old.txt", 0x61, .present, nil), ("Shared/b-new.txt", 0x62, .present, nil),
+        ("Shared/c-waiting.txt", 0x63, .waitingToUpload, "too_large: the file has 600 bytes, the server's limit is 512"),
+    ]
+    for (access, file) in files.enumerated() {
+        try container.files.write(Data(repeating: file.byte, count: 600), to: file.path)
+        let entry = try container.files.manifestEntry(for: file.path)!
+        try container.files.setLocalState(LocalFileState(state: file.state, sha256: Array(entry.sha256), size: entry.size,
+                                                         lastAccess: Int64(access + 1), problem: file.problem), for: file.path)
+    }
+    try container.files.evictLazyFiles()
 }

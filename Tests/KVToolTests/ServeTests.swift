@@ -112,7 +112,14 @@ import Workloads
         #expect(settings.map { "\($0["key"]!)=\($0["type"]!):\($0["value"]!)" } == ["onboarded=bool:true", "reminderHour=int:3", "theme=string:\"dark\""])
 
         let top = try server.get("/api/files").json["entries"] as? [[String: Any]] ?? []
-        #expect(top.compactMap { $0["name"] as? String } == ["TrainerImages", "notes.txt"])
+        #expect(top.compactMap { $0["name"] as? String } == ["Shared", "TrainerImages", "notes.txt"])
+        // The replicated files of Files/Shared/ and where each stands here, as `kvtool files status` says.
+        let shared = try server.get("/api/files?dir=Shared").json
+        let replicated = (shared["replicated"] as? [[String: Any]] ?? []).map { "\($0["path"]!) \($0["state"]!) \($0["problem"] as? String ?? "-")" }
+        #expect(replicated == ["Shared/a-old.txt missing -", "Shared/b-new.txt present -",
+                               "Shared/c-waiting.txt waiting_to_upload too_large: the file has 600 bytes, the server's limit is 512"])
+        #expect((shared["entries"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["b-new.txt", "c-waiting.txt"])
+        #expect((try server.get("/api/files?dir=TrainerImages").json["replicated"] as? [Any])?.isEmpty == true)
         let images = try server.get("/api/files?dir=TrainerImages").json["entries"] as? [[String: Any]] ?? []
         #expect(images.first?["image"] as? Bool == true && images.first?["path"] as? String == "TrainerImages/sample.png")
         let png = try server.get("/api/file?path=TrainerImages/sample.png")

@@ -171,6 +171,66 @@ import Glibc
         #expect(try container.files.fileStatus().map(\.state) == [.present])
         print("FileTransferTests: two uploads at once sent \(r1.sentBytes) + \(r2.sentBytes) bytes of \(bytes.count)")
     }
+
+    /// A lazy prefix's budget (issue 49): files fetched past it evict the least recently read one,
+    /// which then reads `notYetDownloaded` and comes back when fetched again; a file waiting to upload
+    /// is never evicted, however old its last access. Files of 100 KiB against a budget of 250 KiB.
+    @Test func aLazyPrefixOverItsBudgetEvictsTheLeastRecentlyReadFile() async throws {
+        let group = Self.group("lru")
+        let (cluster, url) = try await Self.cluster(group: group)
+        defer { withExtendedLifetime(cluster) {} }
+        let a = TemporaryDirectory(), b = TemporaryDirectory()
+        let deviceA = try a.container(group), deviceB = try b.container(group)
+        try Replication.files(prefix: "docs/", fetch: .lazy(budget: 64 << 20), in: deviceA)
+        try Replication.files(prefix: "docs/", fetch: .lazy(budget: 250 << 10), in: deviceB)
+        let files = (1...3).map { n in (path: "docs/\(n).bin", bytes: (0..<(100 << 10)).map { UInt8(truncatingIfNeeded: ($0 &* (n * 7 + 1)) >> 3) }) }
+        try await deviceA.store.write(author: "app") { tx in
+            for file in files { _ = try deviceA.files.write(file.bytes, to: file.path, in: tx) }
+        }
+        for container in [deviceA, deviceB] {
+            let manifest = try container.store.collection("_files", key: String.self, value: FileManifestEntry.self)
+            let replicator = try Replicator(container: container, endpoint: .database(url), targets: [.collection(manifest)])
+            _ = try await replicator.sync()  // A uploads its files first, then pushes their rows
+            await replicator.close()
+        }
+        #expect(try deviceB.files.fileStatus().map(\.state) == [.missing, .missing, .missing])
+        func fetch(_ n: Int) async throws { _ = try await FileTransfers.download(path: files[n].path, in: deviceB, server: url, group: group) }
+        func age(_ n: Int, minutes: Int64) throws {
+            var local = try #require(try deviceB.files.localState(for: files[n].path))
+            local.lastAccess -= minutes * 60_000
+            try deviceB.files.setLocalState(local, for: files[n].path)
+        }
+        func states() throws -> [LocalFileState.Kind] { try deviceB.files.fileStatus().map(\.state) }
+
+        try await fetch(0)
+        try await fetch(1)
+        #expect(try states() == [.present, .present, .missing])  // 200 KiB: within the budget
+        // 1 fetched ten minutes ago, 2 five; 1 is read now (its access is older than a minute: recorded).
+        try age(0, minutes: 10)
+        try age(1, minutes: 5)
+        #expect(try deviceB.files.readVerified(files[0].path) == Data(files[0].bytes))
+        try await fetch(2)
+        #expect(try states() == [.present, .missing, .present])
+        let evicted = SHA256Hasher.hex(SHA256Hasher.hash(files[1].bytes))
+        #expect(throws: SharedFilesError.notYetDownloaded(path: files[1].path, sha256: evicted)) { try deviceB.files.readVerified(files[1].path) }
+        #expect(!FileManager.default.fileExists(atPath: deviceB.layout.blobs + "/" + evicted))
+        // Fetched again, it comes back whole, and the least recently used of the others goes.
+        try age(2, minutes: 1)
+        try await fetch(1)
+        #expect(try deviceB.files.readVerified(files[1].path) == Data(files[1].bytes))
+        #expect(try states().filter { $0 == .present }.count == 2)
+
+        // B's own write waits to upload: never evicted, whatever its last access.
+        let own = (0..<(100 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 131 >> 2) }
+        try await deviceB.store.write(author: "app") { tx in _ = try deviceB.files.write(own, to: "docs/0-own.bin", in: tx) }
+        var waiting = try #require(try deviceB.files.localState(for: "docs/0-own.bin"))
+        waiting.lastAccess = 0
+        try deviceB.files.setLocalState(waiting, for: "docs/0-own.bin")
+        for n in 0..<3 { try await fetch(n) }
+        #expect(try deviceB.files.localState(for: "docs/0-own.bin")?.state == .waitingToUpload)
+        #expect(try deviceB.files.readVerified("docs/0-own.bin") == Data(own))
+        #expect(try states().filter { $0 == .present }.count == 2)
+    }
 }
 
 /// The direct path's SQL (``ServerStatements``' blob statements, as a gateway runs them) with limits of

@@ -90,11 +90,15 @@ extension SharedFiles {
             throw KVStoreError.valueTooLarge(what: "file '\(path)'", size: Int(clamping: entry.size), limit: maxSize,
                                              hint: "pass a larger maxSize to read it")
         }
-        if let data = try? read(path, maxSize: maxSize), Self.matches(data, entry) { return data }
+        if let data = try? read(path, maxSize: maxSize), Self.matches(data, entry) {
+            noteRead(path, entry: entry, in: container)
+            return data
+        }
         let name = ContainerFiles.name(entry.sha256)
         guard let data = verifiedBlob(name, entry: entry, in: container, maxSize: maxSize) else {
             throw SharedFilesError.notYetDownloaded(path: path, sha256: name)
         }
+        noteRead(path, entry: entry, in: container)
         // The path did not hold them: give it the copy, when this process may write.
         if !container.store.isReadOnly { try? publishCommitted(path, blob: name, in: container, checkingManifest: true) }
         return data

@@ -175,6 +175,8 @@ struct FileTransfer: Sendable {
                 throw FileTransferError.downloadMismatch(path: path, reason: "the bytes do not hash to the manifest's SHA-256")
             }
             try files.finishDownload(download, path: path, entry: entry)
+            // Within its prefix's budget again (a lazy one), the file just fetched kept whatever its size.
+            _ = try? files.evictLazyFiles(sparing: path)
             return offset
         } catch {
             _ = try? files.setLocalState(state(.missing, entry, problem: "\(error)"), for: path, ifManifestNames: hash.bytes)

@@ -83,6 +83,7 @@ extension Replicator {
     /// prefixes, and records those of lazy prefixes missing. Runs when the manifest changed since the
     /// last time (or an eager file was left missing, or this is the process's first round).
     func settleFiles(_ server: any ReplicationServer) async throws {
+        defer { keepLocalFilesWithinBounds() }  // every round that settles: lazy budgets, unreferenced copies
         guard let transfer = fileTransfer(server),
               filesToSettle.withLock({ needed in defer { needed = false }; return needed }) else { return }
         do {

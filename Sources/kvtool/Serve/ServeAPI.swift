@@ -248,10 +248,15 @@ struct ServeAPI: Sendable {
 
     func files(_ directory: String) throws -> ServeResponse {
         let entries = try container.files.entries(in: directory)
+        let within = directory.isEmpty ? "" : directory + "/"
+        let replicated = try container.files.fileStatus().lazy.filter { $0.path.hasPrefix(within) }.prefix(ServeLimits.listing).map {
+            ServeAnswer.ReplicatedFile(path: $0.path, state: $0.state.rawValue, sha256: Hex.encode(Array($0.entry.sha256)),
+                                       type: $0.entry.type, size: $0.entry.size, problem: $0.problem)
+        }
         return try .json(ServeAnswer.Files(dir: directory, count: entries.count, entries: entries.prefix(ServeLimits.listing).map {
             ServeAnswer.File(name: $0.name, path: $0.path, kind: Files.kindName($0.kind), size: $0.size,
                              modified: Snapshot.timestamp($0.modificationDate), image: $0.kind == .file && Self.imageType(name: $0.name) != nil)
-        }))
+        }, replicated: Array(replicated)))
     }
 
     /// A file's bytes through the same checks as `kvtool files cat` (SharedFiles: no `..`, no

@@ -66,6 +66,17 @@ enum ServeAnswer {
         var dir: String
         var count: Int
         var entries: [File]
+        /// The replicated files under `dir` (rows of the manifest, at any depth) and where each stands
+        /// on this device, as `kvtool files status` shows them; empty when no prefix replicates.
+        var replicated: [ReplicatedFile]
+    }
+
+    /// A row of `kvtool files status`: `state` is `present`, `downloading`, `missing` or
+    /// `waiting_to_upload`; `problem` why its last transfer stopped (a refusal with its limit).
+    struct ReplicatedFile: Encodable {
+        var path, state, sha256, type: String
+        var size: Int64
+        var problem: String?
     }
 
     struct File: Encodable {

@@ -18,7 +18,8 @@
  *   search-through, search-submit, search-clear, value-truncated
  *   put-form, put-key, put-value, put-submit, delete-entry (only with --allow-writes)
  *   defaults-table (data-suite), defaults-row (data-key)
- *   breadcrumbs, files-table, file-row (data-path, data-kind), file-image (<img>, data-path)
+ *   breadcrumbs, files-table, file-row (data-path, data-kind), file-image (<img>, data-path),
+ *   files-replication, replicated-row (data-path, data-state), replicated-problem
  *   timeline-table, timeline-row (data-transaction, data-author, data-name, data-kind, data-target,
  *   data-key, data-operation, data-committed and data-shown in ms since 1970; a commit without history
  *   has data-history="false"), timeline-count,
@@ -364,7 +365,7 @@ async function viewDefaults(el) {
 
 async function viewFiles(el, dir) {
   dir = dir.replace(/^\/+|\/+$/g, '');
-  const { entries } = await api(`/api/files?dir=${encodeURIComponent(dir)}`);
+  const { entries, replicated } = await api(`/api/files?dir=${encodeURIComponent(dir)}`);
   const parts = dir ? dir.split('/') : [];
   const crumbs = [h('a', { href: routeHash('files') }, 'Files')];
   parts.forEach((part, i) => crumbs.push(' / ', i === parts.length - 1 ? h('b', {}, part)
@@ -391,6 +392,18 @@ async function viewFiles(el, dir) {
     h('a', { href: fileURL(entry), target: '_blank', rel: 'noopener' },
       h('img', { src: fileURL(entry), alt: entry.name, testid: 'file-image', dataset: { path: entry.path } })),
     h('figcaption', {}, h('span', { class: 'mono' }, entry.name), h('span', { class: 'muted' }, fmtBytes(entry.size)))))));
+  }
+  // The replicated files under this directory and where each stands here, as `kvtool files status`.
+  if (replicated && replicated.length) {
+    el.append(h('h3', {}, 'Replication'));
+    el.append(table('files-replication', ['Path', 'State', 'Size', 'SHA-256', 'Problem'], replicated.map((row) => h('tr', {
+      testid: 'replicated-row', dataset: { path: row.path, state: row.state },
+    },
+    h('td', { class: 'mono' }, row.path),
+    h('td', {}, h('span', { class: `kind state-${row.state}` }, row.state.replace(/_/g, ' '))),
+    h('td', { class: 'num' }, fmtBytes(row.size)),
+    h('td', { class: 'mono muted' }, row.sha256.slice(0, 12)),
+    h('td', { testid: 'replicated-problem' }, row.problem || '')))));
   }
 }
 
