@@ -40,7 +40,9 @@ import Glibc
         let notifier = ChangeNotifier(container: container)
         let requests = try notifier.subscribe(SyncService.requestNotification)
         let served = Locked<Bool?>(nil)
+        let done = DispatchSemaphore(value: 0)
         let owner = Thread {
+            defer { done.signal() }
             guard requests.wait(timeout: .seconds(60)) else { served.withLock { $0 = false }; return }
             do {
                 let wanted = try container.files.wantedFiles()
@@ -58,7 +60,7 @@ import Glibc
         start = clock.now
         #expect(try container.readFile("img/a.png", within: .seconds(60)) == Data(png))
         print("FileRequestTests: asked and served in \((clock.now - start).formatted(.units(allowed: [.milliseconds])))")
-        #expect(eventuallyTrue { served.withLock { $0 } != nil })
+        #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(served.withLock { $0 } == true)
         #expect(try container.files.wantedFiles().isEmpty)
         #expect(try container.files.localState(for: "img/a.png")?.state == .present)
@@ -67,15 +69,5 @@ import Glibc
         #expect(try container.files.wantedFiles().isEmpty)
         // A path no manifest row names is never waited for.
         #expect(throws: KVStoreError.fileNotFound(path: "img/none.png")) { try container.readFile("img/none.png", within: .seconds(60)) }
-    }
-
-    /// Polls `body` for up to 60 s.
-    private func eventuallyTrue(_ body: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            if try body() { return true }
-            usleep(5_000)
-        }
-        return false
     }
 }
