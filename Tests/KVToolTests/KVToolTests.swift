@@ -300,6 +300,13 @@ import Workloads
         let average = try #require(edit.components(separatedBy: "average ").last?.prefix(4))
         #expect(widgets[1].contains("total \(average)"), "\(widgets[1]) vs \(edit)")
         #expect(lines.contains { $0.hasPrefix("   from the start of A's push process to B's widget showing the record: ") })
+        // Issue 49: the trainers' images replicate (TrainerImages/, eager): B's extension shows the image
+        // after B's first sync, and a new 200 KiB image A writes while B syncs live, once B has its bytes.
+        let images = lines.filter { $0.contains("extension (pid") && !$0.contains("push extension") }
+        try #require(images.count == 2, "\(lines)")
+        #expect(images[0].contains("image loaded (\(TrainerNotificationFlow.samplePNG.count) bytes)"), "\(images[0])")
+        #expect(images[1].contains("image loaded (\(200 << 10) bytes)"), "\(images[1])")
+        #expect(lines.contains { $0.hasPrefix("   from the start of A's write process to B having the image's \(200 << 10) bytes") }, "\(lines)")
         // Issue 38: A's push extension wrote a notification, requested sync within 2 s and exited; A's
         // agent (no process of A synced), then A's live app, pushed it; B's widget showed it each time.
         #expect(lines.contains { $0.hasPrefix("   the push SDK's notification records replicate too") }, "\(lines)")

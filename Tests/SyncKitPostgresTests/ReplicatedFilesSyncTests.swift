@@ -8,6 +8,7 @@ import PostgresTesting
 import TestSupport
 import SyncTestSupport
 import Testing
+import Workloads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,9 +39,9 @@ import Glibc
         return (a, b)
     }
 
-    /// One round of `device` with `endpoint`.
-    static func sync(_ device: Device, _ endpoint: Replicator.Endpoint) async throws -> SyncReport {
-        let replicator = try Replicator(container: device.container, endpoint: endpoint, targets: device.targets)
+    /// One round of `device` with `endpoint` (its `notes` and `settings`, and `extra`).
+    static func sync(_ device: Device, _ endpoint: Replicator.Endpoint, extra: [ReplicatedTarget] = []) async throws -> SyncReport {
+        let replicator = try Replicator(container: device.container, endpoint: endpoint, targets: device.targets + extra)
         do {
             let report = try await replicator.sync()
             await replicator.close()
@@ -95,6 +96,56 @@ import Glibc
         #expect(try b.container.files.manifestEntry(for: path) == nil)
         #expect(!b.container.files.exists(path))
         #expect(try b.container.files.fileStatus().map(\.path) == ["Exports/report.pdf"])
+    }
+
+    /// The spec's test of the lean request: B's trainer record arrives before its image (B declares
+    /// `TrainerImages/` lazy, so the round that brings the record leaves the image missing), and B's
+    /// real `trainer-extension` process opens the trainer. With no owner running it asks (the wish in
+    /// B's mailbox, the request posted), waits its deadline, and names `notYetDownloaded`; started again,
+    /// it waits while B's owner runs a round, which fetches the image (hash checked, renamed into place),
+    /// clears the wish and posts the status; the extension shows the image with its size.
+    @Test func anExtensionThatOpensATrainerBeforeItsImageArrivedWaitsForItOrSaysNotYetDownloaded() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("extension")
+        let (a, b) = try Self.devices(group)
+        try Replication.files(prefix: "TrainerImages/", fetch: .lazy(budget: 1 << 20), in: b.container)
+        // The trainers live in the container's own defaults suite, which the extension reads.
+        var suites: [ReplicatedTarget] = []
+        for device in [a, b] {
+            let defaults = try device.container.defaults()
+            try Replication.enable(.defaults(defaults.suiteName), in: device.container)
+            suites.append(.defaults(defaults))
+        }
+        let trainer = TrainerNotificationFlow.sampleTrainers[0]
+        let path = try #require(trainer.imagePath)
+        let png = Array(TrainerNotificationFlow.samplePNG) + Self.image(100 << 10, seed: 7)
+        try TrainerNotificationFlow.publish(trainers: TrainerNotificationFlow.sampleTrainers, selected: trainer.id,
+                                            images: [trainer.id: Data(png)], in: a.container)
+        _ = try await Self.sync(a, .database(cluster.tcpURL), extra: [suites[0]])
+        _ = try await Self.sync(b, .database(cluster.tcpURL), extra: [suites[1]])
+        #expect(try b.container.files.localState(for: path)?.state == .missing)
+
+        let program = productsDirectory() + "/trainer-extension"
+        let arguments = ["--group", group, "--root", b.directory.path]
+        let clock = ContinuousClock()
+        var start = clock.now
+        let alone = try await offPool { try run(program, arguments + ["--image-wait", "0.3"], timeout: 60) }
+        let aloneTime = clock.now - start
+        #expect(alone.status == 0 && alone.stdout.contains("sender \(trainer.displayName)"), "\(alone.stdout) \(alone.stderr)")
+        #expect(alone.stdout.contains("no image (notYetDownloaded after waiting") && alone.stdout.contains("Files/\(path) is not downloaded yet"),
+                "\(alone.stdout)")
+        let asked = try #require(try b.container.files.wantedFiles()[path])
+
+        start = clock.now
+        let waiting = try BackgroundProcess(program, arguments + ["--image-wait", "30"])
+        // It asked again (a later time in the mailbox): it is waiting; B's owner runs a round now.
+        #expect(try await eventuallyAsync(BuildScale.seconds(30)) { (try b.container.files.wantedFiles()[path] ?? 0) > asked })
+        _ = try await Self.sync(b, .database(cluster.tcpURL), extra: [suites[1]])
+        let shown = try await offPool { waiting.wait(timeout: 60) }
+        print("ReplicatedFilesSyncTests: the extension alone answered in \((aloneTime).formatted(.units(allowed: [.milliseconds]))), waiting with a round of B's owner in \((clock.now - start).formatted(.units(allowed: [.milliseconds])))")
+        #expect(shown.status == 0 && shown.lines.contains { $0.contains("image loaded (\(png.count) bytes)") }, "\(shown.lines) \(shown.stderr)")
+        #expect(try b.container.files.wantedFiles().isEmpty)
+        #expect(try b.container.files.readVerified(path) == Data(png))
     }
 
     /// The spec's test through the replicator: a 20 MiB file's upload by `kvtool sync run --once`,

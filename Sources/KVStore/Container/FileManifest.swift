@@ -13,6 +13,9 @@ import Foundation
 /// - `_files.prefixes`: the replicated prefixes (``ReplicatedFilePrefix``), key the prefix. Written by
 ///   `Replication.files(prefix:fetch:in:)`, read by every process, the lean ones included.
 /// - `_files.local`: this device's ``LocalFileState`` per path; never replicated.
+/// - `_files.wanted`: the mailbox of files a process asked for (``SharedFiles/requestDownload(_:now:)``),
+///   key the path, value when it was asked (milliseconds since 1970); the sync owner fetches each and
+///   clears it. Never replicated.
 ///
 /// The collections are created (with their catalog entries) only when a prefix is declared, so a
 /// container that replicates no file has none of them, and a write of a file there records nothing.
@@ -20,6 +23,7 @@ package enum FileManifest {
     package static let manifestName = FileManifestEntry.collectionName
     package static let prefixesName = "_files.prefixes"
     package static let localName = "_files.local"
+    package static let wantedName = "_files.wanted"
     package static var manifestTarget: Mutation.Target { .collection(manifestName) }
 
     /// Creates the three collections if they are not there. Call it outside every transaction.
@@ -27,6 +31,7 @@ package enum FileManifest {
         _ = try store.collection(manifestName, key: String.self, value: FileManifestEntry.self)
         _ = try store.collection(prefixesName, key: String.self, value: ReplicatedFilePrefix.self)
         _ = try store.collection(localName, key: String.self, value: LocalFileState.self)
+        _ = try store.collection(wantedName, key: String.self, value: Int64.self)
     }
 
     /// Records `prefix` (normalised to a directory with its trailing `/`) with its fetch mode, creating
@@ -132,6 +137,32 @@ package enum FileManifest {
         guard let database = try database(localName, in: tx) else { throw KVStoreError.collectionNotFound(localName) }
         if let state {
             try tx.rawPut(database, path.encodedKey, try CBORCodec<LocalFileState>().encode(state))
+        } else {
+            try tx.rawDelete(database, path.encodedKey)
+        }
+    }
+
+    /// Every file a process asked for and no sync owner has fetched yet: path → when it was asked
+    /// (milliseconds since 1970). A row a co-tenant garbled counts as asked at 0.
+    package static func wishes(in tx: ReadTransaction) throws -> [String: Int64] {
+        guard let database = try database(wantedName, in: tx) else { return [:] }
+        var rows: [String: Int64] = [:]
+        try tx.rawScan(database) { key, value in
+            rows[String(decoding: key, as: UTF8.self)] = (try? CBORDecoder().decode(Int64.self, from: value)) ?? 0
+            return true
+        }
+        return rows
+    }
+
+    /// Records (or, with `nil`, clears) the wish for `path`. Local, like ``setLocalState(_:at:in:)``:
+    /// nothing is recorded in history.
+    package static func setWish(_ askedAt: Int64?, at path: String, in tx: WriteTransaction) throws {
+        guard let database = try database(wantedName, in: tx) else {
+            if askedAt == nil { return }
+            throw KVStoreError.collectionNotFound(wantedName)
+        }
+        if let askedAt {
+            try tx.rawPut(database, path.encodedKey, try CBORCodec<Int64>().encode(askedAt))
         } else {
             try tx.rawDelete(database, path.encodedKey)
         }

@@ -22,6 +22,10 @@ import SyncWire
 ///   prefixes are downloaded, and those of lazy prefixes are recorded `missing` (fetched when asked);
 ///   all before the round records its success and posts the container's status, so that a process
 ///   woken by it finds the file.
+/// - **Files a process asked for** (the mailbox `_files.wanted`, which SyncKit's
+///   `SharedContainer.readFile(_:within:maxSize:)` writes and wakes the owner for) are fetched after
+///   that, in the same round, and their wishes cleared: a lazy file, or an eager one an earlier round
+///   left missing.
 extension Replicator {
     /// The round's transfer engine: `nil` when no prefix of the container's files replicates here, or
     /// when `server` cannot carry files.
@@ -97,6 +101,30 @@ extension Replicator {
             filesToSettle.withLock { $0 = true }
             throw error
         }
+    }
+
+    /// Fetches every file a process asked for (``SharedFiles/requestDownload(_:now:)``) whose bytes are
+    /// not here, and clears each wish that is served: fetched, already here, with no manifest row to
+    /// fetch, or refused by the server for good (the reason is in the path's local state; the asking
+    /// process reads `notYetDownloaded` at its deadline). A wish whose file could not be fetched because
+    /// the server could not be reached, or is not there yet, stays for the next round.
+    func fetchWantedFiles(_ server: any ReplicationServer) async throws {
+        guard let transfer = fileTransfer(server) else { return }
+        let wanted = try transfer.files.wantedFiles()
+        var failed: [(path: String, error: any Error)] = []
+        for (path, askedAt) in wanted.sorted(by: { $0.key < $1.key }) {
+            do {
+                if try transfer.files.manifestEntry(for: path) != nil { try await transfer.download(path: path) }
+            } catch let error as FileTransferError {
+                options.logger.info("a file asked for was not fetched: \(error)")
+                if case .notOnServer = error { continue }
+            } catch {
+                failed.append((path, error))
+                continue
+            }
+            try await onWriter { _ = try transfer.files.clearWish(path, askedAt: askedAt) }
+        }
+        try rethrowConnectionFailure(failed)
     }
 
     /// Records `missing` for each file of a lazy prefix whose manifest row names bytes this device has

@@ -257,8 +257,10 @@ public final class Replicator: Sendable {
             }
             // Added to what a resync inside the pull counted (it adds its own), not put over it.
             report.pulled += try await pull(server, report: &report)
-            // Before the round posts its status: a process it wakes finds the eager files here.
+            // Before the round posts its status: a process it wakes finds the eager files here, and
+            // the files it asked for.
             try await settleFiles(server)
+            try await fetchWantedFiles(server)
             if let refused { throw refused }
             if try !server.readOnly && hasDirtyKeys() { report.pushed += try await push(server, report: &report, files: &files) }
         }
@@ -282,6 +284,7 @@ public final class Replicator: Sendable {
         try await round { server, report in
             report.pulled += try await pull(server, report: &report)
             try await settleFiles(server)
+            try await fetchWantedFiles(server)
         }
     }
 

@@ -45,6 +45,9 @@ extension Demo {
             try ChildProcess(arguments: arguments + ["--group", group] + root).finish()
         }
 
+        print("   machine A's app declares its trainers' images replicated, fetched eagerly (Replication.files(prefix: \"TrainerImages/\", fetch: .eager)),")
+        print("   and writes the trainers with the selected one's image in one transaction (SharedFiles.write(_:to:in:)):")
+        try on(a, ["demo", "machine", "--label", "A", "--replicate-images", "--publish-trainers"])
         print("   machine A declares what replicates and pushes it (kvtool sync enable, kvtool sync run --once):")
         try on(a, ["sync", "enable", ChecklistStore.recordsName])
         try on(a, ["sync", "enable", "--suite", suite])
@@ -70,8 +73,8 @@ extension Demo {
         print("   issued \(token.prefix(9))… (\(token.count) characters, shown once; the database keeps its SHA-256), kept in \(tokenFile) (0600)")
         let viaGateway = ["--server", gatewayURL, "--token-file", tokenFile]
 
-        print("   machine B: its app starts empty, declares the same, and its widget waits; B's first sync wakes it:")
-        try on(b, ["demo", "machine", "--label", "B"])
+        print("   machine B: its app starts empty, declares the same, and its widget waits; B's first sync wakes it, and brings the trainer with its image:")
+        try on(b, ["demo", "machine", "--label", "B", "--replicate-images"])
         try on(b, ["sync", "enable", ChecklistStore.recordsName])
         try on(b, ["sync", "enable", "--suite", suite])
         let widget = try ChildProcess(program: "checklist-widget", arguments: ["--group", group, "--wait-for-next"] + b)
@@ -110,6 +113,8 @@ extension Demo {
         try liveWidget.finish()
         print("   from the start of A's push process to B's widget showing the record: \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
 
+        try imageToALiveMachine(group: group, a: a, b: b, machineB: machineB, server: server)
+
         try pushFromAnExtension(group: group, a: a, b: b, server: server)
 
         live.process.interrupt()
@@ -121,6 +126,34 @@ extension Demo {
         finished = true
         print("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed")
         print("")
+    }
+
+    /// Issue 49's demo: A's app writes a new image of the selected trainer with the trainers, in one
+    /// transaction, and pushes; B's live replicator pulls the manifest row and fetches the bytes (the
+    /// prefix is eager) before it posts its status. Prints the time from the start of A's write process
+    /// to B having the bytes (this process reads B's container until they are there), then B's extension.
+    private func imageToALiveMachine(group: String, a: [String], b: [String], machineB: String, server: String) throws {
+        let size = 200 << 10
+        print("   live: A's app writes a new \(size >> 10) KiB image of the selected trainer with the trainers (one transaction) and pushes; B's live replicator pulls the row and fetches the bytes:")
+        var options = SharedContainer.Options()
+        options.readOnly = true
+        let containerB = try SharedContainer(groupIdentifier: group, root: machineB, options: options)
+        let selected = try containerB.defaults().string(forKey: TrainerDefaultsKey.selectedTrainerId)
+        guard let trainer = TrainerNotificationFlow.sampleTrainers.first(where: { $0.id.uuidString == selected }),
+              let path = trainer.imagePath else { throw CLIError(.failure, "machine B has no sample trainer selected") }
+        let clock = ContinuousClock()
+        let written = clock.now
+        try ChildProcess(arguments: ["demo", "machine", "--label", "A", "--publish-trainers", "--image-bytes", "\(size)", "--group", group] + a).finish()
+        try ChildProcess(arguments: ["sync", "run", "--once", "--server", server, "--group", group] + a).finish()
+        let deadline = clock.now + .seconds(60)
+        while (try? containerB.files.readVerified(path))?.count != size {
+            guard clock.now < deadline else { throw CLIError(.failure, "machine B did not have the image within 60 s") }
+            usleep(2_000)
+        }
+        let elapsed = clock.now - written
+        containerB.close()
+        print("   from the start of A's write process to B having the image's \(size) bytes (hash checked, renamed into place): \(elapsed.formatted(.units(allowed: [.milliseconds], fractionalPart: .hide)))")
+        try ChildProcess(program: "trainer-extension", arguments: ["--group", group] + b).finish()
     }
 
     /// Issue 38's demo: A's push extension receives a notification, writes it, asks for it to reach the
@@ -195,6 +228,9 @@ extension Demo {
         @Option(help: "ITEM=SCORE to answer on today's record.") var score: [String] = []
         @Option(help: "CATEGORY=TEXT to write on today's record.") var memo: [String] = []
         @Option(help: "Select this sample trainer (0 or 1).") var trainer: Int?
+        @Flag(help: "Declare Files/TrainerImages/ replicated, fetched eagerly.") var replicateImages = false
+        @Flag(help: "Write the sample trainers and the selected one's image in one transaction.") var publishTrainers = false
+        @Option(help: "With --publish-trainers: the image's size (the sample PNG, padded).") var imageBytes: Int?
 
         func validate() throws {
             for pair in score + memo where !pair.contains("=") { throw ValidationError("'\(pair)' is not NAME=VALUE") }
@@ -202,6 +238,9 @@ extension Demo {
                 guard let value = Int(pair.split(separator: "=", maxSplits: 1)[1]), (1...5).contains(value) else {
                     throw ValidationError("'\(pair)': a score is 1 to 5")
                 }
+            }
+            if let imageBytes, !(TrainerNotificationFlow.samplePNG.count...(8 << 20)).contains(imageBytes) {
+                throw ValidationError("--image-bytes must be from \(TrainerNotificationFlow.samplePNG.count) to \(8 << 20)")
             }
             if let trainer, !TrainerNotificationFlow.sampleTrainers.indices.contains(trainer) {
                 throw ValidationError("--trainer must be 0 to \(TrainerNotificationFlow.sampleTrainers.count - 1)")
@@ -214,6 +253,17 @@ extension Demo {
             let app = try ChecklistWidgetFlow.App(container: container)
             let today = ChecklistDataset.today
             let defaults = try container.defaults()
+            if replicateImages { try Replication.files(prefix: "TrainerImages/", fetch: .eager, in: container) }
+            if publishTrainers {
+                // A replicated file's manifest entry is a change history records: attached before the write.
+                _ = try History.attach(to: container)
+                // The trainer selected here (the first when none is), with its image, in one transaction.
+                let trainers = TrainerNotificationFlow.sampleTrainers
+                let current = try defaults.string(forKey: TrainerDefaultsKey.selectedTrainerId)
+                let selected = trainers.first { $0.id.uuidString == current } ?? trainers[0]
+                try TrainerNotificationFlow.publish(trainers: trainers, selected: selected.id,
+                                                    images: [selected.id: Self.image(bytes: imageBytes)], in: container)
+            }
             if !score.isEmpty || !memo.isEmpty {
                 let old = try app.checklist.records.get(today)
                 var scores = old?.scores ?? [:], memos = old?.memos ?? [:]
@@ -241,6 +291,18 @@ extension Demo {
                 .map { "\($0.key) \"\($0.value.count > 14 ? $0.value.prefix(12) + "…" : $0.value)\"" }.joined(separator: ", ")
             let items = ["think.6", "perceive.4"].map { "\($0) = \(record.scores[$0].map(String.init) ?? "-")" }.joined(separator: ", ")
             print("machine \(label) app (pid \(pid)): \(today): \(record.scores.count) items, \(items), average \(String(format: "%.2f", record.cachedTotalAverage)); memos \(memos.isEmpty ? "none" : memos); trainer \(name)")
+        }
+
+        /// The sample PNG followed by `bytes` - its size of filler after its end chunk (a reader stops at
+        /// the end chunk), each size its own bytes: a new image that still loads.
+        static func image(bytes: Int?) -> Data {
+            var image = TrainerNotificationFlow.samplePNG
+            var state = UInt64(bytes ?? 0)
+            while image.count < (bytes ?? 0) {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                image.append(UInt8(truncatingIfNeeded: state >> 33))
+            }
+            return image
         }
     }
 }
