@@ -211,9 +211,12 @@ extension GatewayLiveTests {
         let url = try #require(bound.withLock { $0 })
         let auth = ["Authorization: Bearer \(token)", "KVSync-Group: \(group)"]
         // A body over the per-request limit, and one under it but over what all bodies may hold.
-        let huge = try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 5_000))
+        // Every raw request goes off the cooperative pool: this gateway runs in the test process, and a
+        // receive blocking one of the pool's two threads (2 cores) while other suites hold the other
+        // starves the gateway it waits for (seen: no answer in 30 s, with the suites run side by side).
+        let huge = try await offPool { try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 5_000)) }
         #expect(huge.status == 413 && huge.text.contains("over 4096 bytes"), "\(huge.text)")
-        let busy = try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 3_000))
+        let busy = try await offPool { try RawHTTP.request(url, "POST /v1/push", headers: auth, body: [UInt8](repeating: 0, count: 3_000)) }
         #expect(busy.status == 503 && busy.text.contains("busy"), "\(busy.text)")
         // Two live streams for the credential; a third is refused (429), and the two still work.
         let followers = try (0..<2).map { _ in try LiveFollower(url, token: token, group: group) }
@@ -228,14 +231,14 @@ extension GatewayLiveTests {
         // reaches the gateway a little later, and on a loaded machine later still) was itself refused
         // for good, and the count drops to two once that close arrives: so while a request is still
         // admitted, the idle connection is opened anew.
-        let idle = Locked<Int32>(try RawHTTP.connect(url))
+        let idle = Locked<Int32>(try await offPool { try RawHTTP.connect(url) })
         defer { close(idle.withLock { $0 }) }
         let over = Locked<RawHTTP.Answer?>(nil)
         #expect(await eventuallyAsync(30) {
-            let answer = try? RawHTTP.request(url, "GET /v1/hello", headers: auth)
+            let answer = try? await offPool { try RawHTTP.request(url, "GET /v1/hello", headers: auth) }
             over.withLock { $0 = answer }
             if answer?.status == 503 { return true }
-            if let fresh = try? RawHTTP.connect(url) { idle.withLock { close($0); $0 = fresh } }
+            if let fresh = try? await offPool({ try RawHTTP.connect(url) }) { idle.withLock { close($0); $0 = fresh } }
             try? await Task.sleep(for: .milliseconds(100))   // (under the credential's rate limit)
             return false
         })
