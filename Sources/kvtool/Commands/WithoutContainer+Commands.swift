@@ -48,4 +48,8 @@ extension Bench.Requests: WithoutContainer {
 extension Bench.GatewayScale: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
+
+extension Bench.Files: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
 #endif
