@@ -44,7 +44,7 @@ import Testing
     /// The version is the number of migrations.
     @Test func theVersionCountsTheMigrations() {
         #expect(ServerSchema.version == ServerSchema.migrations.count)
-        #expect(ServerSchema.version == 7)
+        #expect(ServerSchema.version == 8)
     }
 }
 #endif

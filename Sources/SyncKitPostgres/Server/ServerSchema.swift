@@ -543,6 +543,8 @@ enum ServerSchema {
         // Version 7: the bytes of the group's files (issue 49; ServerSchema+Blobs.swift), and
         // `kvsync_push` revision 5, which answers `missing_blob` for a manifest row without them.
         blobMigration,
+        // Version 8: the backend's access to synced data (issue 50; ServerSchema+Backend.swift).
+        backendMigration,
     ]
 
     /// The policy that keeps a role that does not own `table` to the rows of the group its transaction

@@ -1,0 +1,6 @@
+#if PostgreSQL
+extension ServerSchema {
+    /// Part of schema version 8 (backendMigration).
+    static var backendAccessMigration: [String] { [] }
+}
+#endif
