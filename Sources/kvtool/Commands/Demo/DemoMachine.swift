@@ -120,6 +120,8 @@ extension Demo {
         live.process.interrupt()
         try live.finish(acceptingSignal: SIGINT)
 
+        try backend(group: group, a: a, b: b, viaGateway: viaGateway, server: server, cluster: cluster)
+
         gateway.process.interrupt()
         try gateway.finish()
         try cluster.stop()
@@ -231,6 +233,9 @@ extension Demo {
         @Flag(help: "Declare Files/TrainerImages/ replicated, fetched eagerly.") var replicateImages = false
         @Flag(help: "Write the sample trainers and the selected one's image in one transaction.") var publishTrainers = false
         @Option(help: "With --publish-trainers: the image's size (the sample PNG, padded).") var imageBytes: Int?
+        @Option(help: "NAME=AMOUNT: save the named sample subscription with this amount, unchecked (as an older release of the app that did not check amounts).")
+        var subscriptionAmount: String?
+        @Option(help: "Print the amount of the named sample subscription.") var showSubscription: String?
 
         func validate() throws {
             for pair in score + memo where !pair.contains("=") { throw ValidationError("'\(pair)' is not NAME=VALUE") }
@@ -241,6 +246,14 @@ extension Demo {
             }
             if let imageBytes, !(TrainerNotificationFlow.samplePNG.count...(8 << 20)).contains(imageBytes) {
                 throw ValidationError("--image-bytes must be from \(TrainerNotificationFlow.samplePNG.count) to \(8 << 20)")
+            }
+            if let subscriptionAmount {
+                let parts = subscriptionAmount.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, Decimal(string: parts[1]) != nil else { throw ValidationError("'\(subscriptionAmount)' is not NAME=AMOUNT") }
+                guard Self.sampleSubscription(parts[0]) != nil else { throw ValidationError("'\(parts[0])' is not a sample subscription") }
+            }
+            if let showSubscription, Self.sampleSubscription(showSubscription) == nil {
+                throw ValidationError("'\(showSubscription)' is not a sample subscription")
             }
             if let trainer, !TrainerNotificationFlow.sampleTrainers.indices.contains(trainer) {
                 throw ValidationError("--trainer must be 0 to \(TrainerNotificationFlow.sampleTrainers.count - 1)")
@@ -281,6 +294,10 @@ extension Demo {
                 try defaults.set(TrainerNotificationFlow.sampleTrainers[trainer].id.uuidString, forKey: TrainerDefaultsKey.selectedTrainerId)
             }
             let pid = ProcessInfo.processInfo.processIdentifier
+            if subscriptionAmount != nil || showSubscription != nil {
+                try subscriptions(in: container, pid: pid)
+                return
+            }
             guard let record = try app.checklist.records.get(today) else {
                 print("machine \(label) app (pid \(pid)): no record for \(today) (\(try app.checklist.records.count()) days stored)")
                 return
@@ -291,6 +308,30 @@ extension Demo {
                 .map { "\($0.key) \"\($0.value.count > 14 ? $0.value.prefix(12) + "…" : $0.value)\"" }.joined(separator: ", ")
             let items = ["think.6", "perceive.4"].map { "\($0) = \(record.scores[$0].map(String.init) ?? "-")" }.joined(separator: ", ")
             print("machine \(label) app (pid \(pid)): \(today): \(record.scores.count) items, \(items), average \(String(format: "%.2f", record.cachedTotalAverage)); memos \(memos.isEmpty ? "none" : memos); trainer \(name)")
+        }
+
+        /// Seed 002's subscriptions on this machine: one saved with an amount the app does not check
+        /// (`--subscription-amount`), or one's amount printed (`--show-subscription`).
+        private func subscriptions(in container: SharedContainer, pid: Int32) throws {
+            let tracker = try SubscriptionStore(store: container.store)
+            if let subscriptionAmount {
+                let parts = subscriptionAmount.split(separator: "=", maxSplits: 1).map(String.init)
+                guard let sample = Self.sampleSubscription(parts[0]), let amount = Decimal(string: parts[1]) else { return }
+                var subscription = try tracker.subscriptions.get(sample.id) ?? sample
+                subscription.amount = amount
+                subscription.updatedAt = Date()
+                // What an older release did: no validate() before the write.
+                try tracker.subscriptions.put(subscription, forKey: subscription.id, author: "app")
+                print("machine \(label) app (pid \(pid)): saved \(subscription.name) at \(amount) \(subscription.currency), unchecked")
+            }
+            if let showSubscription, let sample = Self.sampleSubscription(showSubscription) {
+                let amount = try tracker.subscriptions.get(sample.id).map { "\($0.amount) \($0.currency)" } ?? "not stored"
+                print("machine \(label) app (pid \(pid)): \(sample.name) is \(amount)")
+            }
+        }
+
+        static func sampleSubscription(_ name: String) -> Subscription? {
+            SubscriptionSampleData.subscriptions.first { $0.name == name }
         }
 
         /// The sample PNG followed by `bytes` - its size of filler after its end chunk (a reader stops at
