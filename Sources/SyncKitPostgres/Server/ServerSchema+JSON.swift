@@ -306,6 +306,7 @@ extension ServerSchema {
                 ids text[] := '{}';    -- the identity of the map key being read (CBOR equality), in pieces
                 ni int := 0;
                 kd int := 0;           -- map keys open around the item being read
+                kx int := 0;           -- of which not text: their items' text becomes a key's name, written as Swift writes it
                 keys text[] := '{}';   -- the identities of the keys of the open maps
                 nk int := 0;
                 -- The open arrays, maps and tags, innermost at d: kind (4, 5, 6), items still to come (-1:
@@ -369,7 +370,10 @@ extension ServerSchema {
                         END IF;
                         IF p >= n THEN RETURN kvsync_cbor_invalid(v); END IF;
                         ib := get_byte(v, p); major := ib >> 5; info := ib & 31; big := false;
-                        IF iskey THEN stx[d] := major = 3; END IF;
+                        IF iskey THEN
+                            stx[d] := major = 3;
+                            IF major <> 3 THEN kx := kx + 1; END IF;
+                        END IF;
                         IF info < 24 THEN
                             a := info; p := p + 1;
                         ELSIF info = 24 THEN
@@ -403,7 +407,10 @@ extension ServerSchema {
                             IF a >= 0 OR big THEN
                                 IF big OR a > n - p THEN RETURN kvsync_cbor_invalid(v); END IF;
                                 bs := substring(v FROM p + 1 FOR a::int); p := p + a::int;
-                                IF major = 3 AND NOT kvsync_cbor_utf8(bs) THEN RETURN kvsync_cbor_invalid(v); END IF;
+                                -- (ASCII without NUL escapes to itself: no backslash.)
+                                IF major = 3 AND strpos(encode(bs, 'escape'), E'\\') > 0 AND NOT kvsync_cbor_utf8(bs) THEN
+                                    RETURN kvsync_cbor_invalid(v);
+                                END IF;
                             ELSE
                                 r := kvsync_cbor_string(v, p - 1, major);
                                 IF r.b IS NULL THEN RETURN kvsync_cbor_invalid(v); END IF;
@@ -411,7 +418,7 @@ extension ServerSchema {
                             END IF;
                             IF major = 3 THEN
                                 t := convert_from(bs, 'UTF8');
-                                no := no + 1; o[no] := kvsync_cbor_json_string(t);
+                                no := no + 1; o[no] := CASE WHEN kx > 0 THEN kvsync_cbor_json_string(t) ELSE to_json(t)::text END;
                                 IF kd > 0 THEN
                                     t := CASE WHEN t ~ '^[\x01-\x7f]*$' THEN t ELSE normalize(t, NFC) END;
                                     ni := ni + 1; ids[ni] := 's' || length(t) || ':' || t;
@@ -460,9 +467,26 @@ extension ServerSchema {
                             -- Major type 7: simple values and floats.
                             IF info = 24 AND a < 32 THEN RETURN kvsync_cbor_invalid(v); END IF;
                             IF info >= 25 THEN
-                                x := kvsync_cbor_float(v, p - (1 << (info - 24)), info);
+                                IF info = 27 THEN
+                                    -- float64 (what Swift writes for every Double), decoded here: the common case.
+                                    a := (hi >> 20) & 2047;
+                                    x := CASE WHEN a = 2047 THEN NULL
+                                              WHEN a = 0 THEN (((hi & 1048575) << 32) | lo) * 4.9406564584124654e-324::float8
+                                              ELSE ((((hi & 1048575) << 32) | lo) + 4503599627370496) * power(2::float8, a - 1075) END;
+                                    IF hi >= 2147483648 THEN x := -x; END IF;
+                                ELSE
+                                    x := kvsync_cbor_float(v, p - (1 << (info - 24)), info);
+                                END IF;
                                 no := no + 1;
-                                o[no] := CASE WHEN x IS NULL THEN 'null' ELSE kvsync_cbor_float_text(x, (get_byte(v, p - (1 << (info - 24))) >> 7) = 1) END;
+                                IF x IS NULL THEN
+                                    o[no] := 'null';
+                                ELSIF kx > 0 THEN
+                                    o[no] := kvsync_cbor_float_text(x, (get_byte(v, p - (1 << (info - 24))) >> 7) = 1);
+                                ELSIF x = trunc(x) AND abs(x) <= 9007199254740992 THEN
+                                    o[no] := trunc(x)::bigint::text || '.0';   -- Swift's 3.0 (jsonb has no -0.0)
+                                ELSE
+                                    o[no] := x::text;                          -- the shortest text: numeric, as Swift's is
+                                END IF;
                                 IF kd > 0 THEN
                                     ni := ni + 1;
                                     ids[ni] := 'f' || coalesce(CASE WHEN x = 0 AND (get_byte(v, p - (1 << (info - 24))) >> 7) = 1 THEN '-0' ELSE x::text END,
@@ -479,6 +503,7 @@ extension ServerSchema {
                     -- A map's key just ended: its name, and its identity among the map's keys.
                     IF done AND d > 0 AND sk[d] = 5 AND sc[d] % 2 = 1 THEN
                         IF NOT stx[d] THEN
+                            kx := kx - 1;
                             piece := array_to_string(o[so[d] + 1 : no], '');
                             no := so[d] + 1; o[no] := kvsync_cbor_json_string(piece);
                         END IF;
