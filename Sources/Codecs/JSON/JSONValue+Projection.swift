@@ -5,8 +5,9 @@ extension JSONValue {
     /// - One well-formed CBOR item within ``CBORLimits/default`` (16 MiB, 64 levels of nesting; no
     ///   map with a repeated key; text in UTF-8) converts as ``init(cbor:)`` converts it.
     /// - Anything else is `{"$invalid": "<hex>"}`, the lower-case hex of at most the first 32 bytes:
-    ///   bytes that are empty, truncated, malformed, followed by more bytes, nested too deep, or that
-    ///   hold text that is not UTF-8 or holds U+0000 (which PostgreSQL's text and `jsonb` cannot hold).
+    ///   bytes that are empty, truncated, malformed, followed by more bytes, nested too deep, that hold
+    ///   more than ``projectionMaxItems`` data items, or text that is not UTF-8 or holds U+0000 (which
+    ///   PostgreSQL's text and `jsonb` cannot hold).
     ///
     /// ```swift
     /// JSONValue.projecting([0xA1, 0x61, 0x6E, 0x01])   // {"n": 1}
@@ -17,9 +18,16 @@ extension JSONValue {
     /// keys that convert alike, such as `1` and `"1"`) and numbers as `numeric` (so `-0.0` is `0.0`):
     /// compare this value's JSON text parsed as `jsonb` with it, not the texts.
     public static func projecting(_ bytes: [UInt8]) -> JSONValue {
-        guard let value = try? CBORValue.decode(bytes), !value.holdsNUL else { return invalid(bytes) }
+        var budget = projectionMaxItems
+        guard let value = try? CBORValue.decode(bytes), !value.holdsNUL, value.fits(items: &budget) else { return invalid(bytes) }
         return JSONValue(cbor: value)
     }
+
+    /// The most data items (each array item, map key and map value, tag content and the value itself)
+    /// that ``projecting(_:)`` converts: 2^20. The server converts in PL/pgSQL, about 2.5 µs and a few
+    /// dozen bytes of memory an item, so this bounds what one hostile value costs it (a second or two,
+    /// tens of MiB) below what 16 MiB of one-byte items would (16 million items).
+    public static let projectionMaxItems = 1 << 20
 
     /// `{"$invalid": "<hex>"}` of at most the first 32 of `bytes`.
     static func invalid(_ bytes: [UInt8]) -> JSONValue {
@@ -28,6 +36,23 @@ extension JSONValue {
 }
 
 extension CBORValue {
+    /// Whether the item holds at most `budget` data items, counting them off it.
+    func fits(items budget: inout Int) -> Bool {
+        budget -= 1
+        guard budget >= 0 else { return false }
+        switch self {
+        case .array(let items):
+            for item in items where !item.fits(items: &budget) { return false }
+        case .map(let entries):
+            for entry in entries where !entry.key.fits(items: &budget) || !entry.value.fits(items: &budget) { return false }
+        case .tagged(_, let item):
+            return item.fits(items: &budget)
+        default:
+            break
+        }
+        return true
+    }
+
     /// Whether a text string in the item (a map key included) holds U+0000.
     var holdsNUL: Bool {
         switch self {

@@ -186,10 +186,12 @@ extension ServerSchema {
             $fn$;
             """#,
             // The special tags' content (1, 1262698545: a date; 37: a UUID; 4: a decimal fraction), given the
-            // well-formed content's bytes [p, q): the JSON text, or NULL when the content is not one.
+            // well-formed content's bytes [p, q): the JSON text, or NULL when the content is not one. Called by
+            // kvsync_cbor_to_jsonb only, whose extra_float_digits = 1 makes a float's text its shortest (a SET
+            // here too would cost a quarter of a date's conversion).
             #"""
             CREATE FUNCTION kvsync_cbor_special(v bytea, tag bigint, p int, q int) RETURNS text
-            LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT SET extra_float_digits = 1 AS $fn$
+            LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $fn$
             DECLARE
                 ib int; major int; info int; a numeric; x float8; s numeric; t text; bs bytea; i int;
                 e numeric; m numeric; neg boolean; k int;
@@ -318,6 +320,7 @@ extension ServerSchema {
                 st bigint[] := '{}'; so int[] := '{}'; sp int[] := '{}'; sb int[] := '{}'; si int[] := '{}';
                 stx boolean[] := '{}';
                 d int := 0;
+                items int := 0;        -- data items begun: at most 1,048,576 (JSONValue.projectionMaxItems)
                 started boolean := false;
                 done boolean;
                 ib int; major int; info int; a bigint; an numeric; big boolean; hi bigint; lo bigint;
@@ -368,7 +371,8 @@ extension ServerSchema {
                                 so[d] := no; si[d] := ni; kd := kd + 1;
                             END IF;
                         END IF;
-                        IF p >= n THEN RETURN kvsync_cbor_invalid(v); END IF;
+                        items := items + 1;
+                        IF p >= n OR items > 1048576 THEN RETURN kvsync_cbor_invalid(v); END IF;
                         ib := get_byte(v, p); major := ib >> 5; info := ib & 31; big := false;
                         IF iskey THEN
                             stx[d] := major = 3;
@@ -439,7 +443,8 @@ extension ServerSchema {
                             IF major = 6 AND tag IN (2, 3) AND p < n AND (get_byte(v, p) >> 5) = 2 THEN
                                 -- A bignum: the base64url of its magnitude, '~' before a negative one.
                                 r := kvsync_cbor_string(v, p, 2);
-                                IF r.b IS NULL THEN RETURN kvsync_cbor_invalid(v); END IF;
+                                items := items + 1;   -- the byte string, an item of its own
+                                IF r.b IS NULL OR items > 1048576 THEN RETURN kvsync_cbor_invalid(v); END IF;
                                 p := r.next;
                                 no := no + 1;
                                 o[no] := '"' || CASE WHEN tag = 3 THEN '~' ELSE '' END
