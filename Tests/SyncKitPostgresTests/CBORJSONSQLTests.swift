@@ -37,14 +37,6 @@ import Workloads
         bf6346756ef563416d7421ff
         """.split(whereSeparator: \.isWhitespace).map { Hex.decode($0.utf8)! }
 
-    /// A cluster with the schema migrated, and a connection to it as its owner.
-    static func server() async throws -> (LocalPostgresCluster, ServerConnection) {
-        let cluster = try await offPool { try LocalPostgresCluster() }
-        let server = try await ServerConnection.connect(cluster.tcpURL, logger: logger, maxValueBytes: 16 << 20)
-        try await server.migrate()
-        return (cluster, server)
-    }
-
     /// The SQL function's `jsonb` text of each value, and Swift's projection's text as `jsonb`
     /// (batches of 2,000 values a round trip).
     static func projections(_ values: [[UInt8]], on connection: PostgresConnection) async throws -> [(sql: String, swift: String)] {
@@ -86,7 +78,7 @@ import Workloads
     /// Both functions on one cluster (one initdb for the suite): ``expectProjectionsAgree(on:)`` and
     /// ``expectJSONBackToCBOR(on:)``.
     @Test func theSQLFunctionsAgreeWithSwift() async throws {
-        let (cluster, server) = try await Self.server()
+        let (cluster, server) = try await BlobServerTests.server()   // migrated, as its owner
         defer { withExtendedLifetime(cluster) {} }
         try await Self.expectProjectionsAgree(on: server.connection)
         try await Self.expectJSONBackToCBOR(on: server.connection)
