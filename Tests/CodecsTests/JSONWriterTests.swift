@@ -204,6 +204,16 @@ import Testing
             (.tagged(CBORTag.uuid, .bytes(Array(repeating: 0xAB, count: 16))), #""ABABABAB-ABAB-ABAB-ABAB-ABABABABABAB""#),
             // A date tag around something that is not a date: its content.
             (.tagged(CBORTag.epochDate, .text("soon")), #""soon""#),
+            // Dates in the proleptic Gregorian calendar, years 0000 to 9999 (issue 50: Foundation's format
+            // gave 0001-01-03 here, and year 506713 or -4712 outside its range and for NaN), floored to
+            // the millisecond; outside those years, or NaN, the content.
+            (.tagged(CBORTag.epochDate, .negative(62_135_596_799)), #""0001-01-01T00:00:00.000""#),
+            (.tagged(CBORTag.epochDate, .negative(62_167_219_199)), #""0000-01-01T00:00:00.000""#),
+            (.tagged(CBORTag.epochDate, .negative(62_167_219_200)), "-62167219201"),
+            (.tagged(CBORTag.epochDate, .unsigned(253_402_300_800)), "253402300800"),
+            (.tagged(CBORTag.epochDate, .float(-0.0001)), #""1969-12-31T23:59:59.999""#),
+            (.tagged(CBORTag.epochDate, .float(.nan)), "null"),
+            (.tagged(CBORTag.referenceDate, .float(0)), #""2001-01-01T00:00:00.000""#),
         ]
         for (cbor, expected) in cases {
             #expect(JSONValue.jsonText(cbor) == expected, "\(cbor)")
