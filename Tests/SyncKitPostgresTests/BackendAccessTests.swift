@@ -153,6 +153,25 @@ import Glibc
             }
         }
         #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_changes WHERE device LIKE 'server:a%'") } == 0)
+
+        // Stored JSON for a listed collection: rows before and after the listing (a device's push
+        // too), a GIN index answers containment, and unlisting clears the column and the trigger.
+        _ = try await offPool { try cluster.psql("INSERT INTO kvsync_json_collections VALUES ('collection', 'notes')") }
+        #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_state WHERE name = 'notes' AND value IS NOT NULL AND value_json IS NULL") } == 0)
+        _ = try await SyncBackend.put(json: "{\"score\": 5}", group: group, name: "notes", key: Array("s".utf8), author: "svc", on: url)
+        try device.put("pushed while listed", "p")
+        _ = try await offPool { try device.kvtool(["sync", "run", "--once", "--server", url.description]) }
+        let stored = try await offPool {
+            try cluster.psql("""
+                CREATE INDEX notes_json ON kvsync_state USING gin (value_json jsonb_path_ops);
+                SELECT string_agg(convert_from(key, 'UTF8') || '=' || (value_json #>> '{}'), ',' ORDER BY key) FROM kvsync_state
+                WHERE group_id = '\(group)' AND value_json @> '{"score": 5}' OR (group_id = '\(group)' AND key = 'p'::bytea);
+                """)
+        }.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(stored == "p=pushed while listed,s={\"score\": 5}", "\(stored)")
+        _ = try await offPool { try cluster.psql("DELETE FROM kvsync_json_collections") }
+        #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_state WHERE value_json IS NOT NULL") } == 0)
+        #expect(try await offPool { try cluster.count("SELECT count(*) FROM pg_trigger WHERE tgname = 'kvsync_state_json'") } == 0)
     }
 
     /// A server write reaches live devices at once: through the gateway's stream and the direct
@@ -222,6 +241,13 @@ import Glibc
             #expect(final.map { String($0.split(separator: ":")[1]) } == winner, "\(key): \(writes) → \(String(describing: final))")
             print("[backend] \(key): \(writes.count) writes in the log; every device holds \(String(describing: try? writer.notes.get(key)))")
         }
+
+        // A device that wrote the key offline after the server's write (a later clock) wins it on every device.
+        let offline = try Device(group: group)
+        _ = try await SyncBackend.put(json: "\"server first\"", group: group, name: "notes", key: Array("late".utf8), author: "svc", on: backend)
+        try offline.put("the later device write", "late")
+        #expect(try await offline.kvtoolOffPool(["sync", "run", "--once", "--server", cluster.tcpURL.description]).status == 0)
+        #expect(await eventuallyAsync(30) { (devices + [offline]).allSatisfy { (try? $0.notes.get("late")) == "the later device write" } })
 
         // A JSON value `notes` (String values) cannot decode: quarantined on each device with the reason.
         let bad = try await SyncBackend.put(json: "{\"not\": \"a string\"}", group: group, name: "notes", key: Array("shape".utf8), author: "svc", on: backend)
