@@ -24,12 +24,12 @@ import TestSupport
         // `keep-mine` and `drop` (issue 47),
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
-        // requests`, `bench gateway` and `bench files`, and `sync blobs` with its `ls`, `gc`, `fetch` and
-        // `verify` (issue 49) (31) only
+        // requests`, `bench gateway`, `bench files` and `bench json` (issue 50), and `sync blobs` with its `ls`, `gc`, `fetch` and
+        // `verify` (issue 49) (32) only
         // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 41
         #if PostgreSQL
-        expected += 31
+        expected += 32
         #endif
         #if Serve
         expected += 1

@@ -52,4 +52,8 @@ extension Bench.GatewayScale: WithoutContainer {
 extension Bench.Files: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
+
+extension Bench.JSON: WithoutContainer {
+    static let withoutContainer = "it times a throwaway PostgreSQL cluster of its own"
+}
 #endif
