@@ -154,6 +154,30 @@ import Glibc
         }
         #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_changes WHERE device LIKE 'server:a%'") } == 0)
 
+        // A validator of the collection refuses a server write with its reason: nothing is written.
+        // Registered in part C's registry when it is there; else a stand-in `kvsync_validate` of the
+        // contract's signature, which the server write looks up by name.
+        _ = try await offPool {
+            try cluster.psql("""
+                CREATE FUNCTION no_forbidden(p_group text, p_key bytea, p_new jsonb, p_old jsonb, p_device text) RETURNS text
+                LANGUAGE sql AS $$ SELECT CASE WHEN p_new #>> '{}' = 'forbidden' THEN 'forbidden by ' || p_device END $$;
+                DO $$ BEGIN
+                    IF to_regclass('kvsync_validators') IS NOT NULL THEN
+                        INSERT INTO kvsync_validators (kind, name, fn) VALUES ('collection', 'notes', 'no_forbidden(text, bytea, jsonb, jsonb, text)');
+                    ELSE
+                        CREATE FUNCTION kvsync_validate(p_group text, p_kind text, p_name text, p_key bytea, p_new jsonb, p_old jsonb, p_device text)
+                        RETURNS text LANGUAGE sql AS 'SELECT CASE WHEN p_name = ''notes'' THEN no_forbidden(p_group, p_key, p_new, p_old, p_device) END';
+                    END IF;
+                END $$;
+                """)
+        }
+        let refused = try await SyncBackend.put(json: "\"forbidden\"", group: group, name: "notes", key: Array("k".utf8), author: "svc", on: url)
+        #expect(refused.outcome == .rejected && refused.reason == "forbidden by server:svc" && refused.version == second.version, "\(refused)")
+        let refusedByTool = try await kvtoolRun(["sync", "server", "put", "--database", url.description, "--group", group, "--collection", "notes",
+                                                 "--key", "k", "--json", "\"forbidden\""])
+        #expect(refusedByTool.status == 65 && refusedByTool.stderr.contains("forbidden by server:kvtool"), "\(refusedByTool.stderr)")
+        #expect(try await offPool { try cluster.count("SELECT count(*) FROM kvsync_changes WHERE group_id = '\(group)' AND device LIKE 'server:%'") } == 3)
+
         // Stored JSON for a listed collection: rows before and after the listing (a device's push
         // too), a GIN index answers containment, and unlisting clears the column and the trigger.
         _ = try await offPool { try cluster.psql("INSERT INTO kvsync_json_collections VALUES ('collection', 'notes')") }
