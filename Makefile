@@ -25,7 +25,8 @@
 #             and kvtool bench gateway (1,000 and 10,000 live devices in 100 groups through a sync
 #             gateway process: commit-to-every-device latency, the gateway's RSS; push through it),
 #             and kvtool bench files (a 64 MiB file through the gateway against COPY and a file copy, the
-#             gateway's RSS with 100 devices downloading at once, a record and its image from A to B)
+#             gateway's RSS with 100 devices downloading at once, a record and its image from A to B),
+#             and kvtool bench validators (pushes per second with one validator on the collection against none)
 # make lean  times the lean executables (trainer-extension, checklist-widget, push-extension) from process
 #             start to their answer beside an empty Swift program (hyperfine), with their peak RSS,
 #             instructions and sizes
@@ -95,6 +96,7 @@ bench-sync: build
 	$(KVTOOL) bench requests
 	$(KVTOOL) bench gateway
 	$(KVTOOL) bench files
+	$(KVTOOL) bench validators
 
 instructions: deps
 	@./scripts/install-deps.sh --perf

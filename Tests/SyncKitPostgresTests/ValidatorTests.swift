@@ -35,6 +35,9 @@ import Glibc
                 INSERT INTO validator_log VALUES (p_key);
                 RAISE EXCEPTION 'no key may start with r (%)', convert_from(p_key, 'UTF8');
             END IF;
+            IF p_new IS NOT NULL AND coalesce(p_new->>'topic', '') = '' THEN
+                RETURN 'a subscription needs a topic';
+            END IF;
             IF get_byte(p_key, 0) = ascii('b') AND p_device <> 'admin' THEN
                 RETURN 'only admin writes ' || convert_from(p_key, 'UTF8') || CASE WHEN p_old IS NULL THEN ' (new)' ELSE '' END;
             END IF;
@@ -95,6 +98,11 @@ import Glibc
                                                                                try Self.change("e", "3", token: 6)],
                                          maxClockSkew: .seconds(60))
         #expect(loop.map(Self.shown) == ["applied", "rejected only admin writes b2 (new) - - no value ", "applied"])
+        // The new value as JSON: a change without a topic is refused, a delete is not.
+        let shaped = try await server.push(group: group, device: "d1", changes: [try Self.change("h", "", token: 8),
+                                                                                 try Self.change("e", nil, token: 9)],
+                                           maxClockSkew: .seconds(60))
+        #expect(shaped.map(Self.shown) == ["rejected a subscription needs a topic - - no value ", "applied"])
         // Another collection, without validators, takes b3 from anyone.
         let other = try await server.push(group: group, device: "d1", changes: [try Self.change("b3", "1", token: 7, name: "notes")],
                                           maxClockSkew: .seconds(60))
@@ -107,6 +115,7 @@ import Glibc
         #expect(again.map(Self.shown) == set.map(Self.shown))
         #expect(try Self.state(cluster, group: group).map { $0.replacingOccurrences(of: #"@\d+/"#, with: "/", options: .regularExpression) }
                 == ["notes/b3/d1", "subscriptions/a/d1", "subscriptions/b1/admin", "subscriptions/c/d1", "subscriptions/e/d1"])
+        #expect(try cluster.psql("SELECT value IS NULL FROM kvsync_state WHERE key = '\\x65'").trimmingCharacters(in: .whitespacesAndNewlines) == "t")
         #expect(try cluster.psql("SELECT count(*) FROM kvsync_changes WHERE key IN ('\\x6231', '\\x6232') AND device = 'd1'")
                 .trimmingCharacters(in: .whitespacesAndNewlines) == "0")
 

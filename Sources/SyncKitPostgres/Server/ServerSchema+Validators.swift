@@ -34,15 +34,6 @@ extension ServerSchema {
             """,
             validateFunction,
             "REVOKE ALL ON FUNCTION \(validateSignature) FROM PUBLIC",
-            // Until part A's kvsync_cbor_to_jsonb is merged: a stub (dropped at merge).
-            """
-            DO $$ BEGIN
-                IF to_regprocedure('kvsync_cbor_to_jsonb(bytea)') IS NULL THEN
-                    CREATE FUNCTION kvsync_cbor_to_jsonb(bytea) RETURNS jsonb LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-                    AS 'SELECT jsonb_build_object(''$invalid'', encode(substr($1, 1, 32), ''hex''))';
-                END IF;
-            END $$
-            """,
             // kvsync_push revision 6: the validators' rejections.
             pushFunction(scopeChecks: scopeChecks),
             grants,

@@ -52,4 +52,8 @@ extension Bench.GatewayScale: WithoutContainer {
 extension Bench.Files: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
+
+extension Bench.Validators: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
 #endif
