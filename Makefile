@@ -27,6 +27,7 @@
 #             and kvtool bench files (a 64 MiB file through the gateway against COPY and a file copy, the
 #             gateway's RSS with 100 devices downloading at once, a record and its image from A to B),
 #             and kvtool bench json (kvsync_cbor_to_jsonb per 1 KiB value against PostgreSQL's own jsonb parse)
+#             and kvtool bench validators (pushes per second with one validator on the collection against none)
 # make lean  times the lean executables (trainer-extension, checklist-widget, push-extension) from process
 #             start to their answer beside an empty Swift program (hyperfine), with their peak RSS,
 #             instructions and sizes
@@ -97,6 +98,7 @@ bench-sync: build
 	$(KVTOOL) bench gateway
 	$(KVTOOL) bench files
 	$(KVTOOL) bench json
+	$(KVTOOL) bench validators
 
 instructions: deps
 	@./scripts/install-deps.sh --perf

@@ -56,4 +56,8 @@ extension Bench.Files: WithoutContainer {
 extension Bench.JSON: WithoutContainer {
     static let withoutContainer = "it times a throwaway PostgreSQL cluster of its own"
 }
+
+extension Bench.Validators: WithoutContainer {
+    static let withoutContainer = "it times throwaway containers of its own"
+}
 #endif
