@@ -25,6 +25,19 @@ package enum PushOutcome: Sendable, Equatable {
     /// not got whole in the group (`missing_blob`). The device uploads them and sends the change again;
     /// nothing else in the batch waited for it.
     case missingBlob
+    /// Not applied: a validator of the collection refused it (issue 50), or raised an error, which
+    /// refuses it too. `reason` is the validator's, at most ``maxReasonCharacters``; the rest is the
+    /// server's current row, which the device puts back: `version` nil when the server has no row for
+    /// the key, `value` nil for a tombstone (or no row), `device` nil with no row. `problem` says why
+    /// that row cannot be used as it is (a value over the size limit, say), as a conflict's does.
+    /// Nothing else in the batch waited for it. (Outcome kind 3 on the wire.)
+    case rejected(reason: String, version: Int64?, value: [UInt8]?, clock: UInt64, device: String?, problem: String? = nil)
+
+    /// The characters of a rejection's reason at most: the server cuts a longer one (so that it stays
+    /// within the wire's 1024-byte bound, four bytes a character at most) before it reaches a device.
+    package static let maxReasonCharacters = 256
+    /// The bytes of a rejection's reason, or of a row's problem, on the wire at most.
+    package static let maxReasonBytes = 1024
 }
 
 /// One row of the server's change log (or, in a resync, of its current state).

@@ -333,7 +333,10 @@ package struct GatewayPushRequest: Sendable {
 /// (a budget of the server's it would break), nothing of it applied.
 package enum GatewayPushResponse: Sendable {
     /// Kind 0: one outcome per change, each its kind then its fields: 0 applied (version), 1 conflict
-    /// (version, value, clock, device, problem), 2 missing blob (none; issue 49).
+    /// (version, value, clock, device, problem), 2 missing blob (none; issue 49), 3 rejected (reason,
+    /// a flag then the version, value, clock, device, problem; issue 50). A device of an earlier
+    /// release refuses kind 3 as "an outcome of kind 3": its push fails loudly and its write stays
+    /// queued, never dropped.
     case outcomes([PushOutcome])
     case clockAhead(milliseconds: Int64, limitMilliseconds: Int64)
     /// Kind 2: at least one reason, at most ``maxRefusals``.
@@ -377,6 +380,15 @@ package enum GatewayPushResponse: Sendable {
                     writer.optionalText(problem)
                 case .missingBlob:
                     writer.unsigned(2)
+                case .rejected(let reason, let version, let value, let clock, let device, let problem):
+                    writer.unsigned(3)
+                    writer.text(reason)
+                    writer.bool(version != nil)
+                    if let version { writer.signed(version) }
+                    writer.optionalData(value)
+                    writer.unsigned(clock)
+                    writer.optionalText(device)
+                    writer.optionalText(problem)
                 }
             }
         }
@@ -411,6 +423,14 @@ package enum GatewayPushResponse: Sendable {
                     outcomes.append(.conflict(version: version, value: value, clock: clock, device: device,
                                               problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" }))
                 case 2: outcomes.append(.missingBlob)
+                case 3:
+                    let reason = try reader.text(max: PushOutcome.maxReasonBytes)
+                    let version = try reader.bool() ? try reader.signed() : nil
+                    let (value, overLimit) = try reader.optionalValue(max: maxValueBytes)
+                    let clock = try reader.unsigned(), device = try reader.optionalText(max: GatewayWire.maxNameBytes)
+                    let problem = try reader.optionalText(max: PushOutcome.maxReasonBytes)
+                    outcomes.append(.rejected(reason: reason, version: version, value: value, clock: clock, device: device,
+                                              problem: problem ?? overLimit.map { "its value is \($0) bytes, over the \(maxValueBytes)-byte limit" }))
                 case let other: throw GatewayWireError(description: "an outcome of kind \(other)")
                 }
             }

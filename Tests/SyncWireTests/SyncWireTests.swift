@@ -236,9 +236,47 @@ struct SyncWireTests {
             return
         }
         #expect(decoded == outcomes)
-        let unknown = #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: [0, 1, 3], maxValueBytes: 10) }
-        #expect(unknown?.description == "an outcome of kind 3")
+        let unknown = #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: [0, 1, 4], maxValueBytes: 10) }
+        #expect(unknown?.description == "an outcome of kind 4")
         // Nothing follows kind 2: a byte after it is left over.
         #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: [0, 1, 2, 0], maxValueBytes: 10) }
+    }
+
+    /// A change a validator refused (issue 50) is outcome kind 3: its reason, then the server's
+    /// current row (none, a tombstone, or a value), round-trips among the others in its place; a value
+    /// over the device's limit is left unread and named as the row's problem, as a conflict's is; a
+    /// reason over its bound or cut short is refused in one line. (A device of the release before
+    /// refuses kind 3 whole, as this one refuses kind 4: its push fails loudly, its write stays.)
+    @Test func aRejectedOutcomeIsKindThreeAndRoundTrips() throws {
+        let outcomes: [PushOutcome] = [
+            .applied(version: 7),
+            .rejected(reason: "a subscription needs a topic", version: 9, value: [1, 2], clock: 3 << 16, device: "d", problem: nil),
+            .rejected(reason: "é", version: nil, value: nil, clock: 0, device: nil, problem: nil),
+            .rejected(reason: "", version: 4, value: nil, clock: 5, device: "server:push", problem: nil),
+            .applied(version: 8),
+        ]
+        let encoded = GatewayPushResponse.outcomes(outcomes).encoded()
+        guard case .outcomes(let decoded) = try GatewayPushResponse(decoding: encoded, maxValueBytes: 10) else {
+            Issue.record("not outcomes")
+            return
+        }
+        #expect(decoded == outcomes)
+        #expect(GatewayPushResponse.outcomes([.rejected(reason: "r", version: nil, value: nil, clock: 0, device: nil)]).encoded()
+                == [0, 1, 3, 1, UInt8(ascii: "r"), 0, 0, 0, 0, 0])
+        // The server's value over this device's limit: not read, and the row's problem says so.
+        guard case .outcomes(let small) = try GatewayPushResponse(decoding: encoded, maxValueBytes: 1),
+              case .rejected(let reason, let version, let value, _, _, let problem) = small[1] else {
+            Issue.record("not a rejection")
+            return
+        }
+        #expect(reason == "a subscription needs a topic" && version == 9 && value == nil)
+        #expect(problem == "its value is 2 bytes, over the 1-byte limit")
+        let long = String(repeating: "x", count: PushOutcome.maxReasonBytes + 1)
+        let over = #expect(throws: GatewayWireError.self) {
+            _ = try GatewayPushResponse(decoding: GatewayPushResponse.outcomes([.rejected(reason: long, version: nil, value: nil, clock: 0,
+                                                                                          device: nil)]).encoded(), maxValueBytes: 10)
+        }
+        #expect(over?.description.contains("over its 1024-byte limit") == true)
+        #expect(throws: GatewayWireError.self) { _ = try GatewayPushResponse(decoding: Array(encoded.dropLast(1)), maxValueBytes: 10) }
     }
 }

@@ -439,9 +439,15 @@ extension Replicator {
             var newlyPushed = 0
             var state = try collections.replicaState(in: tx)
             var quarantined = try quarantinedKeys(in: tx)
-            for (item, outcome) in zip(batch, outcomes) {
+            for (item, answered) in zip(batch, outcomes) {
                 guard let versions = versions[item.target], let target = targets[item.target] else { continue }
                 let key = ByteKey(item.change.key)
+                // part D: a rejection (issue 50) is settled as a conflict with the server's row until
+                // the device keeps rejected writes.
+                var outcome = answered
+                if case .rejected(_, let version, let value, let clock, let remoteDevice, let problem) = answered {
+                    outcome = .conflict(version: version ?? 0, value: value, clock: clock, device: remoteDevice ?? "", problem: problem)
+                }
                 switch outcome {
                 case .applied(let version):
                     // Recorded before: the server answers a batch sent again with the versions it gave.
@@ -506,6 +512,9 @@ extension Replicator {
                                                         requeued: item.writeClock == nil)],
                                              state: &state, in: tx)
                     }
+                case .rejected:
+                    // part D: never reached (mapped to a conflict above).
+                    break
                 }
             }
             state.conflicts += events.count(where: \.isConflict)

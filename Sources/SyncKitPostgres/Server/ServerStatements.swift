@@ -158,30 +158,37 @@ package struct ServerStatements: Sendable {
             bases.append(change.base)
         }
         // One row holds every change's outcome and version as arrays (decoding a thousand rows costs
-        // more than the server's work on them); a row per conflict follows, with the server's value.
+        // more than the server's work on them); a row per conflict or rejection follows, with the
+        // server's value (and a rejection's reason: its outcome is 'rejected: ' and the reason, cut
+        // to PushOutcome.maxReasonCharacters here too, whoever wrote the function).
         let rows = try await connection.query("""
             WITH r AS MATERIALIZED (
                 SELECT * FROM kvsync_push(\(group), \(device), \(tokens), \(kinds), \(names), \(keys), \(values), \(deleted),
                                           \(clocks), \(bases), \(maxSkewMilliseconds)))
             SELECT NULL::integer, array_agg(r.idx ORDER BY r.idx),
-                   array_agg(CASE r.outcome WHEN 'applied' THEN 0 WHEN 'duplicate' THEN 0 WHEN 'conflict' THEN 1
-                                            WHEN 'clock_ahead' THEN 2 WHEN 'missing_blob' THEN 4 ELSE 3 END::smallint ORDER BY r.idx),
-                   array_agg(coalesce(r.version, 0) ORDER BY r.idx), NULL::integer, NULL::bytea, NULL::bigint, NULL::text
+                   array_agg(CASE WHEN r.outcome IN ('applied', 'duplicate') THEN 0 WHEN r.outcome = 'conflict' THEN 1
+                                  WHEN r.outcome = 'clock_ahead' THEN 2 WHEN r.outcome = 'missing_blob' THEN 4
+                                  WHEN r.outcome LIKE 'rejected: %' THEN 5 ELSE 3 END::smallint ORDER BY r.idx),
+                   array_agg(coalesce(r.version, 0) ORDER BY r.idx), NULL::integer, NULL::bytea, NULL::bigint, NULL::text,
+                   NULL::bigint, NULL::text
             FROM r
             UNION ALL
             SELECT r.idx, NULL, NULL, NULL, octet_length(r.s_value),
                    CASE WHEN octet_length(r.s_value) <= \(maxValueBytes) THEN r.s_value END, r.s_hlc,
-                   CASE WHEN octet_length(r.s_device) <= \(Self.maxNameBytes) THEN r.s_device END
-            FROM r WHERE r.outcome = 'conflict'
+                   CASE WHEN octet_length(r.s_device) <= \(Self.maxNameBytes) THEN r.s_device END,
+                   r.version, CASE WHEN r.outcome LIKE 'rejected: %' THEN left(substr(r.outcome, 11), \(PushOutcome.maxReasonCharacters)) END
+            FROM r WHERE r.outcome = 'conflict' OR r.outcome LIKE 'rejected: %'
             ORDER BY 1 NULLS FIRST
             """, logger: logger)
         var outcomes = [PushOutcome?](repeating: nil, count: changes.count)
         // The versions of the conflicts the first row announced, waiting for their own row.
         var unanswered: [Int: Int64] = [:]
+        // The rejections the first row announced, waiting for their own row.
+        var unansweredRejections: Set<Int> = []
         // How far ahead of the server's clock the batch's latest stamp is, when it was refused for it.
         var ahead: Int64?
-        for try await (conflict, indexes, codes, versions, length, value, clock, serverDevice)
-                in rows.decode((Int32?, [Int32]?, [Int16]?, [Int64]?, Int32?, ByteBuffer?, Int64?, String?).self) {
+        for try await (conflict, indexes, codes, versions, length, value, clock, serverDevice, rowVersion, reason)
+                in rows.decode((Int32?, [Int32]?, [Int16]?, [Int64]?, Int32?, ByteBuffer?, Int64?, String?, Int64?, String?).self) {
             guard let conflict else {
                 guard let indexes, let codes, let versions, codes.count == indexes.count, versions.count == indexes.count else {
                     throw ReplicationError.server("kvsync_push gave no outcomes")
@@ -201,15 +208,15 @@ package struct ServerStatements: Sendable {
                     case 1: unanswered[Int(index)] = versions[at]
                     // A manifest row whose file's bytes the server has not got whole (its version is none).
                     case 4: outcomes[Int(index) - 1] = .missingBlob
+                    // Refused by a validator of the collection (issue 50): its reason and the current
+                    // row follow in a row of their own.
+                    case 5: unansweredRejections.insert(Int(index))
                     default: throw ReplicationError.server("kvsync_push answered an unknown outcome for change \(index)")
                     }
                 }
                 continue
             }
             let index = Int(conflict)
-            guard let version = unanswered.removeValue(forKey: index) else {
-                throw ReplicationError.server("kvsync_push answered a conflict for change \(index) of \(changes.count), not one")
-            }
             // A current row this device cannot use is settled by quarantine, not refused whole: one
             // bad row must not stop every later push.
             var problem: String?
@@ -218,14 +225,29 @@ package struct ServerStatements: Sendable {
             } else if let length, value == nil {
                 problem = "its value is \(length) bytes, over the \(maxValueBytes)-byte limit"
             }
-            outcomes[index - 1] = .conflict(version: version, value: value.map { Array($0.readableBytesView) },
-                                            clock: UInt64(max(0, clock ?? 0)), device: serverDevice ?? "", problem: problem)
+            let bytes = value.map { Array($0.readableBytesView) }
+            if let reason {
+                guard unansweredRejections.remove(index) != nil else {
+                    throw ReplicationError.server("kvsync_push answered a rejection for change \(index) of \(changes.count), not one")
+                }
+                // No current row (a key the server never had): nothing to put back, and no problem.
+                outcomes[index - 1] = rowVersion == nil
+                    ? .rejected(reason: reason, version: nil, value: nil, clock: 0, device: nil, problem: nil)
+                    : .rejected(reason: reason, version: rowVersion, value: bytes, clock: UInt64(max(0, clock ?? 0)),
+                                device: serverDevice, problem: problem)
+                continue
+            }
+            guard let version = unanswered.removeValue(forKey: index) else {
+                throw ReplicationError.server("kvsync_push answered a conflict for change \(index) of \(changes.count), not one")
+            }
+            outcomes[index - 1] = .conflict(version: version, value: bytes, clock: UInt64(max(0, clock ?? 0)),
+                                            device: serverDevice ?? "", problem: problem)
         }
         if let ahead {
             throw ReplicationError.clockAhead(by: .milliseconds(ahead), limit: try await clockBound(asked: maxClockSkew))
         }
-        if let index = unanswered.keys.min() {
-            throw ReplicationError.server("kvsync_push gave no current state for the conflict of change \(index)")
+        if let index = unanswered.keys.min() ?? unansweredRejections.min() {
+            throw ReplicationError.server("kvsync_push gave no current state for the conflict or rejection of change \(index)")
         }
         return try outcomes.enumerated().map { index, outcome in
             guard let outcome else { throw ReplicationError.server("kvsync_push gave no outcome for change \(index + 1)") }
