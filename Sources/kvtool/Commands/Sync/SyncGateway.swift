@@ -49,11 +49,16 @@ extension SyncCommand {
         @Option(name: .customLong("gateway-login"), help: "A login role for gateways, a member of kvsync_gateway only.") var gatewayLogin: String?
         @Option(name: .customLong("gateway-password-file"), help: "A file holding that login's password (else it has none: trust, peer or certificate authentication).")
         var gatewayPasswordFile: String?
+        @Option(name: .customLong("backend-login"), help: "A login role for an app's backend, a member of kvsync_backend only (sync backend grant gives it groups).")
+        var backendLogin: String?
+        @Option(name: .customLong("backend-password-file"), help: "A file holding that login's password.")
+        var backendPasswordFile: String?
         @Option(name: .customLong("max-clock-skew"), help: "The server's clock bound, in seconds (60 at first).") var maxClockSkew: Double?
         @Flag(help: "One JSON object.") var json = false
 
         func validate() throws {
             if gatewayPasswordFile != nil && gatewayLogin == nil { throw ValidationError("--gateway-password-file goes with --gateway-login") }
+            if backendPasswordFile != nil && backendLogin == nil { throw ValidationError("--backend-password-file goes with --backend-login") }
             if let maxClockSkew, !(maxClockSkew >= 0 && maxClockSkew <= 31_536_000) {
                 throw ValidationError("--max-clock-skew must be from 0 to 31536000 seconds")
             }
@@ -62,20 +67,26 @@ extension SyncCommand {
         func run() throws {
             let url = try database.url()
             let password = try gatewayPasswordFile.map { try SyncCommand.secret(fromFile: $0, what: "password") }
-            let (login, skew) = (gatewayLogin, maxClockSkew.map { Duration.milliseconds(Int64(($0 * 1000).rounded())) })
+            let backendPassword = try backendPasswordFile.map { try SyncCommand.secret(fromFile: $0, what: "password") }
+            let (login, backend, skew) = (gatewayLogin, backendLogin, maxClockSkew.map { Duration.milliseconds(Int64(($0 * 1000).rounded())) })
             let report = try blocking {
-                try await SyncServerSetup.prepare(on: url, gatewayLogin: login, gatewayPassword: password, maxClockSkew: skew)
+                try await SyncServerSetup.prepare(on: url, gatewayLogin: login, gatewayPassword: password, backendLogin: backend,
+                                                  backendPassword: backendPassword, maxClockSkew: skew)
             }
             if json {
                 print(try Output.line([
                     "schemaVersion": .integer(report.schemaVersion), "gatewayLogin": .string(orNull: report.gatewayLogin),
                     "createdLogin": .bool(report.createdLogin), "maxClockSkewMilliseconds": .integer(report.maxClockSkewMilliseconds),
+                    "backendLogin": .string(orNull: report.backendLogin), "createdBackendLogin": .bool(report.createdBackendLogin),
                 ]))
                 return
             }
             print("schema version \(report.schemaVersion); role kvsync_gateway ready; clock bound \(Double(report.maxClockSkewMilliseconds) / 1000) s")
             if let login = report.gatewayLogin {
                 print("\(report.createdLogin ? "created" : "granted") the gateway login \(login): kvtool sync gateway --database postgres://\(login)@HOST:PORT/DATABASE")
+            }
+            if let login = report.backendLogin {
+                print("\(report.createdBackendLogin ? "created" : "granted") the backend login \(login): kvtool sync backend grant --login \(login) --group G")
             }
         }
     }
