@@ -23,6 +23,7 @@ import Testing
         "kvsync_push revision 3": 0xf20b_7b7a_a458_2ff3,
         "kvsync_push revision 4": 0x9e2c_5ffd_2f6e_828e,
         "kvsync_push revision 5": 0xc6f5_095b_8906_2b66,
+        "kvsync_push revision 6": 0xf936_7a1f_4c79_4407,
     ]
 
     @Test func thePushFunctionsTextChangesOnlyWithItsRevision() {

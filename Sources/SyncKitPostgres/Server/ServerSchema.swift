@@ -131,6 +131,15 @@ enum ServerSchema {
                 CONTINUE;
             END IF;
             v := CASE WHEN p_deleted[k] THEN NULL ELSE p_values[k] END;
+            -- Refused by a validator of its collection, with the current row (revision 6; cur holds
+            -- NULLs when the key has none).
+            reason := \(validation(kind: "p_kinds[k]", name: "p_names[k]", key: "p_keys[k]", value: "v", current: "cur.value"));
+            IF reason IS NOT NULL THEN
+                outcome := 'rejected: ' || reason; version := cur.version; s_value := cur.value; s_hlc := cur.hlc;
+                s_device := cur.device;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
             -- A number another row of the group holds is stepped over (each step draws one, so this
             -- ends within as many steps as the group has rows past the sequence).
             LOOP
@@ -197,11 +206,16 @@ enum ServerSchema {
             LEFT JOIN LATERAL (SELECT st.version, st.value, st.hlc, st.device, st.token FROM kvsync_state st
                                WHERE st.group_id = p_group AND st.kind = input.kind AND st.name = input.name
                                  AND st.key = input.key LIMIT 1) s ON true),
+        -- The validators' reasons for the changes that would apply (revision 6), in batch order.
+        checked AS (
+            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting AND NOT c.missing THEN
+                        \(validation(kind: "c.kind", name: "c.name", key: "c.key", value: "c.value", current: "c.cur_value")) END AS reason
+            FROM (SELECT * FROM classified ORDER BY i) AS c),
         -- Sequence numbers in batch order, drawn for the changes that apply (CASE draws no other).
         numbered AS (
-            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting AND NOT c.missing
+            SELECT c.*, CASE WHEN c.sent_seq IS NULL AND NOT c.conflicting AND NOT c.missing AND c.reason IS NULL
                              THEN nextval('kvsync_changes_seq_seq') END AS seq
-            FROM (SELECT * FROM classified ORDER BY i) AS c),
+            FROM (SELECT * FROM checked ORDER BY i) AS c),
         inserted AS (
             INSERT INTO kvsync_changes (seq, group_id, device, token, kind, name, key, value, hlc, base)
             SELECT n.seq, p_group, p_device, n.tok, n.kind, n.name, n.key, n.value, n.hlc, n.base FROM numbered n
@@ -220,11 +234,11 @@ enum ServerSchema {
             WHERE n.seq IS NOT NULL AND n.cur_version IS NULL)
         SELECT n.i,
                CASE WHEN n.sent_seq IS NOT NULL THEN 'duplicate' WHEN n.conflicting THEN 'conflict'
-                    WHEN n.missing THEN 'missing_blob' ELSE 'applied' END,
+                    WHEN n.missing THEN 'missing_blob' WHEN n.reason IS NOT NULL THEN 'rejected: ' || n.reason ELSE 'applied' END,
                CASE WHEN n.sent_seq IS NOT NULL OR n.conflicting OR NOT n.missing THEN coalesce(n.sent_seq, n.seq, n.cur_version) END,
-               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_value END,
-               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_hlc END,
-               CASE WHEN n.sent_seq IS NULL AND n.conflicting THEN n.cur_device END
+               CASE WHEN (n.sent_seq IS NULL AND n.conflicting) OR n.reason IS NOT NULL THEN n.cur_value END,
+               CASE WHEN (n.sent_seq IS NULL AND n.conflicting) OR n.reason IS NOT NULL THEN n.cur_hlc END,
+               CASE WHEN (n.sent_seq IS NULL AND n.conflicting) OR n.reason IS NOT NULL THEN n.cur_device END
         FROM numbered n
         ORDER BY n.i;
         """ + adoptRows
@@ -244,7 +258,7 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 5"
+    static let pushRevision = "kvsync_push revision 6"
 
     /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
     /// version 6).
@@ -578,6 +592,10 @@ enum ServerSchema {
                     GRANT SELECT, INSERT, DELETE ON kvsync_blob_chunks TO \(gatewayRole);
                     GRANT EXECUTE ON FUNCTION kvsync_blob_referenced(text, bytea) TO \(gatewayRole);
                 END IF;
+                -- (Version 8.) A push of a collection with validators calls them through this.
+                IF to_regprocedure('\(validateSignature)') IS NOT NULL THEN
+                    GRANT EXECUTE ON FUNCTION \(validateSignature) TO \(gatewayRole);
+                END IF;
             END IF;
         END $$
         """
@@ -606,7 +624,9 @@ enum ServerSchema {
                      AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'SELECT')
                      AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'INSERT')
                      AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'DELETE')
-                     AND has_function_privilege('\(gatewayRole)', 'kvsync_blob_referenced(text, bytea)', 'EXECUTE'))))
+                     AND has_function_privilege('\(gatewayRole)', 'kvsync_blob_referenced(text, bytea)', 'EXECUTE')))
+            AND (to_regprocedure('\(validateSignature)') IS NULL
+                 OR has_function_privilege('\(gatewayRole)', '\(validateSignature)', 'EXECUTE')))
         """
 
     /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):
@@ -619,6 +639,10 @@ enum ServerSchema {
     /// (``pushLoopNumbered``, ``adoptRows``). Revision 5 (schema version 7): a manifest change whose
     /// value names no complete blob of the group is answered `missing_blob` (no version), not applied,
     /// and the rest of the batch is applied as before (``blobsCheck``; both bodies read its answer).
+    /// Revision 6 (schema version 8, issue 50): a change of a collection with validators that would
+    /// apply is first given to ``validateFunction``; a refusal is answered `rejected: <reason>` with the
+    /// server's current row (or NULLs when it has none), not applied, and the rest of the batch goes
+    /// on. A batch with no such change runs revision 5's statements (one probe of the registry more).
     static func pushFunction(scopeChecks: String) -> String {
             """
             CREATE OR REPLACE FUNCTION \(pushDeclaration)
@@ -646,6 +670,8 @@ enum ServerSchema {
                 ahead boolean;
                 horizon bigint;
                 missing_blobs integer[];
+                validated boolean;
+                reason text;
             BEGIN
                 -- \(pushRevision)
             \(scopeChecks)
@@ -718,6 +744,8 @@ enum ServerSchema {
                 END IF;
                 -- Manifest changes whose file the server has not got whole (revision 5).
                 \(blobsCheck)
+                -- Whether a change of the batch is one of a collection with validators (revision 6).
+                \(batchValidated)
                 -- A batch that repeats a key or a token (no replicator sends one) takes the loop:
                 -- one statement cannot write a row twice.
                 IF distinct_tokens AND NOT ahead

@@ -176,7 +176,7 @@ package struct ServerStatements: Sendable {
             SELECT r.idx, NULL, NULL, NULL, octet_length(r.s_value),
                    CASE WHEN octet_length(r.s_value) <= \(maxValueBytes) THEN r.s_value END, r.s_hlc,
                    CASE WHEN octet_length(r.s_device) <= \(Self.maxNameBytes) THEN r.s_device END,
-                   r.version, CASE WHEN r.outcome LIKE 'rejected: %' THEN left(substr(r.outcome, 11), \(PushOutcome.maxReasonCharacters)) END
+                   r.version, CASE WHEN r.outcome LIKE 'rejected: %' THEN left(substr(r.outcome, 11), \(Int32(PushOutcome.maxReasonCharacters))) END
             FROM r WHERE r.outcome = 'conflict' OR r.outcome LIKE 'rejected: %'
             ORDER BY 1 NULLS FIRST
             """, logger: logger)
