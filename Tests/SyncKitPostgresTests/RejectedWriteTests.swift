@@ -32,20 +32,15 @@ import Glibc
         // The direct path.
         let group = "group.com.example.rejected.direct"
         let a = try Device(group: group)
-        let events = Locked<[SyncEvent]>([])
-        let ra = try a.replicator(cluster.tcpURL) { event in events.withLock { $0.append(event) } }
-        try await expectARefusalToBlockNothing(cluster, group: group, a, ra, events: events)
-        await ra.close()
+        try await expectARefusalToBlockNothing(cluster, group: group, a) { events in try a.replicator(cluster.tcpURL, events: events) }
 
         // Through a gateway, with a credential.
         let viaGateway = "group.com.example.rejected.gateway"
         let token = try await issueToken(cluster, ["--group", viaGateway, "--device", "b"])
         let b = try Device(group: viaGateway)
-        let gatewayEvents = Locked<[SyncEvent]>([])
-        let rb = try Replicator(container: b.container, endpoint: .gateway(try SyncGatewayURL(url), token: token), targets: b.targets,
-                                events: { event in gatewayEvents.withLock { $0.append(event) } })
-        try await expectARefusalToBlockNothing(cluster, group: viaGateway, b, rb, events: gatewayEvents)
-        await rb.close()
+        try await expectARefusalToBlockNothing(cluster, group: viaGateway, b) { events in
+            try Replicator(container: b.container, endpoint: .gateway(try SyncGatewayURL(url), token: token), targets: b.targets, events: events)
+        }
 
         // kvtool: the run's line, the list, a retry (refused again: a new record) and a discard.
         let listed = try await a.kvtoolOffPool(["sync", "rejected", "--json"])
@@ -75,9 +70,12 @@ import Glibc
     }
 
     /// One device's batch of three, the middle refused, on either path; then a later change of the
-    /// refused key lands.
-    func expectARefusalToBlockNothing(_ cluster: LocalPostgresCluster, group: String, _ device: Device, _ replicator: Replicator,
-                                      events: Locked<[SyncEvent]>) async throws {
+    /// refused key lands. The replicator is gone when it returns (it owns the container's sync while
+    /// it lives, and kvtool's commands then wait for it).
+    func expectARefusalToBlockNothing(_ cluster: LocalPostgresCluster, group: String, _ device: Device,
+                                      replicator make: (@escaping @Sendable (SyncEvent) -> Void) throws -> Replicator) async throws {
+        let events = Locked<[SyncEvent]>([])
+        let replicator = try make { event in events.withLock { $0.append(event) } }
         try device.put("the server's k2", "k2")
         try await replicator.sync()
         try device.write { tx in
@@ -109,6 +107,7 @@ import Glibc
         #expect(later.pushed == 1 && later.rejected == 0, "\(later)")
         #expect(try await offPool { try device.storedNotes() == cluster.storedNotes(group: group) })
         #expect(try device.notes.get("k2") == "fine now")
+        await replicator.close()
     }
 }
 
