@@ -12,7 +12,7 @@ import SyncKitPostgres
 /// `notes` (String → String) with this process's clock `SKEW_MS` off (its history's stamps and its
 /// replicator's checks), and statements abandoned after `TIMEOUT_MS`, with the database at URL, or
 /// through the sync gateway at URL (http://) with the credential in TOKEN_FILE. Prints `ok pushed P
-/// pulled Q quarantined R files up U down D` and exits 0 (D: the paths whose bytes became present here
+/// pulled Q quarantined R rejected J files up U down D` and exits 0 (D: the paths whose bytes became present here
 /// in the round without having been written here, that is, downloaded); a replication error prints
 /// `error MESSAGE` and exits 2 (3 for a clock the server refused), as a partition or a server down
 /// makes expected.
@@ -55,7 +55,7 @@ func syncCommand(_ command: String, root: String, group: String, rest: [String])
     switch outcome.withLock({ $0 })! {
     case .success(let report):
         let downloaded = try presentFiles(container).subtracting(before).count
-        print("ok pushed \(report.pushed) pulled \(report.pulled) quarantined \(report.quarantined) files up \(report.filesUploaded) down \(downloaded)")
+        print("ok pushed \(report.pushed) pulled \(report.pulled) quarantined \(report.quarantined) rejected \(report.rejected) files up \(report.filesUploaded) down \(downloaded)")
         exit(0)
     case .failure(let error as ReplicationError):
         print("error \(error)")

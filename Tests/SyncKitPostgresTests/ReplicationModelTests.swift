@@ -50,6 +50,15 @@ import Glibc
 /// every copy in `Blobs/` hashes to its name; a path whose row is deleted is absent everywhere; and
 /// every row on the server names a complete blob.
 ///
+/// The backend shapes the data too (issue 50): a validator of `notes` (`kvsync_validators`) refuses
+/// a random quarter of the values (those whose SHA-256 begins with a byte divisible by 4), and a
+/// backend writer puts values through `kvsync_server_put` as `server:model`. The checker adds: no
+/// refused value is in the log or on any device (each device put the server's value back), no accepted
+/// write is lost (the backend's are in the log), and every refusal was reported to its writer (the
+/// device's last write of a key, if refused, is in its `Replication.rejected(in:)` unless a greater
+/// write beat it before it was sent), and every write a device keeps as rejected is one of its own
+/// that the validator refuses.
+///
 /// `make test` runs 150 operations on each path; `make stress` 1,000. The seed is printed;
 /// `KVSTORE_MODEL_SEED=N` replays a run (of either path).
 @Suite(.serialized) struct ReplicationModelTests {
@@ -152,10 +161,14 @@ import Glibc
             }
             gateway = process
         }
+        let setup = try run(productsDirectory() + "/kvtool", ["sync", "setup", "--database", cluster.tcpURL.description]
+                                + (path == .gateway ? ["--gateway-login", LocalPostgresCluster.gatewayLogin] : []))
+        #expect(setup.status == 0, "\(setup.stderr)")
+        try cluster.registerValidator("model_refuses_a_quarter", of: "notes", reason: """
+            CASE WHEN get_byte(sha256(convert_to(\(LocalPostgresCluster.noteText), 'UTF8')), 0) % 4 = 0
+                 THEN 'refused by the model: ' || \(LocalPostgresCluster.noteText) END
+            """)
         if path == .gateway {
-            let setup = try run(productsDirectory() + "/kvtool", ["sync", "setup", "--database", cluster.tcpURL.description,
-                                                                  "--gateway-login", LocalPostgresCluster.gatewayLogin])
-            #expect(setup.status == 0, "\(setup.stderr)")
             gatewayPort = try LocalPostgresCluster.freePort()
             try startGateway()
         }
@@ -177,6 +190,8 @@ import Glibc
         defer { for device in devices { device.proxy.stop() } }
         let hostile = path == .gateway ? try HostileDevice(cluster: cluster, group: group, gatewayPort: gatewayPort) : nil
         var writes: [Write] = []
+        var backendWrites = 0
+        var rejectedReported = 0   // rejections the sync processes reported (SyncReport.rejected)
         var faults = (kills: 0, crashes: 0, partitions: 0, failedSyncs: 0, refusedForSkew: 0, syncs: 0, gatewayKills: 0,
                       swallowed: 0, cuts: 0, hostile: 0)
 
@@ -186,6 +201,7 @@ import Glibc
                 files.uploaded += Int(counted.1)!
                 files.downloaded += Int(counted.2)!
             }
+            if let counted = output.firstMatch(of: /rejected (\d+)/) { rejectedReported += Int(counted.1)! }
             if status == 2 { faults.failedSyncs += 1 }
             if status == 3 { faults.refusedForSkew += 1 }
             #expect([0, 2, 3].contains(status), "sync of device \(device.index): \(output)")
@@ -214,11 +230,24 @@ import Glibc
             let device = devices[Int(random.next() % UInt64(devices.count))]
             let roll = random.next() % 100
             switch roll {
-            case 0..<26:   // put
+            case 0..<22:   // put
                 let key = keys[Int(random.next() % UInt64(keys.count))]
                 let value = "d\(device.index)-\(writes.count)"
                 try device.container.store.write(author: "app") { tx in try device.notes.put(value, forKey: key, in: tx) }
                 writes.append(Write(device: device.index, key: key, value: value, clock: try device.stampOfLastWrite(key)))
+            case 22..<26:  // the backend writer puts a value the validator accepts (kvsync_server_put)
+                let key = keys[Int(random.next() % UInt64(keys.count))]
+                var value = "s-\(writes.count)"
+                while Self.refused(value) { value += "+" }
+                let answer = try cluster.psql("""
+                    SELECT outcome || '|' || s_hlc FROM kvsync_server_put('\(group)', 'collection', 'notes',
+                        decode('\(Hex.encode(key.encodedKey))', 'hex'), decode('\(Hex.encode(try CBOREncoder().encode(value)))', 'hex'), 'model')
+                    """).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+                #expect(answer.first == "applied", "kvsync_server_put: \(answer)")
+                if answer.first == "applied", let clock = answer.last.flatMap({ UInt64($0) }) {
+                    writes.append(Write(device: Self.backend, key: key, value: value, clock: clock))
+                    backendWrites += 1
+                }
             case 26..<34:  // a file (new bytes, the same again, or a replacement) with a note that names it
                 let path = paths[Int(random.next() % UInt64(paths.count))]
                 let before = try device.container.files.manifestEntry(for: path).map { SHA256Hasher.hex(Array($0.sha256)) }
@@ -323,7 +352,7 @@ import Glibc
         }
 
         // The checker: from the test's own record of what it wrote, not from the replicator's state.
-        var ids: [String: Int] = [:]
+        var ids: [String: Int] = ["server:model": Self.backend]
         for device in devices { if let id = try device.deviceID() { ids[id] = device.index } }
         struct Row { var device: Int; var key: String; var value: String?; var clock: UInt64; var deviceID: String }
         var rows: [Row] = []
@@ -349,6 +378,12 @@ import Glibc
                     "log row \(row) is no write the test made")
         }
         #expect(!rows.contains { $0.device == 7 }, "a write of the device 2 h ahead reached the log")
+        // No value the validator refuses is in the log (nor, then, on the server); every backend write is.
+        #expect(!rows.contains { keys.contains($0.key) && Self.refused($0.value) }, "a refused value reached the log")
+        for write in writes where write.device == Self.backend {
+            #expect(rows.contains { $0.device == Self.backend && $0.key == write.key && $0.value == write.value && $0.clock == write.clock },
+                    "the backend's write \(write) is not in the log")
+        }
         // The server's state is last-writer-wins over the log.
         var winners: [String: Row] = [:]
         for row in rows {
@@ -365,14 +400,32 @@ import Glibc
             server[try String.decodeKey(try #require(Hex.decode(parts[0].utf8)))] = try value(parts[1], of: parts[2])
         }
         #expect(server == expected)
+        var rejectedKept = 0
+        var refusedValues = Set<String>()   // "key=value" of every write a device keeps as rejected
         // No write lost: each device's last write of each key is in the log, or lost to a greater one.
         for device in devices.dropLast() {
             guard let id = try device.deviceID() else { continue }
             var last: [String: Write] = [:]
             for write in writes where write.device == device.index { last[write.key] = write }
+            // What the device keeps as refused: its own writes, each one the validator refuses.
+            let kept = try Replication.rejected(in: device.container).map { row in
+                (key: try String.decodeKey(row.key), value: try row.value.map { try decoder.decode(String.self, from: $0) })
+            }
+            rejectedKept += kept.count
+            for row in kept { refusedValues.insert("\(row.key)=\(row.value ?? "-")") }
+            for row in kept {
+                #expect(Self.refused(row.value) && writes.contains { $0.device == device.index && $0.key == row.key && $0.value == row.value },
+                        "device \(device.index) keeps \(row) as refused: no write of its own that the validator refuses")
+            }
             for (key, write) in last {
                 let inLog = rows.contains { $0.device == write.device && $0.key == key && $0.clock == write.clock && $0.value == write.value }
                 let beaten = winners[key].map { ($0.clock, $0.deviceID) > (write.clock, id) } ?? false
+                if keys.contains(key) && Self.refused(write.value) {
+                    // Refused: reported to its writer (unless a greater write beat it before it was sent).
+                    #expect(kept.contains { $0.key == key && $0.value == write.value } || beaten,
+                            "device \(device.index)'s refused write of \(key) (\(write)) was not reported to it (seed \(seed))")
+                    continue
+                }
                 #expect(inLog || beaten, "device \(device.index)'s last write of \(key) (\(write)) was lost (seed \(seed); the log: \(rows.filter { $0.key == key }))")
             }
         }
@@ -380,8 +433,15 @@ import Glibc
         for device in devices.dropLast() {
             let held = try device.held()
             #expect(held == server, "device \(device.index) (skew \(device.skew) s) differs from the server")
+            #expect(!held.contains { keys.contains($0.key) && Self.refused($0.value) }, "device \(device.index) holds a refused value")
             let status = try Replication.status(of: device.container)
             #expect(status.pendingChanges == 0 && status.quarantined == 0, "device \(device.index): \(status)")
+        }
+        // No device holds a value the server refused (values are unique to their write).
+        for device in devices {
+            for (key, value) in try device.held() where refusedValues.contains("\(key)=\(value)") {
+                #expect(Bool(false), "device \(device.index) holds \(key)=\(value), which the server refused")
+            }
         }
         // The device 2 h ahead: refused, and otherwise in step.
         let ahead = devices[7]
@@ -402,7 +462,15 @@ import Glibc
         if let hostile {
             #expect(hostile.refused == hostile.attempts, "the hostile device's attempts: \(hostile.attempts), refused \(hostile.refused)")
         }
-        print("[model] \(path): seed \(seed): \(operations) operations on 8 devices (\(StressLevel.name), \(BuildScale.name)), \(writes.count) writes, \(rows.count) log rows, files \(files.written) written, \(files.same) written again with the same bytes, \(files.replaced) replaced, \(files.deleted) deleted, \(files.uploaded) uploaded, \(files.downloaded) downloaded (\(files.fetchedLazy) of them lazy ones fetched at the end), \(faults.syncs) sync processes (\(faults.failedSyncs) failed on a fault, \(faults.refusedForSkew) refused for skew), \(faults.kills) kill -9, \(faults.crashes) server crashes, \(faults.partitions) partitions, \(faults.swallowed) swallowed answers, \(faults.cuts) RST cuts, \(faults.gatewayKills) gateway kill -9s, \(hostile.map { "\($0.attempts) hostile pushes (\($0.refused) refused)" } ?? "no hostile device"), \(rounds) rounds to converge, \(elapsed)")
+        print("[model] \(path): seed \(seed): \(operations) operations on 8 devices (\(StressLevel.name), \(BuildScale.name)), \(writes.count) writes (\(backendWrites) by the backend, \(writes.count(where: { $0.device < Self.backend && keys.contains($0.key) && Self.refused($0.value) })) refused by the validator, \(rejectedKept) kept as rejected on the devices, \(rejectedReported) reported by sync rounds), \(rows.count) log rows, files \(files.written) written, \(files.same) written again with the same bytes, \(files.replaced) replaced, \(files.deleted) deleted, \(files.uploaded) uploaded, \(files.downloaded) downloaded (\(files.fetchedLazy) of them lazy ones fetched at the end), \(faults.syncs) sync processes (\(faults.failedSyncs) failed on a fault, \(faults.refusedForSkew) refused for skew), \(faults.kills) kill -9, \(faults.crashes) server crashes, \(faults.partitions) partitions, \(faults.swallowed) swallowed answers, \(faults.cuts) RST cuts, \(faults.gatewayKills) gateway kill -9s, \(hostile.map { "\($0.attempts) hostile pushes (\($0.refused) refused)" } ?? "no hostile device"), \(rounds) rounds to converge, \(elapsed)")
+    }
+
+    /// The backend writer's index in `Write.device`.
+    static let backend = 8
+
+    /// Whether the model's validator refuses a note: the first byte of its text's SHA-256 divisible by 4.
+    static func refused(_ value: String?) -> Bool {
+        value.map { SHA256Hasher.hash(Array($0.utf8))[0] % 4 == 0 } ?? false
     }
 
     /// The files' checker, once the notes and the manifest's rows converged (see the suite's description).

@@ -41,5 +41,9 @@ struct ReplicaState: Codable, Hashable, Sendable {
     var nextExtraToken: UInt64 = 1 << 62
     /// Quarantined changes dropped to keep the quarantine within its bounds (oldest first).
     var quarantineEvicted: Int?
+    /// The number of the last write kept as rejected (``RejectedWrite/id``): numbers are never given twice.
+    var lastRejectedID: UInt64?
+    /// Rejected writes dropped to keep their records within their bounds (oldest first).
+    var rejectedEvicted: Int?
 }
 #endif

@@ -15,6 +15,7 @@ public enum Replication {
     static let targetsName = SyncService.declarationsName
     static let dirtyName = SyncService.waitingKeysName
     static let quarantineName = "_sync.quarantine"
+    static let rejectedName = "_sync.rejected"
     static let stateKey = "replica"
     static func versionsName(_ target: Mutation.Target) -> String { "_sync.v." + target.declarationKey }
 
@@ -106,6 +107,7 @@ public enum Replication {
             let state = try collections.state.get(stateKey, in: tx)
             let pending = try service.status(in: tx, countingUpTo: .max).pending
             let quarantined = try collections.quarantine.count(in: tx)
+            let rejected = try collections.rejected.count(in: tx)
             let waiting = try FileManifest.localStates(in: tx).filter { $0.value.state == .waitingToUpload }.sorted { $0.key < $1.key }
                 .map { path, state in "Files/\(path)" + (state.problem.map { ": \($0)" } ?? "") }
             return ReplicationStatus(
@@ -113,7 +115,7 @@ public enum Replication {
                 pendingChanges: pending, pushed: state?.pushed ?? 0, pulled: state?.pulled ?? 0,
                 conflictsResolved: state?.conflicts ?? 0, resyncs: state?.resyncs ?? 0,
                 lastSyncAt: state?.lastSyncAt, lastError: state?.lastError, lastErrorAt: state?.lastErrorAt,
-                quarantined: quarantined, filesWaiting: waiting.isEmpty ? nil : waiting)
+                quarantined: quarantined, rejected: rejected, filesWaiting: waiting.isEmpty ? nil : waiting)
         }
     }
 
@@ -121,6 +123,12 @@ public enum Replication {
     public static func quarantine(of container: SharedContainer) throws -> [QuarantinedChange] {
         guard try !declaredTargets(in: container.store).isEmpty else { return [] }
         return try Collections(store: container.store).quarantine.entries().map(\.value)
+    }
+
+    /// This device's writes the server refused with a reason (``RejectedWrite``), oldest first.
+    public static func rejected(in container: SharedContainer) throws -> [RejectedWrite] {
+        guard try !declaredTargets(in: container.store).isEmpty else { return [] }
+        return try Collections(store: container.store).rejected.entries().map(\.value)
     }
 
     /// The replicator's own collections in a store.
@@ -131,6 +139,8 @@ public enum Replication {
         let dirty: KVCollection<UInt64, DirtyKey>
         /// Key: the change's sequence number as a `UInt64` bit pattern.
         let quarantine: KVCollection<UInt64, QuarantinedChange>
+        /// Key: the record's number (``RejectedWrite/id``).
+        let rejected: KVCollection<UInt64, RejectedWrite>
 
         init(store: Store) throws {
             self.store = store
@@ -138,6 +148,7 @@ public enum Replication {
             targets = try store.collection(targetsName, key: String.self, value: TargetDeclaration.self)
             dirty = try store.collection(dirtyName, key: UInt64.self, value: DirtyKey.self)
             quarantine = try store.collection(quarantineName, key: UInt64.self, value: QuarantinedChange.self)
+            rejected = try store.collection(rejectedName, key: UInt64.self, value: RejectedWrite.self)
         }
 
         func versions(for target: Mutation.Target) throws -> KVCollection<ByteKey, KeyVersion> {

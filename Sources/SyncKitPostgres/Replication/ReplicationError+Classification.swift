@@ -42,7 +42,7 @@ extension ReplicationError {
         case .invalidServerURL, .unsupportedTarget, .malformedServerRow, .undecodableValue: .invalidInput
         case .invalidCredential: .invalidCredential
         case .credentialRefused, .deviceInUse: .credentialRefused
-        case .notDeclared, .notQuarantined: .notFound
+        case .notDeclared, .notQuarantined, .notRejected: .notFound
         case .clockAhead: .clockSkew
         case .unreachable: .unreachable
         case .rateLimited: .rateLimited

@@ -59,6 +59,9 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
     case deviceInUse(String)
     /// No quarantined change has the number given to settle (``Replicator/resolveQuarantined(sequence:as:)``).
     case notQuarantined(String)
+    /// No rejected write has the number given to retry or discard (``Replicator/retryRejected(_:author:)``,
+    /// ``Replicator/discardRejected(_:)``), or its target is not replicated here.
+    case notRejected(String)
     /// The server (a sync gateway) refused a push because a value in it is one no device can decode:
     /// CBOR nested deeper than the decoder's limit (``KVStore/CBORLimits/maxDepth``, 64), or not one
     /// well-formed data item where the collection's values are CBOR. Nothing of the push was applied;
@@ -99,7 +102,7 @@ public enum ReplicationError: Error, Hashable, Sendable, CustomStringConvertible
         case .rateLimited(let wait, let budget?): "the sync gateway asks this device to wait: \(budget) (retry in \(Self.seconds(wait)))"
         case .rateLimited(let wait, nil): "the sync gateway is rate-limiting this device; retry in \(Self.seconds(wait))"
         case .deviceInUse(let reason): "the server refused this device's changes: \(reason)"
-        case .notQuarantined(let message): message
+        case .notQuarantined(let message), .notRejected(let message): message
         case .undecodableValue(let reason): "the server refused this device's changes: \(reason)"
         case .ownedElsewhere(let owner, let container):
             "another replicator is running on \(container)" + (owner.map { " (\($0) owns its sync)" } ?? "")

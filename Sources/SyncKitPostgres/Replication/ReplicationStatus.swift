@@ -23,6 +23,8 @@ public struct ReplicationStatus: Hashable, Sendable, Codable {
     public var lastErrorAt: Date?
     /// Changes from other devices held in quarantine (``QuarantinedChange``).
     public var quarantined: Int = 0
+    /// This device's writes the server refused, kept with their reasons (``RejectedWrite``).
+    public var rejected: Int = 0
     /// The container's files waiting to upload (issue 49), one line each with the reason the last
     /// upload stopped, if it did (`too_large`, `quota_exceeded` with the server's limit); `nil` when none
     /// waits. Their manifest rows stay pending until the server has their bytes.

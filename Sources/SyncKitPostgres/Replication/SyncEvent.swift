@@ -24,6 +24,9 @@ public enum SyncEvent: Hashable, Sendable {
     /// A change from another device could not be applied and was quarantined
     /// (``QuarantinedChange``): the pull went on past it.
     case quarantined(QuarantinedChange)
+    /// The server refused a write of this device with a reason (``RejectedWrite``): its row of the key
+    /// was put back here, the write was kept with the reason, and the push went on.
+    case rejected(RejectedWrite)
     /// A sync round failed; it will be retried.
     case failed(String)
 }

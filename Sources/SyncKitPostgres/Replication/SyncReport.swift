@@ -18,6 +18,8 @@ public struct SyncReport: Hashable, Sendable, Codable {
     public var conflicts = 0
     /// Other devices' changes quarantined in this round (``QuarantinedChange``).
     public var quarantined = 0
+    /// This device's writes the server refused in this round, each kept with its reason (``RejectedWrite``).
+    public var rejected = 0
     /// Whether the round reloaded from the server's state.
     public var resynchronized = false
     /// The cursor after the round.
@@ -42,6 +44,7 @@ public struct SyncReport: Hashable, Sendable, Codable {
         pulled += round.pulled
         conflicts += round.conflicts
         quarantined += round.quarantined
+        rejected += round.rejected
         resynchronized = resynchronized || round.resynchronized
         cursor = round.cursor
         held = round.held

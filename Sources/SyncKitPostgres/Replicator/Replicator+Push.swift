@@ -439,15 +439,9 @@ extension Replicator {
             var newlyPushed = 0
             var state = try collections.replicaState(in: tx)
             var quarantined = try quarantinedKeys(in: tx)
-            for (item, answered) in zip(batch, outcomes) {
+            for (item, outcome) in zip(batch, outcomes) {
                 guard let versions = versions[item.target], let target = targets[item.target] else { continue }
                 let key = ByteKey(item.change.key)
-                // part D: a rejection (issue 50) is settled as a conflict with the server's row until
-                // the device keeps rejected writes.
-                var outcome = answered
-                if case .rejected(_, let version, let value, let clock, let remoteDevice, let problem) = answered {
-                    outcome = .conflict(version: version ?? 0, value: value, clock: clock, device: remoteDevice ?? "", problem: problem)
-                }
                 switch outcome {
                 case .applied(let version):
                     // Recorded before: the server answers a batch sent again with the versions it gave.
@@ -512,9 +506,17 @@ extension Replicator {
                                                         requeued: item.writeClock == nil)],
                                              state: &state, in: tx)
                     }
-                case .rejected:
-                    // part D: never reached (mapped to a conflict above).
-                    break
+                case .rejected(let reason, let version, let value, let clock, let remoteDevice, let problem):
+                    // Refused by a validator of the collection (issue 50): the server's row goes back,
+                    // the write is kept with the reason, and the batch goes on.
+                    let server = version.map {
+                        ServerChange(sequence: $0, device: remoteDevice ?? "", kind: item.change.kind, name: item.change.name,
+                                     key: item.change.key, value: value, clock: clock, problem: problem, valueKept: problem == nil)
+                    }
+                    if try settleRejected(item, target: target, reason: reason, server: server, state: &state,
+                                          quarantined: &quarantined, events: &events, in: tx) {
+                        changed.insert(item.target)
+                    }
                 }
             }
             state.conflicts += events.count(where: \.isConflict)
@@ -523,6 +525,7 @@ extension Replicator {
         }
         report.conflicts += events.count(where: \.isConflict)
         report.quarantined += events.count(where: \.isQuarantine)
+        report.rejected += events.count(where: \.isRejected)
         for event in events { self.events(event) }
         if !changed.isEmpty {
             manifestArrived(changed)

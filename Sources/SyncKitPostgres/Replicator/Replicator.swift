@@ -74,6 +74,10 @@ public final class Replicator: Sendable {
         /// make this one store without bound.
         public var maxQuarantinedChanges = 1_000
         public var maxQuarantineBytes = 64 << 20
+        /// This device's writes that the server refused are kept (``RejectedWrite``) up to this many
+        /// and this many bytes; past either, the oldest are dropped (counted in the replica's state).
+        public var maxRejectedWrites = 1_000
+        public var maxRejectedBytes = 64 << 20
         public var logger = Logger(label: "kvstore.sync", factory: { _ in SwiftLogNoOpLogHandler() })
         public init() {}
     }

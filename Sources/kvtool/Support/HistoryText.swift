@@ -27,6 +27,16 @@ struct HistoryText: Sendable {
         return "0x" + Hex.encode(bytes)
     }
 
+    /// `bytes`, a value of `target`, as JSON: through the collection's value encoding; `0x` and its hex
+    /// for a defaults suite, a collection not here, or a value that does not decode.
+    func value(_ bytes: [UInt8], of target: Mutation.Target?) -> JSONValue {
+        if case .collection(let name)? = target, let collection = catalog[name],
+           let value = try? ValueText.render(bytes, entry: collection, key: "") {
+            return value
+        }
+        return .string("0x" + Hex.encode(bytes))
+    }
+
     static func timestamp(_ date: Date) -> String {
         Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(date)
     }

@@ -18,7 +18,7 @@ struct SyncCommand: ParsableCommand {
             $KVSTORE_SYNC_SERVER and $KVSTORE_SYNC_TOKEN give the defaults. Errors are one line on standard error; \
             sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
-        subcommands: [Enable.self, Run.self, Request.self, Status.self, Agent.self, Quarantine.self, Prune.self, Setup.self,
+        subcommands: [Enable.self, Run.self, Request.self, Status.self, Agent.self, Quarantine.self, Rejected.self, Prune.self, Setup.self,
                       Token.self, Gateway.self, Blobs.self, Backend.self, Server.self])
 
     /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
@@ -270,6 +270,9 @@ struct SyncCommand: ParsableCommand {
                     note(Set(targets))
                 case .quarantined(let change):
                     SyncCommand.say(json, "quarantined", change.description(key: SyncCommand.key(of: change, keys)))
+                case .rejected(let write):
+                    SyncCommand.say(json, "rejected", write.description(key: SyncCommand.key(write.key, of: write.target, keys))
+                                    + " (kvtool sync rejected)")
                 case .failed(let message): failures.report(message)
                 }
             }
@@ -308,12 +311,14 @@ struct SyncCommand: ParsableCommand {
                     print(try Output.line([
                         "device": .string(replicator.device), "pushed": .integer(report.pushed), "pulled": .integer(report.pulled),
                         "conflicts": .integer(report.conflicts), "quarantined": .integer(report.quarantined),
+                        "rejected": .integer(report.rejected),
                         "resynchronized": .bool(report.resynchronized), "cursor": .integer(report.cursor),
                         "held": report.held.map { .string($0.message) } ?? .null,
                     ]))
                 } else {
                     let quarantined = report.quarantined > 0 ? ", quarantined \(report.quarantined)" : ""
-                    print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
+                    let rejected = report.rejected > 0 ? ", rejected \(report.rejected)" : ""
+                    print("pushed \(report.pushed), pulled \(report.pulled), conflicts \(report.conflicts)\(quarantined)\(rejected)\(report.resynchronized ? ", resynchronized" : ""); cursor \(report.cursor)")
                     if report.filesUploaded > 0 { print("files uploaded \(report.filesUploaded) (\(report.fileBytesSent) bytes sent)") }
                     if report.waitingForFiles > 0 { print("files waiting to upload \(report.waitingForFiles) (kvtool files status)") }
                     // Only these keys wait; everything else is on the server.
@@ -383,6 +388,7 @@ struct SyncCommand: ParsableCommand {
             print("replicates \(status.targets.joined(separator: ", "))")
             print("cursor \(status.cursor); pushed \(status.pushed); pulled \(status.pulled); conflicts resolved \(status.conflictsResolved); resyncs \(status.resyncs)")
             if status.quarantined > 0 { print("quarantined \(status.quarantined) (kvtool sync quarantine)") }
+            if status.rejected > 0 { print("rejected by the server \(status.rejected) (kvtool sync rejected)") }
             for file in status.filesWaiting ?? [] { print("waiting to upload \(file)") }
             print("last sync \(status.lastSyncAt.map(format.string(from:)) ?? "never")")
             if let error = status.lastError { print("last error \(error) at \(status.lastErrorAt.map(format.string(from:)) ?? "?")") }
@@ -603,8 +609,13 @@ extension SyncCommand {
     /// A quarantined change's key as `kvtool get` takes it (`0x` and its hex for a target this
     /// container does not know).
     static func key(of change: QuarantinedChange, _ keys: HistoryText) -> String {
-        guard let target = change.target else { return "0x" + Hex.encode(change.key) }
-        return keys.key(change.key, of: target)
+        key(change.key, of: change.target, keys)
+    }
+
+    /// `bytes`, a key of `target`, as `kvtool get` takes it (`0x` and its hex without a target).
+    static func key(_ bytes: [UInt8], of target: Mutation.Target?, _ keys: HistoryText) -> String {
+        guard let target else { return "0x" + Hex.encode(bytes) }
+        return keys.key(bytes, of: target)
     }
 }
 #endif
