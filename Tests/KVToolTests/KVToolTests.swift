@@ -337,6 +337,13 @@ import Workloads
                 }
             }
         }
+        // Issue 50: the push service read the registration the app made in step 10 from SQL, as a
+        // kvsync_backend login; the validator refused B's subscription, and B shows the server's value
+        // and its rejected write with the reason.
+        #expect(lines.contains { $0.hasPrefix("     → \(TrainerNotificationFlow.defaultGroup): token a1b2c3d4…, platform iOS, device record ") }, "\(lines)")
+        #expect(lines.contains { $0.contains("rejected: write 1 of collection 'subscriptions'") && $0.hasSuffix("refused by the server: amount -1490 is outside 0...1000000 (kvtool sync rejected)") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("   machine B app (pid ") && $0.hasSuffix("): Netflix is 1490 JPY") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("   1\tcollection 'subscriptions'\t") && $0.hasSuffix("\twrite\tamount -1490 is outside 0...1000000") }, "\(lines)")
         #expect(lines.contains("   gateway drained and stopped"), "\(lines.suffix(4))")
         #expect(lines.contains("   the gateway drained (SIGINT) and the cluster is stopped; machine B's root is removed"))
     }

@@ -29,7 +29,7 @@ extension Demo {
 
         print("   seed 002's backend checks subscriptions: a validator in PL/pgSQL, registered for the collection by the owner:")
         try cluster.psql(Self.subscriptionRules)
-        print("     \(Self.subscriptionRules.split(separator: "\n").first(where: { $0.contains("WHEN") }).map { $0.trimmingCharacters(in: .whitespaces) } ?? "")")
+        print("     \(Self.subscriptionRules.split(separator: "\n").first(where: { $0.contains("NOT BETWEEN") }).map { $0.trimmingCharacters(in: .whitespaces) } ?? "")")
         try on(a, ["sync", "enable", "subscriptions"])
         try on(a, ["sync", "run", "--once", "--server", server])
         try on(b, ["sync", "enable", "subscriptions"] + viaGateway)
