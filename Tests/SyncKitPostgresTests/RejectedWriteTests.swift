@@ -112,14 +112,9 @@ import Glibc
 }
 
 extension LocalPostgresCluster {
-    /// The text of a note (a CBOR text string) as a validator reads it from `p_new`: through
-    /// `kvsync_cbor_to_jsonb`'s JSON string, or, where the server has only a stub that gives the
-    /// value's bytes in hex (`{"$invalid": …}`), from those bytes (a note of under 24 bytes: one byte of
-    /// header).
-    static let noteText = """
-        (CASE WHEN jsonb_typeof(p_new) = 'object' AND p_new ? '$invalid'
-              THEN convert_from(substr(decode(p_new ->> '$invalid', 'hex'), 2), 'UTF8') ELSE p_new #>> '{}' END)
-        """
+    /// The text of a note (a CBOR text string) as a validator reads it: `p_new`, the value as
+    /// `kvsync_cbor_to_jsonb` gives it, is a JSON string (NULL for a delete).
+    static let noteText = "(p_new #>> '{}')"
 
     /// Registers a validator of `collection`: a function `name` whose reason is `reason`, an SQL
     /// expression of the arguments (`p_group`, `p_key`, `p_new`, `p_old`, `p_device`) that is NULL to

@@ -252,13 +252,7 @@ extension Replicator {
         }
         // The bounds: the oldest go first, and are counted.
         var count = try collections.quarantine.count(in: tx)
-        var bytes = 0
-        var sizes: [(UInt64, Int)] = []
-        try collections.quarantine.forEachBytes(UInt64(0)..., in: tx) { key, value in
-            sizes.append((try UInt64.decodeKey(key), value.count))
-            bytes += value.count
-            return true
-        }
+        var (sizes, bytes) = try Self.storedSizes(of: collections.quarantine, in: tx)
         // Those kept from a previous server (negative numbers, last in key order) are the oldest.
         if let first = sizes.firstIndex(where: { Int64(bitPattern: $0.0) < 0 }) {
             sizes = Array(sizes[first...] + sizes[..<first])

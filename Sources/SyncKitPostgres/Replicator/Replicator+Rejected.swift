@@ -77,13 +77,8 @@ extension Replicator {
                                 serverVersion: serverVersion)
         try tx.unrecorded { try collections.rejected.put(row, forKey: id, in: tx) }
         var count = try collections.rejected.count(in: tx)
-        var bytes = 0
-        var sizes: [(UInt64, Int)] = []
-        try collections.rejected.forEachBytes(UInt64(0)..., in: tx) { key, value in
-            sizes.append((try UInt64.decodeKey(key), value.count))
-            bytes += value.count
-            return true
-        }
+        let (sizes, stored) = try Self.storedSizes(of: collections.rejected, in: tx)
+        var bytes = stored
         var evicted = 0
         for (oldest, size) in sizes where oldest != id && (count > options.maxRejectedWrites || bytes > options.maxRejectedBytes) {
             try tx.unrecorded { _ = try collections.rejected.delete(oldest, in: tx) }
@@ -93,6 +88,20 @@ extension Replicator {
         }
         if evicted > 0 { state.rejectedEvicted = (state.rejectedEvicted ?? 0) + evicted }
         return row
+    }
+
+    /// The stored size of each entry of `collection` (its value's bytes), in key order
+    /// from 0 up, and their total: what the bounds of the quarantine and of the rejected writes count.
+    static func storedSizes<Value>(of collection: KVCollection<UInt64, Value>,
+                                   in tx: ReadTransaction) throws -> (sizes: [(UInt64, Int)], bytes: Int) {
+        var bytes = 0
+        var sizes: [(UInt64, Int)] = []
+        try collection.forEachBytes(UInt64(0)..., in: tx) { key, value in
+            sizes.append((try UInt64.decodeKey(key), value.count))
+            bytes += value.count
+            return true
+        }
+        return (sizes, bytes)
     }
 
     /// The longest reason kept (a validator's message may be of any length).
