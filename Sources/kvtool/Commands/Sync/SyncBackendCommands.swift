@@ -168,4 +168,33 @@ extension SyncCommand {
         }
     }
 }
+
+// (``WithoutContainer``: kept here, beside the commands, rather than in WithoutContainer+Commands.swift.)
+extension SyncCommand.Backend: WithoutContainer {
+    static let withoutContainer = "a backend's grants live in the database, not in a container"
+}
+
+extension SyncCommand.Backend.Grant: WithoutContainer {
+    static let withoutContainer = SyncCommand.Backend.withoutContainer
+}
+
+extension SyncCommand.Backend.Revoke: WithoutContainer {
+    static let withoutContainer = SyncCommand.Backend.withoutContainer
+}
+
+extension SyncCommand.Server: WithoutContainer {
+    static let withoutContainer = "it reads and writes the server's values, not a container's"
+}
+
+extension SyncCommand.Server.Put: WithoutContainer {
+    static let withoutContainer = SyncCommand.Server.withoutContainer
+}
+
+extension SyncCommand.Server.Get: WithoutContainer {
+    static let withoutContainer = SyncCommand.Server.withoutContainer
+}
+
+extension SyncCommand.Server.Delete: WithoutContainer {
+    static let withoutContainer = SyncCommand.Server.withoutContainer
+}
 #endif
