@@ -25,12 +25,12 @@ import TestSupport
         // `sync setup`, `sync token` and its `issue`, `list` and `revoke`, `sync gateway`, `sync request`,
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
         // requests`, `bench gateway`, `bench files` and `bench json` (issue 50), and `sync blobs` with its `ls`, `gc`, `fetch` and
-        // `verify` (issue 49), `sync backend` with its `grant` and `revoke` and `sync server` with its `put`, `get`
-        // and `delete` (issue 50) (39) only
+        // `verify` (issue 49), `sync backend` with its `grant` and `revoke`, `sync server` with its `put`, `get`
+        // and `delete`, `sync rejected` with its `list`, `retry` and `discard`, and `bench validators` (issue 50) (44) only
         // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 41
         #if PostgreSQL
-        expected += 39
+        expected += 44
         #endif
         #if Serve
         expected += 1
