@@ -10,7 +10,8 @@ extension ServerSchema {
     ///   (checked when the row is written, one line naming the function otherwise): NULL accepts the
     ///   change, anything else refuses it with that reason. `p_new` is NULL for a delete, `p_old` when
     ///   the server has no value for the key (no row, or a tombstone).
-    /// - ``validateFunction``: runs a collection's validators in the order of their names.
+    /// - ``validateFunction``: runs a collection's validators in the order of their names; its body is
+    ///   rewritten by the registry's trigger (``dispatchFunction``) with a static call of each.
     /// - `kvsync_push` revision 6 calls it for each change of a collection that has validators
     ///   (``validatedColumn``, ``loopValidation``) and answers `rejected: <reason>` with the server's
     ///   current row.
