@@ -189,11 +189,27 @@ import Glibc
         }
         #expect("\(wrong.map { "\($0)" } ?? "")".contains("length(text) is not a function (p_group text, p_key bytea"))
 
-        // A validator dropped after it was registered refuses every change of its collection.
+        // A validator renamed after it was registered is still called (kvsync_validate's static call
+        // names it by its old name: the way around finds it by its oid).
+        _ = try await offPool { try cluster.psql("ALTER FUNCTION transient(text, bytea, jsonb, jsonb, text) RENAME TO transient_renamed") }
+        await #expect(throws: (any Error).self) {
+            _ = try await server.push(group: group, device: "d1", changes: [try Self.change("t", "1", token: 6)], maxClockSkew: .seconds(60))
+        }
+
+        // A validator dropped after it was registered refuses every change of its collection, also
+        // when a function of the same name and arguments is made again (another function).
         _ = try await offPool { try cluster.psql("DROP FUNCTION long_reason(text, bytea, jsonb, jsonb, text)") }
         let dropped = try await push([try Self.change("n", "1", token: 7)])
         #expect(dropped.count == 1 && dropped[0].hasPrefix("rejected the validator ") && dropped[0].contains("no longer exists"))
-        print("[validators] raises, bound, transient, shape, dropped in \(ContinuousClock.now - started)")
+        _ = try await offPool {
+            try cluster.psql("""
+                CREATE FUNCTION long_reason(p_group text, p_key bytea, p_new jsonb, p_old jsonb, p_device text) RETURNS text
+                LANGUAGE sql AS $$ SELECT NULL::text $$
+                """)
+        }
+        let remade = try await push([try Self.change("o", "1", token: 8)])
+        #expect(remade.count == 1 && remade[0].hasPrefix("rejected the validator ") && remade[0].contains("no longer exists"))
+        print("[validators] raises, bound, transient, shape, renamed, dropped in \(ContinuousClock.now - started)")
     }
 }
 #endif
