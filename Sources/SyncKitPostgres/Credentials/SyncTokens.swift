@@ -153,9 +153,9 @@ public enum SyncTokens {
     static func withOwner<R: Sendable>(_ server: ServerURL, logger: Logger,
                                                _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         let connection = try await ServerConnection.connect(server, logger: logger, maxValueBytes: 1 << 20)
-        do {
+        return try await connection.closing {
             try await connection.migrate()
-            let result = try await connection.mapErrors {
+            return try await connection.mapErrors {
                 var needed = false
                 for try await (found) in try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grantsNeeded), logger: logger)
                     .decode(Bool.self) {
@@ -164,11 +164,6 @@ public enum SyncTokens {
                 if needed { try await connection.connection.query(PostgresQuery(unsafeSQL: ServerSchema.grants), logger: logger) }
                 return try await body(connection.connection)
             }
-            await connection.close()
-            return result
-        } catch {
-            await connection.close()
-            throw error
         }
     }
 }

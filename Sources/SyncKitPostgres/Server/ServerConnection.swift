@@ -72,6 +72,19 @@ final class ServerConnection: Sendable {
         try? await connection.close()
     }
 
+    /// Runs `body`, then closes this connection whether it returned or threw: a one-off command's
+    /// connection (``SyncTokens``, ``SyncBackend``).
+    func closing<R: Sendable>(_ body: () async throws -> R) async throws -> R {
+        do {
+            let result = try await body()
+            await close()
+            return result
+        } catch {
+            await close()
+            throw error
+        }
+    }
+
     func migrate() async throws {
         try await mapErrors { [self] in try await ServerSchema.migrate(connection, logger: logger) }
     }

@@ -146,14 +146,7 @@ public enum SyncBackend {
     private static func withConnection<R: Sendable>(_ server: ServerURL, logger: Logger,
                                                     _ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         let connection = try await ServerConnection.connect(server, logger: logger, maxValueBytes: 1 << 20)
-        do {
-            let result = try await connection.mapErrors { try await body(connection.connection) }
-            await connection.close()
-            return result
-        } catch {
-            await connection.close()
-            throw error
-        }
+        return try await connection.closing { try await connection.mapErrors { try await body(connection.connection) } }
     }
 }
 #endif

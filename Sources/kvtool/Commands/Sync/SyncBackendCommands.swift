@@ -12,17 +12,25 @@ extension SyncCommand {
             abstract: "As the database's owner: grant or revoke a backend login (sync setup --backend-login) a group.",
             subcommands: [Grant.self, Revoke.self])
 
-        struct Grant: ParsableCommand {
-            static let configuration = CommandConfiguration(
-                commandName: "grant",
-                abstract: "Let a backend login read a group's state (the view kvsync_state_json) and write it (kvsync_server_put…).")
+        /// The login and the group that `grant` and `revoke` name.
+        struct LoginAndGroup: ParsableArguments {
             @OptionGroup var database: DatabaseOption
             @Option(help: "The backend's login role.") var login: String
             @Option(help: "The group (default: $KVSTORE_GROUP).") var group: String?
 
+            func resolved() throws -> (url: ServerURL, login: String, group: String) {
+                (try database.url(), login, try SyncCommand.Token.group(group))
+            }
+        }
+
+        struct Grant: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "grant",
+                abstract: "Let a backend login read a group's state (the view kvsync_state_json) and write it (kvsync_server_put…).")
+            @OptionGroup var grant: LoginAndGroup
+
             func run() throws {
-                let url = try database.url()
-                let (login, group) = (self.login, try SyncCommand.Token.group(self.group))
+                let (url, login, group) = try grant.resolved()
                 try blocking { try await SyncBackend.grant(login: login, group: group, on: url) }
                 print("granted \(login) the group \(Escaping.escape(group, quoting: false, shortForms: true, style: .swift))")
             }
@@ -32,13 +40,10 @@ extension SyncCommand {
             static let configuration = CommandConfiguration(
                 commandName: "revoke",
                 abstract: "Take a group back from a backend login: its next statement sees and writes nothing of it.")
-            @OptionGroup var database: DatabaseOption
-            @Option(help: "The backend's login role.") var login: String
-            @Option(help: "The group (default: $KVSTORE_GROUP).") var group: String?
+            @OptionGroup var grant: LoginAndGroup
 
             func run() throws {
-                let url = try database.url()
-                let (login, group) = (self.login, try SyncCommand.Token.group(self.group))
+                let (url, login, group) = try grant.resolved()
                 guard try blocking({ try await SyncBackend.revoke(login: login, group: group, on: url) }) else {
                     throw CLIError(.notFound, "\(login) was not granted that group")
                 }
