@@ -348,7 +348,7 @@ import Glibc
         if how == "restored" {
             _ = try cluster.psql("TRUNCATE kvsync_changes, kvsync_state, kvsync_groups RESTART IDENTITY")
         } else {
-            _ = try cluster.psql("""
+            _ = try cluster.psql(Self.dropSchemaVersion8 + """
                 DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens, kvsync_revocations;
                 DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
                 DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation;
@@ -367,6 +367,22 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
+    /// What schema version 8 (issue 50) added, dropped: the JSON view and functions, the backend's grants,
+    /// the stored-JSON column and list, the validators' registry and the server writes.
+    static let dropSchemaVersion8 = """
+        DROP VIEW kvsync_state_json; DROP POLICY kvsync_backend_read ON kvsync_state;
+        DROP TABLE kvsync_backend_grants, kvsync_json_collections, kvsync_validators;
+        DROP TRIGGER IF EXISTS kvsync_state_json ON kvsync_state;
+        ALTER TABLE kvsync_state DROP COLUMN value_json;
+        DO $$ DECLARE f regprocedure; BEGIN
+            FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                     WHERE p.proname IN ('kvsync_cbor_arg', 'kvsync_cbor_date_text', 'kvsync_cbor_float', 'kvsync_cbor_float_text', 'kvsync_cbor_head', 'kvsync_cbor_head_size', 'kvsync_cbor_invalid', 'kvsync_cbor_json_string', 'kvsync_cbor_nonfinite', 'kvsync_cbor_special', 'kvsync_cbor_string', 'kvsync_cbor_to_jsonb', 'kvsync_cbor_utf8', 'kvsync_json_collections_changed', 'kvsync_jsonb_to_cbor', 'kvsync_jsonb_to_cbor_at', 'kvsync_key_text', 'kvsync_server_delete', 'kvsync_server_put', 'kvsync_server_put_json', 'kvsync_server_write', 'kvsync_state_keep_json', 'kvsync_validate', 'kvsync_validate_one', 'kvsync_validator_signature', 'kvsync_validators_dispatch') LOOP
+                EXECUTE 'DROP FUNCTION ' || f::text;
+            END LOOP;
+        END $$;
+
+        """
+
     /// A server made by the previous release (schema version 1, no server id) is migrated in place by
     /// the first device that connects, and keeps its log.
     @Test func aVersionOneServerIsMigratedInPlace() async throws {
@@ -381,7 +397,7 @@ import Glibc
         }
         // Version 1's push function took no clock bound, and it had no credentials, row-level security,
         // server clock bound, revocation log nor files' bytes (issue 49).
-        try cluster.psql("""
+        try cluster.psql(Self.dropSchemaVersion8 + """
             DROP TABLE kvsync_blobs, kvsync_blob_chunks; DROP FUNCTION kvsync_blob_referenced, kvsync_blob_head, kvsync_blob_put, kvsync_blob_read, kvsync_blob_gc; DROP INDEX kvsync_state_manifest; DROP FUNCTION kvsync_manifest_hash;
             DROP TABLE kvsync_tokens, kvsync_revocations; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
             DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation;
@@ -402,7 +418,7 @@ import Glibc
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "7|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "8|36")
         // Version 5's partitions (by a hash of the group), with the rows moved over.
         #expect(try cluster.count("""
             SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
