@@ -28,6 +28,11 @@ package enum GatewayHeader: String, CaseIterable, Sendable {
     case range = "Range"
     /// `bytes A-B/SIZE` on a 206, `bytes */SIZE` on a 416 (RFC 9110 §14.4).
     case contentRange = "Content-Range"
+    /// On a pull (`GET /v1/changes`, issue 51): the group's log holds at least this sequence number
+    /// (the largest version the device's own pushes were answered with), so that a gateway reading
+    /// from a replica that lags waits for it (bounded), or reads the primary: read-your-writes. A
+    /// decimal number; a gateway from before issue 51 ignores it, as any header it does not know.
+    case through = "KVSync-Through"
 
     /// The name as a server looks it up.
     package var lowercased: String { rawValue.lowercased() }

@@ -38,6 +38,16 @@ package enum PushOutcome: Sendable, Equatable {
     package static let maxReasonCharacters = 256
     /// The bytes of a rejection's reason, or of a row's problem, on the wire at most.
     package static let maxReasonBytes = 1024
+
+    /// The sequence number the outcome names (the change's, or the server's current row's), if any:
+    /// the group's log holds at least this far once the push is answered.
+    package var version: Int64? {
+        switch self {
+        case .applied(let version), .conflict(let version, _, _, _, _): version
+        case .rejected(_, let version, _, _, _, _): version
+        case .missingBlob: nil
+        }
+    }
 }
 
 /// One row of the server's change log (or, in a resync, of its current state).

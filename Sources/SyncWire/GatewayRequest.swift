@@ -101,6 +101,9 @@ package struct GatewayRequestHead: Equatable, Sendable {
     package var install: String?
     /// The declared `Content-Length` (0 when absent, which only a request without a body may be).
     package var bodyLength: Int
+    /// A pull's ``GatewayHeader/through``: the sequence number the device knows the group's log
+    /// holds (its own last push's), `nil` when it sent none.
+    package var through: Int64?
 
     /// The largest page a device may ask for.
     package static let maxPageChanges = 10_000
@@ -148,6 +151,14 @@ package struct GatewayRequestHead: Equatable, Sendable {
                 throw GatewayRefusal(.badRequest, "the \(InstallID.header) header is not an install id (\(InstallID.secretLength) characters of base64url)")
             }
             install = text
+        }
+        let throughs = header(GatewayHeader.through.lowercased)
+        guard throughs.count <= 1 else { throw GatewayRefusal(.badRequest, "more than one \(GatewayHeader.through.rawValue) header") }
+        if let text = throughs.first {
+            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let sequence = Int64(text) else {
+                throw GatewayRefusal(.badRequest, "the \(GatewayHeader.through.rawValue) header is not a sequence number")
+            }
+            through = sequence
         }
         // Bodies come with a Content-Length, and only with a push: a chunked body (or one with two
         // lengths, which HTTP parsing already refuses) never reaches the budget of bodies unmeasured.

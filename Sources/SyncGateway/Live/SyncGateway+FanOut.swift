@@ -29,7 +29,7 @@ extension SyncGateway {
                 try await connection.listen(on: ServerStatements.channel) { notifications in
                     backoff = .milliseconds(100)
                     hub.notify(group: nil)
-                    for try await notification in notifications { hub.notify(group: notification.payload) }
+                    for try await notification in notifications { wake(group: notification.payload) }
                 }
             } catch {
                 if Task.isCancelled { return }

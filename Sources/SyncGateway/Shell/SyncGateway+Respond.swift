@@ -71,7 +71,15 @@ extension SyncGateway {
             let client = try pool()
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
-            let (answer, pushed, pulled, ahead, refused): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
+            // A pull, with a replica: read there (``changesFromReplica(_:request:after:limit:maxBytes:)``).
+            let replicated: ChangesPage? = if let replica, case .changes(let after, let limit) = request.head.operation {
+                try await changesFromReplica(replica, request: request, after: after, limit: limit, maxBytes: reservation.withLock { $0 })
+            } else {
+                nil
+            }
+            let (answer, pushed, pulled, ahead, refused): Answer = if let replicated {
+                (replicated.encoded(), 0, replicated.changes.count, nil, [])
+            } else { try await client.withTransaction(logger: logger) { [self] connection -> Answer in
                 let principal = try await self.principal(of: request.credential, install: request.head.install, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
@@ -129,7 +137,7 @@ extension SyncGateway {
                 case .blob:
                     throw Refusal(status: .internalServerError, line: "a blob's request is answered by the gateway's blobs room, not here")
                 }
-            }
+            } }
             // A page or a state was counted as it was reserved: its reservation becomes its size, and the
             // writer releases it. Another answer (a push's outcomes) that would take the answers being
             // written past their budget is dropped now, rather than held for a device that may never

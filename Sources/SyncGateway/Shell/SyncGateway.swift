@@ -151,6 +151,12 @@ public final class SyncGateway: Sendable {
         /// Told of each refusal and error (`kvtool sync gateway --log-format json|text` writes them on
         /// standard error), on the thread that answers: it must not block for long.
         public var log: (@Sendable (GatewayLogEvent) -> Void)?
+        /// A hot standby of the database for reads (`--read-database-url`; issue 51): pulls read their
+        /// pages there, waiting (at most 2 s, then reading the primary) until it holds the device's own
+        /// last push; live streams are woken once it has replayed the commit that woke them. Pushes,
+        /// credentials, revocations, resyncs and `LISTEN` stay on the primary. `nil`: every read on
+        /// the primary. Its login, as the primary's, is a member of `kvsync_gateway`.
+        public var readDatabase: ServerURL?
         public init() {}
     }
 
@@ -158,6 +164,8 @@ public final class SyncGateway: Sendable {
     let options: Options
     /// The database's pool (``pool()``), and whether the database answers (``watchDatabase()``).
     let link: DatabaseLink
+    /// The replica pulls read from (``Options/readDatabase``), if any.
+    let replica: ReadReplica?
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
     /// The connections served at once (``Limits/maxConnections``).
@@ -222,6 +230,9 @@ public final class SyncGateway: Sendable {
         self.options = options
         link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
                             logger: options.logger)
+        replica = try options.readDatabase.map {
+            try ReadReplica(url: $0, connections: options.limits.databaseConnections, logger: options.logger)
+        }
         let limits = options.limits
         connections = ConnectionLimit(max: limits.maxConnections)
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
@@ -275,6 +286,10 @@ public final class SyncGateway: Sendable {
             tasks.addTask { await self.link.run() }
             tasks.addTask { await self.watchDatabase() }
             tasks.addTask { await self.listen() }
+            if let replica {
+                tasks.addTask { await replica.link.run() }
+                tasks.addTask { await self.gateWakes(through: replica) }
+            }
             tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }
             let limits = options.limits

@@ -29,6 +29,10 @@ final class GatewayConnection: ReplicationServer, Sendable {
     /// Whether ``close()`` was called, and the kept-alive connections between requests.
     private let pool = Locked(Pool())
     private let greeting = Locked<GatewayHello?>(nil)
+    /// The largest version this connection's pushes were answered with: sent with each pull
+    /// (``GatewayHeader/through``) so that a gateway reading from a replica reads this device's own
+    /// writes (issue 51). Never lowered; 0 before a push.
+    private let through = Locked<Int64>(0)
 
     /// Set to now whenever the gateway answers a request with 200 (a replicator's sign that its
     /// server answers).
@@ -125,6 +129,8 @@ final class GatewayConnection: ReplicationServer, Sendable {
                     throw ReplicationError.server("the sync gateway answered \(some.count) outcomes for \(end - start) changes")
                 }
                 outcomes += some
+                let newest = some.lazy.compactMap(\.version).max() ?? 0
+                through.withLock { $0 = max($0, newest) }
             }
             start = end
         }
@@ -132,7 +138,9 @@ final class GatewayConnection: ReplicationServer, Sendable {
     }
 
     func changes(group: String, after cursor: Int64, limit: Int) async throws -> ChangesPage {
-        let answer = try await request(.changes, target: GatewayEndpoint.changes(after: cursor, limit: limit))
+        let known = through.withLock { $0 }
+        let answer = try await request(.changes, target: GatewayEndpoint.changes(after: cursor, limit: limit),
+                                       headers: known > cursor ? [(GatewayHeader.through.rawValue, String(known))] : [])
         return try decoding { try ChangesPage(decoding: answer, maxValueBytes: maxValueBytes) }
     }
 
@@ -181,8 +189,10 @@ final class GatewayConnection: ReplicationServer, Sendable {
 
     /// One request to `endpoint` (at `target`, its path with a query, if it takes one) on a connection
     /// of its own; the answer's body, or the refusal as a typed error.
-    func request(_ endpoint: GatewayEndpoint, target: String? = nil, body: [UInt8]? = nil) async throws -> [UInt8] {
-        let (status, headers, answer) = try await exchange(HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path, body: body)
+    func request(_ endpoint: GatewayEndpoint, target: String? = nil, headers extra: [(String, String)] = [],
+                 body: [UInt8]? = nil) async throws -> [UInt8] {
+        let (status, headers, answer) = try await exchange(HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path,
+                                                           headers: extra, body: body)
         guard status == .ok else { throw Self.refusal(status, headers, answer) }
         answered?.withLock { $0 = .now }
         return answer

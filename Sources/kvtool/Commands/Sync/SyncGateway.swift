@@ -245,6 +245,10 @@ extension SyncCommand {
                 flight finish, then it exits.
                 """)
         @OptionGroup var database: DatabaseOption
+        /// A hot standby for pulls (issue 51): its URL names a kvsync_gateway login, as --database's.
+        @Option(name: .customLong("read-database-url"),
+                help: "A hot standby of the database (postgres://USER@HOST:PORT/DATABASE) that pulls read from; pushes, credentials and LISTEN stay on --database.")
+        var readDatabaseURL: String?
         @Option(help: "HOST:PORT to listen on (port 0: any free port).") var listen: String = "127.0.0.1:8391"
         @Option(name: .customLong("tls-certificate"), help: "PEM certificate chain: serve HTTPS.") var tlsCertificate: String?
         @Option(name: .customLong("tls-key"), help: "PEM private key of the certificate.") var tlsKey: String?
@@ -400,6 +404,10 @@ extension SyncCommand {
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
             options.allowPrivilegedRole = allowPrivilegedRole
             options.databaseTimeout = .milliseconds(Int64(databaseTimeout * 1000))
+            if let readDatabaseURL {
+                if SyncGatewayURL.isGateway(readDatabaseURL) { throw CLIError(.usage, "--read-database-url takes a postgres:// URL, not a gateway's") }
+                options.readDatabase = try ServerURL(readDatabaseURL)
+            }
             options.waitingForDatabase = { line in
                 Output.flush()
                 FileHandle.standardError.write(Data("kvtool: \(line)\n".utf8))
