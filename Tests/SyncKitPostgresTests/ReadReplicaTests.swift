@@ -156,5 +156,27 @@ import Glibc
             #expect(versions.allSatisfy(reader.received.contains), "round \(round): woken, the reader pulled \(reader.received), not \(versions)")
         }
     }
+
+    /// A replica that stops answering costs the devices nothing but its reads: the gateway's watch
+    /// finds it down, pulls read the primary (a device still reads its own write) and wake-ups no
+    /// longer wait for it.
+    @Test func aReplicaThatStopsLeavesPullsAndWakeUpsToThePrimary() async throws {
+        let rig = try await Rig()
+        let group = GatewayTests.group("replica-down")
+        let device = try await rig.device(group, "d")
+        let follower = try GatewayLiveTests.LiveFollower(rig.url, token: try await issueToken(rig.primary, ["--group", group]), group: group)
+        defer { follower.task.cancel() }
+        #expect(await eventuallyAsync(30) { follower.count >= 1 })
+        try await offPool { try rig.standby.stop(immediate: true) }
+        let started = ContinuousClock.now
+        for round in 1...3 {
+            let before = follower.count
+            let versions = try await device.push(["down-\(round)"])
+            try await device.pull()
+            #expect(versions.allSatisfy(device.received.contains), "round \(round): \(device.received) lacks its own \(versions)")
+            #expect(await eventuallyAsync(30) { follower.count > before }, "round \(round): the live stream was not woken")
+        }
+        print("ReadReplicaTests: 3 pushes, pulls and wake-ups with the replica stopped in \(ContinuousClock.now - started)")
+    }
 }
 #endif

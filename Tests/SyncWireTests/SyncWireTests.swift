@@ -50,6 +50,22 @@ struct SyncWireTests {
         refused("GET", "/v1/changes?after=0&limit=10001", Self.auth, 400, "limit must be")
     }
 
+    /// A pull's `KVSync-Through` (issue 51): a decimal sequence number, at most one, refused in one
+    /// line otherwise; absent, nil.
+    @Test func aPullsThroughHeaderIsOneSequenceNumber() throws {
+        #expect(try Self.head("GET", "/v1/changes?after=5", Self.auth + [("kvsync-through", "42")]).through == 42)
+        #expect(try Self.head("GET", "/v1/changes?after=5", Self.auth).through == nil)
+        for (values, line) in [(["-1"], "not a sequence number"), ([""], "not a sequence number"), (["1e3"], "not a sequence number"),
+                               (["99999999999999999999"], "not a sequence number"), (["1", "2"], "more than one KVSync-Through")] {
+            #expect(throws: GatewayRefusal.self) { _ = try Self.head("GET", "/v1/changes?after=5", Self.auth + values.map { ("kvsync-through", $0) }) }
+            do {
+                _ = try Self.head("GET", "/v1/changes?after=5", Self.auth + values.map { ("kvsync-through", $0) })
+            } catch {
+                #expect(error.status == 400 && error.line.contains(line), "\(values): \(error)")
+            }
+        }
+    }
+
     /// The install id (issue 46): a secret of 43 base64url characters, at most one header, refused in
     /// a line that never holds it; a device id is a name and the install's public id, or the name alone
     /// when there is no room; a name that ends like one is reserved.

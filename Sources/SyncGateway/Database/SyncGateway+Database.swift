@@ -38,8 +38,11 @@ extension SyncGateway {
     /// ``probeInterval`` (at once when the connection closes); when one fails, the database is
     /// unreachable (``DatabaseLink/markDown(_:now:)``, logged once, and the pool replaced) until one
     /// succeeds again (logged: `recovered`). A connection that closed is opened again before anything
-    /// is concluded: only a database that cannot be reached, or does not answer, is down.
-    func watchDatabase() async {
+    /// is concluded: only a database that cannot be reached, or does not answer, is down. A read
+    /// replica (`url` and `link`: ``ReadReplica``) is watched the same way: while it is down, pulls
+    /// read the primary.
+    func watchDatabase(_ url: ServerURL? = nil, link watched: DatabaseLink? = nil) async {
+        let (database, link) = (url ?? database, watched ?? link)
         let logger = options.logger
         guard var configuration = try? database.connectionConfiguration() else { return }
         configuration.options.connectTimeout = .milliseconds(Self.probeTimeout.wholeMilliseconds)
@@ -78,7 +81,8 @@ extension SyncGateway {
                 if link.markDown(reason) {
                     metrics.error()
                     options.log?(GatewayLogEvent(level: .error, event: "error",
-                                                 message: "the database at \(endpoint) is unreachable (\(reason)): requests are answered 503 until it answers"))
+                                                 message: "the database at \(endpoint) is unreachable (\(reason)): "
+                                                     + (watched == nil ? "requests are answered 503 until it answers" : "pulls read the primary until it answers")))
                 }
                 try? await Task.sleep(for: Self.probeRetry)
             }

@@ -162,7 +162,7 @@ public final class SyncGateway: Sendable {
 
     let database: ServerURL
     let options: Options
-    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase()``).
+    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase(_:link:)``).
     let link: DatabaseLink
     /// The replica pulls read from (``Options/readDatabase``), if any.
     let replica: ReadReplica?
@@ -288,6 +288,7 @@ public final class SyncGateway: Sendable {
             tasks.addTask { await self.listen() }
             if let replica {
                 tasks.addTask { await replica.link.run() }
+                tasks.addTask { await self.watchDatabase(replica.url, link: replica.link) }
                 tasks.addTask { await self.gateWakes(through: replica) }
             }
             tasks.addTask { await self.followRevocations(after: revocations) }
