@@ -30,6 +30,9 @@ final class ReadReplica: Sendable {
     static let maxLateWait: Duration = .seconds(60)
     /// How often the replica is asked how far it has replayed while something waits for it.
     static let pollInterval: Duration = .milliseconds(5)
+    /// The longest pause between a pull's reads of a replica that is not yet as far as the device's
+    /// own last push.
+    static let maxPollInterval: Duration = .milliseconds(50)
 
     /// The groups woken since the gate last took them, and whether the gate was signalled.
     private let woken = Locked<Set<String>>([])

@@ -11,7 +11,8 @@ extension SyncGateway {
     /// there is refused at once, whatever the replica's lag), then the page is read from the replica
     /// in a transaction scoped as the primary's would be. When the device's request names its own
     /// last push (``GatewayRequestHead/through``) and the replica's copy of the group is not that far
-    /// yet, the page is read again until it is, for at most ``ReadReplica/maxWait``; then (or when the
+    /// yet, the page is read again until it is (after 5 ms, 10, 20, 40, then every 50 ms), for at most
+    /// ``ReadReplica/maxWait``; then (or when the
     /// replica fails) from the primary. A replica is a prefix of the primary's commits, and a group's
     /// sequence numbers are committed in order, so a page from it never skips a row: it can only end
     /// sooner.
@@ -35,11 +36,15 @@ extension SyncGateway {
             }
         }
         let deadline = ContinuousClock.now + ReadReplica.maxWait
+        // The pause between reads doubles up to ``ReadReplica/maxPollInterval``: a device that names a
+        // sequence number the group never reaches costs the replica about 45 reads, then the primary one.
+        var pause = ReadReplica.pollInterval
         while replica.link.status.up {
             guard let page = try? await read(replica.link.client) else { break }
             if max(page.lastSequence, page.changes.last?.sequence ?? 0) >= request.head.through ?? 0 { return page }
-            guard ContinuousClock.now + ReadReplica.pollInterval < deadline else { break }
-            try? await Task.sleep(for: ReadReplica.pollInterval)
+            guard ContinuousClock.now + pause < deadline else { break }
+            try? await Task.sleep(for: pause)
+            pause = min(pause * 2, ReadReplica.maxPollInterval)
         }
         return try await read(try pool())
     }
