@@ -68,7 +68,7 @@ extension SyncGateway {
             // was, with the bound that refused it (milliseconds), or the budgets that refused it.
             typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?, refused: [PushRefusal])
             // Refused here, before a transaction, while the database is unreachable.
-            let client = try pool()
+            let client = try await pool(for: request.head.group)
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             let (answer, pushed, pulled, ahead, refused): Answer = try await client.withTransaction(logger: logger) { [self] connection -> Answer in
