@@ -34,14 +34,19 @@ import Glibc
         let other = try await offPool { try LocalPostgresCluster() }
         defer { try? other.stop(immediate: true) }
         let otherURL = try await other.prepareForGateways()
-        let (atHome, elsewhere, nowhere) = (Self.group("dir-home"), Self.group("dir-b"), Self.group("dir-nowhere"))
+        let (atHome, elsewhere, nowhere, held) = (Self.group("dir-home"), Self.group("dir-b"), Self.group("dir-nowhere"), Self.group("dir-held"))
         // The owner places the groups in the home database's directory (which the command migrates).
         for (group, name) in [(elsewhere, "b"), (nowhere, "nowhere")] {
             let placed = try await kvtoolRun(["sync", "directory", "set", "--database", home.tcpURL.description, "--group", group, "--in", name])
             #expect(placed.status == 0, "\(placed.stderr)")
         }
+        let holding = try await kvtoolRun(["sync", "directory", "hold", "--database", home.tcpURL.description, "--group", held])
+        #expect(holding.status == 0, "\(holding.stderr)")
+        // A name is never an address: refused, nothing written.
+        let address = try await kvtoolRun(["sync", "directory", "set", "--database", home.tcpURL.description, "--group", held, "--in", otherURL.description])
+        #expect(address.status == 64 && address.stderr.contains("never its URL"), "\(address.status) \(address.stderr)")
         let listed = try await kvtoolRun(["sync", "directory", "list", "--database", home.tcpURL.description])
-        #expect(listed.stdout.split(separator: "\n").sorted() == ["\(elsewhere) b", "\(nowhere) nowhere"], "\(listed.stdout)")
+        #expect(listed.stdout.split(separator: "\n").sorted() == ["\(elsewhere) b", "\(held) held", "\(nowhere) nowhere"].sorted(), "\(listed.stdout)")
         let (gateway, url) = try await startGateway(home, extra: ["--group-database", "b=\(otherURL)"])
         defer { gateway.kill(SIGKILL) }
         // Credentials live with their group's data.
@@ -75,6 +80,10 @@ import Glibc
         let lost = try GatewayConnection(url: SyncGatewayURL(url), token: try await issueToken(home, ["--group", nowhere]), group: nowhere,
                                          maxValueBytes: 1 << 20, operationTimeout: .seconds(30), connectTimeout: .seconds(10))
         await #expect { _ = try await lost.hello() } throws: { "\($0)".contains("'nowhere'") && "\($0)".contains("--group-database nowhere=URL") }
+        // A group held while it moves: refused, to be tried again.
+        let moving = try GatewayConnection(url: SyncGatewayURL(url), token: try await issueToken(home, ["--group", held]), group: held,
+                                           maxValueBytes: 1 << 20, operationTimeout: .seconds(30), connectTimeout: .seconds(10))
+        await #expect { _ = try await moving.hello() } throws: { "\($0)".contains("being moved") }
 
         // The second database stops: the home group keeps syncing and waking; the other is refused at once.
         try await offPool { try other.stop(immediate: true) }
@@ -94,6 +103,7 @@ import Glibc
         homeFollower.task.cancel()
         otherFollower.task.cancel()
         await lost.close()
+        await moving.close()
         await cut.close()
     }
 }
