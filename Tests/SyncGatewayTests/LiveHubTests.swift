@@ -123,6 +123,24 @@ import Testing
         #expect(try kept.written().contains("event: change\n"))
     }
 
+    /// Several databases (issue 51): each numbers its own credentials, so a revocation of credential 21
+    /// in the database of group B ends B's stream of 21, never the stream of A's credential 21 (in
+    /// another database), and a group whose place is not known is closed rather than missed.
+    @Test func aRevocationEndsOnlyTheStreamsOfItsDatabasesGroups() throws {
+        let hub = LiveHub(maxStreams: 10, maxStreamsPerCredential: 10)
+        let directory = DirectoryCache(capacity: 10)
+        directory.remember(.home, of: "A")
+        directory.remember(.named("b"), of: "B")
+        let home = try Self.open(Self.principal(group: "A", device: "1", id: 21), on: hub)
+        let other = try Self.open(Self.principal(group: "B", device: "1", id: 21), on: hub)
+        let unknown = try Self.open(Self.principal(group: "C", device: "1", id: 21), on: hub)
+        hub.close(credentials: [21], expiredBy: Date()) { directory.mayBe($0, in: "b") }
+        #expect(try other.written().contains("data: the credential was revoked\n"))
+        #expect(try unknown.written().contains("data: the credential was revoked\n"))
+        #expect(try home.written() == "")
+        #expect(home.channel.isActive && hub.count == 1)
+    }
+
     @Test func theDrainEndsEveryStreamWithItsReason() throws {
         let hub = LiveHub(maxStreams: 10, maxStreamsPerCredential: 10)
         let devices = try (1...3).map { try Self.open(Self.principal(group: "G\($0 % 2)", device: "\($0)"), on: hub) }

@@ -45,7 +45,7 @@ import Testing
     /// The version is the number of migrations.
     @Test func theVersionCountsTheMigrations() {
         #expect(ServerSchema.version == ServerSchema.migrations.count)
-        #expect(ServerSchema.version == 8)
+        #expect(ServerSchema.version == 9)
     }
 }
 #endif

@@ -149,7 +149,7 @@ extension SyncGateway {
     func admit(_ request: GatewayRequestHead, hash: [UInt8], from source: SourceAddress) async -> Admission {
         do {
             let logger = options.logger
-            let principal = try await pool().withConnection { connection in
+            let principal = try await pool(for: request.group).withConnection { connection in
                 try await Self.authenticate(hash, on: connection, logger: logger)
             }
             verified.remember(hash, principal)

@@ -83,7 +83,7 @@ extension SyncGateway {
     func scoped<Result: Sendable>(_ request: Admitted, first: Bool = true,
                                   _ body: @escaping @Sendable (Principal, PostgresConnection, Logger) async throws -> Result) async throws -> Result {
         let logger = options.logger
-        let client = try pool()
+        let client = try await pool(for: request.head.group)
         let started = ContinuousClock.now
         defer { metrics.transaction(ContinuousClock.now - started) }
         return try await client.withTransaction(logger: logger) { [self] connection -> Result in

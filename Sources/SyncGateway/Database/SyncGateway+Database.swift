@@ -18,12 +18,11 @@ extension SyncGateway {
     /// What a device is told to wait before it tries again while the database is unreachable.
     static let unreachableRetryAfter = 2
 
-    /// The pool to lease a connection from, or ``DatabaseLink/Unreachable`` when the database does not
-    /// answer (the request is refused at once, and nothing is asked of the database).
+    /// The home database's pool, or ``DatabaseLink/Unreachable`` when it does not answer (the request
+    /// is refused at once, and nothing is asked of the database). A group's requests use
+    /// ``pool(for:)``, which the directory routes.
     func pool() throws -> PostgresClient {
-        let status = link.status
-        guard status.up else { throw DatabaseLink.Unreachable(reason: status.reason) }
-        return link.client
+        try home.pool()
     }
 
     /// The answer while the database is unreachable: 503 in a line of the gateway's own words (never a
@@ -34,16 +33,13 @@ extension SyncGateway {
         return response
     }
 
-    /// Watches the database on a connection of its own until cancelled: a probe every
+    /// Watches `target` on a connection of its own until cancelled: a probe every
     /// ``probeInterval`` (at once when the connection closes); when one fails, the database is
     /// unreachable (``DatabaseLink/markDown(_:now:)``, logged once, and the pool replaced) until one
     /// succeeds again (logged: `recovered`). A connection that closed is opened again before anything
-    /// is concluded: only a database that cannot be reached, or does not answer, is down. A read
-    /// replica (`url` and `link`: ``ReadReplica``) is watched the same way: while it is down, pulls
-    /// read the primary.
-    func watchDatabase(_ url: ServerURL? = nil, link watched: DatabaseLink? = nil) async {
-        let (database, link) = (url ?? database, watched ?? link)
-        let logger = options.logger
+    /// is concluded: only a database that cannot be reached, or does not answer, is down.
+    func watchDatabase(_ target: GroupDatabase) async {
+        let (logger, database, link) = (options.logger, target.url, target.link)
         guard var configuration = try? database.connectionConfiguration() else { return }
         configuration.options.connectTimeout = .milliseconds(Self.probeTimeout.wholeMilliseconds)
         let settings = configuration

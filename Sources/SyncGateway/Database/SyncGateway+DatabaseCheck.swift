@@ -15,7 +15,7 @@ extension SyncGateway {
     /// A connection to the database, tried again with a backoff while nothing answers there, for up
     /// to ``Options/databaseTimeout`` (``Options/waitingForDatabase`` is told once). Other errors (a
     /// refused login, a database that does not exist) are thrown at once.
-    func connectWaiting() async throws -> PostgresConnection {
+    func connectWaiting(_ database: ServerURL) async throws -> PostgresConnection {
         let configuration = try database.connectionConfiguration()
         let logger = options.logger
         let timeout = options.databaseTimeout
@@ -62,13 +62,13 @@ extension SyncGateway {
         }
     }
 
-    func checkDatabase() async throws -> Int64 {
+    func checkDatabase(_ database: ServerURL) async throws -> Int64 {
         let logger = options.logger
         let allowPrivileged = options.allowPrivilegedRole
         do {
             // A connection of its own, with a deadline: the pool would try a refused login again and
             // again, and the gateway would hang at its start instead of saying why it cannot.
-            let connection = try await connectWaiting()
+            let connection = try await connectWaiting(database)
             defer { Task { try? await connection.close() } }
             return try await connection.withTransaction(logger: logger) { connection in
                 try await ServerStatements.checkSchemaExists(connection, logger: logger)

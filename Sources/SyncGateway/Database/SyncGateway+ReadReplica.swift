@@ -49,10 +49,12 @@ extension SyncGateway {
         return try await read(try pool())
     }
 
-    /// A notification for `group` came: its streams are woken now, or, with a replica, once it has
-    /// replayed the commit (``gateWakes(through:)``).
-    func wake(group: String) {
-        if let replica { replica.wake(group) } else { hub.notify(group: group) }
+    /// A notification for `group` came from `database`: its streams are woken now, or, for a group of
+    /// the home database with a replica, once the replica has replayed the commit
+    /// (``gateWakes(through:)``; the replica is the home database's: other databases' groups read their
+    /// own primary).
+    func wake(group: String, in database: GroupDatabase) {
+        if let replica, database === home { replica.wake(group) } else { hub.notify(group: group) }
     }
 
     /// Until cancelled: takes the groups woken since the last round, reads the primary's WAL position

@@ -92,11 +92,12 @@ final class LiveHub: Sendable {
         deliver(.heartbeat, to: state.withLock { $0.groups.values.flatMap(\.values) })
     }
 
-    /// Ends the streams of these credentials (revoked) and of those whose time is up.
-    func close(credentials revoked: Set<Int64>, expiredBy now: Date) {
+    /// Ends the streams of these credentials (revoked) of the groups `among` takes (their database's:
+    /// each database numbers its own credentials), and of those whose time is up.
+    func close(credentials revoked: Set<Int64>, expiredBy now: Date, among: (String) -> Bool = { _ in true }) {
         let ending = state.withLock { state in
             state.groups.values.flatMap(\.values).compactMap { stream -> (LiveStream, GatewayCloseReason)? in
-                if let id = stream.credential, revoked.contains(id) { return (stream, .revoked) }
+                if let id = stream.credential, revoked.contains(id), among(stream.group) { return (stream, .revoked) }
                 if let expiry = stream.expiresAt, expiry <= now { return (stream, .expired) }
                 return nil
             }

@@ -17,19 +17,19 @@ extension SyncGateway {
     /// over twice as long, and connect again): the protocol's.
     static let heartbeat = GatewayWire.heartbeat
 
-    /// One `LISTEN` on the sync channel for the whole gateway, reconnecting with a backoff; every
-    /// notification wakes its group's streams.
-    func listen() async {
+    /// One `LISTEN` on the sync channel of `target` (one per database) for the whole gateway,
+    /// reconnecting with a backoff; every notification wakes its group's streams.
+    func listen(to target: GroupDatabase) async {
         var backoff: Duration = .milliseconds(100)
         while !Task.isCancelled {
             do {
-                let connection = try await PostgresConnection.connect(configuration: try database.connectionConfiguration(), id: 0,
+                let connection = try await PostgresConnection.connect(configuration: try target.url.connectionConfiguration(), id: 0,
                                                                       logger: options.logger)
                 defer { Task { try? await connection.close() } }
                 try await connection.listen(on: ServerStatements.channel) { notifications in
                     backoff = .milliseconds(100)
                     hub.notify(group: nil)
-                    for try await notification in notifications { wake(group: notification.payload) }
+                    for try await notification in notifications { wake(group: notification.payload, in: target) }
                 }
             } catch {
                 if Task.isCancelled { return }

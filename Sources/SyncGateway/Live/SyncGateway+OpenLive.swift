@@ -49,7 +49,7 @@ extension SyncGateway {
             let logger = options.logger
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
-            principal = try await pool().withTransaction(logger: logger) { connection in
+            principal = try await pool(for: request.head.group).withTransaction(logger: logger) { connection in
                 let principal = try await self.principal(of: request.credential, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 return principal

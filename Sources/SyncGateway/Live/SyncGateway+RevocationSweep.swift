@@ -34,7 +34,7 @@ extension SyncGateway {
     /// it), on a connection of this sweep's own that is opened anew at the next sweep when it fails:
     /// however long the database was away, no revocation made meanwhile is missed, and the first
     /// sweep after it returns sees them.
-    func followRevocations(after start: Int64) async {
+    func followRevocations(in target: GroupDatabase, after start: Int64) async {
         var cursor = start
         // The entries the last sweep saw: the window shows them again, and each is acted on once.
         var seen = Set<Int64>()
@@ -55,7 +55,7 @@ extension SyncGateway {
                 // Each step has a deadline: a database behind a network that drops packets silently
                 // must not hold the sweep.
                 if connection == nil || connection!.isClosed {
-                    let configuration = try database.connectionConfiguration()
+                    let configuration = try target.url.connectionConfiguration()
                     let fresh = try await withDeadline(Self.sweepConnectTimeout, what: "the database") {
                         try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
                     } abandoned: { late in
@@ -92,7 +92,8 @@ extension SyncGateway {
                 connection = nil
                 pause = Self.revocationRetry
             }
-            hub.close(credentials: revoked, expiredBy: Date())
+            // A credential's id is its database's: only streams of groups placed there are closed for it.
+            hub.close(credentials: revoked, expiredBy: Date()) { [directory] group in directory.mayBe(group, in: target.name) }
         }
         if let connection { try? await connection.close() }
     }

@@ -68,11 +68,12 @@ extension SyncGateway {
             // was, with the bound that refused it (milliseconds), or the budgets that refused it.
             typealias Answer = (bytes: [UInt8], pushed: Int, pulled: Int, ahead: (by: Int64, limit: Int64)?, refused: [PushRefusal])
             // Refused here, before a transaction, while the database is unreachable.
-            let client = try pool()
+            let target = try await database(of: request.head.group)
+            let client = try target.pool()
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
-            // A pull, with a replica: read there (``changesFromReplica(_:request:after:limit:maxBytes:)``).
-            let replicated: ChangesPage? = if let replica, case .changes(let after, let limit) = request.head.operation {
+            // A pull of a group of the home database, with a replica: read there (``changesFromReplica(_:request:after:limit:maxBytes:)``).
+            let replicated: ChangesPage? = if let replica, target === home, case .changes(let after, let limit) = request.head.operation {
                 try await changesFromReplica(replica, request: request, after: after, limit: limit, maxBytes: reservation.withLock { $0 })
             } else {
                 nil

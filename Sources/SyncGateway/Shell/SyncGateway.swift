@@ -157,15 +157,26 @@ public final class SyncGateway: Sendable {
         /// credentials, revocations, resyncs and `LISTEN` stay on the primary. `nil`: every read on
         /// the primary. Its login, as the primary's, is a member of `kvsync_gateway`.
         public var readDatabase: ServerURL?
+        /// The other databases groups may live in, by the name the directory gives them
+        /// (`--group-database NAME=URL`, issue 51): each request of a group goes to the database the
+        /// home database's directory places it in (``SyncDirectory``; a group without an entry stays
+        /// in the home database). Each has its own pool, watch, `LISTEN` and revocation sweep; the
+        /// name `home` is the home database's own.
+        public var groupDatabases: [String: ServerURL] = [:]
         public init() {}
     }
 
     let database: ServerURL
     let options: Options
-    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase(_:link:)``).
+    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase(_:)``).
     let link: DatabaseLink
-    /// The replica pulls read from (``Options/readDatabase``), if any.
+    /// The replica of the home database that its groups' pulls read from (``Options/readDatabase``), if any.
     let replica: ReadReplica?
+    /// The home database (``database`` and ``link``), and every database by its directory name (the
+    /// home one too), and where the directory placed each group lately.
+    let home: GroupDatabase
+    let databases: [String: GroupDatabase]
+    let directory: DirectoryCache
     private let sslContext: NIOSSLContext?
     let state = Locked(State())
     /// The connections served at once (``Limits/maxConnections``).
@@ -233,7 +244,10 @@ public final class SyncGateway: Sendable {
         replica = try options.readDatabase.map {
             try ReadReplica(url: $0, connections: options.limits.databaseConnections, logger: options.logger)
         }
+        home = GroupDatabase(name: SyncDirectory.home, url: database, link: link)
+        databases = try Self.groupDatabases(home: home, options: options)
         let limits = options.limits
+        directory = DirectoryCache(capacity: limits.maxRememberedPrincipals)
         connections = ConnectionLimit(max: limits.maxConnections)
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
         failures = RateLimiter(perSecond: limits.failedAuthenticationsPerSecond, burst: limits.failedAuthenticationBurst,
@@ -274,7 +288,10 @@ public final class SyncGateway: Sendable {
     public func run(host: String = "127.0.0.1", port: Int = 0, ready: @Sendable (String) -> Void) async throws {
         try await withThrowingDiscardingTaskGroup { tasks in
             // Checked before the pool runs: a database that cannot be used fails the start at once.
-            let revocations = try await checkDatabase()
+            var revocations: [String: Int64] = [:]
+            for named in databases.values.sorted(by: { $0.name < $1.name }) {
+                revocations[named.name] = try await checkDatabase(named.url)
+            }
             metrics.swept()
             if let metricsHost = options.metricsHost {
                 let server = try await bindMetrics(host: metricsHost, port: options.metricsPort)
@@ -283,15 +300,17 @@ public final class SyncGateway: Sendable {
                 options.metricsListening?("http://\(metricsHost.contains(":") ? "[\(metricsHost)]" : metricsHost):\(bound)/metrics")
                 tasks.addTask { await self.serveMetrics(server) }
             }
-            tasks.addTask { await self.link.run() }
-            tasks.addTask { await self.watchDatabase() }
-            tasks.addTask { await self.listen() }
             if let replica {
                 tasks.addTask { await replica.link.run() }
-                tasks.addTask { await self.watchDatabase(replica.url, link: replica.link) }
+                tasks.addTask { await self.watchDatabase(GroupDatabase(name: "replica", url: replica.url, link: replica.link)) }
                 tasks.addTask { await self.gateWakes(through: replica) }
             }
-            tasks.addTask { await self.followRevocations(after: revocations) }
+            for named in databases.values {
+                tasks.addTask { await named.link.run() }
+                tasks.addTask { await self.watchDatabase(named) }
+                tasks.addTask { await self.listen(to: named) }
+                tasks.addTask { await self.followRevocations(in: named, after: revocations[named.name] ?? 0) }
+            }
             tasks.addTask { await self.beat() }
             let limits = options.limits
             let sslContext = self.sslContext

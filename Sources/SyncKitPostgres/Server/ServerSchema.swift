@@ -25,6 +25,8 @@ import SyncWire
 ///   files, content-addressed and chunked, with the functions that upload, read and collect them
 ///   (``blobMigration``, in `ServerSchema+Blobs.swift`); `kvsync_push` answers `missing_blob` for a
 ///   manifest row whose file's bytes the server has not got whole (revision 5).
+/// - From version 9 (issue 51), `kvsync_group_home`: which database of a deployment holds each group
+///   (``directoryMigration``, in `ServerSchema+Directory.swift`; ``SyncDirectory``).
 /// - `kvsync_groups.last_seq` is where the log ends for devices: a push moves it, under the group's
 ///   lock, to the greatest row the sequence has passed (``adoptRows``). Devices read no row past it
 ///   (``ServerStatements/changes(group:after:limit:maxBytes:)``), whatever else the table holds.
@@ -559,6 +561,8 @@ enum ServerSchema {
         blobMigration,
         // Version 8: the backend's access to synced data (issue 50; ServerSchema+Backend.swift).
         backendMigration,
+        // Version 9: scale out (issue 51; ServerSchema+Scale.swift).
+        scaleMigration,
     ]
 
     /// The policy that keeps a role that does not own `table` to the rows of the group its transaction
@@ -596,6 +600,10 @@ enum ServerSchema {
                 IF to_regprocedure('\(validateSignature)') IS NOT NULL THEN
                     GRANT EXECUTE ON FUNCTION \(validateSignature) TO \(gatewayRole);
                 END IF;
+                -- (Version 9.) The directory from group to database, which gateways read.
+                IF to_regclass('kvsync_group_home') IS NOT NULL THEN
+                    GRANT SELECT ON kvsync_group_home TO \(gatewayRole);
+                END IF;
             END IF;
         END $$
         """
@@ -626,7 +634,9 @@ enum ServerSchema {
                      AND has_table_privilege('\(gatewayRole)', 'kvsync_blob_chunks', 'DELETE')
                      AND has_function_privilege('\(gatewayRole)', 'kvsync_blob_referenced(text, bytea)', 'EXECUTE')))
             AND (to_regprocedure('\(validateSignature)') IS NULL
-                 OR has_function_privilege('\(gatewayRole)', '\(validateSignature)', 'EXECUTE')))
+                 OR has_function_privilege('\(gatewayRole)', '\(validateSignature)', 'EXECUTE'))
+            AND (to_regclass('kvsync_group_home') IS NULL
+                 OR has_table_privilege('\(gatewayRole)', 'kvsync_group_home', 'SELECT')))
         """
 
     /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):

@@ -19,7 +19,7 @@ struct SyncCommand: ParsableCommand {
             sync run exits 64 when nothing replicates yet, and 74 when it never reached its server.
             """,
         subcommands: [Enable.self, Run.self, Request.self, Status.self, Agent.self, Quarantine.self, Rejected.self, Prune.self, Setup.self,
-                      Token.self, Gateway.self, Blobs.self, Backend.self, Server.self])
+                      Token.self, Gateway.self, Blobs.self, Backend.self, Server.self, Directory.self])
 
     /// `value`, or the environment variable `name` when it is not given; `nil` when neither is, or is empty.
     static func given(_ value: String?, orEnvironment name: String) -> String? {

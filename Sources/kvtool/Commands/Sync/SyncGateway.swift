@@ -310,6 +310,12 @@ extension SyncCommand {
         var trustedProxies: [String] = []
         @Option(name: .customLong("log-format"), help: "How refusals and errors are logged on standard error: text or json (one object a line).")
         var logFormat: String = "text"
+        /// The other databases of the directory (issue 51): `NAME=URL`, or `NAME=FILE` holding the URL.
+        @Option(name: .customLong("group-database"),
+                help: "NAME=URL (repeatable): another database groups may live in, by its name in the directory (kvtool sync directory set --in NAME). A password here is visible to `ps`: use --group-database-file.")
+        var groupDatabases: [String] = []
+        @Option(name: .customLong("group-database-file"), help: "NAME=FILE (repeatable): as --group-database, the URL read from a secret file.")
+        var groupDatabaseFiles: [String] = []
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
@@ -348,6 +354,23 @@ extension SyncCommand {
             _ = try metricsHostAndPort()
             _ = try proxies()
             guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, got '\(logFormat)'") }
+        }
+
+        /// `--group-database` and `--group-database-file`, by name (the files read).
+        func namedDatabases() throws -> [String: ServerURL] {
+            var named: [String: ServerURL] = [:]
+            for (option, given, isFile) in groupDatabases.map({ ("--group-database", $0, false) }) + groupDatabaseFiles.map({ ("--group-database-file", $0, true) }) {
+                guard let equals = given.firstIndex(of: "="), case let name = String(given[..<equals]), SyncDirectory.isValidName(name) else {
+                    throw CLIError(.usage, "\(option) takes NAME=\(isFile ? "FILE" : "URL"), NAME 1 to 63 letters, digits, - and _")
+                }
+                guard name != SyncDirectory.home else { throw CLIError(.usage, "\(option): the name home is the home database's (--database)") }
+                guard named[name] == nil else { throw CLIError(.usage, "\(option): the name \(name) is given twice") }
+                let value = String(given[given.index(after: equals)...])
+                let text = isFile ? try SyncCommand.secret(fromFile: value, what: "database URL") : value
+                if SyncGatewayURL.isGateway(text) { throw CLIError(.usage, "\(option) takes a postgres:// URL, not a gateway's") }
+                do { named[name] = try ServerURL(text) } catch { throw CLIError(.usage, "\(option) \(name): \(error)") }
+            }
+            return named
         }
 
         /// `--trusted-proxy`'s blocks.
@@ -401,6 +424,7 @@ extension SyncCommand {
             options.limits.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
             options.limits.answerTimeout = .milliseconds(Int64(answerTimeout * 1000))
             options.trustedProxies = try proxies()
+            options.groupDatabases = try namedDatabases()
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
             options.allowPrivilegedRole = allowPrivilegedRole
             options.databaseTimeout = .milliseconds(Int64(databaseTimeout * 1000))
