@@ -70,7 +70,8 @@ extension Bench {
             // process may (root), never in the gateway's code.
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            let needed = rlim_t(2 * (deviceCounts.max() ?? 0) + 4_096)
+            // Behind HAProxy (a child too), the proxy holds two for each device: one from it, one to a gateway.
+            let needed = rlim_t((gateways > 1 && !direct ? 3 : 2) * (deviceCounts.max() ?? 0) + 8_192)
             if limit.rlim_max < needed {
                 var raised = limit
                 (raised.rlim_cur, raised.rlim_max) = (needed, needed)
@@ -232,8 +233,8 @@ extension Bench {
             let descriptors = pids.map { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\($0)/fd")) ?? []).count }
             // Every connection the gateways hold to the database, as the server counts them.
             let connections = try cluster.psql("""
-                SELECT count(*) || ' (' || coalesce(string_agg(n || ' ' || s, ', '), '') || ')' FROM
-                (SELECT CASE WHEN query LIKE 'LISTEN%' THEN 'listening' ELSE coalesce(state, 'none') END AS s, count(*) AS n
+                SELECT coalesce(sum(n), 0) || ' (' || coalesce(string_agg(n || ' ' || s, ', '), '') || ')' FROM
+                (SELECT coalesce(state, 'none') || ' ''' || left(regexp_replace(query, '\\s+', ' ', 'g'), 32) || '''' AS s, count(*) AS n
                  FROM pg_stat_activity WHERE usename = '\(LocalPostgresCluster.gatewayLogin)' GROUP BY 1 ORDER BY 1) AS c
                 """).trimmingCharacters(in: .whitespacesAndNewlines)
 
