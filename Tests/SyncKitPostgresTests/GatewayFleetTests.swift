@@ -36,7 +36,13 @@ struct GatewayFleetTests {
                 ports.append(Int(url.split(separator: ":").last ?? "") ?? 0)
             }
             (self.gateways, self.metrics) = (gateways, metrics)
-            proxy = try LocalHAProxy(gateways: ports)
+            do {
+                proxy = try LocalHAProxy(gateways: ports)
+            } catch {
+                // deinit does not run for an object whose init threw.
+                for gateway in gateways { gateway.kill(SIGKILL) }
+                throw error
+            }
         }
 
         deinit {
