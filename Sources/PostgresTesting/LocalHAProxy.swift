@@ -54,25 +54,8 @@ public final class LocalHAProxy: Sendable {
         let file = directory + "/haproxy.cfg"
         try configuration.write(toFile: file, atomically: true, encoding: .utf8)
         let argv = ["/usr/bin/timeout", "--kill-after=5", "\(lifetime)", Self.program, "-db", "-f", file]
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, directory + "/haproxy.log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        if let closeFrom = LocalPostgresCluster.addCloseFrom { _ = closeFrom(&actions, 3) }
-        var cArguments = argv.map { strdup($0) } + [nil]
-        defer { for pointer in cArguments { free(pointer) } }
         // A process group of its own from the start (`timeout` makes one too), for ``stop()``.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, argv[0], &actions, &attributes, &cArguments, environ)
-        guard spawned == 0 else { throw ReplicationError.server("cannot run \(Self.program): errno \(spawned)") }
-        pid = child
+        pid = try LocalPostgresCluster.spawn(argv, output: directory + "/haproxy.log", ownGroup: true)
         let deadline = ContinuousClock.now + .seconds(30)
         while !(ports + onlyPorts).allSatisfy(Self.accepts) {
             var status: Int32 = 0
