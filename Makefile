@@ -123,8 +123,11 @@ fuzz: deps
 # a property of LMDB and the file system, which a sanitizer does not change) nor the performance tests
 # (figures only); all three run in `make test`. `make sanitize-all` runs every suite under both, with
 # PostgreSQL (about 35 min here). Neither has the Serve trait (measured: kvtool serve's tests alone took
-# 443 s under ThreadSanitizer); kvtool serve and its tests run (unsanitized) in `make test`.
-SANITIZE_SKIP ?= ^(ReliabilityTests|PowerCut|KVStorePerformanceTests)\.
+# 443 s under ThreadSanitizer); kvtool serve and its tests run (unsanitized) in `make test`. Nor the
+# gateway fleet behind HAProxy (SyncKitPostgresTests.GatewayFleetTests: five gateway processes, a proxy
+# and their kills and drains; the code it runs is the gateways' and the replicator's, sanitized by the
+# other gateway suites).
+SANITIZE_SKIP ?= ^((ReliabilityTests|PowerCut|KVStorePerformanceTests)\.|SyncKitPostgresTests\.GatewayFleetTests)
 TSAN_ENV = TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/tsan.supp"
 ASAN_ENV = ASAN_OPTIONS="detect_leaks=1:suppressions=$(CURDIR)/scripts/sanitize/asan.supp" LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/sanitize/lsan.supp" SWIFT_BACKTRACE=enable=no
 

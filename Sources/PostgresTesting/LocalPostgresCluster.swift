@@ -159,22 +159,7 @@ public final class LocalPostgresCluster: Sendable {
                                                   : [program] + arguments
         let outputPath = directory + "/.command-output-\(getpid())"
         unlink(outputPath)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        // Nothing else of this process's: a pipe another thread made for its own child (Foundation's
-        // pipes are not close-on-exec) would stay open in the server `pg_ctl start` leaves running,
-        // and that child's reader would wait for its end as long as the server runs (a test's
-        // `openssl req` took 60 s and more that way, though it had exited).
-        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
-        var cArguments = argv.map { strdup($0) } + [nil]
-        defer { for pointer in cArguments { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
-        guard spawned == 0 else { throw ReplicationError.server("cannot run \(argv[0]): errno \(spawned)") }
+        let pid = try Self.spawn(argv, output: outputPath)
         var status: Int32 = 0
         let deadline = ContinuousClock.now + .seconds(120)
         while waitpid(pid, &status, WNOHANG) == 0 {
@@ -195,6 +180,35 @@ public final class LocalPostgresCluster: Sendable {
             throw ReplicationError.server("\((program as NSString).lastPathComponent) failed (\(code)): \(said)\(log.isEmpty ? "" : "; log: " + log)")
         }
         return text
+    }
+
+    /// Starts `argv` with standard input from /dev/null and its output and errors in the file
+    /// `output`, in a process group of its own when `ownGroup`; its process id.
+    static func spawn(_ argv: [String], output: String, ownGroup: Bool = false) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process's: a pipe another thread made for its own child (Foundation's
+        // pipes are not close-on-exec) would stay open in the server `pg_ctl start` leaves running,
+        // and that child's reader would wait for its end as long as the server runs (a test's
+        // `openssl req` took 60 s and more that way, though it had exited).
+        if let closeFrom = addCloseFrom { _ = closeFrom(&actions, 3) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if ownGroup {
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            posix_spawnattr_setpgroup(&attributes, 0)
+        }
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, environ)
+        guard spawned == 0 else { throw ReplicationError.server("cannot run \(argv[0]): errno \(spawned)") }
+        return pid
     }
 
     typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

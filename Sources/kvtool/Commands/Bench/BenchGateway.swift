@@ -33,10 +33,28 @@ extension Bench {
         @Option(help: ArgumentHelp("A program, by its absolute path, and its arguments (space-separated) that the gateway is run under, e.g. '/usr/bin/heaptrack -o /tmp/gw'.",
                                    discussion: "Its RSS is then the wrapper's; for attributing the gateway's memory, not for timing."))
         var gatewayWrapper: String?
+        @Option(help: ArgumentHelp("Gateway processes the live devices are spread over: behind HAProxy (round robin, the PROXY protocol), as Operating.md deploys them.",
+                                   discussion: "Every gateway's peak RSS (VmHWM) is printed, and the PostgreSQL connections of all of them (pg_stat_activity)."))
+        var gateways = 1
+        @Flag(help: "With --gateways, spread the devices over the gateways' own addresses instead of through HAProxy.") var direct = false
+        @Option(help: ArgumentHelp("A library, by its absolute path, preloaded into the gateways (LD_PRELOAD), e.g. Debian's /usr/lib/x86_64-linux-gnu/libjemalloc.so.2: to measure another allocator.",
+                                   discussion: "The devices, the proxy and this process keep glibc's."))
+        var gatewayPreload: String?
 
         func validate() throws {
             guard !deviceCounts.isEmpty, deviceCounts.allSatisfy({ (1...50_000).contains($0) }) else {
                 throw ValidationError("--devices takes counts from 1 to 50000, comma-separated")
+            }
+            guard (1...64).contains(gateways) else { throw ValidationError("--gateways takes 1 to 64 processes") }
+            if direct && gateways == 1 { throw ValidationError("--direct goes with --gateways 2 or more") }
+            if let gatewayPreload, !gatewayPreload.hasPrefix("/") || !FileManager.default.isReadableFile(atPath: gatewayPreload) {
+                throw ValidationError("--gateway-preload takes a library's absolute path, and '\(gatewayPreload)' is not a readable file")
+            }
+            if gateways > 1 && !direct && liveTls {
+                throw ValidationError("--live-tls goes with one gateway or --direct: HAProxy, in HTTP mode, would end TLS itself")
+            }
+            if gateways > 1 && !direct && !LocalHAProxy.isInstalled {
+                throw ValidationError("--gateways \(gateways) puts HAProxy in front, and \(LocalHAProxy.program) is missing (apt-get install haproxy; or --direct)")
             }
             guard (1...10_000).contains(groups), (1...1_000).contains(samples), (1...1_000_000).contains(pushChanges),
                   (1...10_000).contains(valueSize) else {
@@ -52,7 +70,8 @@ extension Bench {
             // process may (root), never in the gateway's code.
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            let needed = rlim_t(2 * (deviceCounts.max() ?? 0) + 4_096)
+            // Behind HAProxy (a child too), the proxy holds two for each device: one from it, one to a gateway.
+            let needed = rlim_t((gateways > 1 && !direct ? 3 : 2) * (deviceCounts.max() ?? 0) + 8_192)
             if limit.rlim_max < needed {
                 var raised = limit
                 (raised.rlim_cur, raised.rlim_max) = (needed, needed)
@@ -94,21 +113,26 @@ extension Bench {
                     "--device-bytes-per-minute", bytes, "--group-bytes-per-hour", bytes]
         }
 
-        func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil) throws -> (ChildProcess, SyncGatewayURL) {
+        /// Trusts a proxy on this machine (`--trusted-proxy 127.0.0.1`) when `behindProxy`; runs under
+        /// `--gateway-preload`'s library if given.
+        func startGateway(_ cluster: LocalPostgresCluster, tls: TLSFiles? = nil, behindProxy: Bool = false) throws -> (ChildProcess, SyncGatewayURL) {
             // As deployed: a login that is only a member of kvsync_gateway (kvtool sync setup --gateway-login).
             let database = try blocking { try await cluster.prepareForGateways() }
             let arguments = ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
                              "--rate", "1000000", "--max-connections", "100000", "--max-streams", "100000", "--max-streams-per-credential", "100000"]
                 + (tls.map { ["--tls-certificate", $0.certificate, "--tls-key", $0.key] } ?? [])
+                + (behindProxy ? ["--trusted-proxy", "127.0.0.1"] : [])
                 + pushBudgets
             let wrapper = gatewayWrapper?.split(separator: " ").map(String.init) ?? []
-            let process = try ChildProcess(program: wrapper.first, arguments: wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [try Demo.programPath(nil)] + arguments,
-                                           timeout: 3600, relayIndent: nil)
+            // env replaces itself with the gateway: the process is still the gateway's.
+            let program = (gatewayPreload.map { ["/usr/bin/env", "LD_PRELOAD=\($0)"] } ?? []) + [try Demo.programPath(nil)]
+            let command = wrapper + program + arguments
+            let process = try ChildProcess(program: command[0], arguments: Array(command.dropFirst()), timeout: 3600, relayIndent: nil)
             let ready = try process.ready(GatewayReadyLine.self, what: "the gateway")
             return (process, try SyncGatewayURL(ready.url, caFile: tls?.certificate))
         }
 
-        /// Stops a gateway started by ``startGateway(_:tls:)`` (SIGTERM: it drains). Under
+        /// Stops a gateway started by ``startGateway(_:tls:behindProxy:)`` (SIGTERM: it drains). Under
         /// `--gateway-wrapper` the gateway is the wrapper's child, which a signal to the wrapper would
         /// leave running: the wrapper's children that are this executable are signalled (not the
         /// profiler's own), and the wrapper waited for (a profiler writes its file once the gateway has
@@ -168,15 +192,27 @@ extension Bench {
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
             let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let (gateway, url) = try startGateway(cluster, tls: liveTls ? try TLSFiles(in: directory) : nil)
-            defer { stop(gateway) }
-            let idle = residentMemory(of: gateway.process.processIdentifier)
+            let tls = liveTls ? try TLSFiles(in: directory) : nil
+            let proxied = gateways > 1 && !direct
+            var fleet: [(process: ChildProcess, url: SyncGatewayURL)] = []
+            defer { fleet.forEach { stop($0.process) } }
+            for _ in 0..<gateways { fleet.append(try startGateway(cluster, tls: tls, behindProxy: proxied)) }
+            let pids = fleet.map { $0.process.process.processIdentifier }
+            // One loopback client address reaches one port from at most the ~28,000 ephemeral ports
+            // Linux gives it (net.ipv4.ip_local_port_range): the proxy listens on one port per 20,000
+            // devices, as a real balancer takes clients from many addresses.
+            let proxy = try proxied ? LocalHAProxy(gateways: fleet.map(\.url.port),
+                                                   maxConnections: count + 1_000, sharedPorts: (count + 19_999) / 20_000) : nil
+            defer { proxy?.stop() }
+            let urls = try proxy.map { proxy in try proxy.ports.map { try SyncGatewayURL("http://127.0.0.1:\($0)") } } ?? fleet.map(\.url)
+            let url = urls[0]
+            let idleAll = pids.map { residentMemory(of: $0) }
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
             let openStart = Bench.now()
             let followers = (0..<count).map { index in
                 Task {
-                    try await SyncGatewayClient.followChanges(gateway: url, token: tokens[index % groupIDs.count],
+                    try await SyncGatewayClient.followChanges(gateway: urls[index % urls.count], token: tokens[index % groupIDs.count],
                                                               group: groupIDs[index % groupIDs.count], connectTimeout: .seconds(60)) {
                         let now = Bench.now()
                         arrivals.withLock { $0[index] = ($0[index].events + 1, now) }
@@ -193,7 +229,14 @@ extension Bench {
                 usleep(10_000)
             }
             let openSeconds = Double(Bench.now() - openStart) / 1e9
-            let opened = residentMemory(of: gateway.process.processIdentifier)
+            let openedAll = pids.map { residentMemory(of: $0) }
+            let descriptors = pids.map { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\($0)/fd")) ?? []).count }
+            // Every connection the gateways hold to the database, as the server counts them.
+            let connections = try cluster.psql("""
+                SELECT coalesce(sum(n), 0) || ' (' || coalesce(string_agg(n || ' ' || s, ', '), '') || ')' FROM
+                (SELECT coalesce(state, 'none') || ' ''' || left(regexp_replace(query, '\\s+', ' ', 'g'), 32) || '''' AS s, count(*) AS n
+                 FROM pg_stat_activity WHERE usename = '\(LocalPostgresCluster.gatewayLogin)' GROUP BY 1 ORDER BY 1) AS c
+                """).trimmingCharacters(in: .whitespacesAndNewlines)
 
             // One device per sampled group commits through the gateway; each device of the group is timed.
             var latencies: [Double] = []
@@ -228,11 +271,19 @@ extension Bench {
             }
             latencies.sort()
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-            let after = residentMemory(of: gateway.process.processIdentifier)
-            print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
+            let afterAll = pids.map { residentMemory(of: $0) }
+            let (idle, opened, after) = (idleAll[0], openedAll[0], afterAll[0])
+            let spread = gateways == 1 ? "" : " on \(gateways) gateways" + (proxied ? " behind HAProxy" : " (spread directly)") + ", RSS of gateway 0"
+            print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + spread + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
                          percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak,
                          (opened.now - idle.now) * 1024 / Double(count), (after.peak - idle.now) * 1024 / Double(count)))
+            guard gateways > 1 else { return Output.flush() }
+            for (index, memory) in afterAll.enumerated() {
+                print(String(format: "   gateway %d: %d open descriptors (one a stream), RSS idle %.1f MiB, with the streams %.1f MiB, peak (VmHWM) %.1f MiB",
+                             index, descriptors[index], idleAll[index].now, openedAll[index].now, memory.peak))
+            }
+            print("   PostgreSQL connections of the gateways (pg_stat_activity, with the streams open): \(connections); each gateway's pool holds up to \(SyncGateway.Limits().databaseConnections)")
             Output.flush()
         }
 
