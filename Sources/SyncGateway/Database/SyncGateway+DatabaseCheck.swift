@@ -16,8 +16,6 @@ extension SyncGateway {
     /// to ``Options/databaseTimeout`` (``Options/waitingForDatabase`` is told once). Other errors (a
     /// refused login, a database that does not exist) are thrown at once.
     func connectWaiting() async throws -> PostgresConnection {
-        let configuration = try database.connectionConfiguration()
-        let logger = options.logger
         let timeout = options.databaseTimeout
         let deadline = ContinuousClock.now + timeout
         let endpoint = database.shownEndpoint
@@ -38,11 +36,7 @@ extension SyncGateway {
             let limit = max(min(attempt, deadline - ContinuousClock.now), .milliseconds(100))
             let reason: String
             do {
-                return try await withDeadline(limit, what: "the database", typedTimeout: true) {
-                    try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
-                } abandoned: { late in
-                    try? await late.close()
-                }
+                return try await connectToDatabase(id: 2, timeout: limit)
             } catch is DeadlinePassed {
                 reason = "no answer"
             } catch let error as ReplicationError {

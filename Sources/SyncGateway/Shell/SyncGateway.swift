@@ -221,7 +221,7 @@ public final class SyncGateway: Sendable {
         self.database = database
         self.options = options
         link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
-                            logger: options.logger)
+                            host: "\(database.endpoint)", logger: options.logger)
         let limits = options.limits
         connections = ConnectionLimit(max: limits.maxConnections)
         limiter = RateLimiter(perSecond: limits.requestsPerSecond, burst: limits.burst, capacity: limits.maxRememberedPrincipals)
