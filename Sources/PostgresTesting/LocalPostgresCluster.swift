@@ -23,7 +23,7 @@ public final class LocalPostgresCluster: Sendable {
     public let user = "kv"
     public let database = "kv"
     let binaries: String
-    private let asPostgresUser: Bool
+    let asPostgresUser: Bool
 
     /// The server over TCP on 127.0.0.1.
     public var tcpURL: ServerURL {
@@ -74,7 +74,18 @@ public final class LocalPostgresCluster: Sendable {
     ///   installed, `initdb` or `pg_ctl` failing, with the end of the server's log).
     /// - Parameter tryingFirst: a port to try first when `port` is nil, as if it had been found free
     ///   (for the test of what happens when a port found free is taken before the server binds it).
-    public init(port: Int? = nil, tryingFirst firstPort: Int? = nil) throws {
+    public convenience init(port: Int? = nil, tryingFirst firstPort: Int? = nil) throws {
+        try self.init(port: port, tryingFirst: firstPort, makeData: { cluster in
+            try cluster.run(cluster.binaries + "/initdb", ["-D", cluster.dataDirectory, "-U", cluster.user, "-A", "trust", "--no-sync", "-E", "UTF8"])
+        }, afterStart: { cluster in
+            try cluster.run(cluster.binaries + "/createdb", ["-h", cluster.socketDirectory, "-p", "\(cluster.port)", "-U", cluster.user, cluster.database])
+        })
+    }
+
+    /// Makes the temporary directory, fills the data directory with `makeData` (`initdb`, or a base
+    /// backup of another cluster), starts the server and then runs `afterStart`.
+    init(port: Int?, tryingFirst firstPort: Int?, makeData: (LocalPostgresCluster) throws -> Void,
+         afterStart: (LocalPostgresCluster) throws -> Void) throws {
         binaries = try Self.findBinaries()
         asPostgresUser = geteuid() == 0
         var template = Array((NSTemporaryDirectory() + "kvsync-pg-XXXXXX").utf8CString)
@@ -87,7 +98,7 @@ public final class LocalPostgresCluster: Sendable {
                 try run("/bin/chown", ["-R", "postgres:postgres", directory], asPostgres: false)
                 chmod(directory, 0o755)
             }
-            try run(binaries + "/initdb", ["-D", dataDirectory, "-U", user, "-A", "trust", "--no-sync", "-E", "UTF8"])
+            try makeData(self)
             // A port found free can be taken before the server binds it (by another test's server,
             // or as the source port of any outgoing connection, from the same ephemeral range): then
             // the server is started again on another one, up to 5 times. A port that was given is kept.
@@ -103,7 +114,7 @@ public final class LocalPostgresCluster: Sendable {
                     chosenPort.withLock { $0 = fresh }
                 }
             }
-            try run(binaries + "/createdb", ["-h", socketDirectory, "-p", "\(self.port)", "-U", user, database])
+            try afterStart(self)
         } catch {
             try? stop()
             try? FileManager.default.removeItem(atPath: directory)
@@ -143,7 +154,7 @@ public final class LocalPostgresCluster: Sendable {
     /// Runs `program` to completion (killed after 120 s), its output captured in a file: not a pipe,
     /// which the server `pg_ctl start` leaves running could hold open.
     @discardableResult
-    private func run(_ program: String, _ arguments: [String], asPostgres: Bool? = nil) throws -> String {
+    func run(_ program: String, _ arguments: [String], asPostgres: Bool? = nil) throws -> String {
         let argv = (asPostgres ?? asPostgresUser) ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + arguments
                                                   : [program] + arguments
         let outputPath = directory + "/.command-output-\(getpid())"

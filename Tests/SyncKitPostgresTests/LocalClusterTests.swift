@@ -53,5 +53,32 @@ import Testing
         #expect(port != taken)
         #expect(answer.trimmingCharacters(in: .whitespacesAndNewlines) == "42")
     }
+
+    /// A hot standby of a cluster (`pg_basebackup -R`) replays the primary's rows and refuses writes;
+    /// promoted, it takes them.
+    @Test func aStandbyReplaysThePrimarysRowsRefusesWritesAndTakesThemOncePromoted() async throws {
+        let (seen, refused, written) = try await offPool {
+            let primary = try LocalPostgresCluster()
+            try primary.psql("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")
+            let standby = try LocalPostgresCluster(standbyOf: primary, applyDelay: .milliseconds(200), synchronous: true)
+            try primary.psql("INSERT INTO t VALUES (2)")
+            try standby.catchUp(with: primary)
+            let seen = try standby.psql("SELECT string_agg(v::text, ',' ORDER BY v) FROM t")
+            let refused: String
+            do {
+                try standby.psql("INSERT INTO t VALUES (3)")
+                refused = ""
+            } catch {
+                refused = "\(error)"
+            }
+            try primary.stop(immediate: true)
+            try standby.promote()
+            try standby.psql("INSERT INTO t VALUES (3)")
+            return (seen, refused, try standby.psql("SELECT count(*) FROM t"))
+        }
+        #expect(seen.trimmingCharacters(in: .whitespacesAndNewlines) == "1,2")
+        #expect(refused.contains("read-only transaction"), "the standby took a write: \(refused)")
+        #expect(written.trimmingCharacters(in: .whitespacesAndNewlines) == "3")
+    }
 }
 #endif
