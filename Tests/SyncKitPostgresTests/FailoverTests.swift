@@ -214,9 +214,9 @@ import Glibc
         #expect(await eventuallyAsync(BuildScale.seconds(30)) { follower.count >= 1 })
         let woken = follower.count
         let wakeStarted = ContinuousClock.now
-        #expect(await eventuallyAsync(BuildScale.seconds(30)) { follower.count > woken },
-                "a push on the new primary did not wake the gateway's live device (its LISTEN did not move)")
-        print("[failover] a device live on the gateway was woken \(ContinuousClock.now - wakeStarted) after it opened, by a push on the new primary")
+        let moved = await eventuallyAsync(BuildScale.seconds(30)) { follower.count > woken }
+        #expect(moved, "a push on the new primary did not wake the gateway's live device (its LISTEN did not move)")
+        if moved { print("[failover] a device live on the gateway was woken \(ContinuousClock.now - wakeStarted) after it opened, by a push on the new primary") }
         follower.task.cancel()
         for writer in writers { await writer.stop() }
 
