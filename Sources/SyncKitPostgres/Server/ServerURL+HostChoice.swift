@@ -71,12 +71,11 @@ extension ServerURL {
     }
 
     private func connect(to host: Endpoint, id: Int, logger: Logger, timeout: Duration) async throws -> PostgresConnection {
-        var configuration = try connectionConfiguration(to: host)
-        configuration.options.connectTimeout = .milliseconds(max(timeout.wholeMilliseconds, 1))
-        // The TCP connect has its own timeout; the start-up exchange after it does not, and a server
-        // that accepts and then closes while it starts can leave it waiting for good. So the whole
-        // connect is abandoned after `timeout` (and closed if it ever ends).
-        let settings = configuration
+        // The TCP connect has its own timeout (5 s: left longer than `timeout`, so that the deadline
+        // below, not postgres-nio's error, says when a host does not answer); the start-up exchange
+        // after it has none, and a server that accepts and then closes while it starts can leave it
+        // waiting for good. So the whole connect is abandoned after `timeout` (and closed if it ever ends).
+        let settings = try connectionConfiguration(to: host)
         return try await withDeadline(timeout, what: "the database", typedTimeout: true) {
             try await PostgresConnection.connect(configuration: settings, id: id, logger: logger)
         } abandoned: { late in
