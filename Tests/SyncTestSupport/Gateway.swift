@@ -10,10 +10,12 @@ import Glibc
 #endif
 
 /// `kvtool sync gateway` on a free port (or `port`), logged in as the cluster's gateway login (made
-/// here, as `kvtool sync setup --gateway-login` does); the process and the URL it printed first.
+/// here, as `kvtool sync setup --gateway-login` does), at `database` if given (a host list, say); the
+/// process and the URL it printed first.
 public func startGateway(_ cluster: LocalPostgresCluster, port: Int = 0, extra: [String] = [],
-                         environment: [String: String]? = nil) async throws -> (BackgroundProcess, String) {
-    let database = try await cluster.prepareForGateways()
+                         environment: [String: String]? = nil, database: ServerURL? = nil) async throws -> (BackgroundProcess, String) {
+    let prepared = try await cluster.prepareForGateways()
+    let database = database ?? prepared
     let process = try BackgroundProcess(productsDirectory() + "/kvtool",
                                         ["sync", "gateway", "--database", database.description, "--listen", "127.0.0.1:\(port)"]
                                             + (extra.contains("--metrics-listen") ? [] : ["--metrics-listen", "127.0.0.1:0"]) + extra,

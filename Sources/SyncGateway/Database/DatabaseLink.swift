@@ -43,15 +43,18 @@ final class DatabaseLink: Sendable {
         }
     }
 
-    private let configuration: PostgresClient.Configuration
+    /// The host new pools connect to (a host list's read-write one, ``point(at:configuration:)``), and
+    /// their configuration.
+    private let target: Locked<(host: String?, configuration: PostgresClient.Configuration)>
     private let logger: Logger
     private let state: Locked<(status: Status, pool: Pool)>
     /// Each new pool, for ``run()`` to run.
     private let pools: AsyncStream<Pool>
     private let started: AsyncStream<Pool>.Continuation
 
-    init(configuration: PostgresClient.Configuration, logger: Logger) {
-        self.configuration = configuration
+    /// `host`: the host `configuration` connects to, as ``point(at:configuration:)`` names it.
+    init(configuration: PostgresClient.Configuration, host: String? = nil, logger: Logger) {
+        target = Locked((host, configuration))
         self.logger = logger
         let first = Pool(configuration, logger: logger)
         state = Locked((Status(), first))
@@ -73,13 +76,30 @@ final class DatabaseLink: Sendable {
                 return nil
             }
             state.status = Status(up: false, reason: reason, since: now, changes: state.status.changes + 1)
-            let old = state.pool
-            state.pool = Pool(configuration, logger: logger)
-            started.yield(state.pool)
-            return old
+            return replacePool(&state)
         }
         retired?.retire.finish()
         return retired != nil
+    }
+
+    /// Points the pool at `host` (the host list's server the gateway's own connection chose: the
+    /// primary moved): if it is not the host the pool connects to, the pool is replaced by one of
+    /// `configuration` (requests lease from the new one; the old one's connections close). Returns
+    /// whether it was.
+    func point(at host: String, configuration: () throws -> PostgresClient.Configuration) rethrows -> Bool {
+        guard target.withLock({ $0.host != host }) else { return false }
+        let configuration = try configuration()
+        target.withLock { $0 = (host, configuration) }
+        state.withLock { replacePool(&$0) }.retire.finish()
+        return true
+    }
+
+    /// Starts a pool of the target's configuration in place of the current one, and returns the current one.
+    private func replacePool(_ state: inout (status: Status, pool: Pool)) -> Pool {
+        let old = state.pool
+        state.pool = Pool(target.withLock { $0.configuration }, logger: logger)
+        started.yield(state.pool)
+        return old
     }
 
     /// Records that the database answers; returns how long it did not, if it did not.

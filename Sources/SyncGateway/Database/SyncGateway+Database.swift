@@ -40,9 +40,6 @@ extension SyncGateway {
     /// is concluded: only a database that cannot be reached, or does not answer, is down.
     func watchDatabase(_ target: GroupDatabase) async {
         let (logger, database, link) = (options.logger, target.url, target.link)
-        guard var configuration = try? database.connectionConfiguration() else { return }
-        configuration.options.connectTimeout = .milliseconds(Self.probeTimeout.wholeMilliseconds)
-        let settings = configuration
         let endpoint = database.shownEndpoint
         var connection: PostgresConnection?
         while !Task.isCancelled {
@@ -50,11 +47,8 @@ extension SyncGateway {
                 if connection == nil || connection!.isClosed {
                     if let closed = connection { try? await closed.close() }
                     connection = nil
-                    connection = try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true) {
-                        try await PostgresConnection.connect(configuration: settings, id: 3, logger: logger)
-                    } abandoned: { late in
-                        try? await late.close()
-                    }
+                    // With a host list, the one now read-write (and the pool is pointed there).
+                    connection = try await connectToDatabase(target, id: 3, timeout: Self.probeTimeout)
                 }
                 let open = connection!
                 try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true, onTimeout: { try? await open.close() }) {

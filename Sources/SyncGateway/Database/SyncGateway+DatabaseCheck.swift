@@ -15,9 +15,8 @@ extension SyncGateway {
     /// A connection to the database, tried again with a backoff while nothing answers there, for up
     /// to ``Options/databaseTimeout`` (``Options/waitingForDatabase`` is told once). Other errors (a
     /// refused login, a database that does not exist) are thrown at once.
-    func connectWaiting(_ database: ServerURL) async throws -> PostgresConnection {
-        let configuration = try database.connectionConfiguration()
-        let logger = options.logger
+    func connectWaiting(_ target: GroupDatabase) async throws -> PostgresConnection {
+        let database = target.url
         let timeout = options.databaseTimeout
         let deadline = ContinuousClock.now + timeout
         let endpoint = database.shownEndpoint
@@ -38,11 +37,7 @@ extension SyncGateway {
             let limit = max(min(attempt, deadline - ContinuousClock.now), .milliseconds(100))
             let reason: String
             do {
-                return try await withDeadline(limit, what: "the database", typedTimeout: true) {
-                    try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
-                } abandoned: { late in
-                    try? await late.close()
-                }
+                return try await connectToDatabase(target, id: 2, timeout: limit)
             } catch is DeadlinePassed {
                 reason = "no answer"
             } catch let error as ReplicationError {
@@ -62,13 +57,13 @@ extension SyncGateway {
         }
     }
 
-    func checkDatabase(_ database: ServerURL) async throws -> Int64 {
+    func checkDatabase(_ target: GroupDatabase) async throws -> Int64 {
         let logger = options.logger
         let allowPrivileged = options.allowPrivilegedRole
         do {
             // A connection of its own, with a deadline: the pool would try a refused login again and
             // again, and the gateway would hang at its start instead of saying why it cannot.
-            let connection = try await connectWaiting(database)
+            let connection = try await connectWaiting(target)
             defer { Task { try? await connection.close() } }
             return try await connection.withTransaction(logger: logger) { connection in
                 try await ServerStatements.checkSchemaExists(connection, logger: logger)

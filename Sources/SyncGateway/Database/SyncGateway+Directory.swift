@@ -19,7 +19,7 @@ extension SyncGateway {
                 throw ReplicationError.server("the name \(SyncDirectory.home) is the home database's (--database): give the other database another name")
             }
             let link = DatabaseLink(configuration: try url.poolConfiguration(connections: options.limits.databaseConnections),
-                                    logger: options.logger)
+                                    host: "\(url.endpoint)", logger: options.logger)
             databases[name] = GroupDatabase(name: name, url: url, link: link)
         }
         return databases

@@ -22,9 +22,10 @@ extension SyncGateway {
     func listen(to target: GroupDatabase) async {
         var backoff: Duration = .milliseconds(100)
         while !Task.isCancelled {
+            let changes = target.link.status.changes
             do {
-                let connection = try await PostgresConnection.connect(configuration: try target.url.connectionConfiguration(), id: 0,
-                                                                      logger: options.logger)
+                // With a host list, on the read-write server (LISTEN does not work on a standby).
+                let connection = try await connectToDatabase(target, id: 0, timeout: .seconds(5))
                 defer { Task { try? await connection.close() } }
                 try await connection.listen(on: ServerStatements.channel) { notifications in
                     backoff = .milliseconds(100)
@@ -34,7 +35,8 @@ extension SyncGateway {
             } catch {
                 if Task.isCancelled { return }
             }
-            try? await Task.sleep(for: backoff)
+            // Sooner when the watch finds the database again (a failover's new primary).
+            await pause(backoff, unlessAnsweringSince: changes, in: target)
             backoff = min(backoff * 2, .seconds(5))
         }
     }

@@ -55,9 +55,8 @@ extension SyncGateway {
                 // Each step has a deadline: a database behind a network that drops packets silently
                 // must not hold the sweep.
                 if connection == nil || connection!.isClosed {
-                    let configuration = try target.url.connectionConfiguration()
                     let fresh = try await withDeadline(Self.sweepConnectTimeout, what: "the database") {
-                        try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+                        try await self.connectToDatabase(target, id: 1, timeout: Self.sweepConnectTimeout)
                     } abandoned: { late in
                         try? await late.close()
                     }

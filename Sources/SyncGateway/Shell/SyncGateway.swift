@@ -240,7 +240,7 @@ public final class SyncGateway: Sendable {
         self.database = database
         self.options = options
         link = DatabaseLink(configuration: try database.poolConfiguration(connections: options.limits.databaseConnections),
-                            logger: options.logger)
+                            host: "\(database.endpoint)", logger: options.logger)
         replica = try options.readDatabase.map {
             try ReadReplica(url: $0, connections: options.limits.databaseConnections, logger: options.logger)
         }
@@ -290,7 +290,7 @@ public final class SyncGateway: Sendable {
             // Checked before the pool runs: a database that cannot be used fails the start at once.
             var revocations: [String: Int64] = [:]
             for named in databases.values.sorted(by: { $0.name < $1.name }) {
-                revocations[named.name] = try await checkDatabase(named.url)
+                revocations[named.name] = try await checkDatabase(named)
             }
             metrics.swept()
             if let metricsHost = options.metricsHost {

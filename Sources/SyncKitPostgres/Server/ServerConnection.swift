@@ -41,15 +41,10 @@ final class ServerConnection: Sendable {
                         connectTimeout: Duration = defaultConnectTimeout,
                         answered: Locked<ContinuousClock.Instant?>? = nil) async throws -> ServerConnection {
         do {
-            // The TCP connect has its own timeout; the start-up exchange after it does not, and a
-            // server that accepts and then closes while it starts can leave it waiting for good. So
-            // the whole connect is abandoned after `connectTimeout` (and closed if it ever ends).
-            let configuration = try url.connectionConfiguration()
-            let connection = try await withDeadline(connectTimeout, what: "the connection", typedTimeout: true) {
-                try await PostgresConnection.connect(configuration: configuration, id: lastID.withLock { $0 += 1; return $0 }, logger: logger)
-            } abandoned: { late in
-                try? await late.close()
-            }
+            // Each host gets `connectTimeout`, for the whole connect (a server that accepts and then
+            // closes while it starts is not waited for); with a host list, the one its
+            // target_session_attrs asks for is kept (the primary, after a failover too).
+            let (connection, _) = try await url.connectChoosing(id: lastID.withLock { $0 += 1; return $0 }, logger: logger, timeout: connectTimeout)
             return ServerConnection(connection: connection, logger: logger, maxValueBytes: maxValueBytes,
                                     operationTimeout: operationTimeout, answered: answered)
         } catch is DeadlinePassed {

@@ -8,6 +8,7 @@ import NIOCore
 /// as `SingleConnectionFailure(target: [IPv4]…, error: connection reset (error set): Connection refused
 /// (errno: 111))`: that text is read for the socket's error rather than each wrapper's type.
 package func unreachableReason(_ error: any Error) -> String? {
+    if let error = error as? NoServerChosen { return error.description }
     if let error = error as? IOError { return reason(errno: error.errnoCode) }
     if let error = error as? ChannelError, case .connectTimeout = error { return "no answer (timed out)" }
     let text = String(reflecting: error)
@@ -31,16 +32,6 @@ private func reason(errno code: Int32) -> String? {
     case ENOENT: "no socket there"
     case EACCES: "permission denied on the socket"
     default: nil
-    }
-}
-
-extension ServerURL {
-    /// `HOST:PORT`, or the socket's path.
-    package var shownEndpoint: String {
-        switch endpoint {
-        case .tcp(let host, let port): host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        case .unixSocket(let path): path
-        }
     }
 }
 #endif
