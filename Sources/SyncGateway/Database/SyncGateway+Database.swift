@@ -37,7 +37,9 @@ extension SyncGateway {
     /// ``probeInterval`` (at once when the connection closes); when one fails, the database is
     /// unreachable (``DatabaseLink/markDown(_:now:)``, logged once, and the pool replaced) until one
     /// succeeds again (logged: `recovered`). A connection that closed is opened again before anything
-    /// is concluded: only a database that cannot be reached, or does not answer, is down.
+    /// is concluded: only a database that cannot be reached, or does not answer, is down. A read
+    /// replica (``ReadReplica``, named ``ReadReplica/watchName``) is watched the same way: while it is
+    /// down, pulls read the primary.
     func watchDatabase(_ target: GroupDatabase) async {
         let (logger, database, link) = (options.logger, target.url, target.link)
         let endpoint = database.shownEndpoint
@@ -72,7 +74,7 @@ extension SyncGateway {
                     metrics.error()
                     options.log?(GatewayLogEvent(level: .error, event: "error",
                                                  message: "the database at \(endpoint) is unreachable (\(reason)): "
-                                                     + (watched == nil ? "requests are answered 503 until it answers" : "pulls read the primary until it answers")))
+                                                     + (target.name == ReadReplica.watchName ? "pulls read the primary until it answers" : "requests are answered 503 until it answers")))
                 }
                 try? await Task.sleep(for: Self.probeRetry)
             }

@@ -302,7 +302,7 @@ public final class SyncGateway: Sendable {
             }
             if let replica {
                 tasks.addTask { await replica.link.run() }
-                tasks.addTask { await self.watchDatabase(GroupDatabase(name: "replica", url: replica.url, link: replica.link)) }
+                tasks.addTask { await self.watchDatabase(GroupDatabase(name: ReadReplica.watchName, url: replica.url, link: replica.link)) }
                 tasks.addTask { await self.gateWakes(through: replica) }
             }
             for named in databases.values {
