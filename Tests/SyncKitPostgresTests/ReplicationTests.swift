@@ -348,7 +348,7 @@ import Glibc
         if how == "restored" {
             _ = try cluster.psql("TRUNCATE kvsync_changes, kvsync_state, kvsync_groups RESTART IDENTITY")
         } else {
-            _ = try cluster.psql(Self.dropSchemaVersion8 + """
+            _ = try cluster.psql(Self.dropSchemaVersion9 + Self.dropSchemaVersion8 + """
                 DROP TABLE kvsync_changes, kvsync_state, kvsync_groups, kvsync_schema, kvsync_tokens, kvsync_revocations;
                 DROP FUNCTION kvsync_push; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
                 DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation;
@@ -366,6 +366,12 @@ import Glibc
         #expect(try b.status().pendingChanges == 0 && a.status().pendingChanges == 0)
         await ra.close(); await rb.close()
     }
+
+    /// What schema version 9 (issue 51) added, dropped: the poll's reading of the groups' ends.
+    static let dropSchemaVersion9 = """
+        DROP FUNCTION kvsync_group_ends(text[]);
+
+        """
 
     /// What schema version 8 (issue 50) added, dropped: the JSON view and functions, the backend's grants,
     /// the stored-JSON column and list, the validators' registry and the server writes.
@@ -397,7 +403,7 @@ import Glibc
         }
         // Version 1's push function took no clock bound, and it had no credentials, row-level security,
         // server clock bound, revocation log nor files' bytes (issue 49).
-        try cluster.psql(Self.dropSchemaVersion8 + """
+        try cluster.psql(Self.dropSchemaVersion9 + Self.dropSchemaVersion8 + """
             DROP TABLE kvsync_blobs, kvsync_blob_chunks; DROP FUNCTION kvsync_blob_referenced, kvsync_blob_head, kvsync_blob_put, kvsync_blob_read, kvsync_blob_gc; DROP INDEX kvsync_state_manifest; DROP FUNCTION kvsync_manifest_hash;
             DROP TABLE kvsync_tokens, kvsync_revocations; DROP FUNCTION kvsync_authenticate; DROP FUNCTION kvsync_revoked_recently;
             DROP FUNCTION kvsync_revocations_after; DROP FUNCTION kvsync_revocation_cursor; DROP FUNCTION kvsync_log_revocation;
@@ -418,7 +424,7 @@ import Glibc
         let rb = try b.replicator(cluster.tcpURL)
         try await rb.sync()
         let schema = try cluster.psql("SELECT version, length(server_id::text) FROM kvsync_schema")
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "8|36")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "9|36")
         // Version 5's partitions (by a hash of the group), with the rows moved over.
         #expect(try cluster.count("""
             SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent

@@ -42,7 +42,7 @@ import Glibc
         let (strict, strictURL) = try await startGateway(cluster, extra: ["--max-clock-skew", "5"])
         defer { strict.kill(SIGKILL) }
         let setup = try await kvtoolRun(["sync", "setup", "--database", url, "--max-clock-skew", "10"])
-        #expect(setup.status == 0 && setup.stdout.hasPrefix("schema version 8; role kvsync_gateway ready; clock bound 10.0 s\n"),
+        #expect(setup.status == 0 && setup.stdout.hasPrefix("schema version 9; role kvsync_gateway ready; clock bound 10.0 s\n"),
                 "\(setup.stdout)\(setup.stderr)")
         let group = Self.group("clock")
         let direct = try Device(group: group), throughGateway = try Device(group: group), throughStrict = try Device(group: group)

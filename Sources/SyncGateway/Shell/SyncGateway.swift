@@ -151,6 +151,13 @@ public final class SyncGateway: Sendable {
         /// Told of each refusal and error (`kvtool sync gateway --log-format json|text` writes them on
         /// standard error), on the thread that answers: it must not block for long.
         public var log: (@Sendable (GatewayLogEvent) -> Void)?
+        /// Wake-ups after the commit (issue 51): how often the gateway reads the newest sequence of
+        /// the groups it has live streams for, and wakes the streams of a group that moved, so that a
+        /// wake-up lost (its pusher died after the commit, or its `NOTIFY` failed) costs at most this
+        /// (`--wake-poll-interval`). And the window within which the wake-ups of one group's pushes
+        /// through this gateway are sent as one (``WakeUps``).
+        public var wakePollInterval: Duration = .seconds(1)
+        public var wakeWindow: Duration = WakeUps.defaultWindow
         public init() {}
     }
 
@@ -171,6 +178,8 @@ public final class SyncGateway: Sendable {
     /// Credentials that verified in the last 10 minutes: served whatever their address's failures.
     let known: KnownCredentials
     let hub: LiveHub
+    /// The wake-ups this gateway sends after its pushes commit, on a connection of the pool.
+    let wakeUps: WakeUps
     /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
     /// credential at a time, the groups served in turn.
     let resyncs: ResyncQueue
@@ -234,6 +243,7 @@ public final class SyncGateway: Sendable {
         liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
         resyncs = ResyncQueue(permits: limits.resyncsAtOnce)
         budgets = PushBudgets(limits)
+        wakeUps = Self.wakeUps(link: link, options: options)
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -277,6 +287,7 @@ public final class SyncGateway: Sendable {
             tasks.addTask { await self.listen() }
             tasks.addTask { await self.followRevocations(after: revocations) }
             tasks.addTask { await self.beat() }
+            tasks.addTask { await self.pollLiveGroups() }
             let limits = options.limits
             let sslContext = self.sslContext
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

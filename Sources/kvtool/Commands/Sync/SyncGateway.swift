@@ -306,6 +306,10 @@ extension SyncCommand {
         var trustedProxies: [String] = []
         @Option(name: .customLong("log-format"), help: "How refusals and errors are logged on standard error: text or json (one object a line).")
         var logFormat: String = "text"
+        /// Wake-ups after the commit (issue 51).
+        @Option(name: .customLong("wake-poll-interval"),
+                help: "Seconds between two reads of the newest sequence of the groups with live streams here: a wake-up lost costs at most this.")
+        var wakePollInterval: Double = SyncGateway.Options().wakePollInterval.inSeconds
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
@@ -344,6 +348,9 @@ extension SyncCommand {
             _ = try metricsHostAndPort()
             _ = try proxies()
             guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, got '\(logFormat)'") }
+            guard wakePollInterval >= 0.01 && wakePollInterval <= 3_600 else {
+                throw ValidationError("--wake-poll-interval must be from 0.01 to 3600 seconds")
+            }
         }
 
         /// `--trusted-proxy`'s blocks.
@@ -400,6 +407,7 @@ extension SyncCommand {
             options.maxClockSkew = .milliseconds(Int64((maxClockSkew * 1000).rounded()))
             options.allowPrivilegedRole = allowPrivilegedRole
             options.databaseTimeout = .milliseconds(Int64(databaseTimeout * 1000))
+            options.wakePollInterval = .milliseconds(Int64((wakePollInterval * 1000).rounded()))
             options.waitingForDatabase = { line in
                 Output.flush()
                 FileHandle.standardError.write(Data("kvtool: \(line)\n".utf8))

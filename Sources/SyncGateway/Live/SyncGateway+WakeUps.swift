@@ -1,0 +1,65 @@
+#if PostgreSQL
+import Foundation
+import Logging
+import PostgresNIO
+import SyncKitPostgres
+
+extension SyncGateway {
+    /// How long one wake-up (a connection of the pool, then `SELECT pg_notify`) or one poll may take
+    /// before it is given up (the poll comes again; a lost wake-up is what the poll is for).
+    static let wakeTimeout: Duration = .seconds(5)
+
+    /// The gateway's ``WakeUps``: each sent on a connection of the pool, outside any transaction, while
+    /// the database answers.
+    static func wakeUps(link: DatabaseLink, options: Options) -> WakeUps {
+        let logger = options.logger
+        return WakeUps(window: options.wakeWindow) { group in
+            guard link.status.up else { return }
+            let client = link.client
+            _ = try? await withDeadline(wakeTimeout, what: "the database") {
+                try await client.withConnection { connection in
+                    try await ServerStatements(connection: connection, logger: logger, maxValueBytes: 0).wake(group: group)
+                }
+            }
+        }
+    }
+
+    /// After a push of `group` through this gateway committed: its wake-up, in a task of its own (the
+    /// push's answer does not wait for it).
+    func wakeAfterCommit(_ group: String) {
+        Task { [wakeUps] in await wakeUps.wake(group) }
+    }
+
+    /// Every ``Options/wakePollInterval``, the newest sequence of each group this gateway has live
+    /// streams for (`kvsync_group_ends`, in a transaction as the gateway's role); the streams of a group
+    /// whose sequence moved since the last poll, or that was not polled before, are woken. So a push
+    /// whose wake-up was lost reaches the devices within the interval (and a query). Only the live
+    /// groups are read: the poll costs as many rows as the gateway has groups with devices.
+    func pollLiveGroups() async {
+        let logger = options.logger
+        var known: [String: Int64] = [:]
+        while !Task.isCancelled {
+            try? await Task.sleep(for: options.wakePollInterval)
+            let groups = hub.groups
+            guard !groups.isEmpty, link.status.up else {
+                known = [:]
+                continue
+            }
+            let client = link.client
+            guard let ends = try? await withDeadline(Self.wakeTimeout, what: "the database", {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
+                    return try await ServerStatements(connection: connection, logger: logger, maxValueBytes: 0).groupEnds(groups)
+                }
+            }) else { continue }
+            var next: [String: Int64] = [:]
+            for group in groups {
+                let end = ends[group] ?? 0
+                next[group] = end
+                if known[group] != end { hub.notify(group: group) }
+            }
+            known = next
+        }
+    }
+}
+#endif

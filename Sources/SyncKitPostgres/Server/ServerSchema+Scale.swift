@@ -1,0 +1,9 @@
+#if PostgreSQL
+/// Schema version 9 (issue 51): scale out.
+///
+/// - ``wakeMigration`` (`ServerSchema+Wake.swift`): `kvsync_push` revision 7, which no longer notifies
+///   inside its transaction, and the newest sequence of a list of groups for the gateways' poll.
+extension ServerSchema {
+    static var scaleMigration: [String] { wakeMigration }
+}
+#endif
