@@ -99,13 +99,14 @@ import Testing
         let (gateway, url, running) = try await Self.gateway(cluster, options)
         let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "writer").token
         let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
-        #expect(await eventuallyAsync(30) { follower.count == 1 })
+        #expect(await eventuallyAsync(30) { follower.count >= 1 })
+        let before = follower.count
         let another = try Device(group: group)
         let through = try Replicator(container: another.container, gateway: SyncGatewayURL(url), token: token, targets: another.targets)
         try another.put("through the gateway", "k2")
         started = ContinuousClock.now
         try await through.sync()
-        #expect(await eventuallyAsync(30) { follower.count == 2 })
+        #expect(await eventuallyAsync(30) { follower.count > before })
         print("[wake] a push through the gateway woke its stream \(ContinuousClock.now - started) after its sync started")
         await through.close()
         gateway.shutdown()
@@ -124,11 +125,12 @@ import Testing
         let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
         let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
         // The stream's hello, then the poll's first look at the group (it wakes a group it had not seen).
-        #expect(await eventuallyAsync(30) { follower.count == 2 })
+        #expect(await eventuallyAsync(30) { follower.count >= 2 })
+        let before = follower.count
         let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
         let started = ContinuousClock.now
         _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("lost", token: 1)], maxClockSkew: .seconds(60))
-        #expect(await eventuallyAsync(10) { follower.count == 3 }, "the poll did not wake the stream")
+        #expect(await eventuallyAsync(10) { follower.count > before }, "the poll did not wake the stream")
         print("[wake] a push without a wake-up reached the gateway's stream \(ContinuousClock.now - started) after it (poll every 200 ms)")
         await pusher.close()
         gateway.shutdown()
