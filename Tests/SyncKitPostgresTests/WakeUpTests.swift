@@ -3,7 +3,7 @@ import Foundation
 import KVStore
 import Logging
 import PostgresNIO
-import SyncGateway
+@testable import SyncGateway
 import SyncKit
 @testable import SyncKitPostgres
 import SyncWire
@@ -124,8 +124,10 @@ import Testing
         let (gateway, url, running) = try await Self.gateway(cluster, options)
         let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
         let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
-        // The stream's hello, then the poll's first look at the group (it wakes a group it had not seen).
-        #expect(await eventuallyAsync(30) { follower.count >= 2 })
+        // The stream's hello; then a poll that began after it has noted the group's end.
+        #expect(await eventuallyAsync(30) { follower.count >= 1 })
+        let polled = gateway.wakePolls.withLock { $0 }
+        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
         let before = follower.count
         let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
         let started = ContinuousClock.now

@@ -32,9 +32,10 @@ extension SyncGateway {
 
     /// Every ``Options/wakePollInterval``, the newest sequence of each group this gateway has live
     /// streams for (`kvsync_group_ends`, in a transaction as the gateway's role); the streams of a group
-    /// whose sequence moved since the last poll, or that was not polled before, are woken. So a push
-    /// whose wake-up was lost reaches the devices within the interval (and a query). Only the live
-    /// groups are read: the poll costs as many rows as the gateway has groups with devices.
+    /// whose sequence moved since the last poll are woken. So a push whose wake-up was lost reaches the
+    /// devices within the interval (and a query). Only the live groups are read: the poll costs as many
+    /// rows as the gateway has groups with devices. A group seen for the first time is only noted (a
+    /// stream's device reads the log when its stream opens; waking it again would be a second read).
     func pollLiveGroups() async {
         let logger = options.logger
         var known: [String: Int64] = [:]
@@ -56,9 +57,10 @@ extension SyncGateway {
             for group in groups {
                 let end = ends[group] ?? 0
                 next[group] = end
-                if known[group] != end { hub.notify(group: group) }
+                if let was = known[group], was != end { hub.notify(group: group) }
             }
             known = next
+            wakePolls.withLock { $0 += 1 }
         }
     }
 }

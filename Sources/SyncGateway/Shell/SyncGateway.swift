@@ -180,6 +180,8 @@ public final class SyncGateway: Sendable {
     let hub: LiveHub
     /// The wake-ups this gateway sends after its pushes commit, on a connection of the pool.
     let wakeUps: WakeUps
+    /// The polls of the live groups' sequences done (``pollLiveGroups()``): what a test waits for.
+    let wakePolls = Locked(0)
     /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
     /// credential at a time, the groups served in turn.
     let resyncs: ResyncQueue
