@@ -94,6 +94,7 @@ bench: deps
 
 bench-sync: build
 	$(KVTOOL) bench sync
+	$(KVTOOL) bench pushers
 	$(KVTOOL) bench requests
 	$(KVTOOL) bench gateway
 	$(KVTOOL) bench files

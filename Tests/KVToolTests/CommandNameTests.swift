@@ -26,11 +26,12 @@ import TestSupport
         // and `sync agent` and its `set`, `show` and `clear`), `demo machine` and `bench sync`, `bench
         // requests`, `bench gateway`, `bench files` and `bench json` (issue 50), and `sync blobs` with its `ls`, `gc`, `fetch` and
         // `verify` (issue 49), `sync backend` with its `grant` and `revoke`, `sync server` with its `put`, `get`
-        // and `delete`, `sync rejected` with its `list`, `retry` and `discard`, and `bench validators` (issue 50) (44) only
+        // and `delete`, `sync rejected` with its `list`, `retry` and `discard`, and `bench validators` (issue 50), and `bench
+        // pushers` (issue 51) (45) only
         // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 41
         #if PostgreSQL
-        expected += 44
+        expected += 45
         #endif
         #if Serve
         expected += 1

@@ -367,8 +367,13 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
-    /// What schema version 9 (issue 51) added, dropped: the directory from group to database.
-    static let dropSchemaVersion9 = "DROP TABLE kvsync_group_home;\n"
+    /// What schema version 9 (issue 51) added, dropped: the poll's reading of the groups' ends, and the
+    /// directory from group to database.
+    static let dropSchemaVersion9 = """
+        DROP FUNCTION kvsync_group_ends(text[]);
+        DROP TABLE kvsync_group_home;
+
+        """
 
     /// What schema version 8 (issue 50) added, dropped: the JSON view and functions, the backend's grants,
     /// the stored-JSON column and list, the validators' registry and the server writes.

@@ -24,6 +24,7 @@ import Testing
         "kvsync_push revision 4": 0x9e2c_5ffd_2f6e_828e,
         "kvsync_push revision 5": 0xc6f5_095b_8906_2b66,
         "kvsync_push revision 6": 0xf936_7a1f_4c79_4407,
+        "kvsync_push revision 7": 0x4611_abcb_531a_dbec,
     ]
 
     @Test func thePushFunctionsTextChangesOnlyWithItsRevision() {
@@ -32,6 +33,18 @@ import Testing
         #expect(text.contains("-- \(ServerSchema.pushRevision)\n"))
         #expect(Self.pinned[ServerSchema.pushRevision] == fingerprint,
                 "kvsync_push's text changed (fingerprint 0x\(String(fingerprint, radix: 16))) but its revision is still '\(ServerSchema.pushRevision)': bump ServerSchema.pushRevision and pin the new fingerprint here")
+    }
+
+    /// Revision 7 is revision 6 without the notification inside the push's transaction: the body
+    /// `kvtool bench pushers` installs to compare them (`wakeInside`) is revision 6's text exactly, and
+    /// revision 7's has no `pg_notify`.
+    @Test func revisionSevenIsRevisionSixWithoutTheNotification() {
+        let inside = ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks, wakeInside: true)
+        #expect(Self.fingerprint(inside) == Self.pinned["kvsync_push revision 6"])
+        #expect(inside.contains("pg_notify"))
+        #expect(!ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks).contains("pg_notify"))
+        // The server-authored writes keep notifying: their SQL callers send no wake-up after the commit.
+        #expect(ServerSchema.backendWriteFunction.contains("pg_notify('kvsync', p_group)"))
     }
 
     /// The definition and the lookup name the same parameters, in order.

@@ -86,6 +86,9 @@ final class LiveHub: Sendable {
         deliver(.change, to: targets)
     }
 
+    /// The groups with live streams (the wake-up poll reads their sequences).
+    var groups: [String] { state.withLock { Array($0.groups.keys) } }
+
     /// A comment to every stream, so that devices (and the gateway, which then finds the streams of
     /// devices that left) know the connection still carries.
     func heartbeat() {

@@ -70,6 +70,8 @@ extension SyncGateway {
             // Refused here, before a transaction, while the database is unreachable.
             let target = try await database(of: request.head.group)
             let client = try target.pool()
+            // The group whose push applied a change: woken once the transaction committed.
+            let applied = Locked<String?>(nil)
             let started = ContinuousClock.now
             defer { metrics.transaction(ContinuousClock.now - started) }
             // A pull of a group of the home database, with a replica: read there (``changesFromReplica(_:request:after:limit:maxBytes:)``).
@@ -107,6 +109,9 @@ extension SyncGateway {
                     do {
                         let outcomes = try await statements.push(group: principal.group, device: device, changes: request.changes,
                                                                  maxClockSkew: maxClockSkew)
+                        if outcomes.contains(where: { if case .applied = $0 { true } else { false } }) {
+                            applied.withLock { $0 = principal.group }
+                        }
                         return (GatewayPushResponse.outcomes(outcomes).encoded(), request.changes.count, 0, nil, [])
                     } catch ReplicationError.clockAhead(let ahead, let limit) {
                         budgets.refund(device: principal.key, group: principal.group, changes: request.changes.count, bytes: bytes)
@@ -139,6 +144,7 @@ extension SyncGateway {
                     throw Refusal(status: .internalServerError, line: "a blob's request is answered by the gateway's blobs room, not here")
                 }
             } }
+            if let group = applied.withLock({ $0 }) { wakeAfterCommit(group, in: target) }
             // A page or a state was counted as it was reserved: its reservation becomes its size, and the
             // writer releases it. Another answer (a push's outcomes) that would take the answers being
             // written past their budget is dropped now, rather than held for a device that may never

@@ -163,6 +163,13 @@ public final class SyncGateway: Sendable {
         /// in the home database). Each has its own pool, watch, `LISTEN` and revocation sweep; the
         /// name `home` is the home database's own.
         public var groupDatabases: [String: ServerURL] = [:]
+        /// Wake-ups after the commit (issue 51): how often the gateway reads the newest sequence of
+        /// the groups it has live streams for, and wakes the streams of a group that moved, so that a
+        /// wake-up lost (its pusher died after the commit, or its `NOTIFY` failed) costs at most this
+        /// (`--wake-poll-interval`). And the window within which the wake-ups of one group's pushes
+        /// through this gateway are sent as one (``WakeUps``).
+        public var wakePollInterval: Duration = .seconds(1)
+        public var wakeWindow: Duration = WakeUps.defaultWindow
         public init() {}
     }
 
@@ -190,6 +197,11 @@ public final class SyncGateway: Sendable {
     /// Credentials that verified in the last 10 minutes: served whatever their address's failures.
     let known: KnownCredentials
     let hub: LiveHub
+    /// The wake-ups this gateway sends after its pushes commit, on a connection of the pool of the
+    /// group's database: one ``WakeUps`` per database, by its directory name.
+    let wakeUps: [String: WakeUps]
+    /// The polls of the live groups' sequences done (``pollLiveGroups()``): what a test waits for.
+    let wakePolls = Locked(0)
     /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
     /// credential at a time, the groups served in turn.
     let resyncs: ResyncQueue
@@ -259,6 +271,7 @@ public final class SyncGateway: Sendable {
         liveOpenings = LiveOpenings(permits: max(2, 2 * limits.databaseConnections))
         resyncs = ResyncQueue(permits: limits.resyncsAtOnce)
         budgets = PushBudgets(limits)
+        wakeUps = databases.mapValues { Self.wakeUps(link: $0.link, options: options) }
         switch (options.tlsCertificate, options.tlsKey) {
         case (nil, nil):
             sslContext = nil
@@ -312,6 +325,7 @@ public final class SyncGateway: Sendable {
                 tasks.addTask { await self.followRevocations(in: named, after: revocations[named.name] ?? 0) }
             }
             tasks.addTask { await self.beat() }
+            tasks.addTask { await self.pollLiveGroups() }
             let limits = options.limits
             let sslContext = self.sslContext
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

@@ -26,6 +26,9 @@ final class ServerConnection: Sendable {
     /// Set to now whenever an operation succeeds (a replicator's sign that its server answers).
     let answered: Locked<ContinuousClock.Instant?>?
 
+    /// The wake-ups this connection sends after its pushes commit (``WakeUps``), on itself.
+    let wakeUps: WakeUps
+
     private init(connection: PostgresConnection, logger: Logger, maxValueBytes: Int, operationTimeout: Duration,
                  answered: Locked<ContinuousClock.Instant?>?) {
         self.connection = connection
@@ -34,6 +37,14 @@ final class ServerConnection: Sendable {
         self.logger = logger
         self.maxValueBytes = maxValueBytes
         self.operationTimeout = operationTimeout
+        let statements = statements
+        wakeUps = WakeUps { group in
+            // Bounded as any statement; a wake-up that fails is lost (the gateways' poll finds its push).
+            guard !connection.isClosed else { return }
+            _ = try? await withDeadline(operationTimeout, what: "the server", onTimeout: { try? await connection.close() }) {
+                try await statements.wake(group: group)
+            }
+        }
     }
 
     static func connect(_ url: ServerURL, logger: Logger, maxValueBytes: Int,
@@ -64,6 +75,7 @@ final class ServerConnection: Sendable {
     }
 
     func close() async {
+        await wakeUps.flush()
         try? await connection.close()
     }
 
@@ -84,11 +96,15 @@ final class ServerConnection: Sendable {
         try await mapErrors { [self] in try await ServerSchema.migrate(connection, logger: logger) }
     }
 
-    /// Sends one batch in one server transaction; one outcome per change, in order.
+    /// Sends one batch in one server transaction; one outcome per change, in order. Once it committed
+    /// with a change applied, the group's live devices are woken (``WakeUps``: the push itself no
+    /// longer notifies, from `kvsync_push` revision 7).
     func push(group: String, device: String, changes: [OutgoingChange], maxClockSkew: Duration) async throws -> [PushOutcome] {
-        try await mapErrors { [statements] in
+        let outcomes = try await mapErrors { [statements] in
             try await statements.push(group: group, device: device, changes: changes, maxClockSkew: maxClockSkew)
         }
+        if outcomes.contains(where: { if case .applied = $0 { true } else { false } }) { await wakeUps.wake(group) }
+        return outcomes
     }
 
     /// The server's id (``ServerSchema``, version 2).

@@ -151,7 +151,8 @@ extension ServerSchema {
     /// the same schema version, looked up by name so that this body does not depend on their
     /// revision), and the change is written to the log and the state as device `server:<author>` with
     /// that device's next token and a clock never behind the group's newest; the log's end then moves
-    /// and live devices are told, by ``adoptRows`` (the push's own end).
+    /// and live devices are told, by ``adoptRows`` (the push's end, notifying inside the transaction: its
+    /// SQL callers send no wake-up after the commit, as pushers do from `kvsync_push` revision 7).
     static let backendWriteFunction = """
         CREATE FUNCTION kvsync_server_write(p_group text, p_kind text, p_name text, p_key bytea, p_value bytea,
                                             p_author text, p_expected_version bigint, p_caller text)

@@ -158,11 +158,11 @@ enum ServerSchema {
             outcome := 'applied'; version := new_seq; s_value := NULL; s_hlc := NULL; s_device := NULL;
             RETURN NEXT;
         END LOOP;
-        """ + adoptRows
+        """
 
     /// The end of `kvsync_push` from revision 4, run while the function holds the group's lock: the
     /// log's last sequence number becomes the greatest of the group's rows that the sequence has
-    /// passed, and devices are told if it moved.
+    /// passed, and devices are told if it moved (``adoptRows(notifying:)``).
     ///
     /// The sequence bounds it: every number drawn from now on is greater than its last value, so a
     /// row at or below it can never be followed by a push numbered before it, and devices may read
@@ -171,16 +171,24 @@ enum ServerSchema {
     /// numbered past the sequence stays out of the log (devices read only up to `last_seq`) until the
     /// sequence passes it: it is then taken in, in its place. (With the sequence's default cache of 1,
     /// its last value is the last number any session drew.)
-    static let adoptRows = """
+    static let adoptRows = adoptRows(notifying: true)
+
+    /// ``adoptRows``, with the notification in the transaction (`notifying`: revisions 4 to 6 of
+    /// `kvsync_push`, and the server-authored writes, whose SQL callers send no wake-up of their own)
+    /// or without it (`kvsync_push` from revision 7, issue 51: whoever pushed sends the wake-up after
+    /// the commit, ``WakeUps``). A transaction that notified takes a lock shared by the whole cluster
+    /// while it commits, so the pushes of all groups would commit one at a time.
+    static func adoptRows(notifying: Bool) -> String {
+        """
         SELECT max(c.seq) INTO last FROM kvsync_changes c
             WHERE c.group_id = p_group AND c.seq > previous
               AND c.seq <= coalesce(pg_sequence_last_value('kvsync_changes_seq_seq'), 0);
         IF last IS NOT NULL THEN
             UPDATE kvsync_groups SET last_seq = last WHERE group_id = p_group;
-            PERFORM pg_notify('kvsync', p_group);
-        END IF;
+        \(notifying ? "    PERFORM pg_notify('kvsync', p_group);\n" : "")END IF;
         RETURN;
         """
+    }
 
     /// The body of `kvsync_push` for a batch whose keys and tokens are all distinct (what replicators
     /// send: one change per key), run while the function holds the group's lock: the same outcomes as
@@ -243,7 +251,7 @@ enum ServerSchema {
                CASE WHEN (n.sent_seq IS NULL AND n.conflicting) OR n.reason IS NOT NULL THEN n.cur_device END
         FROM numbered n
         ORDER BY n.i;
-        """ + adoptRows
+        """
 
     /// `kvsync_push`'s parameters today, each name with its type: written once, for its definition
     /// (``pushDeclaration``) and for the lookup of the function by its types (``pushSignature``).
@@ -260,7 +268,7 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 6"
+    static let pushRevision = "kvsync_push revision 7"
 
     /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
     /// version 6).
@@ -604,6 +612,10 @@ enum ServerSchema {
                 IF to_regclass('kvsync_group_home') IS NOT NULL THEN
                     GRANT SELECT ON kvsync_group_home TO \(gatewayRole);
                 END IF;
+                -- (Version 9.) The poll of the groups with live streams.
+                IF to_regprocedure('\(groupEndsSignature)') IS NOT NULL THEN
+                    GRANT EXECUTE ON FUNCTION \(groupEndsSignature) TO \(gatewayRole);
+                END IF;
             END IF;
         END $$
         """
@@ -636,7 +648,9 @@ enum ServerSchema {
             AND (to_regprocedure('\(validateSignature)') IS NULL
                  OR has_function_privilege('\(gatewayRole)', '\(validateSignature)', 'EXECUTE'))
             AND (to_regclass('kvsync_group_home') IS NULL
-                 OR has_table_privilege('\(gatewayRole)', 'kvsync_group_home', 'SELECT')))
+                 OR has_table_privilege('\(gatewayRole)', 'kvsync_group_home', 'SELECT'))
+            AND (to_regprocedure('\(groupEndsSignature)') IS NULL
+                 OR has_function_privilege('\(gatewayRole)', '\(groupEndsSignature)', 'EXECUTE')))
         """
 
     /// `kvsync_push` from version 3 on, with `scopeChecks` run first. Revision 3 (schema version 6):
@@ -653,7 +667,11 @@ enum ServerSchema {
     /// apply is first given to ``validateFunction``; a refusal is answered `rejected: <reason>` with the
     /// server's current row (or NULLs when it has none), not applied, and the rest of the batch goes
     /// on. A batch with no such change runs revision 5's statements (one probe of the registry more).
-    static func pushFunction(scopeChecks: String) -> String {
+    ///
+    /// Revision 7 (schema version 9, issue 51): the push no longer notifies inside its transaction
+    /// (``adoptRows(notifying:)``); whoever pushed sends the wake-up after the commit (``WakeUps``).
+    /// `wakeInside` makes revision 6's body instead (marked so), for `kvtool bench pushers` to compare.
+    static func pushFunction(scopeChecks: String, wakeInside: Bool = false) -> String {
             """
             CREATE OR REPLACE FUNCTION \(pushDeclaration)
             RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
@@ -683,7 +701,7 @@ enum ServerSchema {
                 validated boolean;
                 reason text;
             BEGIN
-                -- \(pushRevision)
+                -- \(wakeInside ? "kvsync_push revision 6" : pushRevision)
             \(scopeChecks)
                 -- A stamp further ahead of this server's clock than the bound refuses the whole
                 -- batch: one device's fast clock must not win every conflict, nor move the others'.
@@ -761,9 +779,9 @@ enum ServerSchema {
                 IF distinct_tokens AND NOT ahead
                    AND (SELECT count(*) FROM (SELECT DISTINCT kind, name, key
                         FROM unnest(p_kinds, p_names, p_keys) AS u(kind, name, key)) AS keys) = n THEN
-                    \(pushSet)
+                    \(pushSet + adoptRows(notifying: wakeInside))
                 END IF;
-                \(pushLoopNumbered)
+                \(pushLoopNumbered + adoptRows(notifying: wakeInside))
             END
             $kvsync_push$
             """

@@ -57,6 +57,10 @@ extension Bench.JSON: WithoutContainer {
     static let withoutContainer = "it times a throwaway PostgreSQL cluster of its own"
 }
 
+extension Bench.Pushers: WithoutContainer {
+    static let withoutContainer = "it times a throwaway PostgreSQL cluster of its own"
+}
+
 extension Bench.Validators: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }

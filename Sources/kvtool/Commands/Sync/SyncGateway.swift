@@ -316,6 +316,10 @@ extension SyncCommand {
         var groupDatabases: [String] = []
         @Option(name: .customLong("group-database-file"), help: "NAME=FILE (repeatable): as --group-database, the URL read from a secret file.")
         var groupDatabaseFiles: [String] = []
+        /// Wake-ups after the commit (issue 51).
+        @Option(name: .customLong("wake-poll-interval"),
+                help: "Seconds between two reads of the newest sequence of the groups with live streams here: a wake-up lost costs at most this.")
+        var wakePollInterval: Double = SyncGateway.Options().wakePollInterval.inSeconds
 
         func validate() throws {
             if (tlsCertificate == nil) != (tlsKey == nil) { throw ValidationError("--tls-certificate and --tls-key go together") }
@@ -354,6 +358,9 @@ extension SyncCommand {
             _ = try metricsHostAndPort()
             _ = try proxies()
             guard logFormat == "text" || logFormat == "json" else { throw ValidationError("--log-format takes text or json, got '\(logFormat)'") }
+            guard wakePollInterval >= 0.01 && wakePollInterval <= 3_600 else {
+                throw ValidationError("--wake-poll-interval must be from 0.01 to 3600 seconds")
+            }
         }
 
         /// `--group-database` and `--group-database-file`, by name (the files read).
@@ -432,6 +439,7 @@ extension SyncCommand {
                 if SyncGatewayURL.isGateway(readDatabaseURL) { throw CLIError(.usage, "--read-database-url takes a postgres:// URL, not a gateway's") }
                 options.readDatabase = try ServerURL(readDatabaseURL)
             }
+            options.wakePollInterval = .milliseconds(Int64((wakePollInterval * 1000).rounded()))
             options.waitingForDatabase = { line in
                 Output.flush()
                 FileHandle.standardError.write(Data("kvtool: \(line)\n".utf8))
