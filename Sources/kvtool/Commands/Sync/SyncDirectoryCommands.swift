@@ -73,4 +73,21 @@ extension SyncCommand {
         }
     }
 }
+
+// (``WithoutContainer``: kept here, beside the commands, as the backend's are.)
+extension SyncCommand.Directory: WithoutContainer {
+    static let withoutContainer = "the directory lives in the home database, not in a container"
+}
+
+extension SyncCommand.Directory.SetPlace: WithoutContainer {
+    static let withoutContainer = SyncCommand.Directory.withoutContainer
+}
+
+extension SyncCommand.Directory.Hold: WithoutContainer {
+    static let withoutContainer = SyncCommand.Directory.withoutContainer
+}
+
+extension SyncCommand.Directory.List: WithoutContainer {
+    static let withoutContainer = SyncCommand.Directory.withoutContainer
+}
 #endif
