@@ -14,7 +14,8 @@ extension SyncGateway {
     static func wakeUps(link: DatabaseLink, options: Options) -> WakeUps {
         let logger = options.logger
         return WakeUps(window: options.wakeWindow) { group in
-            guard link.status.up else { return }
+            // Tried even while the watch holds the database down (a probe that timed out on a loaded
+            // machine): the wake-up has its own deadline, and one not sent is the poll's to find.
             let client = link.client
             _ = try? await withDeadline(wakeTimeout, what: "the database") {
                 try await client.withConnection { connection in
@@ -44,8 +45,12 @@ extension SyncGateway {
         var known: [String: Int64] = [:]
         while !Task.isCancelled {
             try? await Task.sleep(for: options.wakePollInterval)
-            var next: [String: Int64] = [:]
-            for (target, groups) in await liveGroupsByDatabase() where target.link.status.up {
+            // A group whose database did not answer this round keeps what was known of it, so that a
+            // push it missed is still found the next round (rather than taken as the first sight).
+            let live = await liveGroupsByDatabase()
+            let liveGroups = Set(live.flatMap(\.1))
+            var next = known.filter { liveGroups.contains($0.key) }
+            for (target, groups) in live {
                 let client = target.link.client
                 guard let ends = try? await withDeadline(Self.wakeTimeout, what: "the database", {
                     try await client.withTransaction(logger: logger) { connection in
