@@ -15,7 +15,7 @@ import Glibc
 /// group in a database, the gateway holds a pool, a `LISTEN` and a revocation sweep per database, and
 /// each group's pushes, pulls and live streams go to its own database only. Real clusters, a real
 /// `kvtool sync gateway` process and real devices.
-@Suite(.serialized) struct DirectoryTests {
+@Suite(.serialized, .oneServerFleetAtATime) struct DirectoryTests {
     static func group(_ name: String) -> String { GatewayTests.group(name) }
 
     /// `SELECT count(*) FROM kvsync_changes` of `group` in `cluster`.

@@ -17,7 +17,7 @@ import Glibc
 /// direct device given both hosts with `target_session_attrs=read-write`; `kill -9` of the primary's
 /// postmaster, then `pg_ctl promote` of the standby. Real clusters, a real `kvtool sync gateway`
 /// process, real devices.
-@Suite(.serialized) struct FailoverTests {
+@Suite(.serialized, .oneServerFleetAtATime) struct FailoverTests {
     static let group = "group.com.example.failover"
 
     /// A device that writes a key of its own and syncs, again and again, until stopped, and keeps what

@@ -16,7 +16,7 @@ import Glibc
 /// one gateway and push through another, lose its gateway to `kill -9` or a drain, and be revoked on
 /// whichever holds its stream. The gateways are stateless: the log and every device's cursor are in
 /// PostgreSQL, so any gateway serves any device.
-@Suite(.serialized, .enabled(if: LocalHAProxy.isInstalled, "HAProxy is not installed (apt-get install haproxy)"))
+@Suite(.serialized, .oneServerFleetAtATime, .enabled(if: LocalHAProxy.isInstalled, "HAProxy is not installed (apt-get install haproxy)"))
 struct GatewayFleetTests {
     /// Gateways on one cluster, each trusting the proxy's PROXY headers, behind one HAProxy.
     final class Fleet: @unchecked Sendable {

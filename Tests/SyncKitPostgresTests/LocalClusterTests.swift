@@ -1,6 +1,7 @@
 #if PostgreSQL
 import Foundation
 import PostgresTesting
+import SyncTestSupport
 import TestSupport
 import Testing
 
@@ -56,7 +57,7 @@ import Testing
 
     /// A hot standby of a cluster (`pg_basebackup -R`) replays the primary's rows and refuses writes;
     /// promoted, it takes them.
-    @Test func aStandbyReplaysThePrimarysRowsRefusesWritesAndTakesThemOncePromoted() async throws {
+    @Test(.oneServerFleetAtATime) func aStandbyReplaysThePrimarysRowsRefusesWritesAndTakesThemOncePromoted() async throws {
         let (seen, refused, written) = try await offPool {
             let primary = try LocalPostgresCluster()
             try primary.psql("CREATE TABLE t (v int); INSERT INTO t VALUES (1)")

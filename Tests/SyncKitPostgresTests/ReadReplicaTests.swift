@@ -15,7 +15,7 @@ import Glibc
 /// A gateway that reads from a hot standby (`--read-database-url`, issue 51), the standby replaying
 /// 500 ms behind its primary (`recovery_min_apply_delay`): devices read their own writes, no cursor
 /// skips a row, nothing is applied twice, and a live stream's wake-up finds its row.
-@Suite(.serialized) struct ReadReplicaTests {
+@Suite(.serialized, .oneServerFleetAtATime) struct ReadReplicaTests {
     /// A primary, a standby replaying `delay` behind it, and a `kvtool sync gateway` in front of both.
     final class Rig: @unchecked Sendable {
         let primary: LocalPostgresCluster
