@@ -61,7 +61,8 @@ extension SyncGateway {
                 for group in groups {
                     let end = ends[group] ?? 0
                     next[group] = end
-                    if let was = known[group], was != end { hub.notify(group: group) }
+                    // Through the replica's gate, as a notification is (a home group's pull reads there).
+                    if let was = known[group], was != end { wake(group: group, in: target) }
                 }
             }
             known = next
