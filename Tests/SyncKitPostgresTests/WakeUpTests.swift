@@ -139,5 +139,38 @@ import Testing
         _ = await follower.task.value
         try await running.value
     }
+
+    /// A commit wakes a stream once: its notification has the poll read the group's end at once, so
+    /// the poll's rounds after it find nothing new. (Before, a notification woke the stream and the
+    /// next round woke it again: two pulls by every device for every commit.) A second commit wakes it
+    /// once more.
+    @Test func aCommitWakesAStreamOnceThoughThePollFindsItToo() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("once")
+        var options = SyncGateway.Options()
+        options.wakePollInterval = .milliseconds(200)
+        let (gateway, url, running) = try await Self.gateway(cluster, options)
+        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
+        let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
+        #expect(await eventuallyAsync(30) { follower.count >= 1 })
+        let polled = gateway.wakePolls.withLock { $0 }
+        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
+        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
+        for round in 1...2 {
+            let before = follower.count
+            // As a direct replicator pushes: the push, then its wake-up after the commit.
+            _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("k\(round)", token: UInt64(round))], maxClockSkew: .seconds(60))
+            try await pusher.statements.wake(group: group)
+            #expect(await eventuallyAsync(30) { follower.count > before }, "round \(round): the stream did not wake")
+            // Three rounds of the poll that all began after the wake: none wakes the stream again.
+            let seen = gateway.wakePolls.withLock { $0 }
+            #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= seen + 3 })
+            #expect(follower.count == before + 1, "round \(round): one commit woke the stream \(follower.count - before) times")
+        }
+        await pusher.close()
+        gateway.shutdown()
+        _ = await follower.task.value
+        try await running.value
+    }
 }
 #endif

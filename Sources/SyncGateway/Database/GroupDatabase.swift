@@ -13,6 +13,9 @@ final class GroupDatabase: Sendable {
     let name: String
     let url: ServerURL
     let link: DatabaseLink
+    /// The groups its `LISTEN` was notified of since the gateway's poll of this database last read
+    /// their ends (``SyncGateway/pollLiveGroups(of:)``).
+    let notified = NotifiedGroups()
 
     init(name: String, url: ServerURL, link: DatabaseLink) {
         (self.name, self.url, self.link) = (name, url, link)
@@ -25,5 +28,26 @@ final class GroupDatabase: Sendable {
         guard status.up else { throw DatabaseLink.Unreachable(reason: status.reason) }
         return link.client
     }
+}
+/// Groups notified and not yet read, and a signal for the loop that reads them (the newest only: one
+/// signal stands for any number of notifications).
+final class NotifiedGroups: Sendable {
+    private let groups = Locked(Set<String>())
+    let signals: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init() {
+        (signals, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    func add(_ group: String) {
+        groups.withLock { _ = $0.insert(group) }
+        continuation.yield()
+    }
+
+    /// Wakes the loop without a group (its round is due).
+    func signal() { continuation.yield() }
+
+    func take() -> Set<String> { groups.withLock { taken in defer { taken = [] }; return taken } }
 }
 #endif

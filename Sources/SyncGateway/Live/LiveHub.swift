@@ -89,6 +89,9 @@ final class LiveHub: Sendable {
     /// The groups with live streams (the wake-up poll reads their sequences).
     var groups: [String] { state.withLock { Array($0.groups.keys) } }
 
+    /// Whether `group` has live streams here.
+    func isLive(_ group: String) -> Bool { state.withLock { $0.groups[group] != nil } }
+
     /// A comment to every stream, so that devices (and the gateway, which then finds the streams of
     /// devices that left) know the connection still carries.
     func heartbeat() {

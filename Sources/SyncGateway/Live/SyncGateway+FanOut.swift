@@ -18,7 +18,8 @@ extension SyncGateway {
     static let heartbeat = GatewayWire.heartbeat
 
     /// One `LISTEN` on the sync channel of `target` (one per database) for the whole gateway,
-    /// reconnecting with a backoff; every notification wakes its group's streams.
+    /// reconnecting with a backoff; a notification of a group with live streams here has the poll read
+    /// its end at once, and wake its streams if it moved (``pollLiveGroups(of:)``).
     func listen(to target: GroupDatabase) async {
         var backoff: Duration = .milliseconds(100)
         while !Task.isCancelled {
@@ -30,7 +31,10 @@ extension SyncGateway {
                 try await connection.listen(on: ServerStatements.channel) { notifications in
                     backoff = .milliseconds(100)
                     hub.notify(group: nil)
-                    for try await notification in notifications { wake(group: notification.payload, in: target) }
+                    // Read by the poll (``pollLiveGroups(of:)``), which wakes a group whose log moved.
+                    for try await notification in notifications where hub.isLive(notification.payload) {
+                        target.notified.add(notification.payload)
+                    }
                 }
             } catch {
                 if Task.isCancelled { return }

@@ -32,41 +32,75 @@ extension SyncGateway {
         Task { await wakeUps.wake(group) }
     }
 
-    /// Every ``Options/wakePollInterval``, the newest sequence of each group this gateway has live
-    /// streams for (`kvsync_group_ends`, in a transaction as the gateway's role); the streams of a group
-    /// whose sequence moved since the last poll are woken. So a push whose wake-up was lost reaches the
-    /// devices within the interval (and a query). Only the live groups are read: the poll costs as many
-    /// rows as the gateway has groups with devices. A group seen for the first time is only noted (a
-    /// stream's device reads the log when its stream opens; waking it again would be a second read).
-    /// With several databases (``Options/groupDatabases``), each database is asked for its own groups,
-    /// as the directory last placed them; a database that does not answer is skipped for the round.
-    func pollLiveGroups() async {
+    /// The ends of the logs of `target`'s groups that have live streams here (`kvsync_group_ends`, in a
+    /// transaction as the gateway's role), read by one loop per database, which wakes the streams of a
+    /// group whose end moved since it last read it, through the replica's gate as any wake-up:
+    /// - every ``Options/wakePollInterval``, every such group: a push whose wake-up was lost reaches
+    ///   the devices within the interval (and a query). Only the live groups are read: the poll costs as
+    ///   many rows as the gateway has groups with devices. A group seen for the first time is only
+    ///   noted (a stream's device reads the log when its stream opens; waking it again would be a
+    ///   second read);
+    /// - at once (after ``Options/wakeWindow``, which gathers a burst), the groups `target`'s `LISTEN`
+    ///   was notified of (``GroupDatabase/notified``); a notified group seen for the first time is
+    ///   woken (the notification says it committed).
+    ///
+    /// So one commit wakes a device once, whichever finds it first: a notification woke it and the
+    /// next round found the end it had already read (before, the poll woke every device of the group
+    /// a second time: two pulls a commit). Ends are read in one loop, never two reads at once, so an
+    /// older read never replaces a newer one. A database that does not answer delays only its own
+    /// groups; a notified group whose end could not be read is woken anyway.
+    func pollLiveGroups(of target: GroupDatabase) async {
         let logger = options.logger
+        let interval = options.wakePollInterval
         var known: [String: Int64] = [:]
-        while !Task.isCancelled {
-            try? await Task.sleep(for: options.wakePollInterval)
-            // A group whose database did not answer this round keeps what was known of it, so that a
-            // push it missed is still found the next round (rather than taken as the first sight).
-            let live = await liveGroupsByDatabase()
-            let liveGroups = Set(live.flatMap(\.1))
-            var next = known.filter { liveGroups.contains($0.key) }
-            for (target, groups) in live {
-                let client = target.link.client
-                guard let ends = try? await withDeadline(Self.wakeTimeout, what: "the database", {
-                    try await client.withTransaction(logger: logger) { connection in
-                        try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
-                        return try await ServerStatements(connection: connection, logger: logger, maxValueBytes: 0).groupEnds(groups)
-                    }
-                }) else { continue }
-                for group in groups {
-                    let end = ends[group] ?? 0
-                    next[group] = end
-                    // Through the replica's gate, as a notification is (a home group's pull reads there).
-                    if let was = known[group], was != end { wake(group: group, in: target) }
+        var nextRound = ContinuousClock.now + interval
+        let ticker = Task { [notified = target.notified] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                notified.signal()
+            }
+        }
+        defer { ticker.cancel() }
+        func readEnds(_ groups: [String]) async -> [String: Int64]? {
+            let client = target.link.client
+            return try? await withDeadline(Self.wakeTimeout, what: "the database") {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
+                    return try await ServerStatements(connection: connection, logger: logger, maxValueBytes: 0).groupEnds(groups)
                 }
             }
-            known = next
-            wakePolls.withLock { $0 += 1 }
+        }
+        for await _ in target.notified.signals {
+            if Task.isCancelled { return }
+            let round = ContinuousClock.now >= nextRound
+            if !round {
+                // A notification: gather the burst, then read the notified groups alone.
+                try? await Task.sleep(for: options.wakeWindow)
+            }
+            // A notification came through this database's LISTEN: its group's commit is here.
+            let notified = target.notified.take().filter(hub.isLive)
+            let live = round ? Set(await liveGroupsByDatabase().first { $0.0.name == target.name }?.1 ?? []) : []
+            let groups = Array(round ? live.union(notified) : notified)
+            if round { nextRound = ContinuousClock.now + interval }
+            guard !groups.isEmpty else {
+                if round { wakePolls.withLock { $0 += 1 } }
+                continue
+            }
+            guard let ends = await readEnds(groups) else {
+                // Not read: a notified group is woken all the same; the others wait for the next round,
+                // keeping what was known of them (a push missed now is found then, not taken as a first sight).
+                for group in groups where notified.contains(group) { wake(group: group, in: target) }
+                continue
+            }
+            if round { known = known.filter { live.contains($0.key) || notified.contains($0.key) } }
+            for group in groups {
+                let end = ends[group] ?? 0
+                let was = known[group]
+                known[group] = end
+                if let was, was == end { continue }
+                if was != nil || notified.contains(group) { wake(group: group, in: target) }
+            }
+            if round { wakePolls.withLock { $0 += 1 } }
         }
     }
 

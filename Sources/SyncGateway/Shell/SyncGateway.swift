@@ -200,7 +200,7 @@ public final class SyncGateway: Sendable {
     /// The wake-ups this gateway sends after its pushes commit, on a connection of the pool of the
     /// group's database: one ``WakeUps`` per database, by its directory name.
     let wakeUps: [String: WakeUps]
-    /// The polls of the live groups' sequences done (``pollLiveGroups()``): what a test waits for.
+    /// The rounds of the polls of the live groups' sequences done, every database's (``pollLiveGroups(of:)``): what a test waits for.
     let wakePolls = Locked(0)
     /// Resyncs (`/v1/state`, whole or a page) in turn: ``Limits/resyncsAtOnce`` read at once, one per
     /// credential at a time, the groups served in turn.
@@ -323,9 +323,9 @@ public final class SyncGateway: Sendable {
                 tasks.addTask { await self.watchDatabase(named) }
                 tasks.addTask { await self.listen(to: named) }
                 tasks.addTask { await self.followRevocations(in: named, after: revocations[named.name] ?? 0) }
+                tasks.addTask { await self.pollLiveGroups(of: named) }
             }
             tasks.addTask { await self.beat() }
-            tasks.addTask { await self.pollLiveGroups() }
             let limits = options.limits
             let sslContext = self.sslContext
             let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
