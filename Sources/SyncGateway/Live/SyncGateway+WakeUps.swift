@@ -42,7 +42,8 @@ extension SyncGateway {
     ///   second read);
     /// - at once (after ``Options/wakeWindow``, which gathers a burst), the groups `target`'s `LISTEN`
     ///   was notified of (``GroupDatabase/notified``); a notified group seen for the first time is
-    ///   woken (the notification says it committed).
+    ///   woken (the notification says it committed), and so is one a round saw first and only noted,
+    ///   even if its end did not move since (that round may have read the notification's commit).
     ///
     /// So one commit wakes a device once, whichever finds it first: a notification woke it and the
     /// next round found the end it had already read (before, the poll woke every device of the group
@@ -53,6 +54,9 @@ extension SyncGateway {
         let logger = options.logger
         let interval = options.wakePollInterval
         var known: [String: Int64] = [:]
+        // Groups a round saw first without waking them: a round may read an end that includes a commit
+        // whose notification is still on its way, which then would find nothing new.
+        var unconfirmed: Set<String> = []
         var nextRound = ContinuousClock.now + interval
         let ticker = Task { [notified = target.notified] in
             while !Task.isCancelled {
@@ -92,13 +96,28 @@ extension SyncGateway {
                 for group in groups where notified.contains(group) { wake(group: group, in: target) }
                 continue
             }
-            if round { known = known.filter { live.contains($0.key) || notified.contains($0.key) } }
+            if round {
+                known = known.filter { live.contains($0.key) || notified.contains($0.key) }
+                unconfirmed = unconfirmed.filter { known[$0] != nil }
+            }
             for group in groups {
                 let end = ends[group] ?? 0
                 let was = known[group]
                 known[group] = end
-                if let was, was == end { continue }
-                if was != nil || notified.contains(group) { wake(group: group, in: target) }
+                let wakes: Bool
+                if let was, was != end {
+                    wakes = true
+                } else if notified.contains(group) {
+                    // Seen for the first time, or seen so by a round that read the end after this
+                    // notification's commit without waking: the notification is the proof of a commit.
+                    wakes = was == nil || unconfirmed.contains(group)
+                } else {
+                    // A round's first sight: only noted, until a notification or a move says more.
+                    if was == nil { unconfirmed.insert(group) }
+                    continue
+                }
+                unconfirmed.remove(group)
+                if wakes { wake(group: group, in: target) }
             }
             if round { wakePolls.withLock { $0 += 1 } }
         }
