@@ -980,7 +980,7 @@ struct CBORInteropTests {
         #expect(FileManager.default.fileExists(atPath: Self.script.path), "missing \(Self.script.path)")
     }
 
-    @Test func pythonReadsSwiftOutput() throws {
+    @Test(.blockingWork) func pythonReadsSwiftOutput() throws {
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(try CBOREncoder().encode(InteropOut())).write(to: file)
@@ -989,7 +989,7 @@ struct CBORInteropTests {
         #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "\(output)")
     }
 
-    @Test(arguments: ["encode", "encode-canonical", "encode-timestamp"])
+    @Test(.blockingWork, arguments: ["encode", "encode-canonical", "encode-timestamp"])
     func swiftReadsPythonOutput(mode: String) throws {
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
@@ -1071,7 +1071,7 @@ struct CBORDeterministicDictionaryTests {
         #expect(items.count == 4 && items[1] == .text("a") && items[3] == .text("b"))
     }
 
-    @Test("equal dictionaries give equal bytes in different processes")
+    @Test("equal dictionaries give equal bytes in different processes", .blockingWork)
     func sameBytesInEveryProcess() throws {
         let here = try CBOREncoder().encode(sampleDictionary()).map { String(format: "%02x", $0) }.joined()
         let runs = try (0..<2).map { _ in try helper(["cbor-dictionary", "/tmp", "group.com.example.unused"]).stdout }

@@ -108,7 +108,7 @@ import Glibc
     /// umask, or 0640) is refused before anything is started or sent, as `ssh` refuses such a key: the
     /// gateway's database URL, a device's token, a gateway login's password, a JWT signing secret, a
     /// TLS key (issue 46). Each refusal is one line, exit 65, naming the file, its mode and the chmod.
-    @Test func secretFilesOthersCanReadAreRefusedAsSSHRefusesAKey() async throws {
+    @Test(.blockingWork) func secretFilesOthersCanReadAreRefusedAsSSHRefusesAKey() async throws {
         let arena = try await Arena("readable-secrets")
         let files = TemporaryDirectory()
         let owner = arena.cluster.tcpURL.description

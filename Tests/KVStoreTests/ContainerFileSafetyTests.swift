@@ -74,7 +74,7 @@ import Glibc
     /// The bug of the issue: a link at `Store/lock.mdb` made LMDB overwrite its target with the lock
     /// table, and in group-shared mode the library then `chmod`ed the target to 0660. `data.mdb` the
     /// same way.
-    @Test(arguments: SharingMode.allCases, ["lock.mdb", "data.mdb"])
+    @Test(.blockingWork, arguments: SharingMode.allCases, ["lock.mdb", "data.mdb"])
     func aSymbolicLinkAtAStoreFileIsRefusedAndItsTargetLeftUntouched(sharing: SharingMode, file: String) throws {
         try layout(sharing: sharing)
         let victim = try Victim(dir.path + "/victim")
@@ -88,7 +88,7 @@ import Glibc
 
     /// The issue's reproduction as a user meets it: another process plants the link in a container
     /// that exists, then `kvtool defaults write` runs.
-    @Test func kvtoolRefusesAPlantedLockFileLinkWithOneLineAndExit74() throws {
+    @Test(.blockingWork) func kvtoolRefusesAPlantedLockFileLinkWithOneLineAndExit74() throws {
         try populatedByAnotherProcess()
         let victim = try Victim(dir.path + "/victim")
         try FileManager.default.removeItem(atPath: storePath + "/lock.mdb")
@@ -100,7 +100,7 @@ import Glibc
         victim.expectUntouched()
     }
 
-    @Test func aStoreDirectoryThatIsASymbolicLinkIsRefused() throws {
+    @Test(.blockingWork) func aStoreDirectoryThatIsASymbolicLinkIsRefused() throws {
         try layout()
         let outside = dir.path + "/outside"
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
@@ -114,7 +114,7 @@ import Glibc
     /// `Notify/` swapped for a link after the container opened: the one helper that creates the
     /// container's directories afterwards (`Snapshots/` and `feeds/` are made through it) refuses the
     /// link and creates nothing behind it. SyncKit's `SnapshotOpenSafetyTests` covers a post.
-    @Test func makingADirectoryRefusesALinkInItsPlace() throws {
+    @Test(.blockingWork) func makingADirectoryRefusesALinkInItsPlace() throws {
         try layout()
         let container = try open()
         let outside = dir.path + "/outside"
@@ -129,7 +129,7 @@ import Glibc
 
     // MARK: - Hard links, owners, modes
 
-    @Test func aHardLinkAtTheLockFileIsRefusedAndItsTargetLeftUntouched() throws {
+    @Test(.blockingWork) func aHardLinkAtTheLockFileIsRefusedAndItsTargetLeftUntouched() throws {
         try layout()
         let victim = try Victim(dir.path + "/victim", mode: 0o600)
         #expect(link(victim.path, storePath + "/lock.mdb") == 0)
@@ -137,7 +137,7 @@ import Glibc
         victim.expectUntouched()
     }
 
-    @Test func aHardLinkAtTheDataFileIsRefused() throws {
+    @Test(.blockingWork) func aHardLinkAtTheDataFileIsRefused() throws {
         try populatedByAnotherProcess()
         let copy = dir.path + "/second-name"
         #expect(link(storePath + "/data.mdb", copy) == 0)
@@ -145,7 +145,7 @@ import Glibc
     }
 
     /// A file wider than the mode, owned by this user: the owner repairs it with `fchmod`.
-    @Test(arguments: SharingMode.allCases)
+    @Test(.blockingWork, arguments: SharingMode.allCases)
     func aWorldWritableStoreFileOfThisUserIsRepaired(sharing: SharingMode) throws {
         try layout(sharing: sharing)
         try populatedByAnotherProcessIn(sharing)
@@ -174,7 +174,7 @@ import Glibc
         return false
     }
 
-    @Test func aStoreFileOwnedByAnotherUserIsRefusedInAPrivateContainer() throws {
+    @Test(.blockingWork) func aStoreFileOwnedByAnotherUserIsRefusedInAPrivateContainer() throws {
         guard try requireRoot() else { return }
         try populatedByAnotherProcess()
         #expect(chown(storePath + "/data.mdb", 65534, 65534) == 0)
@@ -184,7 +184,7 @@ import Glibc
         #expect(fileMode(storePath + "/data.mdb") == 0o600)
     }
 
-    @Test func aContainerDirectoryOwnedByAnotherUserIsRefusedInPrivateMode() throws {
+    @Test(.blockingWork) func aContainerDirectoryOwnedByAnotherUserIsRefusedInPrivateMode() throws {
         guard try requireRoot() else { return }
         try layout()
         #expect(chown(containerPath, 65534, 65534) == 0)
@@ -194,7 +194,7 @@ import Glibc
     /// Group-shared: files of other members are fine, but one that the group cannot write (a lock file
     /// `0640` of another member) or that others can write (`0666`) cannot be repaired by this process,
     /// so it is refused, naming the owner, and left as it was.
-    @Test(arguments: [mode_t(0o640), mode_t(0o666)])
+    @Test(.blockingWork, arguments: [mode_t(0o640), mode_t(0o666)])
     func aGroupSharedLockFileOfAnotherMemberWithTheWrongModeIsRefused(mode: mode_t) throws {
         guard try requireRoot() else { return }
         try layout(sharing: .groupShared)
@@ -217,7 +217,7 @@ import Glibc
         #expect(try Data(contentsOf: URL(fileURLWithPath: lock)) == lockBytes)
     }
 
-    @Test func aGroupSharedFileOfAnotherGroupIsRefused() throws {
+    @Test(.blockingWork) func aGroupSharedFileOfAnotherGroupIsRefused() throws {
         guard try requireRoot() else { return }
         try layout(sharing: .groupShared)
         let lock = storePath + "/lock.mdb"
@@ -234,7 +234,7 @@ import Glibc
     /// (`renameat2(RENAME_EXCHANGE)`), while new processes open the store again and again: each open
     /// either succeeds on the real lock file or is refused, and the victim is never written. Before the
     /// fix, LMDB's open by path followed the link whenever it was there at that moment.
-    @Test func aLockFileSwappedForALinkWhileProcessesOpenTheStoreNeverReachesTheLinksTarget() throws {
+    @Test(.blockingWork) func aLockFileSwappedForALinkWhileProcessesOpenTheStoreNeverReachesTheLinksTarget() throws {
         try populatedByAnotherProcess()
         let victim = try Victim(dir.path + "/victim", mode: 0o600)
         let decoy = storePath + "/decoy"
@@ -258,7 +258,7 @@ import Glibc
 
     /// Another process recorded a 1 TiB map (a hostile or buggy one can write any size into the meta
     /// page): a process whose `maxMapSize` is smaller refuses to map it, with a typed error.
-    @Test func aRecordedMapSizeOverMaxMapSizeIsRefused() throws {
+    @Test(.blockingWork) func aRecordedMapSizeOverMaxMapSizeIsRefused() throws {
         let store = dir.path + "/big"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         let grow = try helper(["store-put", dir.path, group, store, String(1 << 40), "126", "4"])
@@ -273,7 +273,7 @@ import Glibc
     /// The same while this process has the store open: another process grows the data past this
     /// process's map and records 1 TiB; this process's next read (LMDB's `MDB_MAP_RESIZED`) refuses
     /// to adopt it, with the typed error, every time, instead of mapping 1 TiB.
-    @Test func aRecordedMapSizeOverMaxMapSizeIsRefusedWhenAnOpenProcessWouldAdoptIt() throws {
+    @Test(.blockingWork) func aRecordedMapSizeOverMaxMapSizeIsRefusedWhenAnOpenProcessWouldAdoptIt() throws {
         let directory = dir.path + "/resized"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let first = try helper(["store-put", dir.path, group, directory, String(1 << 20), "126", "4"])
@@ -295,7 +295,7 @@ import Glibc
 
     /// A `data.mdb` that ends before pages its newest transaction reaches (truncated by another
     /// process) is refused at open, instead of faulting (SIGBUS) on the first read of a missing page.
-    @Test func aTruncatedDataFileIsATypedErrorAtOpen() throws {
+    @Test(.blockingWork) func aTruncatedDataFileIsATypedErrorAtOpen() throws {
         let store = dir.path + "/cut"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         let put = try helper(["store-put", dir.path, group, store, String(16 << 20), "126", "400"])
@@ -313,7 +313,7 @@ import Glibc
     /// What happens to a process that is reading when another one truncates `data.mdb` under it:
     /// recorded, not prevented (nothing can stop a process with write access to the file). It dies of
     /// SIGBUS on its next access to a missing page, or reads on if it touches only pages still there.
-    @Test func truncatingTheDataFileUnderALiveReaderIsRecorded() throws {
+    @Test(.blockingWork) func truncatingTheDataFileUnderALiveReaderIsRecorded() throws {
         let store = dir.path + "/live"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         let put = try helper(["store-put", dir.path, group, store, String(16 << 20), "126", "400"])
@@ -337,7 +337,7 @@ import Glibc
     /// process that was already open and in a new one; once the holders are gone (killed, so their
     /// slots are stale), the same process reads again without reopening anything: on `readersFull`,
     /// KVStore clears the slots of dead processes and tries once more.
-    @Test func aFullReaderTableIsATypedErrorAndTheProcessRecovers() throws {
+    @Test(.blockingWork) func aFullReaderTableIsATypedErrorAndTheProcessRecovers() throws {
         let store = dir.path + "/readers"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         let put = try helper(["store-put", dir.path, group, store, String(16 << 20), "3", "4"])

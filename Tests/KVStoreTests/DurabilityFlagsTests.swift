@@ -30,7 +30,7 @@ import TestSupport
         return try dir.container(group, options: options)
     }
 
-    @Test(arguments: Durability.allCases)
+    @Test(.blockingWork, arguments: Durability.allCases)
     func aFreshStoreHasExactlyTheDocumentedFlags(mode: Durability) throws {
         let container = try container("group.com.example.flags.\(mode)", mode)
         let flags = try container.store.environmentFlags
@@ -47,7 +47,7 @@ import TestSupport
 
     /// Every pair (creator's mode, second process's mode): the second process gets its own mode's
     /// flags, and the creator keeps its own.
-    @Test(arguments: Durability.allCases)
+    @Test(.blockingWork, arguments: Durability.allCases)
     func aSecondProcessGetsTheFlagsOfItsOwnMode(creator: Durability) throws {
         let group = "group.com.example.second.\(creator)"
         let container = try container(group, creator)
@@ -64,7 +64,7 @@ import TestSupport
     /// Every pair (first handle's mode, second's): the environment commits in the stronger of the two,
     /// so a `durable` handle opened after a `noSync` one really is durable (before the fix it silently
     /// kept `MDB_NOSYNC` while its options said `durable`), and a weaker second handle weakens nothing.
-    @Test(arguments: Durability.allCases)
+    @Test(.blockingWork, arguments: Durability.allCases)
     func bothHandlesCommitInTheStrongerOfTheirModes(first: Durability) throws {
         for second in Durability.allCases {
             let group = "group.com.example.pair.\(first).\(second)"
@@ -87,7 +87,7 @@ import TestSupport
     }
 
     /// A second handle asking for the same mode has the first handle's flags.
-    @Test(arguments: Durability.allCases)
+    @Test(.blockingWork, arguments: Durability.allCases)
     func aSecondHandleInTheSameProcessHasTheSameFlags(mode: Durability) throws {
         let group = "group.com.example.handle.\(mode)"
         let first = try container(group, mode)

@@ -19,7 +19,7 @@ struct FuzzRegressionTests {
     // created a file at the top of the file system) and returned "link/\u{301}x" as one component,
     // which openat resolved through the symbolic link `link` (so O_NOFOLLOW protected nothing).
 
-    @Test("validate cuts paths at every slash byte, combining marks or not")
+    @Test("validate cuts paths at every slash byte, combining marks or not", .blockingWork)
     func combiningMarkAfterSlashIsStillASlash() throws {
         #expect(try SharedFiles.validate("a/\u{301}b") == ["a", "\u{301}b"])
         #expect(try SharedFiles.validate("a/\u{301}/b") == ["a", "\u{301}", "b"])
@@ -30,7 +30,7 @@ struct FuzzRegressionTests {
         expectRejectedPath("reserved for temporary files") { _ = try SharedFiles.validate(".kvtmp-\u{301}x") }
     }
 
-    @Test("no write escapes through a slash with a combining mark")
+    @Test("no write escapes through a slash with a combining mark", .blockingWork)
     func combiningMarkAfterSlashCannotEscape() throws {
         let fixture = try SharedFilesFixture()
         defer { fixture.remove() }
@@ -48,7 +48,7 @@ struct FuzzRegressionTests {
         #expect(fixture.secretIsUntouched())
     }
 
-    @Test("container roots are normalised as the kernel reads them")
+    @Test("container roots are normalised as the kernel reads them", .blockingWork)
     func containerRootWithCombiningMark() throws {
         #expect(try ContainerRoot.resolve(explicit: "/\u{301}x", environment: [:]) == "/\u{301}x")
         #expect(ContainerRoot.normalize("/a/\u{301}/../b") == "/a/b")
@@ -59,7 +59,7 @@ struct FuzzRegressionTests {
 
     // The catalog's key encoding is text read from the store; `KeyEncoding(_:)` parsed nested
     // `tuple(` recursively without a bound, so a corrupt or hostile catalog entry overflowed the stack.
-    @Test("key encodings nest at most maxNesting tuples, without recursing on longer input")
+    @Test("key encodings nest at most maxNesting tuples, without recursing on longer input", .blockingWork)
     func keyEncodingNestingIsBounded() {
         func nested(_ depth: Int) -> String {
             String(repeating: "tuple(", count: depth) + "int64" + String(repeating: ",int64)", count: depth)
@@ -71,7 +71,7 @@ struct FuzzRegressionTests {
 
     // Date(timeIntervalSinceReferenceDate: -0.0) == Date(timeIntervalSinceReferenceDate: 0.0), but the
     // two encoded to different keys, so a collection could hold both as separate records.
-    @Test("equal dates are one key: -0.0 is written as 0.0")
+    @Test("equal dates are one key: -0.0 is written as 0.0", .blockingWork)
     func negativeZeroDateKey() throws {
         let zero = Date(timeIntervalSinceReferenceDate: 0.0)
         let negativeZero = Date(timeIntervalSinceReferenceDate: -0.0)
@@ -83,7 +83,7 @@ struct FuzzRegressionTests {
     // LogicalDay's description writes any Int32 day number ("-0001-12-31", "5881580-07-11"), but its
     // parser took only four-digit years from 0000 to 9999, so `kvtool` printed day keys (and CBOR values
     // held days) that it could not read back.
-    @Test("every day number's text parses back to the same day", arguments: [
+    @Test("every day number's text parses back to the same day", .blockingWork, arguments: [
         Int32.min, Int32.max, -719_529, -719_528, -1, 0, 20_413, 2_932_896, 2_932_897,
     ])
     func dayTextRoundTrips(_ number: Int32) throws {
@@ -94,7 +94,7 @@ struct FuzzRegressionTests {
         #expect(try CBORDecoder().decode(LogicalDay.self, from: CBOREncoder().encode(day)) == day)
     }
 
-    @Test("day text is still strict")
+    @Test("day text is still strict", .blockingWork)
     func dayTextIsStrict() {
         for bad in ["+2026-01-01", "2026-1-01", "02026-01-01", "20260-13-01", "--2026-01-01", "2026-01-01-", " 2026-01-01", "１２３４-01-01"] {
             #expect(LogicalDay(bad) == nil, "\(bad)")
@@ -107,7 +107,7 @@ struct FuzzRegressionTests {
     // (and NaN) as a made-up ISO 8601 date ("-4712-01-01T12:00:00.000Z") that parse rejected.
     // Since issue 36 they render as their eight key bytes (`0x…`), which name the key exactly (seconds
     // since 1970 did not always: the conversion to the reference date rounds).
-    @Test("dates outside ISO 8601's four-digit years render as their key bytes, which parse reads back",
+    @Test("dates outside ISO 8601's four-digit years render as their key bytes, which parse reads back", .blockingWork,
           arguments: [1e300, -1e300, -1e12, 253_402_300_800, .infinity, -.infinity, .nan])
     func dateKeyOutsideISORange(_ seconds: Double) throws {
         let key = Date(timeIntervalSince1970: seconds).encodedKey
@@ -123,7 +123,7 @@ struct FuzzRegressionTests {
     // Since issue 36 a date key is not rounded at all: it prints the digits that name it exactly (this
     // one, 0.0004 s before the reference date with a long binary fraction, needs more than 17, so it
     // prints as its key bytes), and a fraction of .9996 s (.9995999 as a Double) stays in its second.
-    @Test("date keys render exactly, never carrying a rounded fraction into the next second")
+    @Test("date keys render exactly, never carrying a rounded fraction into the next second", .blockingWork)
     func dateKeyMillisecondCarry() throws {
         let key = Date(timeIntervalSince1970: 978_307_199.9996).encodedKey
         let text = try KeyEncoding.date.render(key).description
@@ -142,7 +142,7 @@ struct FuzzRegressionTests {
     // Found by `make fuzz` (keys) after the fix above: render counts days in the proleptic Gregorian
     // calendar, but Foundation's ISO 8601 parser switches to the Julian calendar before 1582-10-15, so
     // "0020-06-15T08:53:20.000Z" parsed back as 0020-06-13.
-    @Test("date keys before the Gregorian reform parse back to the same day",
+    @Test("date keys before the Gregorian reform parse back to the same day", .blockingWork,
           arguments: ["0001-01-01T00:00:00.000Z", "0020-06-15T08:53:20.000Z", "1582-10-04T12:00:00.000Z",
                       "1582-10-10T00:00:00.500Z", "1582-10-15T00:00:00.000Z"])
     func dateKeyBeforeGregorianReform(_ text: String) throws {
@@ -151,7 +151,7 @@ struct FuzzRegressionTests {
 
     // `render` writes a nested tuple as a nested JSON array, but `parse` refused nested tuples, so the
     // keys of a collection keyed by Pair<Pair<…>, …> could be printed but not typed back.
-    @Test("nested tuple keys parse from the nested arrays that render writes")
+    @Test("nested tuple keys parse from the nested arrays that render writes", .blockingWork)
     func nestedTupleKeysParse() throws {
         let key = Pair(Pair("k", LogicalDay(year: 2026, month: 11, day: 21)!), UInt64(12))
         let encoding = type(of: key).keyEncoding

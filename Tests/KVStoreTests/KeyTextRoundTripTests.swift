@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import KVStore
 
 /// Every key kvtool prints (``KeyEncoding/render(_:)``'s text) must parse back to the same bytes, so
@@ -64,7 +65,7 @@ import Testing
         .tuple([.bytes, .string]), .tuple([.tuple([.string, .date]), .int64]),
     ]
 
-    @Test(arguments: encodings)
+    @Test(.blockingWork, arguments: encodings)
     func printedKeysParseToTheSameBytes(encoding: KeyEncoding) throws {
         var g = Generator(state: 36)
         for i in 0..<3000 {
@@ -77,7 +78,7 @@ import Testing
     }
 
     /// The reported key: a notification received at 03:58:32.246376Z.
-    @Test func aDateWithMicrosecondsPrintsThemAndReadsBack() throws {
+    @Test(.blockingWork) func aDateWithMicrosecondsPrintsThemAndReadsBack() throws {
         let date = try #require(KeyEncoding.parseISO8601("2026-11-27T03:58:32Z")).addingTimeInterval(0.246376)
         var bytes: [UInt8] = []
         date.encodeKey(into: &bytes, terminal: true)

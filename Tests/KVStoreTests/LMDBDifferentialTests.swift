@@ -38,7 +38,7 @@ import Glibc
         var driver: [String: Int] = [:]
     }
 
-    @Test func generatedSequencesAgreeWithLMDBsTools() throws {
+    @Test(.blockingWork) func generatedSequencesAgreeWithLMDBsTools() throws {
         let environment = ProcessInfo.processInfo.environment
         // Under a sanitizer (kvtool 4 to 8 times slower), as many cases as fit in the same time.
         let cases = Int(environment["KVSTORE_DIFFERENTIAL_CASES"] ?? "")

@@ -9,7 +9,7 @@ import TestSupport
 @Suite struct ReadmeExampleTests {
     let dir = TemporaryDirectory()
 
-    @Test func theReadmeExampleIsTheExampleTargetAndRuns() throws {
+    @Test(.blockingWork) func theReadmeExampleIsTheExampleTargetAndRuns() throws {
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let readme = try String(contentsOfFile: repository + "/README.md", encoding: .utf8)
         let example = try String(contentsOfFile: repository + "/Examples/ReadmeExample/Example.swift", encoding: .utf8)
@@ -43,7 +43,7 @@ import TestSupport
     /// the example. (The clone
     /// has what is committed: run it on a clean tree.) Not under a sanitizer: it builds nothing of this
     /// process.
-    @Test(.enabled(if: BuildScale.sanitizer == nil), .timeLimit(.minutes(20)))
+    @Test(.blockingWork, .enabled(if: BuildScale.sanitizer == nil), .timeLimit(.minutes(20)))
     func theReadmeExampleBuildsInAPackageOfItsOwnThatDependsOnThisOneByVersion() throws {
         let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let clone = dir.path + "/kvstore", app = dir.path + "/readme-app"

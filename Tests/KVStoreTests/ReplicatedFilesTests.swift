@@ -20,7 +20,7 @@ import Glibc
         return container
     }
 
-    @Test func aWriteUnderAReplicatedPrefixRecordsItsEntryInTheTransactionAndThePathFollowsTheCommit() throws {
+    @Test(.blockingWork) func aWriteUnderAReplicatedPrefixRecordsItsEntryInTheTransactionAndThePathFollowsTheCommit() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         let notes = try container.store.collection("notes", key: String.self, value: String.self)
@@ -57,7 +57,7 @@ import Glibc
         #expect(fields.first { $0.key == .text("sha256") }?.value == .bytes(SHA256Hasher.hash(Self.png)))
     }
 
-    @Test func aWriteOutsideEveryReplicatedPrefixRecordsNothing() throws {
+    @Test(.blockingWork) func aWriteOutsideEveryReplicatedPrefixRecordsNothing() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         let entry = try container.store.write { tx in try container.files.write(Self.png, to: "other/a.png", in: tx) }
@@ -73,7 +73,7 @@ import Glibc
         #expect(try plain.files.read("img/a.png") == Data(Self.png))
     }
 
-    @Test func aRemoveRecordsTheTombstoneAndTheFileGoesAtTheCommit() throws {
+    @Test(.blockingWork) func aRemoveRecordsTheTombstoneAndTheFileGoesAtTheCommit() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         try container.store.write { tx in _ = try container.files.write(Self.png, to: "img/a.png", in: tx) }
@@ -94,7 +94,7 @@ import Glibc
         }
     }
 
-    @Test func aTombstoneFromAnotherDeviceRemovesTheFileAndItsLocalState() throws {
+    @Test(.blockingWork) func aTombstoneFromAnotherDeviceRemovesTheFileAndItsLocalState() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         try container.store.write { tx in
@@ -110,7 +110,7 @@ import Glibc
         #expect(try container.files.removeFilesTheManifestDropped() == [])
     }
 
-    @Test func copiesNoRowNamesAreCollectedAfterTheirGraceAndTheOthersStay() throws {
+    @Test(.blockingWork) func copiesNoRowNamesAreCollectedAfterTheirGraceAndTheOthersStay() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         let other = Array("another version".utf8)
@@ -127,7 +127,7 @@ import Glibc
         #expect(FileManager.default.fileExists(atPath: container.layout.blobs + "/" + current))
     }
 
-    @Test func anAbortedTransactionLeavesTheManifestThePathAndThePreviousBytes() throws {
+    @Test(.blockingWork) func anAbortedTransactionLeavesTheManifestThePathAndThePreviousBytes() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         let notes = try container.store.collection("notes", key: String.self, value: String.self)
@@ -157,7 +157,7 @@ import Glibc
         #expect(try container.files.readBlobChunk(SHA256Hasher.hex(Array(first.sha256)), offset: 0, length: 1 << 20).bytes == Self.png)
     }
 
-    @Test func aManifestRowWithoutItsBytesReadsAsNotYetDownloadedAndOtherBytesAreNeverServed() throws {
+    @Test(.blockingWork) func aManifestRowWithoutItsBytesReadsAsNotYetDownloadedAndOtherBytesAreNeverServed() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         let entry = try #require(try container.store.write { tx in try container.files.write(Self.png, to: "img/a.png", in: tx) })
@@ -190,7 +190,7 @@ import Glibc
         #expect(throws: KVStoreError.fileNotFound(path: "img/none.png")) { try container.files.readVerified("img/none.png") }
     }
 
-    @Test func pathsAreCheckedBeforeAnythingIsWrittenOrRecorded() throws {
+    @Test(.blockingWork) func pathsAreCheckedBeforeAnythingIsWrittenOrRecorded() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         for bad in ["../x.png", "img/../../x.png", "/etc/passwd", "img//a.png", "img/.kvtmp-a", "img/a\0.png", "img/．．/a.png"] {
@@ -212,7 +212,7 @@ import Glibc
         }
     }
 
-    @Test func aPlainWriteUnderAReplicatedPrefixRecordsItsEntryInATransactionOfItsOwn() throws {
+    @Test(.blockingWork) func aPlainWriteUnderAReplicatedPrefixRecordsItsEntryInATransactionOfItsOwn() throws {
         let dir = TemporaryDirectory()
         let container = try Self.container(dir)
         try container.files.write(Self.png, to: "img/a.png")
@@ -227,7 +227,7 @@ import Glibc
     /// Another process writes records and their files, one transaction each; this one reads both in
     /// one read transaction again and again: never a record without its manifest row or the other way
     /// round, and each row's hash is the record's. Once the writer is done, every path has its bytes.
-    @Test func anotherProcessSeesARecordAndItsFileEntryTogetherNeverOneWithoutTheOther() throws {
+    @Test(.blockingWork) func anotherProcessSeesARecordAndItsFileEntryTogetherNeverOneWithoutTheOther() throws {
         let dir = TemporaryDirectory()
         let group = "group.com.example.files"
         let container = try dir.container(group)

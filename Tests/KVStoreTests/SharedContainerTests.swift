@@ -13,7 +13,7 @@ import Workloads
         return info.st_mode & 0o7777
     }
 
-    @Test func layoutAndPermissions() throws {
+    @Test(.blockingWork) func layoutAndPermissions() throws {
         let container = try dir.container("group.com.example.layout")
         #expect(container.path == dir.path + "/group.com.example.layout")
         for sub in ["", "/Store", "/Files", "/Snapshots", "/Notify"] {
@@ -29,7 +29,7 @@ import Workloads
         #expect(mode(group.storeDirectory + "/data.mdb") == 0o660)
     }
 
-    @Test func badGroupIdentifiersTouchNothing() throws {
+    @Test(.blockingWork) func badGroupIdentifiersTouchNothing() throws {
         for bad in ["", "com.example.app", "group.", "group..a", "group.a/../b", "group.com.example/x", "../group.com.x",
                     "group.com.ex ample", "group.com.\u{0}x", "group.com.ｅxample", "group." + String(repeating: "a.", count: 130) + "b"] {
             do {
@@ -42,7 +42,7 @@ import Workloads
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
     }
 
-    @Test func readOnlyContainerNeedsAnExistingOne() throws {
+    @Test(.blockingWork) func readOnlyContainerNeedsAnExistingOne() throws {
         var options = SharedContainer.Options()
         options.readOnly = true
         #expect(throws: (any Error).self) { try dir.container("group.com.example.none", options: options) }
@@ -54,7 +54,7 @@ import Workloads
         #expect(r.stdout == "v\n", "\(r.stderr)")
     }
 
-    @Test func symlinkedContainerPartsAreRefused() throws {
+    @Test(.blockingWork) func symlinkedContainerPartsAreRefused() throws {
         let outside = TemporaryDirectory()
         let path = dir.path + "/group.com.example.link"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -63,7 +63,7 @@ import Workloads
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path).isEmpty)
     }
 
-    @Test func aReaderSeesCollectionsAndSuitesCreatedByAnotherProcessAfterItOpenedThem() throws {
+    @Test(.blockingWork) func aReaderSeesCollectionsAndSuitesCreatedByAnotherProcessAfterItOpenedThem() throws {
         let group = "group.com.example.late"
         // Another process creates the container; this one opens it read-only, like a widget, with
         // handles on a collection and a suite that no process has created yet.
@@ -93,7 +93,7 @@ import Workloads
         #expect(try other.string(forKey: "k") == "late")
     }
 
-    @Test func trainerFlowAcrossProcesses() throws {
+    @Test(.blockingWork) func trainerFlowAcrossProcesses() throws {
         let group = "group.com.example.trainer"
         let container = try dir.container(group)
         let trainers = TrainerNotificationFlow.sampleTrainers

@@ -6,7 +6,7 @@ import TestSupport
 @Suite struct SharedDefaultsTests {
     let dir = TemporaryDirectory()
 
-    @Test func userDefaultsAPI() throws {
+    @Test(.blockingWork) func userDefaultsAPI() throws {
         let container = try dir.container()
         let d = try container.defaults()
         #expect(d.suiteName == "group.com.example.test")
@@ -68,7 +68,7 @@ import TestSupport
     /// `string(forKey:)` reads a stored text string straight from the map; whatever that fast path
     /// does not take (other types, odd heads, bad bytes another process stored) goes through the
     /// general decoder, with the same answer or the same error as before.
-    @Test func stringReadsAgreeWithTheGeneralDecoderOnStoredBytes() throws {
+    @Test(.blockingWork) func stringReadsAgreeWithTheGeneralDecoderOnStoredBytes() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.set("seed", forKey: "seed")
@@ -107,7 +107,7 @@ import TestSupport
         #expect(throws: KVStoreError.self) { try d.string(forKey: String(repeating: "k", count: Store.maxKeySize + 1)) }
     }
 
-    @Test func codableValuesAndLimits() throws {
+    @Test(.blockingWork) func codableValuesAndLimits() throws {
         struct Settings: Codable, Equatable { var theme: String; var fontSize: Double; var tags: [String] }
         let d = try dir.container().defaults()
         let settings = Settings(theme: "dark", fontSize: 14.5, tags: ["a"])
@@ -130,7 +130,7 @@ import TestSupport
         #expect(throws: KVStoreError.self) { try SharedDefaults(store: d.store, suiteName: "bad/suite") }
     }
 
-    @Test func aWriteInOneProcessIsTheNextReadInAnother() throws {
+    @Test(.blockingWork) func aWriteInOneProcessIsTheNextReadInAnother() throws {
         let group = "group.com.example.defaults"
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let d = try container.defaults()
@@ -153,7 +153,7 @@ import TestSupport
     /// A getter without a transaction keeps what it read, and serves it again while nothing has
     /// committed: any commit of the store (of any suite, collection or process) makes the next get
     /// read the map again.
-    @Test func readsAreServedFromMemoryUntilTheNextCommit() throws {
+    @Test(.blockingWork) func readsAreServedFromMemoryUntilTheNextCommit() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.set("one", forKey: "k")
@@ -183,7 +183,7 @@ import TestSupport
 
     /// Inside a write transaction of the store on this thread, a getter without a transaction still
     /// refuses to nest, cached or not; inside a read transaction it answers.
-    @Test func cachedReadsStillRefuseToNestInAWrite() throws {
+    @Test(.blockingWork) func cachedReadsStillRefuseToNestInAWrite() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.set("v", forKey: "k")
@@ -196,7 +196,7 @@ import TestSupport
 
     /// What is kept is bounded: large values are read every time, and past the entry limit the cache
     /// starts again.
-    @Test func theCacheIsBounded() throws {
+    @Test(.blockingWork) func theCacheIsBounded() throws {
         let container = try dir.container()
         let d = try container.defaults()
         let large = String(repeating: "x", count: CommittedValueCache.maxValueBytes + 1)
@@ -212,7 +212,7 @@ import TestSupport
     }
 
     /// Another process's commit is seen by the next get of a key this process has in memory.
-    @Test func anotherProcessCommitIsSeenByTheNextCachedGet() throws {
+    @Test(.blockingWork) func anotherProcessCommitIsSeenByTheNextCachedGet() throws {
         let group = "group.com.example.cached"
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let d = try container.defaults()
@@ -231,7 +231,7 @@ import TestSupport
 
     /// While another process commits a counter 1…N, gets on two threads of this one never go back in
     /// time, and see N once it is done.
-    @Test func cachedGetsNeverGoBackWhileAnotherProcessWrites() throws {
+    @Test(.blockingWork) func cachedGetsNeverGoBackWhileAnotherProcessWrites() throws {
         let group = "group.com.example.counter"
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let d = try container.defaults()

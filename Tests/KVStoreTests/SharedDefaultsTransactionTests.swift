@@ -7,7 +7,7 @@ import TestSupport
 @Suite struct SharedDefaultsTransactionTests {
     let dir = TemporaryDirectory()
 
-    @Test func everyTypedGetterReadsInsideAGivenTransaction() throws {
+    @Test(.blockingWork) func everyTypedGetterReadsInsideAGivenTransaction() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.register(defaults: ["registered": 7])
@@ -44,7 +44,7 @@ import TestSupport
         #expect(try d.url(forKey: "url") == url)
     }
 
-    @Test func severalValuesReadInOneTransactionComeFromOneSnapshot() throws {
+    @Test(.blockingWork) func severalValuesReadInOneTransactionComeFromOneSnapshot() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.set(1, forKey: "a")
@@ -65,7 +65,7 @@ import TestSupport
         #expect(a == 1 && b == 1, "both from the snapshot the transaction began with")
     }
 
-    @Test func insideAWriteTheInFormsSeeTheWritesOwnChanges() throws {
+    @Test(.blockingWork) func insideAWriteTheInFormsSeeTheWritesOwnChanges() throws {
         let container = try dir.container()
         let d = try container.defaults()
         try d.set("old", forKey: "s")

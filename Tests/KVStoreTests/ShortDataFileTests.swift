@@ -41,7 +41,7 @@ import Glibc
                      sourceLocation: sourceLocation)
     }
 
-    @Test func aStoreKVStoreCommittedShortOfItsLastPageOpensAgain() throws {
+    @Test(.blockingWork) func aStoreKVStoreCommittedShortOfItsLastPageOpensAgain() throws {
         let path = try storeKVStoreLeftShort("own")
         try expectShort(path)
         let lmdb = try LMDBPrograms.lmdbReads(path, scratch: dir.path + "/copy")
@@ -58,7 +58,7 @@ import Glibc
 
     /// A read-only open (a widget's) changes nothing; a read-write open that found nothing missing
     /// extends the file to the size the meta page records, so that later opens cost one `fstat`.
-    @Test func aReadWriteOpenExtendsAShortFileAndAReadOnlyOneLeavesIt() throws {
+    @Test(.blockingWork) func aReadWriteOpenExtendsAShortFileAndAReadOnlyOneLeavesIt() throws {
         let path = try storeKVStoreLeftShort("extend")
         let before = fileSize(path + "/data.mdb")
         var readOnly = Store.Options()
@@ -81,7 +81,7 @@ import Glibc
     /// read-only over and over, each time a new environment. No open is refused: the read transaction
     /// held during the walk keeps the pages it reads from being reused, and a refusal is made only
     /// against a meta page that did not change.
-    @Test func opensWhileAnotherProcessCommitsAreNeverRefused() throws {
+    @Test(.blockingWork) func opensWhileAnotherProcessCommitsAreNeverRefused() throws {
         let root = dir.path + "/busy"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         do {
@@ -116,7 +116,7 @@ import Glibc
     /// The probe of the issue (`scripts/lmdb-short-file-probe.c`: a 1 MiB value put into a scratch
     /// database, deleted, the database dropped, committed) run by plain LMDB on a container made by
     /// KVStore: every kvtool command of the container works, read-only and read-write.
-    @Test func theProbeOfIssue46LeavesAContainerEveryProcessOpens() throws {
+    @Test(.blockingWork) func theProbeOfIssue46LeavesAContainerEveryProcessOpens() throws {
         let put = try helper(["container-put", dir.path, group, "privateToUser"])
         try #require(put.status == 0, "\(put.stderr)")
         let store = dir.path + "/" + group + "/Store"
@@ -136,7 +136,7 @@ import Glibc
 
     /// A cut inside the overflow run of a value: `mdb_dump` faults, and the open is refused in one
     /// line naming the file, its size and the first page that is missing, in another process too.
-    @Test func aCutInsideAnOverflowRunIsRefusedNamingTheFirstMissingPage() throws {
+    @Test(.blockingWork) func aCutInsideAnOverflowRunIsRefusedNamingTheFirstMissingPage() throws {
         let path = dir.path + "/overflow"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         do {
@@ -161,7 +161,7 @@ import Glibc
     /// LMDB opens whatever page size the meta page records (`mdb_stat` reads this store with pages of
     /// 1 MiB); a short file with a page size LMDB never writes (not a power of two from 512 bytes to
     /// 64 KiB) is refused as corrupted rather than walked with a page buffer of the planted size.
-    @Test func aPlantedPageSizeOnAShortFileIsRefusedWithoutAWalk() throws {
+    @Test(.blockingWork) func aPlantedPageSizeOnAShortFileIsRefusedWithoutAWalk() throws {
         let path = try storeKVStoreLeftShort("pagesize")
         let dataFile = path + "/data.mdb"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataFile)))
@@ -179,7 +179,7 @@ import Glibc
 
     /// The free list is read by every writer (and by `mdb_stat -ff`), though no reader of the data
     /// touches it: a free-list page cut off is refused, although `mdb_dump` reads everything else.
-    @Test func aFreeListPageCutOffIsRefusedThoughMdbDumpReadsTheData() throws {
+    @Test(.blockingWork) func aFreeListPageCutOffIsRefusedThoughMdbDumpReadsTheData() throws {
         let put = try helper(["container-put", dir.path, group, "privateToUser"])
         try #require(put.status == 0, "\(put.stderr)")
         let store = dir.path + "/" + group + "/Store"

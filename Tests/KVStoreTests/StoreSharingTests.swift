@@ -25,7 +25,7 @@ import Glibc
         reader.wait()
     }
 
-    @Test func aLongRunningWriterClearsTheSlotsOfDeadReadersByItself() throws {
+    @Test(.blockingWork) func aLongRunningWriterClearsTheSlotsOfDeadReadersByItself() throws {
         // Without the periodic check, the dead reader's slot (which pins its snapshot, so that the
         // file grows with every commit) stays until some process opens the store.
         let off = try container("group.com.example.nocheck", interval: nil)
@@ -45,7 +45,7 @@ import Glibc
         #expect(try on.store.readerSlots().filter { !$0.processAlive }.isEmpty)
     }
 
-    @Test func openingAnExistingContainerReadWriteNeverWaitsForTheWriteLock() throws {
+    @Test(.blockingWork) func openingAnExistingContainerReadWriteNeverWaitsForTheWriteLock() throws {
         let group = "group.com.example.locked"
         let container = try dir.container(group)
         let meta = try container.store.collection("ledgerMeta", key: String.self, value: Int.self)
@@ -61,7 +61,7 @@ import Glibc
         #expect(line?.hasPrefix("read seq=7 ") == true, "the read-write open waited for the write lock")
     }
 
-    @Test func aProcessOpeningWithASmallerMapTakesTheRecordedSizeAndDoesNotGrowIt() throws {
+    @Test(.blockingWork) func aProcessOpeningWithASmallerMapTakesTheRecordedSizeAndDoesNotGrowIt() throws {
         var small = Store.Options()
         small.mapSize = 64 << 10
         let directory = dir.path + "/store"
@@ -86,7 +86,7 @@ import Glibc
         #expect(try blobs.count() == 17)
     }
 
-    @Test func readTransactionsCheckTheirSnapshotAgainstTheMetaPages() throws {
+    @Test(.blockingWork) func readTransactionsCheckTheirSnapshotAgainstTheMetaPages() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: Int.self)
         for i in 0..<3 { try values.put(i, forKey: i) }
@@ -109,7 +109,7 @@ import Glibc
         #expect(MetaPages.isExact(transaction: 0, repeated: false, own: 0, other: 0))
     }
 
-    @Test func aProcessWhoseMapFillsTakesTheLargerRecordedSizeInsteadOfDoublingIt() throws {
+    @Test(.blockingWork) func aProcessWhoseMapFillsTakesTheLargerRecordedSizeInsteadOfDoublingIt() throws {
         let group = "group.com.example.lagging"
         var options = SharedContainer.Options()
         options.store.mapSize = 1 << 20

@@ -28,7 +28,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
 @Suite struct StoreTransactionTests {
     let dir = TemporaryDirectory()
 
-    @Test func readsSeeASnapshot() throws {
+    @Test(.blockingWork) func readsSeeASnapshot() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: Int.self)
         try values.put(1, forKey: 1)
@@ -42,7 +42,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try values.get(1) == 2)
     }
 
-    @Test func nestedWriteAndEscapedTransactionAreErrors() throws {
+    @Test(.blockingWork) func nestedWriteAndEscapedTransactionAreErrors() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: Int.self)
         #expect(throws: KVStoreError.nestedTransaction(outer: .write, inner: .write)) {
@@ -64,7 +64,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try values.get(5) == 6)
     }
 
-    @Test func observersSeeMutationsBeforeAndAfterCommit() throws {
+    @Test(.blockingWork) func observersSeeMutationsBeforeAndAfterCommit() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: String.self)
         let log = try store.collection("log", key: Int.self, value: String.self)
@@ -98,7 +98,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try values.get(3) == nil)
     }
 
-    @Test func openingACollectionInsideATransactionIsAClearError() throws {
+    @Test(.blockingWork) func openingACollectionInsideATransactionIsAClearError() throws {
         let store = try dir.store()
         let early = try store.collection("early", key: Int.self, value: Int.self)
         try early.put(1, forKey: 1)
@@ -139,7 +139,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(process.terminationReason == .uncaughtSignal)
     }
 
-    @Test func staleReadersOfAKilledProcessAreCleared() throws {
+    @Test(.blockingWork) func staleReadersOfAKilledProcessAreCleared() throws {
         let group = "group.com.example.readers"
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         // An explicit check in a process that has the store open finds the dead reader's slot.
@@ -160,7 +160,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try container.store.clearStaleReaders() == 0)
     }
 
-    @Test func aRequiredObserverMustBePresentToWrite() throws {
+    @Test(.blockingWork) func aRequiredObserverMustBePresentToWrite() throws {
         final class Tracker: WriteObserver, @unchecked Sendable {
             var observerKind: String? { "history" }
         }
@@ -191,7 +191,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try tracked.count() == 2)
     }
 
-    @Test func theMapGrowsFromATinyStart() throws {
+    @Test(.blockingWork) func theMapGrowsFromATinyStart() throws {
         var options = Store.Options()
         options.mapSize = 64 << 10
         let store = try dir.store(options: options)
@@ -217,7 +217,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try c.count() == 0)
     }
 
-    @Test func theMapGrowsAcrossProcesses() throws {
+    @Test(.blockingWork) func theMapGrowsAcrossProcesses() throws {
         let root = dir.path
         let group = "group.com.example.growth"
         var options = SharedContainer.Options()
@@ -249,7 +249,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(try blobs.count() == 451)
     }
 
-    @Test func lmdbToolsReadOurFiles() throws {
+    @Test(.blockingWork) func lmdbToolsReadOurFiles() throws {
         let container = try dir.container()
         let scores = try container.store.collection("scores", key: String.self, value: Int.self)
         try scores.put(42, forKey: "alice")
@@ -264,7 +264,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         #expect(dump.stdout.contains(" alice"))
     }
 
-    @Test func durabilityModesCommitAndSync() throws {
+    @Test(.blockingWork) func durabilityModesCommitAndSync() throws {
         for mode in Durability.allCases {
             var options = Store.Options()
             options.durability = mode
@@ -276,7 +276,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
         }
     }
 
-    @Test func readOnlyStoresRefuseWrites() throws {
+    @Test(.blockingWork) func readOnlyStoresRefuseWrites() throws {
         let store = try dir.store("ro")
         let c = try store.collection("c", key: Int.self, value: Int.self)
         try c.put(1, forKey: 1)
@@ -288,7 +288,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
 
     /// `read` reuses the transaction object of the last read that nobody kept; one that was kept
     /// stays ended, whatever reads come after it.
-    @Test func keptTransactionStaysEndedWhileLaterReadsReuseTheirs() throws {
+    @Test(.blockingWork) func keptTransactionStaysEndedWhileLaterReadsReuseTheirs() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: Int.self)
         try values.put(0, forKey: 1)
@@ -314,7 +314,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
 
     /// Threads reading one store at once each get a transaction of their own (reuse never hands one
     /// object to two reads), each seeing a committed value.
-    @Test func concurrentReadsNeverShareATransaction() throws {
+    @Test(.blockingWork) func concurrentReadsNeverShareATransaction() throws {
         let store = try dir.store()
         let values = try store.collection("values", key: Int.self, value: Int.self)
         try values.put(0, forKey: 1)
@@ -340,7 +340,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
 
     /// An environment is shared by every store open on its files, stays open while one of them is,
     /// and is closed with the last: then the files can be opened again with options that conflicted.
-    @Test func environmentClosesWithItsLastStore() throws {
+    @Test(.blockingWork) func environmentClosesWithItsLastStore() throws {
         let path = dir.path + "/leases"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         var a: Store? = try Store(directory: path)
@@ -365,7 +365,7 @@ final class RecordingObserver: WriteObserver, @unchecked Sendable {
 
     /// Threads opening and dropping stores on one path at once: each open shares the environment
     /// while another store holds it, and every one of them reads what was written.
-    @Test func storesOpenedAndDroppedAtOnceShareOneEnvironment() throws {
+    @Test(.blockingWork) func storesOpenedAndDroppedAtOnceShareOneEnvironment() throws {
         let path = dir.path + "/churn"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         try Store(directory: path).collection("c", key: Int.self, value: Int.self).put(42, forKey: 1)

@@ -45,7 +45,7 @@ import Workloads
 
     // MARK: - info
 
-    @Test func infoShowsTheEnvironmentHistoryConsumersAndSnapshots() throws {
+    @Test(.blockingWork) func infoShowsTheEnvironmentHistoryConsumersAndSnapshots() throws {
         let container = try fixture()
         let records = ChecklistDataset.records(days: 20).count
         var r = try tool("info")
@@ -77,7 +77,7 @@ import Workloads
         #expect(collections.first { $0["name"] as? String == "dailyRecords" }?["count"] as? Int == records)
     }
 
-    @Test func infoOnAContainerWithoutHistoryOrSnapshots() throws {
+    @Test(.blockingWork) func infoOnAContainerWithoutHistoryOrSnapshots() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         try container.store.collection("scores", key: String.self, value: Int.self).put(1, forKey: "a")
         let r = try tool("info")
@@ -91,7 +91,7 @@ import Workloads
 
     // MARK: - check
 
-    @Test func checkPassesOnAHealthyContainer() throws {
+    @Test(.blockingWork) func checkPassesOnAHealthyContainer() throws {
         try fixture()
         let r = try tool("check")
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
@@ -111,7 +111,7 @@ import Workloads
         #expect((json["problems"] as? [Any])?.isEmpty == true)
     }
 
-    @Test func checkNamesEachKindOfInjectedDamage() throws {
+    @Test(.blockingWork) func checkNamesEachKindOfInjectedDamage() throws {
         let container = try fixture()
         let store = container.store
         let day = ChecklistDataset.records(days: 20)[3].day
@@ -161,7 +161,7 @@ import Workloads
                           "derivedEntryMismatch", "history", "snapshot"])
     }
 
-    @Test func checkFindsARecordMissingFromItsIndex() throws {
+    @Test(.blockingWork) func checkFindsARecordMissingFromItsIndex() throws {
         let container = try fixture()
         let event = try #require(try SubscriptionStore(store: container.store).billingEvents.entries(limit: 1).first)
         let index = try #require(try container.store.rawDatabase(named: "i/billingEvents/bySubscription"))
@@ -180,7 +180,7 @@ import Workloads
         #expect(r.stdout.hasPrefix("billingEvents index bySubscription key \(event.key): the record has no entry in the index\n"), "\(r.stdout)")
     }
 
-    @Test func longCommandsDrawAProgressBarOnlyOnATerminal() throws {
+    @Test(.blockingWork) func longCommandsDrawAProgressBarOnlyOnATerminal() throws {
         try fixture()
         // Python gives kvtool a pseudo-terminal as standard error and prints what was drawn on it.
         let script = """
@@ -207,7 +207,7 @@ import Workloads
         #expect(piped.status == 0 && piped.stderr.isEmpty)
     }
 
-    @Test func mdbStatReadsTheContainersWeCreate() throws {
+    @Test(.blockingWork) func mdbStatReadsTheContainersWeCreate() throws {
         let container = try fixture()
         let demoRoot = dir.path + "/demo"
         try FileManager.default.createDirectory(atPath: demoRoot, withIntermediateDirectories: true)
@@ -223,7 +223,7 @@ import Workloads
         }
     }
 
-    @Test func helpListsEverySubcommandOfTheContractAndCompletionScriptsExist() throws {
+    @Test(.blockingWork) func helpListsEverySubcommandOfTheContractAndCompletionScriptsExist() throws {
         var contract = ["info", "collections", "get", "put", "delete", "scan", "dump", "load", "defaults", "files",
                         "history", "watch", "snapshot", "readers", "check", "compact", "bench", "demo"]
         #if Serve
@@ -249,7 +249,7 @@ import Workloads
 
     // MARK: - readers
 
-    @Test func readersShowsLiveAndStaleSlotsAndCheckClearsTheStaleOnes() throws {
+    @Test(.blockingWork) func readersShowsLiveAndStaleSlotsAndCheckClearsTheStaleOnes() throws {
         try fixture()
         let reader = try BackgroundProcess.helper(["hold-read", dir.path, group])
         #expect(reader.waitForLine { $0 == "reading" } != nil)
@@ -276,7 +276,7 @@ import Workloads
 
     // MARK: - compact
 
-    @Test func compactPublishesACopyThatLMDBsToolsReadAndThatHoldsTheSameData() throws {
+    @Test(.blockingWork) func compactPublishesACopyThatLMDBsToolsReadAndThatHoldsTheSameData() throws {
         try fixture()
         let destination = dir.path + "/compact.mdb"
         var r = try tool("compact", destination)
@@ -308,7 +308,7 @@ import Workloads
 
     // MARK: - files
 
-    @Test func filesPutLsCatRm() throws {
+    @Test(.blockingWork) func filesPutLsCatRm() throws {
         try fixture()
         var r = try tool("files", "put", "notes/today.txt", "-", stdin: "こんにちは\n")
         #expect(r.status == 0 && r.stdout.isEmpty, "\(r.stderr)")
@@ -339,7 +339,7 @@ import Workloads
         #expect(r.status == 1)
     }
 
-    @Test func filesRefusesSymbolicLinksPlantedInFiles() throws {
+    @Test(.blockingWork) func filesRefusesSymbolicLinksPlantedInFiles() throws {
         try fixture()
         let outside = dir.path + "/outside.txt"
         try Data("secret".utf8).write(to: URL(fileURLWithPath: outside))

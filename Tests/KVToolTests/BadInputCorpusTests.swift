@@ -51,7 +51,7 @@ import Workloads
         return dump.stdout.split(separator: "\n").filter { !$0.hasPrefix("mapsize=") }.joined(separator: "\n") + files.stdout
     }
 
-    @Test func everyBadInputGetsItsOneLineErrorAndChangesNothing() throws {
+    @Test(.blockingWork) func everyBadInputGetsItsOneLineErrorAndChangesNothing() throws {
         try fixture()
         let record = ProcessInfo.processInfo.environment["KVTOOL_RECORD_CORPUS"] == "1"
         let lines = try String(contentsOfFile: Self.corpusPath, encoding: .utf8).split(separator: "\n")

@@ -6,7 +6,7 @@ import Workloads
 /// `kvtool bench dashboard --json`, run as the built binary: the shape DESIGN.md gives, with results
 /// that match the reference computation.
 @Suite struct BenchCommandTests {
-    @Test func benchDashboardPrintsTheDesignShape() throws {
+    @Test(.blockingWork) func benchDashboardPrintsTheDesignShape() throws {
         let r = try run(productsDirectory() + "/kvtool", ["bench", "dashboard", "--iterations", "3", "--json"])
         #expect(r.status == 0, "\(r.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
@@ -30,7 +30,7 @@ import Workloads
         #expect((object["coldOpen"] as? [String: Double])?["p50_us"] ?? 0 > 0)
     }
 
-    @Test func badOptionsAreUsageErrors() throws {
+    @Test(.blockingWork) func badOptionsAreUsageErrors() throws {
         let r = try run(productsDirectory() + "/kvtool", ["bench", "dashboard", "--days", "0"])
         #expect(r.status == 64 && r.stderr.contains("--days must be 1 to 3650"))
     }

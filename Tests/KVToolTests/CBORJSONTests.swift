@@ -11,7 +11,7 @@ import TestSupport
     let dir = TemporaryDirectory()
     let group = "group.com.example.cborjson"
 
-    @Test func storedCBORBecomesJSONAsRFC8949Says() throws {
+    @Test(.blockingWork) func storedCBORBecomesJSONAsRFC8949Says() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         _ = try container.store.collection("values", key: String.self, value: Int.self)
         let (_, raw) = try container.store.untypedCollection(named: "values")
@@ -37,7 +37,7 @@ import TestSupport
         }
     }
 
-    @Test(arguments: [([UInt8](), "", ""), ([0], "AA", "AA=="), ([0xFB], "-w", "+w=="), ([0xFB, 0xFF], "-_8", "+/8="),
+    @Test(.blockingWork, arguments: [([UInt8](), "", ""), ([0], "AA", "AA=="), ([0xFB], "-w", "+w=="), ([0xFB, 0xFF], "-_8", "+/8="),
                       ([0xFB, 0xFF, 0xBF], "-_-_", "+/+/"), (Array("hello world".utf8), "aGVsbG8gd29ybGQ", "aGVsbG8gd29ybGQ=")])
     func base64BothWays(bytes: [UInt8], url: String, standard: String) {
         #expect(Base64.url(bytes) == url)
@@ -46,7 +46,7 @@ import TestSupport
         #expect(Base64.decodeURL(url) == bytes)
     }
 
-    @Test func base64urlRefusesWhatIsNotBase64url() {
+    @Test(.blockingWork) func base64urlRefusesWhatIsNotBase64url() {
         for text in ["a", "ab=c", "+/", "AA==", "A A", "é"] { #expect(Base64.decodeURL(text) == nil, "\(text)") }
     }
 }

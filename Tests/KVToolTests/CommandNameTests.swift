@@ -7,7 +7,7 @@ import TestSupport
 /// `String(describing:)`, which scans the process's protocol conformances, about a million
 /// instructions a command at each start of `kvtool` (issue 16).
 @Suite struct CommandNameTests {
-    @Test func everyCommandSetsItsName() {
+    @Test(.blockingWork) func everyCommandSetsItsName() {
         var seen = 0
         func walk(_ command: any ParsableCommand.Type, path: String) {
             seen += 1
@@ -39,7 +39,7 @@ import TestSupport
         #expect(seen == expected)
     }
 
-    @Test func versionPrintsWithoutTouchingAContainer() throws {
+    @Test(.blockingWork) func versionPrintsWithoutTouchingAContainer() throws {
         let r = try run(productsDirectory() + "/kvtool", ["--version"], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == KVTool.configuration.version + "\n")

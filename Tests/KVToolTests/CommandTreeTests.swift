@@ -22,7 +22,7 @@ import TestSupport
         }
     }
 
-    @Test func everyCommandPathTakesTheGlobalOptionsBeforeAndAfterItOrSaysItHasNoUseForThem() throws {
+    @Test(.blockingWork) func everyCommandPathTakesTheGlobalOptionsBeforeAndAfterItOrSaysItHasNoUseForThem() throws {
         let paths = Self.runnablePaths
         // The walk found the deep paths the old table missed.
         let spelled = Set(paths.map { $0.path.joined(separator: " ") })
@@ -78,7 +78,7 @@ import TestSupport
         #expect(containerCommands >= 35)
     }
 
-    @Test func helpAndUnknownWordsKeepTheirOwnErrors() throws {
+    @Test(.blockingWork) func helpAndUnknownWordsKeepTheirOwnErrors() throws {
         // `help` describes commands whatever the container: leading global options are dropped.
         #expect(try GlobalOptions.route(["--group", "group.a.b", "help", "history", "show"]) == ["help", "history", "show"])
         // A word that names no command is the error, before or after global options, at any depth.
@@ -92,7 +92,7 @@ import TestSupport
     /// A mistyped command is named as such, whatever global options come before or after it (issue 46:
     /// `kvtool --root R --group G sync statsu` said "Unknown option '--root'"), with the commands it
     /// could have been, read from the tree.
-    @Test func aMistypedCommandIsNamedBeforeOrAfterGlobalOptionsAtAnyDepth() throws {
+    @Test(.blockingWork) func aMistypedCommandIsNamedBeforeOrAfterGlobalOptionsAtAnyDepth() throws {
         let kvtool = productsDirectory() + "/kvtool"
         func names(_ command: any ParsableCommand.Type) -> String {
             command.configuration.subcommands.map { $0._commandName }.joined(separator: ", ")
@@ -121,7 +121,7 @@ import TestSupport
         }
     }
 
-    @Test func theReportedDeepPathsRunWithLeadingGlobalOptions() throws {
+    @Test(.blockingWork) func theReportedDeepPathsRunWithLeadingGlobalOptions() throws {
         let dir = TemporaryDirectory()
         let group = "group.com.example.tree"
         _ = try SharedContainer(groupIdentifier: group, root: dir.path)
@@ -162,7 +162,7 @@ import TestSupport
 
     // MARK: - Exit codes
 
-    @Test func helpAndTheREADMEListEveryExitCodeOfCLIErrorKind() throws {
+    @Test(.blockingWork) func helpAndTheREADMEListEveryExitCodeOfCLIErrorKind() throws {
         let help = KVTool.helpMessage(columns: 10_000)
         for kind in CLIError.Kind.allCases {
             #expect(help.contains("\(kind.rawValue) \(kind.meaning)"), "kvtool help does not list \(kind.rawValue)")
@@ -182,7 +182,7 @@ import TestSupport
         #expect(listed == [0] + CLIError.Kind.allCases.map(\.rawValue))
     }
 
-    @Test func libraryErrorsAreClassifiedAndAnUnclassifiedOneIsAFailureNotUsage() throws {
+    @Test(.blockingWork) func libraryErrorsAreClassifiedAndAnUnclassifiedOneIsAFailureNotUsage() throws {
         #expect(CLIError(mapping: SyncError.unknownConsumer("x"))?.kind == .notFound)
         #expect(CLIError(mapping: SyncError.corruptHistory("x"))?.kind == .failure)
         #expect(CLIError(mapping: SnapshotError.generationNotFound(3))?.kind == .notFound)

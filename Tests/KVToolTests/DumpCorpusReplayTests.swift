@@ -1,6 +1,7 @@
 import Foundation
 import FuzzProperties
 import Testing
+import TestSupport
 
 /// Replays every input kept in fuzz/corpus/dump/ through DumpProperty, the property of the `dump`
 /// fuzz harness: the parser behind `kvtool load` must accept it with entries that match the header
@@ -8,7 +9,7 @@ import Testing
 /// symbolic link to fuzz/DumpProperty/DumpProperty.swift, the file the harness is built from.
 @Suite("Dump corpus replay")
 struct DumpCorpusReplayTests {
-    @Test("every kept dump input satisfies the dump property")
+    @Test("every kept dump input satisfies the dump property", .blockingWork)
     func replay() throws {
         let report = try FuzzCorpus.replay(FuzzCorpus.folder("dump", testFile: #filePath)) { input throws(PropertyViolation) in
             try DumpProperty.check(input)

@@ -106,7 +106,7 @@ import Workloads
 
     // MARK: - dump
 
-    @Test func jsonLinesDumpIsExact() throws {
+    @Test(.blockingWork) func jsonLinesDumpIsExact() throws {
         try fixture()
         let r = try tool("dump")
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
@@ -119,7 +119,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func jsonDumpHoldsTheSameHeaderAndEntries() throws {
+    @Test(.blockingWork) func jsonDumpHoldsTheSameHeaderAndEntries() throws {
         try fixture()
         let lines = try tool("dump").stdout.split(separator: "\n").map(String.init)
         let r = try tool("dump", "--format", "json")
@@ -129,7 +129,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func csvDumpHasAKeyColumnAndOneColumnPerField() throws {
+    @Test(.blockingWork) func csvDumpHasAKeyColumnAndOneColumnPerField() throws {
         try fixture()
         var r = try tool("dump", "--format", "csv", "--collection", "days")
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
@@ -148,7 +148,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func selectedCollectionsBringTheirIndexesAndDerivedCollections() throws {
+    @Test(.blockingWork) func selectedCollectionsBringTheirIndexesAndDerivedCollections() throws {
         try fixture()
         var r = try tool("dump", "--collection", "events", "--collection", "dailyRecords", "--suite", group)
         #expect(r.status == 0, "\(r.stderr)")
@@ -174,7 +174,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func outputFileIsWrittenWholeOrNotAtAll() throws {
+    @Test(.blockingWork) func outputFileIsWrittenWholeOrNotAtAll() throws {
         try fixture()
         let path = dir.path + "/out.jsonl"
         var r = try tool("dump", "--output", path)
@@ -194,7 +194,7 @@ import Workloads
 
     // MARK: - LMDB's own tools
 
-    @Test func mdbFormatIsWhatMdbDumpPrintsAndMdbLoadReads() throws {
+    @Test(.blockingWork) func mdbFormatIsWhatMdbDumpPrintsAndMdbLoadReads() throws {
         try fixture()
         let ours = try tool("dump", "--format", "mdb")
         #expect(ours.status == 0 && ours.stderr.isEmpty, "\(ours.stderr)")
@@ -234,7 +234,7 @@ import Workloads
 
     // MARK: - Round trips
 
-    @Test func dumpLoadDumpIntoAnEmptyContainerGivesTheSameDump() throws {
+    @Test(.blockingWork) func dumpLoadDumpIntoAnEmptyContainerGivesTheSameDump() throws {
         try fixture()
         for format in ["jsonl", "json", "mdb"] {
             let first = try tool("dump", "--format", format)
@@ -250,7 +250,7 @@ import Workloads
         }
     }
 
-    @Test func replaceRestoresTheHistoryExactly() throws {
+    @Test(.blockingWork) func replaceRestoresTheHistoryExactly() throws {
         try fixture()
         #expect(try tool("history", "enable", "scores").status == 0)
         #expect(try tool("put", "scores", "carol", "19", "--author", "app").status == 0)
@@ -283,7 +283,7 @@ import Workloads
 
     // MARK: - load semantics
 
-    @Test func mergePutsEveryEntryAndReplaceEmptiesFirst() throws {
+    @Test(.blockingWork) func mergePutsEveryEntryAndReplaceEmptiesFirst() throws {
         try fixture()
         let dump = try tool("dump", "--collection", "scores").stdout
         #expect(try tool("put", "scores", "alice", "1").status == 0)
@@ -310,7 +310,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func aLoadAddsTheCatalogEntriesOfNewCollections() throws {
+    @Test(.blockingWork) func aLoadAddsTheCatalogEntriesOfNewCollections() throws {
         try fixture()
         let dump = try tool("dump", "--collection", "events").stdout
         let other = "group.com.example.other"
@@ -328,7 +328,7 @@ import Workloads
         try expectMdbStatReads(dir.path + "/" + other + "/Store")
     }
 
-    @Test func whatTheCatalogDoesNotDescribeIsDumpedRawAndRefusedByLoad() throws {
+    @Test(.blockingWork) func whatTheCatalogDoesNotDescribeIsDumpedRawAndRefusedByLoad() throws {
         let container = try fixture()
         // A value that is not CBOR in a cbor collection, and a database KVStore knows nothing of.
         let scores = try #require(try container.store.rawDatabase(named: "c/scores"))
@@ -356,7 +356,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func aMergeNeverChangesEntriesWhoseIndexesOnlyTheAppMaintains() throws {
+    @Test(.blockingWork) func aMergeNeverChangesEntriesWhoseIndexesOnlyTheAppMaintains() throws {
         let container = try fixture()
         let dump = try tool("dump", "--collection", "events").stdout
         let events = try container.store.collection("events", key: Int.self, value: Event.self,
@@ -376,7 +376,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func handWrittenLinesAreConvertedWithTheCatalog() throws {
+    @Test(.blockingWork) func handWrittenLinesAreConvertedWithTheCatalog() throws {
         try fixture()
         let header = try #require(try tool("dump", "--collection", "scores", "--suite", group).stdout.split(separator: "\n").first)
         let text = String(header) + "\n" + #"""
@@ -401,7 +401,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func loadReadsAFileOrStandardInputAndSaysWhenTheFileIsMissing() throws {
+    @Test(.blockingWork) func loadReadsAFileOrStandardInputAndSaysWhenTheFileIsMissing() throws {
         try fixture()
         var r = try tool("load", dir.path + "/missing.jsonl")
         #expect(r.status == 1 && r.stderr == "kvtool: error: no such file: \(dir.path)/missing.jsonl\n")
@@ -457,7 +457,7 @@ import Workloads
         ("wrong-version.jsonl", [], "line 1: unsupported dump version 2; this kvtool reads version 1"),
     ]
 
-    @Test func everyBadDumpFailsWithOneLineAndChangesNothing() throws {
+    @Test(.blockingWork) func everyBadDumpFailsWithOneLineAndChangesNothing() throws {
         try fixture()
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.fixtures).sorted()
         #expect(files == Self.badDumps.map(\.file).sorted(), "every bad dump has an expected message")
@@ -482,7 +482,7 @@ import Workloads
         #expect(try tool("load", "--replace", Self.fixtures + "/catalog-mismatch.jsonl").status == 0)
     }
 
-    @Test func inputCapsAndTheDatabaseLimitAreEnforced() throws {
+    @Test(.blockingWork) func inputCapsAndTheDatabaseLimitAreEnforced() throws {
         try fixture()
         let before = try mdbDump(storePath())
         let header = try #require(try tool("dump", "--collection", "scores").stdout.split(separator: "\n").first)
@@ -510,7 +510,7 @@ import Workloads
         try expectMdbStatReads(storePath())
     }
 
-    @Test func aLoadWhoseWriteFailsLeavesNoNewDatabaseBehind() throws {
+    @Test(.blockingWork) func aLoadWhoseWriteFailsLeavesNoNewDatabaseBehind() throws {
         // A source with a collection the target lacks.
         let source = dir.path + "/source"
         try FileManager.default.createDirectory(atPath: source, withIntermediateDirectories: true)
@@ -532,7 +532,7 @@ import Workloads
 
     // MARK: - Progress
 
-    @Test func progressIsDrawnOnlyOnATerminal() throws {
+    @Test(.blockingWork) func progressIsDrawnOnlyOnATerminal() throws {
         try fixture()
         let plain = try tool("dump")
         #expect(plain.status == 0 && plain.stderr.isEmpty)

@@ -4,13 +4,14 @@ import KVStore
 import SyncKit
 import SyncKitPostgres
 import Testing
+import TestSupport
 @testable import kvtool
 
 /// Replication's errors are classified in one table (`ReplicationError.classification`), which
 /// kvtool's exit codes and a request's failure reason both read (issue 48: there were three tables).
 /// Each error keeps the exit code and reason it had before.
 @Suite struct ErrorClassificationTests {
-    @Test func everyReplicationErrorKeepsItsExitCodeAndItsReason() throws {
+    @Test(.blockingWork) func everyReplicationErrorKeepsItsExitCodeAndItsReason() throws {
         let target = Mutation.Target.collection("c")
         // Every case, with the exit code and the recorded reason the three tables gave it.
         let cases: [(ReplicationError, CLIError.Kind, SyncFailure.Reason)] = [

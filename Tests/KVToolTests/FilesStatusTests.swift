@@ -14,7 +14,7 @@ import Workloads
         try run(productsDirectory() + "/kvtool", arguments + ["--root", dir.path, "--group", group])
     }
 
-    @Test func statusListsEachReplicatedFileWithItsStateHere() throws {
+    @Test(.blockingWork) func statusListsEachReplicatedFileWithItsStateHere() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         // Nothing declared: nothing to list.
         var r = try tool("files", "status", "--json")

@@ -44,6 +44,8 @@ struct HTTPTestClient {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // A signal (a debugger's or a profiler's attach too) interrupts a socket with a timeout: again.
+            if n < 0 && errno == EINTR { continue }
             // The server may answer (413) and close before it has read everything: read what it said.
             if n <= 0 { break }
             sent += n
@@ -53,6 +55,7 @@ struct HTTPTestClient {
         while true {
             let n = recv(fd, &buffer, buffer.count, 0)
             if n > 0 { received += buffer[0..<n]; continue }
+            if n < 0 && errno == EINTR { continue }
             if n == 0 || errno == ECONNRESET { break }
             throw Failure(description: "recv: errno \(errno) after \(received.count) bytes")
         }

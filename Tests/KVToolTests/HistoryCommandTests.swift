@@ -22,7 +22,7 @@ import TestSupport
         return container
     }
 
-    @Test func writesByKvtoolAreRecordedAndShown() throws {
+    @Test(.blockingWork) func writesByKvtoolAreRecordedAndShown() throws {
         let container = try fixture()
         #expect(try tool("put", "scores", "alice", "42", "--author", "cli").status == 0)
         #expect(try tool("delete", "scores", "before").status == 0)
@@ -44,7 +44,7 @@ import TestSupport
         }
     }
 
-    @Test func consumersAcknowledgeAndPurgeExpiresTheOldTokens() throws {
+    @Test(.blockingWork) func consumersAcknowledgeAndPurgeExpiresTheOldTokens() throws {
         _ = try fixture()
         for name in ["a", "b", "c"] { #expect(try tool("put", "scores", name, "1").status == 0) }
         var r = try tool("history", "--consumer", "reporter")
@@ -64,7 +64,7 @@ import TestSupport
         #expect(r.status == 64 && r.stderr.contains("name a collection or pass --suite"))
     }
 
-    @Test func historyFollowKeepsPrintingAsOtherProcessesCommit() throws {
+    @Test(.blockingWork) func historyFollowKeepsPrintingAsOtherProcessesCommit() throws {
         _ = try fixture()
         #expect(try tool("put", "scores", "first", "1").status == 0)
         let follow = try BackgroundProcess(productsDirectory() + "/kvtool",
@@ -78,7 +78,7 @@ import TestSupport
         #expect(second?.contains("  app  put  scores  second") == true)
     }
 
-    @Test func watchPrintsChangesFromOtherProcessesAsTheyCommit() throws {
+    @Test(.blockingWork) func watchPrintsChangesFromOtherProcessesAsTheyCommit() throws {
         _ = try fixture()
         let watch = try BackgroundProcess(productsDirectory() + "/kvtool",
                                           ["watch", "--count", "2", "--root", dir.path, "--group", group])
@@ -92,7 +92,7 @@ import TestSupport
 
     /// Commits that record no history still get a line each (transaction ID, time seen), and the first
     /// says once how to record what changed; commits with history print their entries as before.
-    @Test func watchPrintsEveryCommitEvenWithoutHistory() throws {
+    @Test(.blockingWork) func watchPrintsEveryCommitEvenWithoutHistory() throws {
         let container = try fixture()
         let plain = try container.store.collection("plain", key: Int.self, value: Int.self)
         let start = try container.store.read { $0.transactionID }

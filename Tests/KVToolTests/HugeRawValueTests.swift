@@ -39,7 +39,7 @@ import TestSupport
         return (result, peak!)
     }
 
-    @Test func theAPIRefusesHugeValuesWithTypedErrorsNamingCollectionAndKey() throws {
+    @Test(.blockingWork) func theAPIRefusesHugeValuesWithTypedErrorsNamingCollectionAndKey() throws {
         try storeHugeValues()
         let container = try dir.container(group)
         let blobs = try container.store.collection("blobs", key: String.self, value: String.self)
@@ -79,7 +79,7 @@ import TestSupport
         #expect(throws: KVStoreError.self) { _ = try prefs.dictionaryRepresentation() }
     }
 
-    @Test func kvtoolFailsOrReportsEachHugeValueInBoundedMemory() throws {
+    @Test(.blockingWork) func kvtoolFailsOrReportsEachHugeValueInBoundedMemory() throws {
         try storeHugeValues()
         let baseline = try measuredKVTool(["get", "blobs", "small"])
         #expect(baseline.result.status == 0 && baseline.result.stdout == "\"hello\"\n", "\(baseline.result.stderr)")

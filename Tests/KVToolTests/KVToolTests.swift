@@ -34,7 +34,7 @@ import Workloads
         return container
     }
 
-    @Test func getPutDeleteScan() throws {
+    @Test(.blockingWork) func getPutDeleteScan() throws {
         _ = try fixture()
         var r = try tool("get", "scores", "alice")
         #expect(r.status == 0 && r.stdout == "42\n", "\(r.stderr)")
@@ -66,7 +66,7 @@ import Workloads
         #expect(r.stderr == "kvtool: error: no value at key dave in 'scores'\n")
     }
 
-    @Test func infoAndCollections() throws {
+    @Test(.blockingWork) func infoAndCollections() throws {
         _ = try fixture()
         var r = try tool("collections")
         #expect(r.status == 0, "\(r.stderr)")
@@ -95,7 +95,7 @@ import Workloads
         #expect(info["group"] as? String == group)
     }
 
-    @Test func defaultsReadWriteDeleteDomains() throws {
+    @Test(.blockingWork) func defaultsReadWriteDeleteDomains() throws {
         _ = try fixture()
         var r = try tool("defaults", "read", "selectedTrainerId")
         #expect(r.stdout == "ABC\n")
@@ -119,7 +119,7 @@ import Workloads
     }
 
     /// The macOS habit: the suite as the first word, as `defaults` takes its domain.
-    @Test func defaultsTakeTheSuiteAsMacOSTakesTheDomain() throws {
+    @Test(.blockingWork) func defaultsTakeTheSuiteAsMacOSTakesTheDomain() throws {
         _ = try fixture()
         let widgets = "com.example.widgets"
         // The domain word writes into a suite that exists (a typo must not make one); --suite creates it.
@@ -153,7 +153,7 @@ import Workloads
         #expect(try container.defaults(suite: widgets).string(forKey: "theme") == nil)
     }
 
-    @Test func globalOptionsBeforeOrAfterAndFromTheEnvironment() throws {
+    @Test(.blockingWork) func globalOptionsBeforeOrAfterAndFromTheEnvironment() throws {
         _ = try fixture()
         let before = try kvtool(["--root", dir.path, "--group", group, "get", "scores", "bob"])
         #expect(before.stdout == "7\n", "\(before.stderr)")
@@ -166,7 +166,7 @@ import Workloads
         #expect(env.stdout == "19\n", "\(env.stderr)")
     }
 
-    @Test func errorsAreOneLineWithTheirExitCode() throws {
+    @Test(.blockingWork) func errorsAreOneLineWithTheirExitCode() throws {
         _ = try fixture()
         func check(_ arguments: [String], _ status: Int32, _ fragment: String, stdin: String? = nil) throws {
             expectOneLineError(try kvtool(arguments, stdin: stdin), arguments, status: status, mentioning: fragment)
@@ -195,7 +195,7 @@ import Workloads
         #expect(r.stdout == "alice\t42\nbob\t7\ncarol\t19\n")
     }
 
-    @Test func demoShowsTheAppTheWidgetAndTheExtensionSharingOneContainer() throws {
+    @Test(.blockingWork) func demoShowsTheAppTheWidgetAndTheExtensionSharingOneContainer() throws {
         let r = try kvtool(["demo", "--root", dir.path])
         #expect(r.status == 0, "\(r.stderr)")
         // Issue 46: after the demo's syncs (kvtool sync run --once, the agent, the live app), no process

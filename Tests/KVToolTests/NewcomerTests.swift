@@ -45,7 +45,7 @@ import Workloads
 
     // MARK: - 1. Internal collections and typed values
 
-    @Test func putAndDeleteRefuseInternalCollectionsUnlessForced() throws {
+    @Test(.blockingWork) func putAndDeleteRefuseInternalCollectionsUnlessForced() throws {
         try fixture()
         for arguments in [["put", "_history", "1", "{}"], ["delete", "_history", "1"], ["put", "_history.state", "x", "{}"]] {
             let r = try kvtool(arguments + ["--root", dir.path, "--group", group])
@@ -67,7 +67,7 @@ import Workloads
         #expect(!problems.isEmpty && problems.allSatisfy { ($0["repair"] as? String)?.isEmpty == false }, "\(r.stdout)")
     }
 
-    @Test func putChecksAValueAgainstTheTypeTheAppRegisteredAndMergesMembers() throws {
+    @Test(.blockingWork) func putChecksAValueAgainstTheTypeTheAppRegisteredAndMergesMembers() throws {
         try fixture()
         let id = SubscriptionSampleData.subscriptions[0].id.uuidString
         let before = try tool("get", "subscriptions", id).stdout
@@ -100,7 +100,7 @@ import Workloads
 
     // MARK: - 2. Printed keys round-trip
 
-    @Test func everyKeyScanPrintsFindsTheSameEntry() throws {
+    @Test(.blockingWork) func everyKeyScanPrintsFindsTheSameEntry() throws {
         let (_, received, uuid) = try fixture()
         let r = try tool("scan", Self.inbox)
         let printed = try #require(r.stdout.split(separator: "\t").first.map(String.init))
@@ -121,7 +121,7 @@ import Workloads
 
     // MARK: - 3. Dumps edited by hand
 
-    @Test func aDumpLineWhoseReadableAndRawFormsDisagreeIsRefusedWithItsLineNumber() throws {
+    @Test(.blockingWork) func aDumpLineWhoseReadableAndRawFormsDisagreeIsRefusedWithItsLineNumber() throws {
         try fixture()
         let dump = try tool("dump", "--collection", "notes").stdout
         var lines = dump.split(separator: "\n").map(String.init)
@@ -144,7 +144,7 @@ import Workloads
         #expect(try tool("get", "notes", "a").stdout == "\"edited\"\n")
     }
 
-    @Test func loadPartialAcceptsADumpWithLinesRemovedAndSaysHowMany() throws {
+    @Test(.blockingWork) func loadPartialAcceptsADumpWithLinesRemovedAndSaysHowMany() throws {
         let (container, _, _) = try fixture()
         let notes = try container.store.collection("notes", key: String.self, value: String.self)
         try notes.put("two", forKey: "b")
@@ -182,7 +182,7 @@ import Workloads
         return lines.sorted()
     }
 
-    @Test func noCommandCreatesAContainerForAMistypedGroupAndAFailedOneLeavesTheRootAsItWas() throws {
+    @Test(.blockingWork) func noCommandCreatesAContainerForAMistypedGroupAndAFailedOneLeavesTheRootAsItWas() throws {
         try fixture()
         let before = Self.tree(dir.path)
         let typo = "group.com.typo.app"
@@ -217,7 +217,7 @@ import Workloads
     static let syncCommands: [[String]] = []
     #endif
 
-    @Test func defaultsWriteTakesMacOSTypeFlags() throws {
+    @Test(.blockingWork) func defaultsWriteTakesMacOSTypeFlags() throws {
         try fixture()
         for (flag, text, expected) in [("-bool", "yes", "true"), ("-int", "42", "42"), ("-float", "0.5", "0.5"),
                                         ("-string", "7", "\"7\""), ("-boolean", "NO", "false"), ("-integer", "3", "3")] {
@@ -229,7 +229,7 @@ import Workloads
 
     // MARK: - 5. Read-only commands write nothing
 
-    @Test func infoAndOtherReadOnlyCommandsChangeNoPermission() throws {
+    @Test(.blockingWork) func infoAndOtherReadOnlyCommandsChangeNoPermission() throws {
         try fixture()
         chmod(storePath, 0o500)
         chmod(storePath + "/data.mdb", 0o400)
@@ -261,7 +261,7 @@ import Workloads
 
     // MARK: - 9. Smaller findings, one command each
 
-    @Test func helpNamesEachDefaultOnceAndRefusesAnUnknownCommand() throws {
+    @Test(.blockingWork) func helpNamesEachDefaultOnceAndRefusesAnUnknownCommand() throws {
         let commands: [[String]] = [["put"], ["history", "purge"], ["history", "show"], ["load"], ["defaults", "write"], ["scan"], ["info"]]
         for command in commands {
             let r = try kvtool(command + ["--help"])
@@ -281,14 +281,14 @@ import Workloads
         #endif
     }
 
-    @Test func historySinceAFutureTokenSaysSo() throws {
+    @Test(.blockingWork) func historySinceAFutureTokenSaysSo() throws {
         try fixture()
         let r = try tool("history", "show", "--since", "99999")
         expectOneLineError(r, ["history", "show", "--since", "99999"], status: 1, mentioning: "ahead of the history")
         #expect(!r.stderr.contains("purged"), "\(r.stderr)")
     }
 
-    @Test func everyCommandThatChangesSomethingSaysWhatInJSON() throws {
+    @Test(.blockingWork) func everyCommandThatChangesSomethingSaysWhatInJSON() throws {
         try fixture()
         let cases: [([String], [String])] = [
             (["defaults", "write", "k", "v"], ["\"suite\"", "\"key\":\"k\"", "\"stored\":true"]),
@@ -307,7 +307,7 @@ import Workloads
         }
     }
 
-    @Test func theSameFaultGetsTheSameExitStatus() throws {
+    @Test(.blockingWork) func theSameFaultGetsTheSameExitStatus() throws {
         try fixture()
         #expect(try tool("files", "put", "d/a.txt", "-", stdin: "x").status == 0)
         let local = dir.path + "/local-dir"
@@ -320,7 +320,7 @@ import Workloads
 
     /// On a terminal (util-linux's `script` gives the command one): `load` with no file says what it
     /// wants instead of waiting on standard input, and a progress bar is cleared when it ends.
-    @Test func onATerminalLoadNamesWhatItWantsAndProgressBarsAreCleared() throws {
+    @Test(.blockingWork) func onATerminalLoadNamesWhatItWantsAndProgressBarsAreCleared() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else {
             Issue.record("util-linux's script is missing")
             return
@@ -345,7 +345,7 @@ import Workloads
 
     // MARK: - 8. The README's shell lines
 
-    @Test func theREADMEsShellLinesRunAgainstTheDemosContainer() throws {
+    @Test(.blockingWork) func theREADMEsShellLinesRunAgainstTheDemosContainer() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let readme = try String(contentsOfFile: root + "/README.md", encoding: .utf8)
         let section = try #require(readme.range(of: "From the shell"))

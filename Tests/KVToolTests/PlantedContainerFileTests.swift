@@ -80,7 +80,7 @@ import Glibc
         }
     }
 
-    @Test(arguments: cases)
+    @Test(.blockingWork, arguments: cases)
     func aPlantedFileNeverHangsItsCaller(_ target: Target, _ plant: Plant) throws {
         let dir = TemporaryDirectory()
         let root = dir.path + "/root"

@@ -38,7 +38,7 @@ import Synchronization
         return store
     }
 
-    @Test func theTokenAndItsRegistrationSurviveARestartAndOtherProcessesReadThem() async throws {
+    @Test(.blockingWork) func theTokenAndItsRegistrationSurviveARestartAndOtherProcessesReadThem() async throws {
         let store = try await configuredApp(register: false)
         let manager = DeviceTokenManager(store: store, server: PushSampleData.server)
         #expect(try await manager.currentToken() == nil)
@@ -61,7 +61,7 @@ import Synchronization
         #expect(registration.stdout.contains(#""createdAt":"2025-10-30T09:00:00"#) && registration.stdout.contains(#""id":"6f9619ff"#), "\(registration.stdout)")
     }
 
-    @Test func theExtensionHandlesEachPayloadInItsOwnProcessAndTheAppSeesItThroughHistory() async throws {
+    @Test(.blockingWork) func theExtensionHandlesEachPayloadInItsOwnProcessAndTheAppSeesItThroughHistory() async throws {
         let store = try await configuredApp()
         #expect(try PushNotificationFlow.newlyReceived(store: store).isEmpty)
 
@@ -99,7 +99,7 @@ import Synchronization
     /// container, a file that is not LMDB's, a store truncated below a page it needs, a `Store` that
     /// is not a directory), it says why in one line on standard error and still delivers the
     /// notification with what its payload carries, exit 0; it records nothing and creates nothing.
-    @Test func theLeanExtensionDeliversFromThePayloadWhenTheStoreCannotBeOpened() async throws {
+    @Test(.blockingWork) func theLeanExtensionDeliversFromThePayloadWhenTheStoreCannotBeOpened() async throws {
         let extensionPath = productsDirectory() + "/push-extension"
         let layout = try ContainerLayout(groupIdentifier: group, root: dir.path)
         func deliver(_ payload: String = PushSampleData.validPayload, _ extra: [String] = []) throws -> ProcessResult {
@@ -155,7 +155,7 @@ import Synchronization
                 && (report?["record"] as? [String: Any])?["status"] as? String == "shown", "\(r.stdout)\(r.stderr)")
     }
 
-    @Test func theExtensionRefusesToWorkBeforeTheAppConfiguredTheSDKOrRegistered() throws {
+    @Test(.blockingWork) func theExtensionRefusesToWorkBeforeTheAppConfiguredTheSDKOrRegistered() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         let store = try PushSDKStore(container: container)
         #expect(try extensionHandles(PushSampleData.validPayload)

@@ -28,7 +28,7 @@ import Workloads
         try run(productsDirectory() + "/kvtool", arguments + ["--root", dir.path, "--group", group], stdin: stdin, timeout: 120)
     }
 
-    @Test func kvtoolVersionIsTheVersionTheReadmeTellsAnAppToDependOn() throws {
+    @Test(.blockingWork) func kvtoolVersionIsTheVersionTheReadmeTellsAnAppToDependOn() throws {
         let readme = try Self.readme()
         let named = Set(readme.matches(of: /from: "([0-9]+\.[0-9]+\.[0-9]+)"/).map { String($0.output.1) })
         #expect(named.count == 1, "the README names \(named.sorted()) in `from:`")
@@ -39,7 +39,7 @@ import Workloads
     /// The README's list of typed `put` targets is `put --help`'s (read from the registered apps); `put`
     /// writes each, checked as its app's type, into a container the apps' own code made; and the
     /// collections the README says only their app writes are refused.
-    @Test func theReadmesTypedPutTargetsAreTheOnesPutChecksAndWrites() throws {
+    @Test(.blockingWork) func theReadmesTypedPutTargetsAreTheOnesPutChecksAndWrites() throws {
         let readme = try Self.readme()
         let listed = try #require(Self.quotedNames(in: readme, after: "`put` decodes a value as the type an app registered with kvtool (the demo's "))
         let appsOnly = try #require(Self.quotedNames(in: readme, after: "A collection with indexes or derived collections (the demo's "))

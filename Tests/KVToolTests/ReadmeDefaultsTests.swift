@@ -69,7 +69,7 @@ import TestSupport
     /// `30.0` and `30` alike.
     static func figure(_ value: Double) -> String { value == value.rounded() ? String(Int64(value)) : String(value) }
 
-    @Test func theReadmesDefaultsAreTheOnesHelpPrints() throws {
+    @Test(.blockingWork) func theReadmesDefaultsAreTheOnesHelpPrints() throws {
         var compared = 0
         for (row, command) in [("| `sync enable", ["sync", "run"]), ("| `sync setup`", ["sync", "gateway"])] {
             let stated = try Self.readmeDefaults(row: row)

@@ -55,7 +55,7 @@ import Workloads
 
     /// A port another server holds is named, with what to do (kvtool recognizes SwiftNIO's bind error
     /// by its errno, not by its text: issue 48).
-    @Test func aPortInUseIsNamed() throws {
+    @Test(.blockingWork) func aPortInUseIsNamed() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let second = try run(productsDirectory() + "/kvtool", ["serve", "--root", dir.path, "--group", group, "--port", "\(server.port)"],
@@ -65,7 +65,7 @@ import Workloads
                 "\(second.stderr)")
     }
 
-    @Test func everyEndpointAnswersFromTheStore() throws {
+    @Test(.blockingWork) func everyEndpointAnswersFromTheStore() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
 
@@ -218,7 +218,7 @@ import Workloads
         }
     }
 
-    @Test func everyRequestNeedsTheTokenAndThisServersHost() throws {
+    @Test(.blockingWork) func everyRequestNeedsTheTokenAndThisServersHost() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let client = server.client
@@ -256,7 +256,7 @@ import Workloads
     /// A page of another origin (another port of 127.0.0.1 is one: same site, so the browser sends it
     /// the cookie) gets nothing, token or not: neither a write, nor the event stream, nor a read. The
     /// server's own page, and clients that are not browsers, go on.
-    @Test func requestsFromPagesOfAnotherOriginAreRefused() throws {
+    @Test(.blockingWork) func requestsFromPagesOfAnotherOriginAreRefused() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group, extra: ["--allow-writes"])
         let client = server.client
@@ -288,7 +288,7 @@ import Workloads
 
     /// Every answer, a refusal or a miss included, carries the headers that keep a page from being
     /// framed, sniffed into another type, cached, or made to run anything but its own script.
-    @Test func everyResponseCarriesTheSecurityHeaders() throws {
+    @Test(.blockingWork) func everyResponseCarriesTheSecurityHeaders() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let client = server.client
@@ -311,7 +311,7 @@ import Workloads
     /// Tried as a new user would: clients that trickle their request head a byte at a time, more of
     /// them than the server has slots. Each is cut off at the request deadline (`--request-timeout`),
     /// so a real request gets through again within it, and not a byte of theirs is answered.
-    @Test func clientsThatTrickleTheirRequestHeadAreCutOff() throws {
+    @Test(.blockingWork) func clientsThatTrickleTheirRequestHeadAreCutOff() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group, extra: ["--request-timeout", "2"])
         var tricklers: [Int32] = []
@@ -353,7 +353,7 @@ import Workloads
         return false
     }
 
-    @Test func pathsAndKeysFromRequestsAreChecked() throws {
+    @Test(.blockingWork) func pathsAndKeysFromRequestsAreChecked() throws {
         try fixture()
         // A co-tenant planted a link out of Files/.
         try FileManager.default.createSymbolicLink(atPath: dir.path + "/\(group)/Files/escape", withDestinationPath: "/etc")
@@ -383,7 +383,7 @@ import Workloads
         #expect(escaped.status == 404 && escaped.headers["content-type"] == "application/json; charset=utf-8")
     }
 
-    @Test func largeValuesAreCutAndPagesBounded() throws {
+    @Test(.blockingWork) func largeValuesAreCutAndPagesBounded() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let blobs = try server.get("/api/collection?name=blobs").json["entries"] as? [[String: Any]] ?? []
@@ -403,7 +403,7 @@ import Workloads
         #expect(try server.get("/api/overview").status == 200)
     }
 
-    @Test func writesNeedAllowWritesAndJSON() throws {
+    @Test(.blockingWork) func writesNeedAllowWritesAndJSON() throws {
         try fixture()
         let body = Array(#"{"collection": "notes", "key": "from-browser", "value": {"text": "hello"}}"#.utf8)
         do {
@@ -436,7 +436,7 @@ import Workloads
 
     /// The live timeline: a commit by another process reaches an open event stream, with its history;
     /// one by a process that records none arrives as a bare commit.
-    @Test func commitsOfOtherProcessesReachTheEventStream() throws {
+    @Test(.blockingWork) func commitsOfOtherProcessesReachTheEventStream() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let stream = try EventStreamReader(port: server.port, token: server.token)
@@ -468,7 +468,7 @@ import Workloads
 
     /// 100 clients on loopback for 10 s against the four heaviest pages: no error, and the server's
     /// memory stays bounded.
-    @Test func hundredConcurrentClientsForTenSeconds() throws {
+    @Test(.blockingWork) func hundredConcurrentClientsForTenSeconds() throws {
         try fixture()
         let server = try Server(root: dir.path, group: group)
         let targets = ["/api/catalog", "/api/collection?name=dailyRecords&limit=100", "/api/dashboard", "/api/overview",
@@ -520,7 +520,7 @@ import Workloads
     /// The page in Debian's chromium, driven by Selenium: browsing, the live timeline fed by another
     /// process, the dashboard chart's values, and the 403 without the token. Screenshots go to
     /// `.build/artifacts/serve`.
-    @Test func theBrowserShowsTheContainer() throws {
+    @Test(.blockingWork) func theBrowserShowsTheContainer() throws {
         try fixture()
         // Writes allowed: the page of another port must be refused by its origin, not by a read-only store.
         let server = try Server(root: dir.path, group: group, extra: ["--allow-writes"])

@@ -36,7 +36,7 @@ import Glibc
 
     var snapshotsDirectory: String { dir.path + "/" + group + "/Snapshots" }
 
-    @Test func exportListVerifyPrune() throws {
+    @Test(.blockingWork) func exportListVerifyPrune() throws {
         let container = try fixture()
         let txn = try container.store.environmentInfo().lastTransactionID
         var r = try snapshot("export")
@@ -77,7 +77,7 @@ import Glibc
         #expect((try json(r) as? [[String: Any]])?.map { $0["generation"] as? Int } == [3])
     }
 
-    @Test func verifyPrintsOneLinePerProblemAndExitsNonZero() throws {
+    @Test(.blockingWork) func verifyPrintsOneLinePerProblemAndExitsNonZero() throws {
         _ = try fixture()
         for _ in 0..<3 { #expect(try snapshot("export").status == 0) }
         // Flip a byte in generation 2 and remove generation 3.
@@ -104,7 +104,7 @@ import Glibc
         #expect(problems.map { $0["kind"] as? String } == ["checksumMismatch", "missing"])
     }
 
-    @Test func badInputIsOneLineWithItsExitCode() throws {
+    @Test(.blockingWork) func badInputIsOneLineWithItsExitCode() throws {
         _ = try fixture()
         func check(_ arguments: [String], _ status: Int32, _ fragment: String) throws {
             expectOneLineError(try kvtool(arguments), arguments, status: status, mentioning: fragment)

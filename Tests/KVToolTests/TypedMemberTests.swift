@@ -30,7 +30,7 @@ import Workloads
         return try SubscriptionStore(store: container.store).subscriptions.get(SubscriptionSampleData.subscriptions[0].id)
     }
 
-    @Test func aMemberTheTypeDoesNotHaveIsRefusedUnlessAllowed() throws {
+    @Test(.blockingWork) func aMemberTheTypeDoesNotHaveIsRefusedUnlessAllowed() throws {
         do {
             let container = try SharedContainer(groupIdentifier: group, root: dir.path)
             try SubscriptionStore(store: container.store).subscriptions

@@ -52,7 +52,7 @@ extension ReliabilityTests {
             return (reads, slowest)
         }
 
-        @Test func readersAndConsumersKeepGoingAndSeeConsistentStatesInOrder() throws {
+        @Test(.blockingWork) func readersAndConsumersKeepGoingAndSeeConsistentStatesInOrder() throws {
             let duration = StressLevel.pick(short: 10.0, long: 60.0)
             let stopLength = StressLevel.pick(short: 1.5, long: 5.0)
             let container = try dir.container(group)

@@ -85,7 +85,7 @@ extension ReliabilityTests {
             return Run(samples: samples, killedAt: killedAt, commits: commits)
         }
 
-        @Test func deadReadersSlotsAreClearedAndTheFileStopsGrowing() throws {
+        @Test(.blockingWork) func deadReadersSlotsAreClearedAndTheFileStopsGrowing() throws {
             let window = StressLevel.pick(short: 4.0, long: 20.0)
             let reaper = ProcessReaper()
             defer { reaper.stopAll() }

@@ -27,7 +27,7 @@ extension ReliabilityTests {
             }
         }
 
-        @Test(arguments: Durability.allCases)
+        @Test(.blockingWork, arguments: Durability.allCases)
         func killingTheWriterLosesNoAcknowledgedCommitAndLeavesNoPartialTransaction(mode: Durability) throws {
             // The default mode as many times as before; the others enough to land in every phase.
             let kills = mode == .durable ? StressLevel.pick(short: 50, long: 1_000) : StressLevel.pick(short: 20, long: 300)

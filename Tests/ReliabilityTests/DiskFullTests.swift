@@ -32,7 +32,7 @@ extension ReliabilityTests {
 
         struct NamespaceUnavailable: Error { var reason: String }
 
-        @Test func aFullDiskFailsCommitsWithATypedErrorKeepsEveryCommitAndRecoversWhenSpaceIsFreed() throws {
+        @Test(.blockingWork) func aFullDiskFailsCommitsWithATypedErrorKeepsEveryCommitAndRecoversWhenSpaceIsFreed() throws {
             let mountPoint = dir.path + "/small"
             try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
             let namespace: [String]

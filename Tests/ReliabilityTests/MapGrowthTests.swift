@@ -13,7 +13,7 @@ extension ReliabilityTests {
         let dir = TemporaryDirectory()
         let group = "group.com.example.mapgrowth"
 
-        @Test func everyProcessAdoptsTheGrownMapNoneShrinksItAndNoneDiesOfSIGBUS() throws {
+        @Test(.blockingWork) func everyProcessAdoptsTheGrownMapNoneShrinksItAndNoneDiesOfSIGBUS() throws {
             let target = StressLevel.pick(short: 8 << 20, long: 128 << 20)
             var options = SharedContainer.Options()
             options.store.mapSize = 64 << 10

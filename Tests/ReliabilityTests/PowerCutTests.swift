@@ -192,7 +192,7 @@ extension ReliabilityTests {
             counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         }
 
-        @Test(arguments: Durability.allCases)
+        @Test(.blockingWork, arguments: Durability.allCases)
         func aPowerCutLeavesWhatEachModePromises(mode: Durability) throws {
             defer { reaper.stopAll() }
             let commits = StressLevel.pick(short: 24, long: 60)
@@ -326,7 +326,7 @@ extension ReliabilityTests {
             if !examples.isEmpty { report("power-cut \(mode)", "first \(mode == .noSync ? "corrupt states" : "violations"): \(examples.joined(separator: "; "))") }
         }
 
-        @Test func aPowerCutNeverTearsAFeedOrASnapshot() throws {
+        @Test(.blockingWork) func aPowerCutNeverTearsAFeedOrASnapshot() throws {
             defer { reaper.stopAll() }
             let rounds = StressLevel.pick(short: 6, long: 20)
             let maxStates = StressLevel.pick(short: 250, long: 1_500)

@@ -10,7 +10,7 @@ import Glibc
 /// test with a message; here the failure is the expected ("known") issue, so that these tests pass
 /// only if it is recorded, and the process is really gone.
 @Suite struct ProcessDeadlineTests {
-    @Test func runKillsAHungProcessAtItsDeadlineAndFailsTheTest() throws {
+    @Test(.blockingWork) func runKillsAHungProcessAtItsDeadlineAndFailsTheTest() throws {
         let started = monotonicNow()
         var result: ProcessResult?
         withKnownIssue("the deadline must record a failure that names the process") {
@@ -23,7 +23,7 @@ import Glibc
         #expect(result?.status == SIGKILL, "\(String(describing: result))")
     }
 
-    @Test func waitKillsAHungBackgroundProcessAtItsDeadlineAndFailsTheTest() throws {
+    @Test(.blockingWork) func waitKillsAHungBackgroundProcessAtItsDeadlineAndFailsTheTest() throws {
         let process = try BackgroundProcess("/bin/sleep", ["300"])
         let started = monotonicNow()
         withKnownIssue("the deadline must record a failure that names the process") {
@@ -39,7 +39,7 @@ import Glibc
         process.wait(timeout: 1)
     }
 
-    @Test func aProcessThatFinishesInTimeRecordsNothing() throws {
+    @Test(.blockingWork) func aProcessThatFinishesInTimeRecordsNothing() throws {
         let result = try run("/bin/sh", ["-c", "echo done"], timeout: 30)
         #expect(result.status == 0 && result.stdout == "done\n")
         let process = try BackgroundProcess("/bin/sh", ["-c", "echo done"])

@@ -15,7 +15,7 @@ extension ReliabilityTests {
         let dir = TemporaryDirectory()
         let group = "group.com.example.underfire"
 
-        @Test func widgetsSeeNoTornFileAndOrphanedTemporaryFilesAreCleanedUp() throws {
+        @Test(.blockingWork) func widgetsSeeNoTornFileAndOrphanedTemporaryFilesAreCleanedUp() throws {
             let duration = StressLevel.pick(short: 8.0, long: 45.0)
             let seed = UInt64(ProcessInfo.processInfo.environment["KVSTORE_STRESS_SEED"] ?? "") ?? UInt64(monotonicNow() % 1_000_000)
             var rng = SplitMix64(seed: seed)

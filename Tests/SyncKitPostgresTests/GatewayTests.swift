@@ -30,7 +30,7 @@ import Glibc
         try await issueToken(cluster, arguments)
     }
 
-    @Test func devicesOfOneGroupConvergeThroughAGatewayWithTheirOwnTokens() async throws {
+    @Test(.blockingWork) func devicesOfOneGroupConvergeThroughAGatewayWithTheirOwnTokens() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("converge")
         let (gateway, url) = try await Self.startGateway(cluster)

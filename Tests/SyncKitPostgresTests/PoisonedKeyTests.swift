@@ -43,7 +43,7 @@ import Testing
     /// Main: every request of alice's was refused "quarantine" (exit 74) from then on, also for the
     /// writes the server had; now a request is acknowledged for them, exit 76, with one line that names
     /// the held key, and so is each later one.
-    @Test func aPoisonedKeyWaitsAloneAndARequestIsAcknowledgedForEverythingElse() throws {
+    @Test(.blockingWork) func aPoisonedKeyWaitsAloneAndARequestIsAcknowledgedForEverythingElse() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("alone")
         let alice = try Device(group: group)
@@ -79,7 +79,7 @@ import Testing
     /// change is the user's newer word on it, as a write on a version the device has: it goes over the
     /// poisoned value, stamped later, and every device takes it (main: it waited for good, and the
     /// server kept the poisoned value).
-    @Test func aWriteAfterTheQuarantineGoesOverThePoisonedValue() throws {
+    @Test(.blockingWork) func aWriteAfterTheQuarantineGoesOverThePoisonedValue() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("rewrite")
         let alice = try Device(group: group), bob = try Device(group: group)
@@ -112,7 +112,7 @@ import Testing
     /// `kvtool sync quarantine keep-mine SEQUENCE` sends alice's value over the poisoned one; `drop
     /// SEQUENCE` takes nothing of it and follows the server on. Bad arguments get one line and change
     /// nothing (main: neither command existed, and `retry` can never apply such a value).
-    @Test func keepMineAndDropSettleAHeldKeyAndBadArgumentsChangeNothing() throws {
+    @Test(.blockingWork) func keepMineAndDropSettleAHeldKeyAndBadArgumentsChangeNothing() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("settle")
         let alice = try Device(group: group), bob = try Device(group: group)
@@ -166,7 +166,7 @@ import Testing
     /// (written past the collection, recorded in history as a change of it) is not sent: the round
     /// fails with one line naming the key (exit 65), and the server gets nothing of the batch. Main:
     /// it went to the server, and every device that pulled it quarantined it.
-    @Test func aDeviceNeverSendsAValueNoDeviceCanDecode() throws {
+    @Test(.blockingWork) func aDeviceNeverSendsAValueNoDeviceCanDecode() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("own")
         let alice = try Device(group: group)

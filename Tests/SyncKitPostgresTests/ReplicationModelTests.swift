@@ -130,7 +130,7 @@ import Glibc
         var description: String { rawValue }
     }
 
-    @Test(arguments: Path.allCases)
+    @Test(.blockingWork, arguments: Path.allCases)
     func randomOperationsWithFaultsConvergeToLastWriterWins(path: Path) throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["KVSTORE_MODEL_SEED"] ?? "") ?? UInt64.random(in: 1...999_999)
         // Under a sanitizer each sync process is several times slower: fewer operations.

@@ -30,7 +30,7 @@ import Testing
         return try #require(entries.last { $0.key == Array(key.utf8) }?.clock)
     }
 
-    @Test func aPushStampedTooFarAheadIsRefusedWithItsOffsetAndKvtoolExits75() async throws {
+    @Test(.blockingWork) func aPushStampedTooFarAheadIsRefusedWithItsOffsetAndKvtoolExits75() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("push")
         let a = try Device(group: group), b = try Device(group: group)
@@ -81,7 +81,7 @@ import Testing
 
     /// B's clock is an hour slow: A's changes look an hour ahead to it. They are quarantined, their
     /// stamps are not adopted, and once B's clock is right, `kvtool sync quarantine retry` applies them.
-    @Test func aPulledChangeTooFarAheadIsQuarantinedUntilTheClocksAgree() async throws {
+    @Test(.blockingWork) func aPulledChangeTooFarAheadIsQuarantinedUntilTheClocksAgree() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("pull")
         let a = try Device(group: group), b = try Device(group: group)

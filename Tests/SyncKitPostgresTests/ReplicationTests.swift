@@ -18,7 +18,7 @@ import Glibc
     /// Each test's own group id: groups never see each other's rows.
     static func group(_ name: String) -> String { "group.com.example.sync.\(name)" }
 
-    @Test func twoDevicesConvergeThroughKvtoolProcesses() throws {
+    @Test(.blockingWork) func twoDevicesConvergeThroughKvtoolProcesses() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("two")
         let a = try Device(group: group), b = try Device(group: group)
@@ -222,7 +222,7 @@ import Glibc
         await ra.close(); await rb.close()
     }
 
-    @Test func killNineMidPushAndMidPullLosesNothingAndAppliesNothingTwice() throws {
+    @Test(.blockingWork) func killNineMidPushAndMidPullLosesNothingAndAppliesNothingTwice() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("kill")
         let a = try Device(group: group), b = try Device(group: group)
@@ -276,7 +276,7 @@ import Glibc
         #expect(entries.count == serverChangesFromA, "applied \(entries.count) for \(serverChangesFromA) server changes")
     }
 
-    @Test func bothSidesResumeAfterTheServerCrashes() throws {
+    @Test(.blockingWork) func bothSidesResumeAfterTheServerCrashes() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("crash")
         let a = try Device(group: group), b = try Device(group: group)
@@ -471,7 +471,7 @@ import Glibc
 
     /// A container copied to another root (a backup restored on a second machine) takes a new device
     /// id: its writes are not mistaken on the server for the original's changes with the same tokens.
-    @Test func aCopiedContainerTakesANewDeviceID() async throws {
+    @Test(.blockingWork) func aCopiedContainerTakesANewDeviceID() async throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("copied")
         let a = try Device(group: group)
@@ -528,7 +528,7 @@ import Glibc
     }
 
     /// `kvtool bench sync` (make bench-sync), small: it checks every count it times and fails otherwise.
-    @Test func theSyncBenchmarkRunsAndChecksItsCounts() throws {
+    @Test(.blockingWork) func theSyncBenchmarkRunsAndChecksItsCounts() throws {
         let result = try run(productsDirectory() + "/kvtool",
                              ["bench", "sync", "--changes", "500", "--samples", "10", "--devices", "1,3", "--changes-per-device", "200"],
                              timeout: 300)
@@ -612,7 +612,7 @@ import Glibc
     /// own (woken by its container's notification and by LISTEN/NOTIFY), and the test commits on A and
     /// polls B's store. (In-process replicators would share this test process's small cooperative pool
     /// with every other test running in parallel, and measure that instead.)
-    @Test func aCommitReachesALiveDeviceWithinMilliseconds() throws {
+    @Test(.blockingWork) func aCommitReachesALiveDeviceWithinMilliseconds() throws {
         let cluster = try LocalPostgresCluster()
         let group = Self.group("live")
         let a = try Device(group: group), b = try Device(group: group)

@@ -1,6 +1,7 @@
 #if PostgreSQL
 @testable import SyncKitPostgres
 import Testing
+import TestSupport
 
 /// The server schema's bookkeeping, checked without a server.
 @Suite struct ServerSchemaTests {
@@ -27,7 +28,7 @@ import Testing
         "kvsync_push revision 7": 0x4611_abcb_531a_dbec,
     ]
 
-    @Test func thePushFunctionsTextChangesOnlyWithItsRevision() {
+    @Test(.blockingWork) func thePushFunctionsTextChangesOnlyWithItsRevision() {
         let text = ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks)
         let fingerprint = Self.fingerprint(text)
         #expect(text.contains("-- \(ServerSchema.pushRevision)\n"))
@@ -38,7 +39,7 @@ import Testing
     /// Revision 7 is revision 6 without the notification inside the push's transaction: the body
     /// `kvtool bench pushers` installs to compare them (`wakeInside`) is revision 6's text exactly, and
     /// revision 7's has no `pg_notify`.
-    @Test func revisionSevenIsRevisionSixWithoutTheNotification() {
+    @Test(.blockingWork) func revisionSevenIsRevisionSixWithoutTheNotification() {
         let inside = ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks, wakeInside: true)
         #expect(Self.fingerprint(inside) == Self.pinned["kvsync_push revision 6"])
         #expect(inside.contains("pg_notify"))
@@ -48,7 +49,7 @@ import Testing
     }
 
     /// The definition and the lookup name the same parameters, in order.
-    @Test func thePushSignatureIsTheDefinitionsTypes() {
+    @Test(.blockingWork) func thePushSignatureIsTheDefinitionsTypes() {
         let text = ServerSchema.pushFunction(scopeChecks: "")
         #expect(text.contains("CREATE OR REPLACE FUNCTION \(ServerSchema.pushDeclaration)\n"))
         #expect(ServerSchema.pushSignature == "kvsync_push(text, text, bigint[], text[], text[], bytea[], bytea[], boolean[], bigint[], bigint[], bigint)")
@@ -56,7 +57,7 @@ import Testing
     }
 
     /// The version is the number of migrations.
-    @Test func theVersionCountsTheMigrations() {
+    @Test(.blockingWork) func theVersionCountsTheMigrations() {
         #expect(ServerSchema.version == ServerSchema.migrations.count)
         #expect(ServerSchema.version == 9)
     }

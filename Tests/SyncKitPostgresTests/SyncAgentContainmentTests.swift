@@ -181,7 +181,7 @@ import Glibc
 
     // MARK: - Finding 3: nothing planted hangs a request
 
-    @Test func aFIFOSocketDeviceOrLinkAtTheAgentsLogNeverHangsARequest() throws {
+    @Test(.blockingWork) func aFIFOSocketDeviceOrLinkAtTheAgentsLogNeverHangsARequest() throws {
         let setup = try Setup("log")
         let set = try setup.kvtool(["sync", "agent", "set", "--server", Self.deadServer, "--program", setup.program])
         #expect(set.status == 0, "\(set.stderr)")
@@ -193,7 +193,7 @@ import Glibc
         #expect(eventually(BuildScale.seconds(20)) { FileManager.default.fileExists(atPath: setup.registeredMark) })
     }
 
-    @Test func aFIFOSocketDeviceOrLinkAtARegistrationNeverHangsARequest() throws {
+    @Test(.blockingWork) func aFIFOSocketDeviceOrLinkAtARegistrationNeverHangsARequest() throws {
         // In the container, where registrations were kept before issue 47.
         let setup = try Setup("reg")
         let inContainer = try Self.expectEachPlantRefused(setup, at: setup.legacy, mark: setup.registeredMark)
@@ -210,7 +210,7 @@ import Glibc
 
     /// The agent's first open in the container is its sync lock: a plant there is refused, naming it,
     /// by its deadline, and nothing is written through a link.
-    @Test func aFIFOSocketDeviceOrLinkAtTheSyncLockIsRefusedNamingIt() throws {
+    @Test(.blockingWork) func aFIFOSocketDeviceOrLinkAtTheSyncLockIsRefusedNamingIt() throws {
         let setup = try Setup("lock")
         let lock = setup.device.container.path + "/.sync.lock"
         let victim = setup.device.directory.path + "/victim"
@@ -238,7 +238,7 @@ import Glibc
     /// A same-user co-tenant rewrites the container's `.sync-agent` with `/bin/sh -c …` that would read
     /// the registration: a request runs the registered program, never the planted one; with nothing
     /// registered outside the container, it runs nothing and says why in one line.
-    @Test func aShellPlantedAsTheContainersRegistrationIsNeverRun() throws {
+    @Test(.blockingWork) func aShellPlantedAsTheContainersRegistrationIsNeverRun() throws {
         let setup = try Setup("sh")
         let set = try setup.kvtool(["sync", "agent", "set", "--server", Self.deadServer, "--program", setup.program])
         #expect(set.status == 0, "\(set.stderr)")
@@ -282,7 +282,7 @@ import Glibc
     /// registration outside it (0600, in a directory of 0700), and never printed; a container
     /// registered before issue 47 (its `.sync-agent` as `sync agent set` wrote it, credential inside)
     /// keeps working: its first `kvtool` command moves it out.
-    @Test func theCredentialIsNeverInTheContainerAndAnOldRegistrationMovesOut() throws {
+    @Test(.blockingWork) func theCredentialIsNeverInTheContainerAndAnOldRegistrationMovesOut() throws {
         let setup = try Setup("cred")
         let token = "kvs1_" + String(repeating: "C", count: 43)
         let tokenFile = setup.device.directory.path + "/token"

@@ -75,7 +75,7 @@ import Glibc
     /// What is not on the server yet is one count: the status shows it once, and its two JSON fields
     /// hold the same number, past the 10,000 a request counts up to. A collection that keeps history
     /// but does not replicate is not counted (its changes never go to the server).
-    @Test func statusShowsWhatIsNotOnTheServerOnceFromOneCount() async throws {
+    @Test(.blockingWork) func statusShowsWhatIsNotOnTheServerOnceFromOneCount() async throws {
         let device = try Device(group: Self.group("count"))
         let drafts = try device.container.store.collection("drafts", key: String.self, value: String.self)
         try device.history.enable(.collection("drafts"))

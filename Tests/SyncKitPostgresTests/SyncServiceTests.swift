@@ -185,7 +185,7 @@ import Glibc
         try await Self.expectLogHoldsEachOnceInOrder(cluster, group: group, expected: keys)
     }
 
-    @Test func threeRequestsAtOnceThroughAGatewayAgentAreEachAcknowledgedOnce() async throws {
+    @Test(.blockingWork) func threeRequestsAtOnceThroughAGatewayAgentAreEachAcknowledgedOnce() async throws {
         let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("gateway")
         let (gateway, gatewayURL) = try await startGateway(cluster)

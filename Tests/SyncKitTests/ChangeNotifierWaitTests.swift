@@ -8,7 +8,7 @@ import TestSupport
 @Suite struct ChangeNotifierWaitTests {
     let dir = TemporaryDirectory()
 
-    @Test func waitReturnsFalseWhenNothingIsPosted() throws {
+    @Test(.blockingWork) func waitReturnsFalseWhenNothingIsPosted() throws {
         let container = try dir.container()
         let notifier = ChangeNotifier(container: container)
         let start = ContinuousClock.now
@@ -17,7 +17,7 @@ import TestSupport
         #expect(throws: SyncError.invalidNotificationName("../x")) { try notifier.wait("../x", timeout: .zero) }
     }
 
-    @Test func aSubscriptionKeepsPostsMadeBetweenWaitsAndIgnoresOtherNames() throws {
+    @Test(.blockingWork) func aSubscriptionKeepsPostsMadeBetweenWaitsAndIgnoresOtherNames() throws {
         let container = try dir.container()
         let notifier = ChangeNotifier(container: container)
         let changes = try notifier.subscribe()
@@ -29,7 +29,7 @@ import TestSupport
         #expect(changes.wait(timeout: .milliseconds(50)) == false)
     }
 
-    @Test func aCommitNotifierPostsAfterEachCommitThatChangedSomethingInAnyProcess() throws {
+    @Test(.blockingWork) func aCommitNotifierPostsAfterEachCommitThatChangedSomethingInAnyProcess() throws {
         let group = "group.com.example.commitnotifier"
         let container = try dir.container(group)
         container.store.addObserver(CommitNotifier(notifier: ChangeNotifier(container: container)))
@@ -46,7 +46,7 @@ import TestSupport
     /// A post writes nothing (closing the file opened for writing is the wake-up), and keeps the
     /// directory's descriptor: when `Notify/` is removed and made again, as another process would make
     /// it, the next post opens the new one, and its observers wake.
-    @Test func aPostWritesNothingAndFollowsANotifyDirectoryMadeAgain() throws {
+    @Test(.blockingWork) func aPostWritesNothingAndFollowsANotifyDirectoryMadeAgain() throws {
         let container = try dir.container()
         let notifier = ChangeNotifier(container: container)
         let changes = try notifier.subscribe()

@@ -11,7 +11,7 @@ import TestSupport
     let dir = TemporaryDirectory()
     let group = "group.com.example.follower"
 
-    @Test func everyCommitOfAnotherProcessOnceInOrderWithItsHistory() throws {
+    @Test(.blockingWork) func everyCommitOfAnotherProcessOnceInOrderWithItsHistory() throws {
         let container = try SharedContainer(groupIdentifier: group, root: dir.path)
         var follower = try CommitFollower(container: container)
         let start = follower.transaction

@@ -46,7 +46,7 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         return container
     }
 
-    @Test func aSnapshotsDirectoryReplacedByASymbolicLinkIsRefused() throws {
+    @Test(.blockingWork) func aSnapshotsDirectoryReplacedByASymbolicLinkIsRefused() throws {
         let container = try populated()
         let outside = try outside()
         try FileManager.default.removeItem(atPath: container.snapshotsDirectory)
@@ -61,7 +61,7 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         #expect(try contents(outside).isEmpty)
     }
 
-    @Test func aManifestOrASnapshotNamePlantedAsASymbolicLinkIsNeverFollowed() throws {
+    @Test(.blockingWork) func aManifestOrASnapshotNamePlantedAsASymbolicLinkIsNeverFollowed() throws {
         let container = try populated()
         let outside = try outside()
         let snapshots = try Snapshots(container: container)
@@ -91,7 +91,7 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         #expect(verification.problems.map(\.description) == ["snapshot-000002.mdb: not listed in the manifest"])
     }
 
-    @Test func aDirectorySwappedForASymbolicLinkWhileFilesAreWrittenNeverLetsAWriteOut() throws {
+    @Test(.blockingWork) func aDirectorySwappedForASymbolicLinkWhileFilesAreWrittenNeverLetsAWriteOut() throws {
         let container = try populated()
         let outside = try outside()
         let files = container.files
@@ -132,7 +132,7 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         #expect(swaps.withLock { $0 } > 0)
     }
 
-    @Test func theSnapshotsDirectorySwappedForASymbolicLinkDuringExportsNeverLetsACopyOut() throws {
+    @Test(.blockingWork) func theSnapshotsDirectorySwappedForASymbolicLinkDuringExportsNeverLetsACopyOut() throws {
         let container = try populated()
         let outside = try outside()
         let snapshots = try Snapshots(container: container)
@@ -188,7 +188,7 @@ private func exchange(_ a: String, _ b: String) -> Bool {
         #expect(try snapshots.verify().isValid)
     }
 
-    @Test(arguments: [SharingMode.privateToUser, .groupShared])
+    @Test(.blockingWork, arguments: [SharingMode.privateToUser, .groupShared])
     func everythingAContainerCreatesHasTheDocumentedMode(_ sharing: SharingMode) throws {
         let previous = umask(0o022)
         defer { umask(previous) }

@@ -42,7 +42,7 @@ func pythonCSVRows(_ file: String) throws -> [[String]] {
 @Suite struct ExportCSVTests {
     let dir = TemporaryDirectory()
 
-    @Test func fieldsAreQuotedOnlyWhenRFC4180RequiresIt() {
+    @Test(.blockingWork) func fieldsAreQuotedOnlyWhenRFC4180RequiresIt() {
         #expect(CSVText.field("Netflix") == "Netflix")
         #expect(CSVText.field("") == "")
         #expect(CSVText.field(" padded ") == " padded ")
@@ -56,19 +56,19 @@ func pythonCSVRows(_ file: String) throws -> [[String]] {
         #expect(CSVText.field("tab\tis fine") == "tab\tis fine")
     }
 
-    @Test func headerThenOneLineEndingInCRLFPerRowByDefault() throws {
+    @Test(.blockingWork) func headerThenOneLineEndingInCRLFPerRowByDefault() throws {
         let text = try writer(columns: 3).render([Fields(values: ["1", "a,b", ""]), Fields(values: ["2", "x", "y\nz"])])
         #expect(text == "c0,c1,c2\r\n1,\"a,b\",\r\n2,x,\"y\nz\"\r\n")
         #expect(try writer(columns: 2).render([Fields]()) == "c0,c1\r\n")
     }
 
-    @Test func lineEndingIsConfigurable() throws {
+    @Test(.blockingWork) func lineEndingIsConfigurable() throws {
         let w = writer(columns: 2, lineEnding: .lf)
         #expect(try w.render([Fields(values: ["1", "2"])]) == "c0,c1\n1,2\n")
         #expect(CSVLineEnding.crlf.rawValue == "\r\n")
     }
 
-    @Test func columnsAreWrittenInTheirGivenOrderNotSorted() throws {
+    @Test(.blockingWork) func columnsAreWrittenInTheirGivenOrderNotSorted() throws {
         let w = CSVWriter<Fields>(columns: [
             CSVColumn("zeta") { $0.values[0] }, CSVColumn("alpha") { $0.values[1] }, CSVColumn("mid, dle") { $0.values[2] },
         ])
@@ -76,14 +76,14 @@ func pythonCSVRows(_ file: String) throws -> [[String]] {
         #expect(try w.render([Fields(values: ["z", "a", "m"])]) == "zeta,alpha,\"mid, dle\"\r\nz,a,m\r\n")
     }
 
-    @Test func anErrorFromAColumnStopsTheExport() {
+    @Test(.blockingWork) func anErrorFromAColumnStopsTheExport() {
         struct Bad: Error {}
         let w = CSVWriter<Int>(columns: [CSVColumn("n") { n in if n < 0 { throw Bad() }; return "\(n)" }])
         #expect(throws: Bad.self) { try w.render([1, -1, 2]) }
     }
 
     /// Python's `csv` module reads back exactly the fields written, whatever they contain.
-    @Test func pythonReadsBackEveryFieldExactly() throws {
+    @Test(.blockingWork) func pythonReadsBackEveryFieldExactly() throws {
         let nasty = [
             "plain", "", " spaces ", "comma,inside", "\"quoted\"", "a \"b\" c", "\"", "\"\"", ",", "\n", "\r\n",
             "cr\ronly", "multi\nline\nmemo, with \"everything\"\r\n", "音楽プラス", "emoji 👨‍👩‍👧", "trailing,",

@@ -85,7 +85,7 @@ private func generation(ofJSON json: String, csv: String) throws -> Int {
         return (tracker, export, GenerationWriter(tracker: tracker))
     }
 
-    @Test func anExportSeesOneCommittedStateWhileAnotherThreadCommits() throws {
+    @Test(.blockingWork) func anExportSeesOneCommittedStateWhileAnotherThreadCommits() throws {
         let (_, export, writer) = try setUp()
         writer.start()
         defer { writer.finish() }
@@ -100,7 +100,7 @@ private func generation(ofJSON json: String, csv: String) throws -> Int {
         #expect(seen.count > 1, "all exports saw generation \(seen); the writer did not interleave")
     }
 
-    @Test func theTransactionGivenIsTheOneReadEvenWhileNewerCommitsLand() throws {
+    @Test(.blockingWork) func theTransactionGivenIsTheOneReadEvenWhileNewerCommitsLand() throws {
         let (tracker, export, writer) = try setUp()
         writer.start()
         defer { writer.finish() }

@@ -83,7 +83,7 @@ import Workloads
         #expect(csv.text == golden)
     }
 
-    @Test func csvWithLFLineEndingsHasTheSameFieldsAndNoCROutsideFields() throws {
+    @Test(.blockingWork) func csvWithLFLineEndingsHasTheSameFieldsAndNoCROutsideFields() throws {
         var export = try sampleExport()
         export.csvLineEnding = .lf
         let lf = try export.tracker.store.read { tx in try export.csv(in: tx) }

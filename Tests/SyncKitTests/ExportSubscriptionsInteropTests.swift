@@ -28,7 +28,7 @@ import Workloads
         }
     }
 
-    @Test func pythonReadsEveryCSVFieldAsItIsInTheStore() throws {
+    @Test(.blockingWork) func pythonReadsEveryCSVFieldAsItIsInTheStore() throws {
         let (tracker, export) = try populated()
         let (subscriptions, events) = try source(tracker)
         let (_, csv) = try export.files()

@@ -13,7 +13,7 @@ import Glibc
 /// here is a thread of the test that does what a replicator's round does once it has the bytes (the
 /// round itself is ReplicatedFilesSyncTests').
 @Suite struct FileRequestTests {
-    @Test func aFileAskedForIsWaitedForUntilTheOwnerFetchesItOrReadsAsNotYetDownloadedAtTheDeadline() throws {
+    @Test(.blockingWork) func aFileAskedForIsWaitedForUntilTheOwnerFetchesItOrReadsAsNotYetDownloadedAtTheDeadline() throws {
         let dir = TemporaryDirectory()
         let container = try dir.container()
         try FileManifest.declare(prefix: "img/", fetch: .lazy(budget: 1 << 20), in: container.store)

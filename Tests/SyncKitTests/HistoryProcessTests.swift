@@ -15,7 +15,7 @@ import TestSupport
         return (UInt64(parts[1])!, Int(parts[3])!, Int(parts[5])!)
     }
 
-    @Test func everyConsumerSeesTheWritersHistoryInOrderWithoutGapsEvenWhenKilled() throws {
+    @Test(.blockingWork) func everyConsumerSeesTheWritersHistoryInOrderWithoutGapsEvenWhenKilled() throws {
         let group = "group.com.example.consumers"
         _ = try dir.container(group)
         let transactions = 300
@@ -66,7 +66,7 @@ import TestSupport
     /// commit was its own reuses what it left, and after another process's commit it reads them again.
     /// Three writers at once (this process and two helpers) leave one run of tokens, each used once,
     /// and stamps that rise with the tokens, whichever way their commits interleaved.
-    @Test func writersOfSeveralProcessesShareOneRunOfTokensAndOneClock() throws {
+    @Test(.blockingWork) func writersOfSeveralProcessesShareOneRunOfTokensAndOneClock() throws {
         let group = "group.com.example.writers"
         let container = try dir.container(group)
         let history = try History.attach(to: container)
@@ -104,7 +104,7 @@ import TestSupport
         #expect(try history.checkIntegrity().isEmpty)
     }
 
-    @Test func aStoppedObserverNeverBlocksTheWriterAndStillLearnsOfTheChange() throws {
+    @Test(.blockingWork) func aStoppedObserverNeverBlocksTheWriterAndStillLearnsOfTheChange() throws {
         let group = "group.com.example.stopped"
         let container = try dir.container(group)
         _ = try History.attach(to: container)
@@ -137,7 +137,7 @@ import TestSupport
         var lastCommit: UInt64 { lock.lock(); defer { lock.unlock() }; return last }
     }
 
-    @Test func notificationLatencyFromCommitToWakeupInAnotherProcess() throws {
+    @Test(.blockingWork) func notificationLatencyFromCommitToWakeupInAnotherProcess() throws {
         let group = "group.com.example.latency"
         var options = SharedContainer.Options()
         options.store.durability = .noSync

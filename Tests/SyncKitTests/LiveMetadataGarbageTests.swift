@@ -118,7 +118,7 @@ import TestSupport
 
     /// The baseline: before any garbage, every reader this suite uses succeeds and `kvtool check` is
     /// clean, so the errors below come from the garbage and nothing else.
-    @Test func everyReaderSucceedsOnTheIntactContainer() throws {
+    @Test(.blockingWork) func everyReaderSucceedsOnTheIntactContainer() throws {
         let group = "group.com.example.garbage.baseline"
         _ = try populated(group)
         for what in [["catalog"], ["collection", "events"], ["defaults", "prefs"], ["history"], ["consumer", "widget"],
@@ -138,7 +138,7 @@ import TestSupport
     /// `_catalog` (before the fix, an entry pointing at `_catalog` made `kvtool scan events` read, and
     /// `kvtool put events` write, the catalog itself);
     /// `kvtool check` names each entry.
-    @Test(arguments: [
+    @Test(.blockingWork, arguments: [
         ("not CBOR", "c/events", "hex:ff00fe", "the entry does not decode"),
         ("CBOR of the wrong shape", "c/events", "hex:07", "the entry does not decode"),
         // A 4 MiB CBOR text string where a map belongs.
@@ -151,7 +151,7 @@ import TestSupport
         try expectCatalogGarbage(group, container, "_catalog key \"\(catalogKey)\": \(fragment)")
     }
 
-    @Test(arguments: [
+    @Test(.blockingWork, arguments: [
         ("an unknown key encoding", "keyEncoding", "unknown key encoding \"int65\""),
         ("a fixed layout of 2^40 bytes", "valueEncoding",
          "the value encoding \"fixed(1099511627776)\" is over the 1048576-byte limit of a fixed layout"),
@@ -189,7 +189,7 @@ import TestSupport
 
     /// A key in `_catalog` that is not `c/NAME` or `d/NAME`: nothing opens through it, and `kvtool
     /// check` names it; the other entries still work for everyone.
-    @Test func aCatalogKeyThatIsNoCatalogKey() throws {
+    @Test(.blockingWork) func aCatalogKeyThatIsNoCatalogKey() throws {
         let group = "group.com.example.garbage.catalog-key"
         let container = try populated(group)
         let entry = try #require(try container.store.catalogEntry(forCollection: "events"))
@@ -204,7 +204,7 @@ import TestSupport
     /// collection trapped on `lastToken + 1` in every writer process, and `kvtool check` trapped on
     /// `purgedThrough + 1`. Now the writer gets `SyncError.corruptHistory`, readers get answers, and
     /// check names both counters.
-    @Test func historyCountersAtTheirMaximum() throws {
+    @Test(.blockingWork) func historyCountersAtTheirMaximum() throws {
         let group = "group.com.example.garbage.counters"
         _ = try populated(group)
         let max = try CBOREncoder().encode(UInt64.max)
@@ -223,7 +223,7 @@ import TestSupport
 
     /// Garbage as history's state, entries and consumer records: the readers that meet it (history,
     /// a consumer, a writer) get `corruptValue` naming the collection and key; check names each.
-    @Test(arguments: [
+    @Test(.blockingWork, arguments: [
         ("a state counter that is not CBOR", "c/_history.state", "lastToken", "hex:ff",
          ["history"], "show", "_history.state", "_history.state key lastToken: does not decode as a token"),
         ("a negative state counter", "c/_history.state", "lastToken", "hex:20",
@@ -252,7 +252,7 @@ import TestSupport
     /// Reading the history throws `SyncError.corruptHistory` naming the entry (it is not handed to
     /// consumers as news), a consumer past the end reads as expired, purge keeps working, and check
     /// names each.
-    @Test func historyRecordsSyncKitNeverWrites() throws {
+    @Test(.blockingWork) func historyRecordsSyncKitNeverWrites() throws {
         let group = "group.com.example.garbage.history-shape"
         let container = try populated(group)
         let history = try History.attach(to: container)
@@ -285,7 +285,7 @@ import TestSupport
     /// Garbage in a widget feed file (a header whose payload length lies, or no feed at all): the
     /// widget's `read()` in another process and in this one throws `WidgetFeedError.corrupt`; check
     /// names the feed.
-    @Test func garbageInAFeedFile() throws {
+    @Test(.blockingWork) func garbageInAFeedFile() throws {
         let group = "group.com.example.garbage.feed"
         let container = try populated(group)
         var header = Array("KVFEED".utf8) + [0, 1] + [UInt8](repeating: 0, count: 7) + [2]
@@ -302,7 +302,7 @@ import TestSupport
     /// Section 2's feed cap: a 1 GiB sparse feed file is refused from its size before it is read
     /// (`fstat` on the opened file), with `WidgetFeedError.fileTooLarge`, and the reading process's
     /// peak resident memory stays far below the file's size (it is printed). Check names it too.
-    @Test func aFeedFileOverItsCapIsRefusedBeforeItIsRead() throws {
+    @Test(.blockingWork) func aFeedFileOverItsCapIsRefusedBeforeItIsRead() throws {
         let group = "group.com.example.garbage.feed-cap"
         let container = try populated(group)
         let size = 1 << 30
@@ -322,7 +322,7 @@ import TestSupport
     /// Int, JSON nested 20,000 deep, and bytes that are not JSON. Listing snapshots in another process
     /// and in this one, and `kvtool snapshot list`, fail with `SnapshotError.corruptManifest`; check
     /// names the manifest. Nothing is opened outside `Snapshots/`.
-    @Test(arguments: [
+    @Test(.blockingWork, arguments: [
         ("../ path", #"{"formatVersion":1,"lastGeneration":1,"snapshots":[{"createdAt":"2026-11-21T08:00:00Z","file":"../Store/data.mdb","generation":1,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":1,"sourceTransactionID":1}]}"#,
          "names file \"../Store/data.mdb\""),
         ("absolute path", #"{"formatVersion":1,"lastGeneration":1,"snapshots":[{"createdAt":"2026-11-21T08:00:00Z","file":"/etc/passwd","generation":1,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":1,"sourceTransactionID":1}]}"#,

@@ -45,7 +45,7 @@ import Glibc
         _ = waitpid(pid, &status, 0)
     }
 
-    @Test func syncOwnershipIsFreeAtOnceAfterReleaseWhileAForkedChildWaits() throws {
+    @Test(.blockingWork) func syncOwnershipIsFreeAtOnceAfterReleaseWhileAForkedChildWaits() throws {
         let container = try SharedContainer(groupIdentifier: "group.com.example.forked", root: dir.path)
         let history = try History.attach(to: container)
         try history.enable(.collection("notes"))
@@ -63,7 +63,7 @@ import Glibc
         next.release()
     }
 
-    @Test func aFileLockIsFreeAtOnceAfterItIsReleasedWhileAForkedChildWaits() throws {
+    @Test(.blockingWork) func aFileLockIsFreeAtOnceAfterItIsReleasedWhileAForkedChildWaits() throws {
         let directory = open(dir.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         try #require(directory >= 0)
         defer { close(directory) }

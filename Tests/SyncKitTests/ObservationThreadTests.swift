@@ -19,7 +19,7 @@ import TestSupport
         return line.split(separator: " ").dropFirst().compactMap { Int($0) }
     }
 
-    @Test func manyObservationsAddNoThreadEach() throws {
+    @Test(.blockingWork) func manyObservationsAddNoThreadEach() throws {
         let count = 64
         let numbers = try figures(["observe-many", dir.path, "group.com.example.threads", "\(count)"])
         let (before, during) = (try #require(numbers.first), try #require(numbers.dropFirst().first))
@@ -27,7 +27,7 @@ import TestSupport
         #expect(during - before < count / 2, "\(count) observations added \(during - before) threads")
     }
 
-    @Test func manyAsyncSyncRequestsAddNoThreadEach() throws {
+    @Test(.blockingWork) func manyAsyncSyncRequestsAddNoThreadEach() throws {
         let count = 32
         let numbers = try figures(["request-many", dir.path, "group.com.example.requestthreads", "\(count)"])
         try #require(numbers.count == 3, "\(numbers)")

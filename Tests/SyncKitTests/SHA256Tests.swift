@@ -9,7 +9,7 @@ import Workloads
 @Suite struct SHA256Tests {
     static func hex(_ text: String) -> String { SHA256.hex(SHA256.hash(Array(text.utf8))) }
 
-    @Test func fips180ExamplesAndNISTVectors() {
+    @Test(.blockingWork) func fips180ExamplesAndNISTVectors() {
         // FIPS 180-4 / NIST "SHA256.pdf" examples.
         #expect(Self.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(Self.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
@@ -32,7 +32,7 @@ import Workloads
         #expect(SHA256.hex(hasher.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
-    @Test func paddingBoundariesAndSplitsAgree() {
+    @Test(.blockingWork) func paddingBoundariesAndSplitsAgree() {
         // Lengths around the 55/56/64-byte padding boundaries, hashed whole and byte by byte.
         var rng = SplitMix64(seed: 7)
         for length in [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000] {
@@ -45,7 +45,7 @@ import Workloads
         }
     }
 
-    @Test func fileDigestsMatchSha256sum() throws {
+    @Test(.blockingWork) func fileDigestsMatchSha256sum() throws {
         let dir = TemporaryDirectory()
         var rng = SplitMix64(seed: 99)
         let bytes = (0..<(3 << 20) + 17).map { _ in UInt8(truncatingIfNeeded: rng.next()) }

@@ -43,7 +43,7 @@ import SyncKit
         }
     }
 
-    @Test func everySnapshotIsOneCommittedStateAndSourceTransactionsNeverDecrease() throws {
+    @Test(.blockingWork) func everySnapshotIsOneCommittedStateAndSourceTransactionsNeverDecrease() throws {
         let container = try dir.container(group)
         let snapshots = try Snapshots(container: container)
         let stop = dir.path + "/stop"

@@ -34,7 +34,7 @@ import Glibc
         return process.pid
     }
 
-    @Test func exportListVerifyPrune() throws {
+    @Test(.blockingWork) func exportListVerifyPrune() throws {
         let (container, checklist) = try checklistContainer(days: 30)
         let snapshots = try Snapshots(container: container)
         #expect(try snapshots.list().isEmpty)
@@ -84,7 +84,7 @@ import Glibc
         #expect(files == [".snapshots.lock", "manifest.json", "snapshot-000005.mdb"])
     }
 
-    @Test func verifyReportsEachDamagedFileByName() throws {
+    @Test(.blockingWork) func verifyReportsEachDamagedFileByName() throws {
         let (container, _) = try checklistContainer(days: 20)
         let snapshots = try Snapshots(container: container)
         let entries = try (0..<4).map { _ in try snapshots.export(from: container.store) }
@@ -122,7 +122,7 @@ import Glibc
         #expect(try snapshots.list() == entries)
     }
 
-    @Test func aCorruptManifestIsAClearErrorAndNothingIsChanged() throws {
+    @Test(.blockingWork) func aCorruptManifestIsAClearErrorAndNothingIsChanged() throws {
         let (container, _) = try checklistContainer(days: 10)
         let snapshots = try Snapshots(container: container)
         let entry = try snapshots.export(from: container.store)
@@ -173,7 +173,7 @@ import Glibc
         #expect(try snapshots.list() == [entry])
     }
 
-    @Test func badGenerationsAndEmptyDirectoriesAreClearErrors() throws {
+    @Test(.blockingWork) func badGenerationsAndEmptyDirectoriesAreClearErrors() throws {
         let container = try dir.container(group)
         let snapshots = try Snapshots(container: container)
         #expect(throws: SnapshotError.noSnapshots(directory: snapshots.directory)) { try snapshots.openLatest() }
@@ -190,7 +190,7 @@ import Glibc
         }
     }
 
-    @Test func orphansOfCrashedExportsAreRemovedAndTheirGenerationsSkipped() throws {
+    @Test(.blockingWork) func orphansOfCrashedExportsAreRemovedAndTheirGenerationsSkipped() throws {
         let (container, _) = try checklistContainer(days: 10)
         let snapshots = try Snapshots(container: container)
         try snapshots.export(from: container.store)
@@ -217,7 +217,7 @@ import Glibc
         #expect(try snapshots.verify().isValid)
     }
 
-    @Test func concurrentExportersInThreeProcessesGetDistinctIncreasingGenerations() throws {
+    @Test(.blockingWork) func concurrentExportersInThreeProcessesGetDistinctIncreasingGenerations() throws {
         let (container, _) = try checklistContainer(days: 60)
         let snapshots = try Snapshots(container: container)
         let others = try (0..<2).map { _ in try BackgroundProcess.helper(["snapshot-export", dir.path, group, "6"]) }
@@ -239,7 +239,7 @@ import Glibc
         #expect(try snapshots.verify().isValid)
     }
 
-    @Test func aWidgetProcessReadsTheSnapshotWithoutTheMainStore() throws {
+    @Test(.blockingWork) func aWidgetProcessReadsTheSnapshotWithoutTheMainStore() throws {
         let (container, _) = try checklistContainer(days: 365)
         let snapshots = try Snapshots(container: container)
         let entry = try snapshots.export(from: container.store)

@@ -40,7 +40,7 @@ import TestSupport
 
     /// In a process of its own, where nothing else opens files or allocates: 1,000 stores opened,
     /// written (synchronously and async) and closed leave its descriptors and resident set as they were.
-    @Test func aProcessThatOpensAndClosesAThousandStoresDoesNotGrow() throws {
+    @Test(.blockingWork) func aProcessThatOpensAndClosesAThousandStoresDoesNotGrow() throws {
         let r = try run(productsDirectory() + "/kvtest-helper", ["open-close-stores", dir.path, "group.com.example.close", "1000"],
                         timeout: BuildScale.seconds(300))
         #expect(r.status == 0, "\(r.stderr)")

@@ -23,7 +23,7 @@ import Glibc
         return (container, try container.store.collection("notes", key: String.self, value: String.self))
     }
 
-    @Test func aFreshContainerHasNoOwnerAndCountsItsWritesAsPending() throws {
+    @Test(.blockingWork) func aFreshContainerHasNoOwnerAndCountsItsWritesAsPending() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         try notes.put("b", forKey: "2")
@@ -34,7 +34,7 @@ import Glibc
 
     /// With no owner and no agent, a request says so at once (issue 46: it ran out its deadline), and
     /// one that may not start the agent waits for an owner until its deadline.
-    @Test func aRequestWithNobodyToAskSaysSoAtOnce() throws {
+    @Test(.blockingWork) func aRequestWithNobodyToAskSaysSoAtOnce() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         let started = ContinuousClock.now
@@ -59,7 +59,7 @@ import Glibc
     /// Nothing written and nothing ever synced is not "acknowledged through token 0" (issue 46): with a
     /// live owner, the request waits for a round of it that reaches a server; and with nothing enabled
     /// for sync, it says so at once, whatever the deadline.
-    @Test func tokenZeroIsAcknowledgedOnlyByARoundOfAnOwner() throws {
+    @Test(.blockingWork) func tokenZeroIsAcknowledgedOnlyByARoundOfAnOwner() throws {
         let (container, _) = try container()
         let service = try SyncService(container: container)
         guard case .success(let ownership) = try SyncOwnership.acquire(container, mode: .live) else {
@@ -99,7 +99,7 @@ import Glibc
     /// One owner at a time: a second acquisition (another open file description, as another process
     /// has) is refused with the owner's record; a round recorded by the owner acknowledges what a
     /// request waits for, and changes applied from other devices right after are acknowledged too.
-    @Test func oneOwnerAtATimeAndItsRoundsAcknowledgeRequests() throws {
+    @Test(.blockingWork) func oneOwnerAtATimeAndItsRoundsAcknowledgeRequests() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         guard case .success(let ownership) = try SyncOwnership.acquire(container, mode: .once) else {
@@ -154,7 +154,7 @@ import Glibc
     }
 
     /// The lock free, but the record naming another live process: two owners, refused.
-    @Test func aLiveOwnerRecordedWithoutTheLockIsTwoOwnersAndRefused() throws {
+    @Test(.blockingWork) func aLiveOwnerRecordedWithoutTheLockIsTwoOwnersAndRefused() throws {
         let (container, _) = try container()
         let sleeper = Process()
         sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
@@ -209,7 +209,7 @@ import Glibc
 
     // MARK: - The agent's registration
 
-    @Test func aRegistrationIsReadOnlyFromAPrivateRegularFileOfThisUser() throws {
+    @Test(.blockingWork) func aRegistrationIsReadOnlyFromAPrivateRegularFileOfThisUser() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         #expect(try SyncAgentRegistration.load(from: container) == nil)
@@ -255,7 +255,7 @@ import Glibc
     }
 
     /// A relative program is refused when saved, and when loaded.
-    @Test func theAgentsProgramMustBeAnAbsolutePath() throws {
+    @Test(.blockingWork) func theAgentsProgramMustBeAnAbsolutePath() throws {
         let (container, _) = try container()
         #expect(throws: SyncError.self) { try SyncAgentRegistration(arguments: ["kvtool"]).save(in: container) }
         #expect(throws: SyncError.self) { try SyncAgentRegistration(arguments: []).save(in: container) }
@@ -263,7 +263,7 @@ import Glibc
 
     /// A request with no owner starts the registered program, detached, its output in the
     /// container's agent log.
-    @Test func aRequestWithNoOwnerStartsTheRegisteredAgent() throws {
+    @Test(.blockingWork) func aRequestWithNoOwnerStartsTheRegisteredAgent() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         let marker = dir.path + "/agent-ran"
@@ -283,7 +283,7 @@ import Glibc
     }
 
     /// The agent's log is never written through a link a co-tenant planted: the agent does not start.
-    @Test func anAgentLogThatIsALinkIsNotFollowed() throws {
+    @Test(.blockingWork) func anAgentLogThatIsALinkIsNotFollowed() throws {
         let (container, notes) = try container()
         try notes.put("a", forKey: "1")
         let marker = dir.path + "/agent-ran"

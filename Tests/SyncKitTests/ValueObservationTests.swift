@@ -24,7 +24,7 @@ import TestSupport
         return (container, counter, acks)
     }
 
-    @Test func anotherProcessesWritesArriveOnceEachInOrderWithoutAMiss() async throws {
+    @Test(.blockingWork) func anotherProcessesWritesArriveOnceEachInOrderWithoutAMiss() async throws {
         let group = "group.com.example.observe"
         let (container, counter, acks) = try historyContainer(group)
         let count = 40
@@ -46,7 +46,7 @@ import TestSupport
         #expect(result?.0 == [nil] + (1...count).map { $0 })
     }
 
-    @Test func writesToCollectionsTheValueDidNotReadDoNotWakeIt() async throws {
+    @Test(.blockingWork) func writesToCollectionsTheValueDidNotReadDoNotWakeIt() async throws {
         let group = "group.com.example.unobserved"
         let (container, counter, _) = try historyContainer(group)
         let other = try container.store.collection("other", key: String.self, value: Int.self)
@@ -68,7 +68,7 @@ import TestSupport
         #expect(seen == [nil, 7])
     }
 
-    @Test func withoutHistoryEveryNotificationRunsTheReadAgain() async throws {
+    @Test(.blockingWork) func withoutHistoryEveryNotificationRunsTheReadAgain() async throws {
         let group = "group.com.example.nohistory"
         let container = try dir.container(group)
         let counter = try container.store.collection("counter", key: String.self, value: Int.self)
@@ -183,7 +183,7 @@ import TestSupport
         model.cancel()
     }
 
-    @Test func commitToNewValueLatencyInAnotherProcess() async throws {
+    @Test(.blockingWork) func commitToNewValueLatencyInAnotherProcess() async throws {
         let group = "group.com.example.observelatency"
         var options = SharedContainer.Options()
         options.store.durability = .noSync

@@ -14,7 +14,7 @@ import Glibc
     let dir = TemporaryDirectory()
     let group = "group.com.example.feeds"
 
-    @Test func readersNeverSeeATornFeedOrAnOlderGeneration() throws {
+    @Test(.blockingWork) func readersNeverSeeATornFeedOrAnOlderGeneration() throws {
         _ = try dir.container(group)
         let count = 300
         let publisher = try BackgroundProcess.helper(["feed-publish", dir.path, group, "fire", String(count), "16384"])
@@ -39,7 +39,7 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: feeds).sorted() == [".fire.lock", "fire.feed"])
     }
 
-    @Test func aPublisherKilledMidWriteLeavesTheOldFeedAndAnOrphanThatIsSweptUp() throws {
+    @Test(.blockingWork) func aPublisherKilledMidWriteLeavesTheOldFeedAndAnOrphanThatIsSweptUp() throws {
         _ = try dir.container(group)
         let feed = try WidgetFeed<TestFeedPayload>(name: "fire", groupIdentifier: group, root: dir.path)
         #expect(try feed.publish(TestFeedPayload(sequence: 1, size: 4096)) == 1)
@@ -67,7 +67,7 @@ import Glibc
         #expect(try helper(["feed-read", dir.path, group, "fire"]).stdout == "3 3 true\n")
     }
 
-    @Test func theChecklistFeedIsReadWhileTheStoreIsUnreadable() throws {
+    @Test(.blockingWork) func theChecklistFeedIsReadWhileTheStoreIsUnreadable() throws {
         let container = try dir.container(group)
         let checklist = try ChecklistStore(store: container.store)
         try container.store.write { tx in

@@ -135,7 +135,7 @@ struct Today: Codable, Equatable, Sendable {
         #expect(try feed.readIfPublished() == nil)
     }
 
-    @Test func orphanedTemporaryFilesOfDeadPublishersAreRemoved() throws {
+    @Test(.blockingWork) func orphanedTemporaryFilesOfDeadPublishersAreRemoved() throws {
         let feed = try self.feed()
         try SyncKitTestsSupport.makeSnapshotsDirectory(dir.path, group)
         try feed.publish(Today(total: 2, streak: 2, note: nil))

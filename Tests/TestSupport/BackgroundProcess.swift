@@ -77,7 +77,8 @@ public final class BackgroundProcess: @unchecked Sendable {
 
     /// Waits until a line satisfying `predicate` has been printed, and returns it; `nil` if the
     /// output ends or `timeout` seconds (default 60, scaled by ``BuildScale/factor``) pass first.
-    public func waitForLine(timeout: TimeInterval? = nil, where predicate: (String) -> Bool) -> String? {
+    public func waitForLine(timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation, where predicate: (String) -> Bool) -> String? {
+        noteBlockingWait("waitForLine", sourceLocation: sourceLocation)
         let deadline = Date(timeIntervalSinceNow: timeout ?? BuildScale.seconds(60))
         lock.lock(); defer { lock.unlock() }
         var checked = 0
@@ -97,6 +98,7 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// running test fails with a message that names the process and its last output.
     @discardableResult
     public func wait(timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation) -> (status: Int32, lines: [String], stderr: String) {
+        noteBlockingWait("wait", sourceLocation: sourceLocation)
         let limit = timeout ?? ProcessTimeout.seconds
         let deadline = Date(timeIntervalSinceNow: limit)
         lock.lock()

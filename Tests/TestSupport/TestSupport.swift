@@ -85,6 +85,7 @@ public struct ProcessResult: Sendable {
 @discardableResult
 public func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil,
                 timeout: TimeInterval? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
+    noteBlockingWait("run \(URL(fileURLWithPath: executable).lastPathComponent)", sourceLocation: sourceLocation)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments

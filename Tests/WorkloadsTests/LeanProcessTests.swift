@@ -41,7 +41,7 @@ struct LeanProcessTests {
         return Double(line[range.upperBound...].prefix { $0 == "." || $0.isNumber })
     }
 
-    @Test func theExtensionShowsTheSelectedTrainerUnderTheSeedsMemoryLimit() throws {
+    @Test(.blockingWork) func theExtensionShowsTheSelectedTrainerUnderTheSeedsMemoryLimit() throws {
         let container = try dir.container(group)
         let trainer = TrainerNotificationFlow.sampleTrainers[0]
         try TrainerNotificationFlow.publish(trainers: TrainerNotificationFlow.sampleTrainers, selected: trainer.id,
@@ -61,7 +61,7 @@ struct LeanProcessTests {
     /// The push SDK's extension records the notification and asks for sync; with no process owning
     /// sync and no agent registered, the request says so (at once: nothing could start an owner), and
     /// the process exits 0 within the 12 MiB budget of issue 38.
-    @Test func thePushExtensionRecordsRequestsSyncAndStaysWithin12MiB() async throws {
+    @Test(.blockingWork) func thePushExtensionRecordsRequestsSyncAndStaysWithin12MiB() async throws {
         let container = try dir.container(group)
         let store = try PushSDKStore(container: container)
         try store.enableHistory()
@@ -98,7 +98,7 @@ struct LeanProcessTests {
     /// With nothing of its container enabled for sync, the push extension does not report its record
     /// as acknowledged (issue 46: it printed "acknowledged through token 0" when the app had not turned
     /// history on), and still shows the notification and exits 0.
-    @Test func thePushExtensionSaysSoWhenNothingOfItsContainerSyncs() async throws {
+    @Test(.blockingWork) func thePushExtensionSaysSoWhenNothingOfItsContainerSyncs() async throws {
         let container = try dir.container(group)
         let store = try PushSDKStore(container: container)
         try store.saveConfiguration(try PushSampleData.configuration())
@@ -111,14 +111,14 @@ struct LeanProcessTests {
         #expect(try store.received.count() == 1)
     }
 
-    @Test func theExtensionFallsBackForAMissingGroupAndCreatesNothing() throws {
+    @Test(.blockingWork) func theExtensionFallsBackForAMissingGroupAndCreatesNothing() throws {
         let result = try run(program("trainer-extension"), ["--group", group, "--root", dir.path], timeout: 60)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("fell back to the default trainer: the App Group is not available"))
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/" + group))
     }
 
-    @Test func badArgumentsGetOneLineAndStatusOne() throws {
+    @Test(.blockingWork) func badArgumentsGetOneLineAndStatusOne() throws {
         for (name, arguments, message) in [
             ("trainer-extension", ["--root", dir.path, "--bogus"], "trainer-extension: unknown argument '--bogus'"),
             ("trainer-extension", ["--root", dir.path, "--group"], "trainer-extension: --group needs a value"),
@@ -134,7 +134,7 @@ struct LeanProcessTests {
     }
 
     /// The widget shows the feed, and the year dashboard exactly as the app computes it in-process.
-    @Test func theWidgetShowsTheFeedAndTheYearDashboard() throws {
+    @Test(.blockingWork) func theWidgetShowsTheFeedAndTheYearDashboard() throws {
         let container = try dir.container(group)
         let app = try ChecklistWidgetFlow.App(container: container)
         let generation = try app.save(ChecklistDataset.records())
@@ -158,7 +158,7 @@ struct LeanProcessTests {
     }
 
     /// Woken by the app's change notification in another process, the widget shows the next feed.
-    @Test func theWidgetWaitsForTheNextFeed() throws {
+    @Test(.blockingWork) func theWidgetWaitsForTheNextFeed() throws {
         let container = try dir.container(group)
         let app = try ChecklistWidgetFlow.App(container: container)
         let records = ChecklistDataset.records(days: 30)
@@ -173,7 +173,7 @@ struct LeanProcessTests {
         #expect(lines.last?.hasPrefix("  year dashboard: \(records.count) records") == true, "\(lines)")
     }
 
-    @Test func theWidgetGivesUpWithOneLineWhenNoFeedComes() throws {
+    @Test(.blockingWork) func theWidgetGivesUpWithOneLineWhenNoFeedComes() throws {
         let container = try dir.container(group)
         let app = try ChecklistWidgetFlow.App(container: container)
         let generation = try app.save(ChecklistDataset.records(days: 3))

@@ -40,7 +40,7 @@ import Workloads
         }
     }
 
-    @Test func theDashboardFromMonthsEqualsTheDayByDayOneForEveryDayOfTheDataset() throws {
+    @Test(.blockingWork) func theDashboardFromMonthsEqualsTheDayByDayOneForEveryDayOfTheDataset() throws {
         let records = ChecklistDataset.records()
         let checklist = try ChecklistStore(store: try dir.store())
         try checklist.records.store.write { tx in
@@ -61,7 +61,7 @@ import Workloads
         }
     }
 
-    @Test func overwritesDeletesAndOutOfOrderWritesKeepTheMonthsExact() throws {
+    @Test(.blockingWork) func overwritesDeletesAndOutOfOrderWritesKeepTheMonthsExact() throws {
         let records = ChecklistDataset.records()
         let checklist = try ChecklistStore(store: try dir.store())
         var rng = SplitMix64(seed: 42)
@@ -102,7 +102,7 @@ import Workloads
         #expect(try checklist.records.store.read { tx in try checklist.months.count(in: tx) } == 0)
     }
 
-    @Test func aStoreWrittenBeforeMonthsExistedGetsThemWhenAWriterOpensIt() throws {
+    @Test(.blockingWork) func aStoreWrittenBeforeMonthsExistedGetsThemWhenAWriterOpensIt() throws {
         let directory: String
         do {
             let store = try dir.store()
@@ -140,7 +140,7 @@ import Workloads
         #expect(try checklist.records.store.checkIntegrity().problems.isEmpty)
     }
 
-    @Test func monthsWrittenByTwoProcessesAtOnceStayExact() throws {
+    @Test(.blockingWork) func monthsWrittenByTwoProcessesAtOnceStayExact() throws {
         let group = "group.com.example.months"
         // Two processes write alternate days of the same months, one transaction per record, at once.
         let start = Int(ChecklistDataset.today.dayNumber) - 120
@@ -161,7 +161,7 @@ import Workloads
         #expect(streak == Streak(current: 120, longest: 120))
     }
 
-    @Test func aCorruptMonthWrittenByAnotherProcessIsAnErrorNotATrap() throws {
+    @Test(.blockingWork) func aCorruptMonthWrittenByAnotherProcessIsAnErrorNotATrap() throws {
         let checklist = try ChecklistStore(store: try dir.store())
         let records = ChecklistDataset.records()
         try checklist.records.store.write { tx in
@@ -190,7 +190,7 @@ import Workloads
         }
     }
 
-    @Test func monthBucketsOfDays() throws {
+    @Test(.blockingWork) func monthBucketsOfDays() throws {
         let day = LogicalDay("2024-02-17")!
         #expect(day.firstOfMonth == LogicalDay("2024-02-01")!)
         #expect(day.daysOfMonth == LogicalDay("2024-02-01")!...LogicalDay("2024-02-29")!)
@@ -204,7 +204,7 @@ import Workloads
         }
     }
 
-    @Test func exactSumsDoNotDependOnGrouping() {
+    @Test(.blockingWork) func exactSumsDoNotDependOnGrouping() {
         var rng = SplitMix64(seed: 7)
         let values = (0..<1_000).map { _ in 1 + Double(rng.next() % 1_000_000) / 250_000 }
         var whole = ExactSum()
