@@ -172,5 +172,31 @@ import Testing
         _ = await follower.task.value
         try await running.value
     }
+
+    /// A notification of a group that a round saw first and only noted wakes its streams though the
+    /// group's end did not move since: the round may have read the notification's commit (a push
+    /// between a stream's open and that round, whose notification came after it). Here the push comes
+    /// before the stream opens, so the round certainly read it; its notification, sent after, wakes.
+    @Test func aNotificationWakesAGroupARoundOnlyNoted() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("noted")
+        var options = SyncGateway.Options()
+        options.wakePollInterval = .milliseconds(200)
+        let (gateway, url, running) = try await Self.gateway(cluster, options)
+        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
+        _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("k", token: 1)], maxClockSkew: .seconds(60))
+        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
+        let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
+        #expect(await eventuallyAsync(30) { follower.count >= 1 })
+        let polled = gateway.wakePolls.withLock { $0 }
+        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
+        let before = follower.count
+        try await pusher.statements.wake(group: group)
+        #expect(await eventuallyAsync(30) { follower.count > before }, "the notification did not wake the group the round only noted")
+        await pusher.close()
+        gateway.shutdown()
+        _ = await follower.task.value
+        try await running.value
+    }
 }
 #endif
