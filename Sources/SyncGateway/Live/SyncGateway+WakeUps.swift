@@ -40,8 +40,8 @@ extension SyncGateway {
     ///   many rows as the gateway has groups with devices. A group seen for the first time is only
     ///   noted (a stream's device reads the log when its stream opens; waking it again would be a
     ///   second read);
-    /// - at once (after ``Options/wakeWindow``, which gathers a burst), the groups `target`'s `LISTEN`
-    ///   was notified of (``GroupDatabase/notified``); a notified group seen for the first time is
+    /// - at once, the groups `target`'s `LISTEN` was notified of (``GroupDatabase/notified``), those
+    ///   notified while a read was out together in the next; a notified group seen for the first time is
     ///   woken (the notification says it committed), and so is one a round saw first and only noted,
     ///   even if its end did not move since (that round may have read the notification's commit).
     ///
@@ -76,11 +76,9 @@ extension SyncGateway {
         }
         for await _ in target.notified.signals {
             if Task.isCancelled { return }
+            // A notification's groups are read at once, alone; those that come while a read is out
+            // are taken together by the next (a burst costs a read per round trip, not per commit).
             let round = ContinuousClock.now >= nextRound
-            if !round {
-                // A notification: gather the burst, then read the notified groups alone.
-                try? await Task.sleep(for: options.wakeWindow)
-            }
             // A notification came through this database's LISTEN: its group's commit is here.
             let notified = target.notified.take().filter(hub.isLive)
             let live = round ? Set(await liveGroupsByDatabase().first { $0.0.name == target.name }?.1 ?? []) : []
