@@ -113,6 +113,19 @@ public final class BackgroundProcess: @unchecked Sendable {
                 .joined(separator: " ")
             ProcessTimeout.recordTimeout("process \(pid) (\(name))", after: limit, output: printed, sourceLocation: sourceLocation)
         }
+        // Bounded too: Foundation learns of the exit through a descriptor the process inherited, which
+        // a process it started may keep open (Swift's crash backtracer did, hung, and the run with it).
+        let seenDeadline = Date(timeIntervalSinceNow: 30)
+        lock.lock()
+        while !exited && lock.wait(until: seenDeadline) {}
+        let seen = exited
+        lock.unlock()
+        guard seen else {
+            Issue.record(Comment(rawValue: "process \(pid) was never seen to exit, 30 s after it was waited for and killed: a process it started holds its descriptors"),
+                         sourceLocation: sourceLocation)
+            lock.lock(); defer { lock.unlock() }
+            return (-1, lines, String(decoding: errorData, as: UTF8.self))
+        }
         process.waitUntilExit()
         // Its output closes when it exits, unless a process it started still holds the pipes: then
         // what was read so far is returned after a few seconds.
