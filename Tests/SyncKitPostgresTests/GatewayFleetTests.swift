@@ -138,7 +138,7 @@ struct GatewayFleetTests {
         // Timed from before the writer's round (its push, then its pull), which the reader may beat.
         let pushed = ContinuousClock.now
         #expect(try await writer.push(["cross"]))
-        #expect(await eventuallyAsync(30) { reader.has("cross") }, "a push through gateway A did not reach the stream on gateway B")
+        #expect(await eventuallyAsync(30) { reader.has("cross") && reader.applied.withLock { $0 } >= 2 }, "a push through gateway A did not reach the stream on gateway B")
         print("[fleet] a push through gateway A reached a device streaming from gateway B within \(ContinuousClock.now - pushed) of the push's start")
         #expect(reader.applied.withLock { $0 } == 2 && reader.failures.withLock { $0.isEmpty })
 
@@ -178,7 +178,10 @@ struct GatewayFleetTests {
             #expect(try await writer.push(keys), "the writer could not push through the fleet")
             pushed += count
             let total = pushed
-            #expect(await eventuallyAsync(30) { readers.allSatisfy { $0.count == total } }, "\(name): not every device has every key")
+            // The keys show at the apply's commit, and its `.applied` event comes after: both awaited
+            // (a full run once read the count of a device whose event had not come yet).
+            #expect(await eventuallyAsync(30) { readers.allSatisfy { $0.count == total && $0.applied.withLock { $0 } >= total } },
+                    "\(name): not every device has every key")
             let took = ContinuousClock.now - begun
             for (index, reader) in readers.enumerated() {
                 #expect(reader.applied.withLock { $0 } == total, "\(name): reader \(index) applied \(reader.applied.withLock { $0 }) changes of \(total)")
