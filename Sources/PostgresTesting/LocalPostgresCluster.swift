@@ -123,8 +123,45 @@ public final class LocalPostgresCluster: Sendable {
     }
 
     deinit {
-        try? stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        let (directory, binaries, asPostgres) = (directory, binaries, asPostgresUser)
+        let teardown: @Sendable () -> Void = {
+            try? Self.stopServer(binaries: binaries, directory: directory, asPostgres: asPostgres, immediate: false)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        // The last reference often goes in a test's task: `pg_ctl stop` waits up to seconds, and on a
+        // thread of the cooperative pool (two on the CI machine) it held every other test's tasks up.
+        // There it runs on a thread of its own, which the process waits for at its exit.
+        guard withUnsafeCurrentTask(body: { $0 != nil }) else { return teardown() }
+        Self.pendingTeardowns.begin()
+        Thread.detachNewThread {
+            teardown()
+            Self.pendingTeardowns.end()
+        }
+    }
+
+    /// Clusters being stopped on threads of their own (``deinit``): the process's exit waits for them
+    /// (up to a minute), so that no server outlives its tests.
+    static let pendingTeardowns = PendingTeardowns()
+
+    final class PendingTeardowns: Sendable {
+        private let count = Locked(0)
+        private let registered = Locked(false)
+
+        func begin() {
+            count.withLock { $0 += 1 }
+            let first = registered.withLock { done -> Bool in
+                defer { done = true }
+                return !done
+            }
+            if first { atexit { LocalPostgresCluster.pendingTeardowns.waitForAll() } }
+        }
+
+        func end() { count.withLock { $0 -= 1 } }
+
+        func waitForAll() {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while count.withLock({ $0 }) > 0 && ContinuousClock.now < deadline { usleep(10_000) }
+        }
     }
 
     /// Starts the server (again, after ``stop(immediate:)``) and waits until it accepts connections.
@@ -139,8 +176,14 @@ public final class LocalPostgresCluster: Sendable {
 
     /// Stops the server: `immediate` is `pg_ctl stop -m immediate`, a crash as far as clients can tell.
     public func stop(immediate: Bool = false) throws {
+        try Self.stopServer(binaries: binaries, directory: directory, asPostgres: asPostgresUser, immediate: immediate)
+    }
+
+    static func stopServer(binaries: String, directory: String, asPostgres: Bool, immediate: Bool) throws {
+        let dataDirectory = directory + "/data"
         guard FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") else { return }
-        try run(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60", "stop"])
+        try run(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60", "stop"],
+                asPostgres: asPostgres, directory: directory)
     }
 
     /// Runs SQL through `psql` (for tests that plant rows a replicator never writes), as the owner or
@@ -155,8 +198,14 @@ public final class LocalPostgresCluster: Sendable {
     /// which the server `pg_ctl start` leaves running could hold open.
     @discardableResult
     func run(_ program: String, _ arguments: [String], asPostgres: Bool? = nil) throws -> String {
-        let argv = (asPostgres ?? asPostgresUser) ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + arguments
-                                                  : [program] + arguments
+        try Self.run(program, arguments, asPostgres: asPostgres ?? asPostgresUser, directory: directory)
+    }
+
+    @discardableResult
+    static func run(_ program: String, _ arguments: [String], asPostgres: Bool, directory: String) throws -> String {
+        let logFile = directory + "/server.log"
+        let argv = asPostgres ? ["/usr/sbin/runuser", "-u", "postgres", "--", program] + arguments
+                              : [program] + arguments
         let outputPath = directory + "/.command-output-\(getpid())"
         unlink(outputPath)
         let pid = try Self.spawn(argv, output: outputPath)
