@@ -189,7 +189,7 @@ import Testing
     /// The same through the Swift API, on a live replicator's own terms: ``Replicator/sync()``'s report
     /// names the held key, and ``Replicator/resolveQuarantined(sequence:as:)`` settles it.
     @Test func theAPIReportsAndSettlesAHeldKey() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("api")
         let alice = try Device(group: group)
         try alice.put("v1", "k")

@@ -17,7 +17,7 @@ import Testing
     /// page of changes is asked for and never arrives. Either way the round fails within the statement
     /// timeout, nothing is lost or applied twice, and after the heal both devices converge.
     @Test(arguments: ["push", "pull"]) func aBlackHoledStatementConvergesAfterTheHeal(stage: String) async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let proxy = try FaultProxy(to: cluster.port)
         defer { proxy.stop() }
         let group = Self.group(stage)

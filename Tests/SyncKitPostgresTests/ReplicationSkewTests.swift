@@ -31,7 +31,7 @@ import Testing
     }
 
     @Test(.blockingWork) func aPushStampedTooFarAheadIsRefusedWithItsOffsetAndKvtoolExits75() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("push")
         let a = try Device(group: group), b = try Device(group: group)
         try b.put("from b", "b")
@@ -82,7 +82,7 @@ import Testing
     /// B's clock is an hour slow: A's changes look an hour ahead to it. They are quarantined, their
     /// stamps are not adopted, and once B's clock is right, `kvtool sync quarantine retry` applies them.
     @Test(.blockingWork) func aPulledChangeTooFarAheadIsQuarantinedUntilTheClocksAgree() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("pull")
         let a = try Device(group: group), b = try Device(group: group)
         try b.put("b's own", "b")
@@ -134,7 +134,7 @@ import Testing
     /// The newer app (A) writes {a, b, c}; the older app (B) edits a and writes its record back. After
     /// syncing, both hold the new a and the old c, and so does the server.
     @Test func anOlderAppKeepsTheFieldsOfANewerOne() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("versions")
         let a = try Device(group: group), b = try Device(group: group)
         let recordsA = try a.container.store.collection("records", key: String.self, value: RecordV2.self)
@@ -163,7 +163,7 @@ import Testing
     /// pending. B quarantines the server's value and holds its write back: the server keeps the newer
     /// app's value, sync after sync, and nothing stalls.
     @Test func aQuarantinedKeyIsNeverPushedOverTheServersNewerValue() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("hold")
         let a = try Device(group: group), b = try Device(group: group)
         try a.put("v1", "k")

@@ -54,7 +54,7 @@ import Glibc
     /// every device holds exactly the server's state, and that state is what last-writer-wins by
     /// (hybrid logical clock, device id) gives over every write made.
     @Test(arguments: [11, 29, 47]) func threeDevicesConvergeToTheLastWriterModel(seed: Int) async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("model-\(seed)")
         let devices = try (0..<3).map { _ in try Device(group: group) }
         let replicators = try devices.map { try $0.replicator(cluster.tcpURL) }
@@ -87,7 +87,7 @@ import Glibc
     }
 
     @Test func conflictPoliciesAreAppliedAndReported() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("conflicts")
         let a = try Device(group: group), b = try Device(group: group)
         let eventsA = Locked<[SyncEvent]>([]), eventsB = Locked<[SyncEvent]>([])
@@ -122,7 +122,7 @@ import Glibc
     /// write between the two then loses, as last-writer-wins by clock says. (The model test found
     /// this: seed 787515 lost a delete that way.)
     @Test func aLaterWriteOfTheValueTheServerHasKeepsItsClock() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("same-value")
         let a = try Device(group: group), b = try Device(group: group), c = try Device(group: group)
         let ra = try a.replicator(cluster.tcpURL), rb = try b.replicator(cluster.tcpURL), rc = try c.replicator(cluster.tcpURL)
@@ -145,7 +145,7 @@ import Glibc
     }
 
     @Test func theChecklistMergesTheItemsAnsweredAndItsSummariesFollow() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("checklist")
         func device() throws -> (Device, ChecklistStore) {
             let d = try Device(group: group)
@@ -176,7 +176,7 @@ import Glibc
     }
 
     @Test func rejectAndReportKeepsTheFirstWriteOnTheServer() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("reject")
         let a = try Device(group: group), b = try Device(group: group)
         let events = Locked<[ConflictEvent]>([])
@@ -196,7 +196,7 @@ import Glibc
     }
 
     @Test func anOfflineDeviceWithTenThousandChangesCatchesUp() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("offline")
         let a = try Device(group: group), b = try Device(group: group)
         let count = 10_000
@@ -322,7 +322,7 @@ import Glibc
     /// keys again without reporting identical values as conflicts, and converge with what was written
     /// after; without the check, a cursor past the server's last change would skip every new one.
     @Test(arguments: ["restored", "replaced"]) func devicesStartOverWithAServerThatForgot(how: String) async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("forgot-\(how)")
         let a = try Device(group: group), b = try Device(group: group)
         let changed = Locked<[String: Int]>([:]), conflicts = Locked(0)
@@ -394,7 +394,7 @@ import Glibc
     /// A server made by the previous release (schema version 1, no server id) is migrated in place by
     /// the first device that connects, and keeps its log.
     @Test func aVersionOneServerIsMigratedInPlace() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("migrate")
         let a = try Device(group: group), b = try Device(group: group)
         do {
@@ -444,7 +444,7 @@ import Glibc
 
     /// A collection declared on a device that already synced gets what other devices sent to it before.
     @Test func aTargetDeclaredLaterFetchesWhatTheServerHas() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("late")
         let a = try Device(group: group), b = try Device(group: group)
         let lateA = try a.container.store.collection("late", key: String.self, value: String.self)
@@ -472,7 +472,7 @@ import Glibc
     /// A container copied to another root (a backup restored on a second machine) takes a new device
     /// id: its writes are not mistaken on the server for the original's changes with the same tokens.
     @Test(.blockingWork) func aCopiedContainerTakesANewDeviceID() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("copied")
         let a = try Device(group: group)
         try a.put("before the copy", "k0")
@@ -506,7 +506,7 @@ import Glibc
 
     /// Half rounds: push() sends without applying anything, pull() applies without sending.
     @Test func pushAndPullAreHalvesOfASync() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("halves")
         let a = try Device(group: group), b = try Device(group: group)
         let ra = try a.replicator(cluster.tcpURL), rb = try b.replicator(cluster.tcpURL)
@@ -544,7 +544,7 @@ import Glibc
     /// Rows no replicator writes are quarantined one by one with their reason: nothing of them is
     /// applied, the cursor moves past each, and a valid change after them still arrives.
     @Test func hostileServerRowsAreQuarantinedAndLaterChangesStillApply() async throws {
-        let cluster = try LocalPostgresCluster()
+        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("hostile")
         let a = try Device(group: group), b = try Device(group: group)
         var options = Replicator.Options()
