@@ -36,6 +36,52 @@ import Testing
         return (gateway, try #require(bound.withLock { $0 }), running)
     }
 
+    /// A gateway in this process whose poll runs every 200 ms, a pusher's connection to its cluster, and
+    /// a live stream of `group` on the gateway, once the stream's hello came and two rounds of the poll
+    /// began after it. `beforeStream` runs before the stream opens.
+    struct PolledStream {
+        let cluster: LocalPostgresCluster
+        let gateway: SyncGateway
+        let running: Task<Void, any Error>
+        let pusher: ServerConnection
+        let follower: GatewayLiveTests.LiveFollower
+
+        init(_ group: String, beforeStream: (ServerConnection) async throws -> Void = { _ in }) async throws {
+            cluster = try await offPool { try LocalPostgresCluster() }
+            var options = SyncGateway.Options()
+            options.wakePollInterval = .milliseconds(200)
+            let url: String
+            (gateway, url, running) = try await WakeUpTests.gateway(cluster, options)
+            pusher = try await ServerConnection.connect(cluster.tcpURL, logger: WakeUpTests.logger, maxValueBytes: 1 << 20)
+            try await beforeStream(pusher)
+            let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
+            let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
+            self.follower = follower
+            let opened = await eventuallyAsync(30) { follower.count >= 1 }
+            #expect(opened, "the stream's hello did not come")
+            try await pollTwice()
+        }
+
+        /// Until two rounds of the poll began after the call.
+        func pollTwice(_ rounds: Int = 2) async throws {
+            let polled = gateway.wakePolls.withLock { $0 }
+            let gateway = gateway
+            let reached = await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + rounds }
+            #expect(reached, "the poll did not run \(rounds) rounds")
+        }
+
+        func push(_ group: String, _ key: String, token: UInt64) async throws {
+            _ = try await pusher.statements.push(group: group, device: "sql", changes: [WakeUpTests.change(key, token: token)], maxClockSkew: .seconds(60))
+        }
+
+        func close() async throws {
+            await pusher.close()
+            gateway.shutdown()
+            _ = await follower.task.value
+            try await running.value
+        }
+    }
+
     /// The push's transaction sends no notification (the notification a LISTENing connection gets
     /// first is the one sent after the commit, not the group's); a direct replicator's push still
     /// reaches a direct replicator that LISTENs, and a push through a gateway a stream of that gateway,
@@ -117,27 +163,14 @@ import Testing
     /// A push whose wake-up is lost (made by SQL, which sends none) reaches a gateway's live stream
     /// through the gateway's poll of its live groups' sequences.
     @Test func aLostWakeUpReachesAGatewayStreamThroughThePoll() async throws {
-        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("lost-wake")
-        var options = SyncGateway.Options()
-        options.wakePollInterval = .milliseconds(200)
-        let (gateway, url, running) = try await Self.gateway(cluster, options)
-        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
-        let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
-        // The stream's hello; then a poll that began after it has noted the group's end.
-        #expect(await eventuallyAsync(30) { follower.count >= 1 })
-        let polled = gateway.wakePolls.withLock { $0 }
-        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
-        let before = follower.count
-        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
+        let rig = try await PolledStream(group)
+        let before = rig.follower.count
         let started = ContinuousClock.now
-        _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("lost", token: 1)], maxClockSkew: .seconds(60))
-        #expect(await eventuallyAsync(10) { follower.count > before }, "the poll did not wake the stream")
+        try await rig.push(group, "lost", token: 1)
+        #expect(await eventuallyAsync(10) { rig.follower.count > before }, "the poll did not wake the stream")
         print("[wake] a push without a wake-up reached the gateway's stream \(ContinuousClock.now - started) after it (poll every 200 ms)")
-        await pusher.close()
-        gateway.shutdown()
-        _ = await follower.task.value
-        try await running.value
+        try await rig.close()
     }
 
     /// A commit wakes a stream once: its notification has the poll read the group's end at once, so
@@ -145,32 +178,19 @@ import Testing
     /// next round woke it again: two pulls by every device for every commit.) A second commit wakes it
     /// once more.
     @Test func aCommitWakesAStreamOnceThoughThePollFindsItToo() async throws {
-        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("once")
-        var options = SyncGateway.Options()
-        options.wakePollInterval = .milliseconds(200)
-        let (gateway, url, running) = try await Self.gateway(cluster, options)
-        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
-        let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
-        #expect(await eventuallyAsync(30) { follower.count >= 1 })
-        let polled = gateway.wakePolls.withLock { $0 }
-        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
-        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
+        let rig = try await PolledStream(group)
         for round in 1...2 {
-            let before = follower.count
+            let before = rig.follower.count
             // As a direct replicator pushes: the push, then its wake-up after the commit.
-            _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("k\(round)", token: UInt64(round))], maxClockSkew: .seconds(60))
-            try await pusher.statements.wake(group: group)
-            #expect(await eventuallyAsync(30) { follower.count > before }, "round \(round): the stream did not wake")
+            try await rig.push(group, "k\(round)", token: UInt64(round))
+            try await rig.pusher.statements.wake(group: group)
+            #expect(await eventuallyAsync(30) { rig.follower.count > before }, "round \(round): the stream did not wake")
             // Three rounds of the poll that all began after the wake: none wakes the stream again.
-            let seen = gateway.wakePolls.withLock { $0 }
-            #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= seen + 3 })
-            #expect(follower.count == before + 1, "round \(round): one commit woke the stream \(follower.count - before) times")
+            try await rig.pollTwice(3)
+            #expect(rig.follower.count == before + 1, "round \(round): one commit woke the stream \(rig.follower.count - before) times")
         }
-        await pusher.close()
-        gateway.shutdown()
-        _ = await follower.task.value
-        try await running.value
+        try await rig.close()
     }
 
     /// A notification of a group that a round saw first and only noted wakes its streams though the
@@ -178,25 +198,14 @@ import Testing
     /// between a stream's open and that round, whose notification came after it). Here the push comes
     /// before the stream opens, so the round certainly read it; its notification, sent after, wakes.
     @Test func aNotificationWakesAGroupARoundOnlyNoted() async throws {
-        let cluster = try await offPool { try LocalPostgresCluster() }
         let group = Self.group("noted")
-        var options = SyncGateway.Options()
-        options.wakePollInterval = .milliseconds(200)
-        let (gateway, url, running) = try await Self.gateway(cluster, options)
-        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
-        _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("k", token: 1)], maxClockSkew: .seconds(60))
-        let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
-        let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
-        #expect(await eventuallyAsync(30) { follower.count >= 1 })
-        let polled = gateway.wakePolls.withLock { $0 }
-        #expect(await eventuallyAsync(30) { gateway.wakePolls.withLock { $0 } >= polled + 2 })
-        let before = follower.count
-        try await pusher.statements.wake(group: group)
-        #expect(await eventuallyAsync(30) { follower.count > before }, "the notification did not wake the group the round only noted")
-        await pusher.close()
-        gateway.shutdown()
-        _ = await follower.task.value
-        try await running.value
+        let rig = try await PolledStream(group) { pusher in
+            _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("k", token: 1)], maxClockSkew: .seconds(60))
+        }
+        let before = rig.follower.count
+        try await rig.pusher.statements.wake(group: group)
+        #expect(await eventuallyAsync(30) { rig.follower.count > before }, "the notification did not wake the group the round only noted")
+        try await rig.close()
     }
 }
 #endif
