@@ -4,8 +4,8 @@ import Testing
 import Glibc
 #endif
 
-/// A suite trait for suites whose tests block a thread: a synchronous test that runs `kvtool` or a
-/// helper process and waits for it, a semaphore, a cluster's `initdb`. Swift Testing runs a
+/// A trait for tests (and suites, whose tests it then covers) that block a thread: a synchronous test
+/// that runs `kvtool` or a helper process and waits for it, a semaphore, a cluster's `initdb`. Swift Testing runs a
 /// synchronous test on the cooperative pool, which has as many threads as cores (two on the CI
 /// machine): two such tests at once left no thread for any other suite's tasks, and the replication
 /// suites' 10-second connection deadlines fired while their answers waited for a thread (measured with
@@ -15,8 +15,9 @@ import Glibc
 /// Each test of a suite with this trait runs with a task executor preference for
 /// ``BlockingWorkExecutor/shared``: a few threads of its own, so a test that blocks holds one of
 /// those, never a pool thread, and at most that many such tests block at once (as before, when the
-/// pool's two threads bounded them). `offPool` remains the way for an async test to wait on
-/// blocking work.
+/// pool's two threads bounded them). An async test with deadlines of its own should use `offPool`
+/// for its blocking steps instead: its continuations would wait here behind the blocking tests (one
+/// such test, marked, waited 33 s for a 5 s statement timeout in a full run).
 public struct BlockingWork: SuiteTrait, TestTrait, TestScoping {
     public init() {}
 
@@ -37,8 +38,8 @@ extension Trait where Self == BlockingWork {
     public static var blockingWork: Self { Self() }
 }
 
-/// A task executor of a fixed number of threads of its own (named `blocking-work-N`), for tests that
-/// block (``BlockingWork``). Jobs run in the order they came.
+/// A task executor of a fixed number of threads of its own (named `blocking-work-N`, and marked so
+/// that ``isCurrent`` can tell), for tests that block (``BlockingWork``). Jobs run in the order they came.
 public final class BlockingWorkExecutor: TaskExecutor, @unchecked Sendable {
     /// Four threads: with the pool's two, the machine runs as many blocking tests at once as a 2-core
     /// machine's run did before, plus the pool's async work.
