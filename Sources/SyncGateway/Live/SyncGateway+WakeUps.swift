@@ -65,13 +65,21 @@ extension SyncGateway {
             }
         }
         defer { ticker.cancel() }
+        // The read in a task of its own, cancelled at its deadline and when the loop is (the gateway
+        // ends): a read left waiting on a pool that shut down held the gateway past its end (found by
+        // LeakSanitizer: a gateway of each test that ran one in-process, alive at exit).
         func readEnds(_ groups: [String]) async -> [String: Int64]? {
             let client = target.link.client
-            return try? await withDeadline(Self.wakeTimeout, what: "the database") {
+            let read = Task {
                 try await client.withTransaction(logger: logger) { connection in
                     try await ServerStatements.assumeGatewayRole(connection, local: true, logger: logger)
                     return try await ServerStatements(connection: connection, logger: logger, maxValueBytes: 0).groupEnds(groups)
                 }
+            }
+            return await withTaskCancellationHandler {
+                try? await withDeadline(Self.wakeTimeout, what: "the database", onTimeout: { read.cancel() }) { try await read.value }
+            } onCancel: {
+                read.cancel()
             }
         }
         for await _ in target.notified.signals {
