@@ -195,6 +195,10 @@ func describe(_ error: any Error) -> String {
 /// without waiting for it any longer: a task that ignores cancellation (a connect to a server that went
 /// silent, say) cannot hold its caller, as it would in a task group, which waits for all its children.
 /// `onTimeout` runs when the deadline wins, and `abandoned` gets what `body` returns after that.
+/// Once the deadline (or `abandonWhen`) wins, `body`'s task is cancelled as well: a body that heeds
+/// cancellation (a wait for a pool's connection, say) ends instead of holding what it captured
+/// (a gateway, its pool) for as long as it waits. The caller's own cancellation is not passed to
+/// `body`: a statement already sent runs to its end, as it did before its caller gave up.
 /// `typedTimeout`: the deadline throws ``DeadlinePassed`` (for a caller that acts on it), not
 /// ``ReplicationError/server(_:)``.
 package func withDeadline<R: Sendable>(_ timeout: Duration, what: String, typedTimeout: Bool = false,
@@ -204,6 +208,15 @@ package func withDeadline<R: Sendable>(_ timeout: Duration, what: String, typedT
                                abandoned: @escaping @Sendable (R) async -> Void = { _ in }) async throws -> R {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
         let finished = Locked(false)
+        // The body's task, once made; `true` once the deadline won (the body is cancelled when made,
+        // should the deadline win first).
+        let work = Locked<(task: Task<Void, Never>?, gaveUp: Bool)>((nil, false))
+        let giveUp: @Sendable () -> Void = {
+            work.withLock { state -> Task<Void, Never>? in
+                state.gaveUp = true
+                return state.task
+            }?.cancel()
+        }
         let finish: @Sendable (Result<R, any Error>) -> Bool = { result in
             let first = finished.withLock { done -> Bool in
                 defer { done = true }
@@ -222,16 +235,22 @@ package func withDeadline<R: Sendable>(_ timeout: Duration, what: String, typedT
                 if Task.isCancelled { return }
                 if ContinuousClock.now >= deadline {
                     let passed = DeadlinePassed(description: "no answer from \(what) within \(timeout)")
-                    if finish(.failure(typedTimeout ? passed : ReplicationError.server(passed.description))) { await onTimeout() }
+                    if finish(.failure(typedTimeout ? passed : ReplicationError.server(passed.description))) {
+                        giveUp()
+                        await onTimeout()
+                    }
                     return
                 }
                 if let reason = abandonWhen() {
-                    if finish(.failure(ReplicationError.server(reason))) { await onTimeout() }
+                    if finish(.failure(ReplicationError.server(reason))) {
+                        giveUp()
+                        await onTimeout()
+                    }
                     return
                 }
             }
         }
-        Task {
+        let task = Task {
             do {
                 let value = try await body()
                 if !finish(.success(value)) { await abandoned(value) }
@@ -240,6 +259,7 @@ package func withDeadline<R: Sendable>(_ timeout: Duration, what: String, typedT
             }
             timer.cancel()
         }
+        if work.withLock({ state -> Bool in state.task = task; return state.gaveUp }) { task.cancel() }
     }
 }
 #endif

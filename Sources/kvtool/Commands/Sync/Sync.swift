@@ -324,6 +324,9 @@ struct SyncCommand: ParsableCommand {
                     // Only these keys wait; everything else is on the server.
                     if let held = report.held { print("held: \(held)") }
                 }
+                // Out before ownership is released: a process that sees no owner (an agent's starter,
+                // a test) finds this round in the agent's log, not still in stdio's buffer.
+                Output.flush()
             } else {
                 if !json { print("device \(replicator.device) syncing \(container.groupIdentifier.rawValue) with \(shown)") }
                 Output.flush()
