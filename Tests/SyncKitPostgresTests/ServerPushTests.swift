@@ -162,5 +162,43 @@ import Testing
         #expect(try await isMarked())
         #expect(try await offPool { try cluster.count("SELECT version FROM kvsync_schema") } == ServerSchema.version)
     }
+
+    /// A push costs the same however long its group's log (revision 8): every read of the log is an
+    /// index probe. Up to revision 7 the check for rows numbered past the sequence bounded its scan by
+    /// a volatile function, which no index could take, and read the group's whole log on every push.
+    /// Counted, not timed: the rows of the log's partitions that the push's transaction read, from
+    /// PostgreSQL's own statistics of the transaction (`pg_stat_xact_user_tables`).
+    @Test func aPushReadsItsGroupsLogByIndexHoweverLongTheLog() async throws {
+        let group = Self.group("long-log")
+        let cluster = try await Self.cluster(group: group)
+        let logged = 20_000
+        let end = try await offPool {
+            try cluster.psql("""
+                INSERT INTO kvsync_groups (group_id) VALUES ('\(group)') ON CONFLICT DO NOTHING;
+                INSERT INTO kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)
+                    SELECT '\(group)', 'earlier', i, 'collection', 'notes', convert_to('old-' || i, 'UTF8'), '\\x76'::bytea, i::bigint << 16, 0
+                    FROM generate_series(1, \(logged)) AS i;
+                UPDATE kvsync_groups SET last_seq = (SELECT max(seq) FROM kvsync_changes WHERE group_id = '\(group)')
+                    WHERE group_id = '\(group)'
+                """)
+            return try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'")
+        }
+        // One change, then (in the same transaction) what the transaction read of the log's tables:
+        // psql prints both answers, the count last.
+        @Sendable func array(_ item: String, _ type: String) -> String { "ARRAY[\(item)]::\(type)[]" }
+        let read = try await offPool {
+            try cluster.psql("""
+                SELECT count(*) FROM kvsync_push('\(group)', 'd1', \(array("1", "bigint")), \(array("'collection'", "text")),
+                                                 \(array("'notes'", "text")), \(array("'\\x6e6577'", "bytea")), \(array("'\\x31'", "bytea")),
+                                                 \(array("false", "boolean")), \(array("65536", "bigint")), \(array("0", "bigint")), 60000);
+                SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) FROM pg_stat_xact_user_tables
+                    WHERE relname LIKE 'kvsync_changes%'
+                """).split(separator: "\n").last.map(String.init) ?? ""
+        }
+        print("ServerPushTests: a push of one change to a group whose log holds \(logged) changes read \(read) rows of the log")
+        #expect(Int(read).map { $0 < 100 } == true, "the push read \(read) rows of a log of \(logged)")
+        // And it was applied, after the log's end.
+        #expect(try await offPool { try cluster.count("SELECT last_seq FROM kvsync_groups WHERE group_id = '\(group)'") } > end)
+    }
 }
 #endif

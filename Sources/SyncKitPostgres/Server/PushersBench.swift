@@ -52,7 +52,8 @@ package final class PushersBench: Sendable {
     /// The notifications the listening connection has heard so far.
     package var heard: Int { heardCount.withLock { $0 } }
 
-    /// Installs revision 6 of `kvsync_push` (`wakeInside`) or this library's.
+    /// Installs this library's `kvsync_push` notifying inside its transaction, as up to revision 6
+    /// (`wakeInside`), or as it is.
     package func install(wakeInside: Bool) async throws {
         try await ServerStatements.installPush(wakeInside: wakeInside, on: owner, logger: logger)
     }

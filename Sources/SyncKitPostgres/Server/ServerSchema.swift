@@ -268,7 +268,10 @@ enum ServerSchema {
     /// The revision of `kvsync_push`'s body, marked in its source. A revision that answers the same
     /// (a faster body) does not change the schema's version, so that devices on the previous release
     /// keep syncing; ``migrate(_:logger:)`` replaces an older body when its user may.
-    static let pushRevision = "kvsync_push revision 7"
+    static let pushRevision = "kvsync_push revision 8"
+
+    /// The mark of the body `kvtool bench pushers` installs to compare (``pushFunction(scopeChecks:wakeInside:)``).
+    static let notifyingInsideMark = "kvsync_push notifying inside its transaction, for kvtool bench pushers"
 
     /// The checks a gateway's scoped transaction adds to `kvsync_push` (version 4 on; the device from
     /// version 6).
@@ -670,9 +673,18 @@ enum ServerSchema {
     ///
     /// Revision 7 (schema version 9, issue 51): the push no longer notifies inside its transaction
     /// (``adoptRows(notifying:)``); whoever pushed sends the wake-up after the commit (``WakeUps``).
-    /// `wakeInside` makes revision 6's body instead (marked so), for `kvtool bench pushers` to compare.
+    /// `wakeInside` makes this revision's body with the notification inside the transaction, as up to
+    /// revision 6, for `kvtool bench pushers` to compare: marked ``notifyingInsideMark``, never this
+    /// revision's mark (a server left with it is replaced by the next device that migrates).
+    ///
+    /// Revision 8 (the same schema version): the check for rows numbered past the sequence reads the
+    /// sequence once (`(SELECT …)`, an init plan), not per row: `pg_sequence_last_value` is volatile,
+    /// so as a bound of the scan it could not be the index's, and every push read its group's whole
+    /// log (33 ms a push for a group of 200,000 changes; found profiling item 5 of issue 51).
     static func pushFunction(scopeChecks: String, wakeInside: Bool = false) -> String {
-            """
+        // Where the log may end: the group's last sequence number, or the sequence's, if further.
+        let sequenceEnd = "greatest(previous, coalesce(pg_sequence_last_value('kvsync_changes_seq_seq'), 0))"
+        return """
             CREATE OR REPLACE FUNCTION \(pushDeclaration)
             RETURNS TABLE (idx integer, outcome text, version bigint, s_value bytea, s_hlc bigint, s_device text)
             -- Plans made once per connection: a custom plan per call costs more than the batch's rows.
@@ -701,7 +713,7 @@ enum ServerSchema {
                 validated boolean;
                 reason text;
             BEGIN
-                -- \(wakeInside ? "kvsync_push revision 6" : pushRevision)
+                -- \(wakeInside ? notifyingInsideMark : pushRevision)
             \(scopeChecks)
                 -- A stamp further ahead of this server's clock than the bound refuses the whole
                 -- batch: one device's fast clock must not win every conflict, nor move the others'.
@@ -728,7 +740,7 @@ enum ServerSchema {
                 -- set-based statement could draw one of their numbers, so the loop, which steps over
                 -- them, takes such a batch (revision 4).
                 ahead := EXISTS (SELECT FROM kvsync_changes c WHERE c.group_id = p_group
-                                 AND c.seq > greatest(previous, coalesce(pg_sequence_last_value('kvsync_changes_seq_seq'), 0)));
+                                 AND c.seq > (SELECT \(sequenceEnd)));
                 -- A token greater than every token this device sent in its range (a replicator's history
                 -- tokens are below 2^62, its other changes' from 2^62 on) was never sent: two index probes
                 -- spare one per change.

@@ -9,8 +9,9 @@ extension ServerStatements {
         _ = try await connection.query("SELECT pg_notify(\(ServerSchema.channel), \(group))", logger: logger)
     }
 
-    /// Replaces `kvsync_push` with this library's revision, or (`wakeInside`) with revision 6, which
-    /// notifies inside the push's transaction: `kvtool bench pushers` compares the two on one server
+    /// Replaces `kvsync_push` with this library's revision, or (`wakeInside`) with the same body
+    /// notifying inside the push's transaction, as up to revision 6: `kvtool bench pushers` compares the
+    /// two on one server
     /// (the owner's connection; ``ServerSchema/migrate(_:logger:)`` puts this library's back).
     package static func installPush(wakeInside: Bool, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query(PostgresQuery(unsafeSQL: ServerSchema.pushFunction(scopeChecks: ServerSchema.scopeChecks, wakeInside: wakeInside)),

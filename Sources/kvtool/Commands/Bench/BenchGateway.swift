@@ -189,6 +189,21 @@ extension Bench {
             return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
         }
 
+        /// CPU time of a PostgreSQL server, in seconds: the postmaster's own and that of the children it
+        /// reaped (`cutime`, `cstime`: backends that exited, as psql's does after a COPY), plus its live
+        /// children's (backends, the WAL writer, the checkpointer).
+        static func serverCPUSeconds(_ cluster: LocalPostgresCluster) -> Double {
+            guard let pid = cluster.serverProcessID else { return 0 }
+            let stat = procFile("/proc/\(pid)/stat")
+            guard let close = stat.lastIndex(of: ")") else { return 0 }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // cutime and cstime are fields 16 and 17 of the whole line, 14 and 15 after the name.
+            guard fields.count > 14, let user = Double(fields[13]), let system = Double(fields[14]) else { return 0 }
+            let children = procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap { Int32($0) }
+            return cpuSeconds(of: pid) + (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+                + children.reduce(0) { $0 + cpuSeconds(of: $1) }
+        }
+
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
             let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
             defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -304,18 +319,23 @@ extension Bench {
             let tlsToken = try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: "group.bench.gateway.tls", device: "pusher").token }
             // The CPU time each process spent, in µs per change: steadier than the rate on a shared
             // machine, where the client, the gateway and the server compete for the same cores.
-            func timed(_ device: BenchDevice, via gateway: ChildProcess) throws -> (rate: Double, client: Double, gateway: Double) {
+            // The server's share too (PostgreSQL's processes, the floor's included): where a push's
+            // time goes, before choosing how to bring it nearer to COPY.
+            func timed(_ device: BenchDevice, via gateway: ChildProcess) throws -> (rate: Double, client: Double, gateway: Double, server: Double) {
                 _ = try blocking { try await device.replicator.sync() }
                 try device.write((0..<pushChanges).map { (String(format: "key-%08d", $0), value) })
                 let (clientBefore, gatewayBefore) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.process.processIdentifier))
+                let serverBefore = Self.serverCPUSeconds(cluster)
                 let start = Bench.now()
                 let report = try blocking { try await device.replicator.push() }
                 let seconds = Double(Bench.now() - start) / 1e9
                 let (clientAfter, gatewayAfter) = (Self.cpuSeconds(), Self.cpuSeconds(of: gateway.process.processIdentifier))
+                let serverAfter = Self.serverCPUSeconds(cluster)
                 guard report.pushed == pushChanges else { throw CLIError(.failure, "pushed \(report.pushed) of \(pushChanges)") }
                 _ = try? blocking { await device.replicator.close() }
-                return (Double(pushChanges) / seconds, (clientAfter - clientBefore) * 1e6 / Double(pushChanges),
-                        (gatewayAfter - gatewayBefore) * 1e6 / Double(pushChanges))
+                let perChange = { (before: Double, after: Double) in (after - before) * 1e6 / Double(pushChanges) }
+                return (Double(pushChanges) / seconds, perChange(clientBefore, clientAfter), perChange(gatewayBefore, gatewayAfter),
+                        perChange(serverBefore, serverAfter))
             }
             let through = try timed(try BenchDevice(group: "group.bench.gateway.push", .gateway(url, token: token)), via: gateway)
             let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", .gateway($0.1, token: tlsToken)), via: $0.0) }
@@ -333,11 +353,19 @@ extension Bench {
             try csv.write(toFile: file, atomically: true, encoding: .utf8)
             chmod(file, 0o644)
             chmod((file as NSString).deletingLastPathComponent, 0o755)
+            let backends = { Set(procFile("/proc/\(cluster.serverProcessID ?? 0)/task/\(cluster.serverProcessID ?? 0)/children").split(separator: " ")) }
+            let (serverBefore, childrenBefore) = (Self.serverCPUSeconds(cluster), backends())
             let start = Bench.now()
             try cluster.psql("\\copy kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base) FROM '\(file)' WITH (FORMAT csv)")
             let copy = Double(pushChanges) / (Double(Bench.now() - start) / 1e9)
+            // psql's backend is counted once the postmaster has reaped it (its children as before).
+            let reaped = ContinuousClock.now + .seconds(5)
+            while !backends().isSubset(of: childrenBefore), ContinuousClock.now < reaped { usleep(10_000) }
+            let copyServer = (Self.serverCPUSeconds(cluster) - serverBefore) * 1e6 / Double(pushChanges)
             print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY); CPU per change: the device %.1f µs through the gateway and %.1f µs directly, the gateway %.1f µs",
                          pushChanges, valueSize, through.rate, direct.rate, copy, copy / through.rate, through.client, direct.client, through.gateway))
+            print(String(format: "PostgreSQL's CPU per change (all its processes): %.1f µs through the gateway, %.1f µs directly, %.1f µs a row of the COPY",
+                         through.server, direct.server, copyServer))
             if let overTLS {
                 print(String(format: "the same push through the gateway over TLS (https, a certificate made for the run): %.0f changes/s; CPU per change: the device %.1f µs, the gateway %.1f µs",
                              overTLS.rate, overTLS.client, overTLS.gateway))

@@ -7,7 +7,8 @@ import SyncKitPostgres
 
 extension Bench {
     /// `kvtool bench pushers`: concurrent pushers, with the wake-up inside the push's transaction
-    /// (`kvsync_push` revision 6) and after its commit (revision 7, issue 51), side by side on one server.
+    /// (as `kvsync_push` did up to revision 6) and after its commit (from revision 7, issue 51), side by
+    /// side on one server, with the same body otherwise.
     struct Pushers: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "pushers",
@@ -15,9 +16,9 @@ extension Bench {
             discussion: """
                 Starts its own cluster (fsync=off, loopback) with one LISTENing connection (a gateway's), then \
                 runs each count of --pushers pushers for --seconds, each on its own connection pushing batches of \
-                --batch changes, to a group each and then all to one group: once with kvsync_push revision 6 (it \
-                calls pg_notify inside its transaction: every commit that notified takes a lock of the whole \
-                cluster) and once with this library's revision, which does not, the pusher sending the wake-up \
+                --batch changes, to a group each and then all to one group: once with this library's kvsync_push \
+                calling pg_notify inside its transaction, as revision 6 and earlier did (every commit that notified \
+                takes a lock of the whole cluster), and once as it is, which does not, the pusher sending the wake-up \
                 after the commit (at most one per group per 20 ms). Prints commits/s, changes/s and the p50/p99 of \
                 a push (with its wake-up). Client and server share this machine.
                 """)
