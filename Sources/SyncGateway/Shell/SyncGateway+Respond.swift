@@ -80,9 +80,13 @@ extension SyncGateway {
             } else {
                 nil
             }
-            let (answer, pushed, pulled, ahead, refused): Answer = if let replicated {
-                (replicated.encoded(), 0, replicated.changes.count, nil, [])
-            } else { try await client.withTransaction(logger: logger) { [self] connection -> Answer in
+            let pushRequest = push
+            // The transaction's connection, for its deadline: closed when it passes, and the request
+            // answered at once when the connection closes under it (postgres-nio does not always fail
+            // a statement whose connection a dying server closed).
+            let leased = Locked<PostgresConnection?>(nil)
+            let transaction: @Sendable () async throws -> Answer = { [self] in try await client.withTransaction(logger: logger) { [self] connection -> Answer in
+                leased.withLock { $0 = connection }
                 let principal = try await self.principal(of: request.credential, install: request.head.install, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
                 let statements = ServerStatements(connection: connection, logger: logger, maxValueBytes: maxValueBytes)
@@ -96,7 +100,7 @@ extension SyncGateway {
                             ? "the credential names no device: it pulls and never pushes"
                             : "the credential is read-only: it pulls and never pushes")
                     }
-                    let request = push!
+                    let request = pushRequest!
                     // Who pushes is the credential's to say: the body names nobody, or this device.
                     guard request.device.isEmpty || request.device == device else {
                         throw Refusal(status: .forbidden, line: "the push names another device, and this credential's device is \(device)")
@@ -144,6 +148,11 @@ extension SyncGateway {
                     throw Refusal(status: .internalServerError, line: "a blob's request is answered by the gateway's blobs room, not here")
                 }
             } }
+            let (answer, pushed, pulled, ahead, refused): Answer = if let replicated {
+                (replicated.encoded(), 0, replicated.changes.count, nil, [])
+            } else {
+                try await bounded(transaction, on: leased)
+            }
             if let group = applied.withLock({ $0 }) { wakeAfterCommit(group, in: target) }
             // A page or a state was counted as it was reserved: its reservation becomes its size, and the
             // writer releases it. Another answer (a push's outcomes) that would take the answers being
@@ -172,6 +181,28 @@ extension SyncGateway {
             return response
         } catch {
             return refusal(for: error, from: source)
+        }
+    }
+
+    /// Runs `transaction` within ``Limits/transactionTimeout``: past it, its connection (`leased`, once
+    /// the pool gave one) is closed and the request refused with 503; a connection that closes under
+    /// it refuses it at once (the watch finds what happened to the database).
+    func bounded<R: Sendable>(_ transaction: @escaping @Sendable () async throws -> R,
+                              on leased: Locked<PostgresConnection?>) async throws -> R {
+        let timeout = options.limits.transactionTimeout
+        let closed: @Sendable () -> Bool = { leased.withLock { $0?.isClosed ?? false } }
+        do {
+            return try await withDeadline(timeout, what: "the database", typedTimeout: true,
+                                          onTimeout: { try? await leased.withLock { $0 }?.close() },
+                                          abandonWhen: { closed() ? "the connection closed mid-request" : nil },
+                                          transaction)
+        } catch is DeadlinePassed {
+            throw Refusal(status: .serviceUnavailable, line: "the database did not finish this request within \(ReplicationError.seconds(timeout)); try again",
+                          retryAfter: Self.unreachableRetryAfter)
+        } catch {
+            // Its connection closed under it: the database went away (or restarts) mid-request.
+            if closed(), (error as? Refusal) == nil { throw DatabaseLink.Unreachable(reason: "the connection closed mid-request") }
+            throw error
         }
     }
 

@@ -49,6 +49,11 @@ public final class SyncGateway: Sendable {
         /// or a live stream: a write waited this long and none completed meanwhile) is closed, and what
         /// it held released. A device must take each 256 KiB slice of an answer within it.
         public var answerTimeout: Duration = .seconds(30)
+        /// A request's transaction must end within this, or the device gets 503 (`Retry-After`) and the
+        /// transaction's connection is closed (PostgreSQL rolls it back); one whose connection closes
+        /// under it (a primary killed mid-request) is answered 503 at once. Either way a push may have
+        /// committed: the device sends it again and is answered `duplicate`.
+        public var transactionTimeout: Duration = .seconds(60)
         /// Open connections; past this, new ones get 503 and are closed.
         public var maxConnections = 4_096
         /// A request's head and body must arrive within this (a client that trickles them cannot hold
