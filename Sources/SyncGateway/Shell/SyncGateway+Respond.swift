@@ -83,9 +83,12 @@ extension SyncGateway {
             let pushRequest = push
             // The transaction's connection, for its deadline: closed when it passes, and the request
             // answered at once when the connection closes under it (postgres-nio does not always fail
-            // a statement whose connection a dying server closed).
+            // a statement whose connection a dying server closed). Forgotten once the transaction
+            // ends, as the pool may lend the connection to another request.
             let leased = Locked<PostgresConnection?>(nil)
-            let transaction: @Sendable () async throws -> Answer = { [self] in try await client.withTransaction(logger: logger) { [self] connection -> Answer in
+            let transaction: @Sendable () async throws -> Answer = { [self] in
+                defer { leased.withLock { $0 = nil } }
+                return try await client.withTransaction(logger: logger) { [self] connection -> Answer in
                 leased.withLock { $0 = connection }
                 let principal = try await self.principal(of: request.credential, install: request.head.install, on: connection, logger: logger)
                 if !request.counted { try check(principal, against: request.head) }
@@ -186,23 +189,33 @@ extension SyncGateway {
 
     /// Runs `transaction` within ``Limits/transactionTimeout``: past it, its connection (`leased`, once
     /// the pool gave one) is closed and the request refused with 503; a connection that closes under
-    /// it refuses it at once (the watch finds what happened to the database).
+    /// it refuses it at once (the watch finds what happened to the database). The transaction runs in
+    /// a task of its own, cancelled when the deadline passes and when the request's task is (the
+    /// gateway shutting down): a transaction still waiting for the pool's connection then ends, and
+    /// does not hold the gateway.
     func bounded<R: Sendable>(_ transaction: @escaping @Sendable () async throws -> R,
                               on leased: Locked<PostgresConnection?>) async throws -> R {
         let timeout = options.limits.transactionTimeout
-        let closed: @Sendable () -> Bool = { leased.withLock { $0?.isClosed ?? false } }
+        let closedUnder = "the connection closed mid-request"
+        let running = Task { try await transaction() }
         do {
-            return try await withDeadline(timeout, what: "the database", typedTimeout: true,
-                                          onTimeout: { try? await leased.withLock { $0 }?.close() },
-                                          abandonWhen: { closed() ? "the connection closed mid-request" : nil },
-                                          transaction)
+            return try await withTaskCancellationHandler {
+                try await withDeadline(timeout, what: "the database", typedTimeout: true,
+                                       onTimeout: {
+                                           running.cancel()
+                                           try? await leased.withLock { $0 }?.close()
+                                       },
+                                       abandonWhen: { leased.withLock { $0?.isClosed ?? false } ? closedUnder : nil },
+                                       { try await running.value })
+            } onCancel: {
+                running.cancel()
+            }
         } catch is DeadlinePassed {
             throw Refusal(status: .serviceUnavailable, line: "the database did not finish this request within \(ReplicationError.seconds(timeout)); try again",
                           retryAfter: Self.unreachableRetryAfter)
-        } catch {
+        } catch ReplicationError.server(let reason) where reason == closedUnder {
             // Its connection closed under it: the database went away (or restarts) mid-request.
-            if closed(), (error as? Refusal) == nil { throw DatabaseLink.Unreachable(reason: "the connection closed mid-request") }
-            throw error
+            throw DatabaseLink.Unreachable(reason: closedUnder)
         }
     }
 
