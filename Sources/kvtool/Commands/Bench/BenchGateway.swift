@@ -140,7 +140,7 @@ extension Bench {
         func stop(_ gateway: ChildProcess) {
             guard gatewayWrapper != nil, gateway.process.isRunning, let own = try? Demo.executablePath() else { return gateway.stop() }
             let pid = gateway.process.processIdentifier
-            for child in procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap({ Int32($0) }) {
+            for child in Self.children(of: pid) {
                 var buffer = [CChar](repeating: 0, count: 4096)
                 let count = readlink("/proc/\(child)/exe", &buffer, buffer.count - 1)
                 guard count > 0, String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == own else { continue }
@@ -178,30 +178,31 @@ extension Bench {
             return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         }
 
-        /// User and system CPU time of another process (`/proc/PID/stat`), in seconds.
-        static func cpuSeconds(of pid: Int32) -> Double {
+        /// User and system CPU time of another process (`/proc/PID/stat`), in seconds; with
+        /// `reapedChildren`, that of the children it waited for instead (`cutime`, `cstime`).
+        static func cpuSeconds(of pid: Int32, reapedChildren: Bool = false) -> Double {
             let stat = procFile("/proc/\(pid)/stat")
             // The fields after the command name (which is in parentheses and may hold spaces).
             guard let close = stat.lastIndex(of: ")") else { return 0 }
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+            // utime and stime are fields 14 and 15 of the whole line (12 and 13 after the name);
+            // cutime and cstime, 16 and 17.
+            let first = reapedChildren ? 13 : 11
+            guard fields.count > first + 1, let user = Double(fields[first]), let system = Double(fields[first + 1]) else { return 0 }
             return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
         }
 
+        /// The live children of `pid` (`/proc/PID/task/PID/children`).
+        static func children(of pid: Int32) -> [Int32] {
+            procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap { Int32($0) }
+        }
+
         /// CPU time of a PostgreSQL server, in seconds: the postmaster's own and that of the children it
-        /// reaped (`cutime`, `cstime`: backends that exited, as psql's does after a COPY), plus its live
-        /// children's (backends, the WAL writer, the checkpointer).
+        /// reaped (backends that exited, as psql's does after a COPY), plus its live children's
+        /// (backends, the WAL writer, the checkpointer).
         static func serverCPUSeconds(_ cluster: LocalPostgresCluster) -> Double {
             guard let pid = cluster.serverProcessID else { return 0 }
-            let stat = procFile("/proc/\(pid)/stat")
-            guard let close = stat.lastIndex(of: ")") else { return 0 }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            // cutime and cstime are fields 16 and 17 of the whole line, 14 and 15 after the name.
-            guard fields.count > 14, let user = Double(fields[13]), let system = Double(fields[14]) else { return 0 }
-            let children = procFile("/proc/\(pid)/task/\(pid)/children").split(separator: " ").compactMap { Int32($0) }
-            return cpuSeconds(of: pid) + (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-                + children.reduce(0) { $0 + cpuSeconds(of: $1) }
+            return cpuSeconds(of: pid) + cpuSeconds(of: pid, reapedChildren: true) + children(of: pid).reduce(0) { $0 + cpuSeconds(of: $1) }
         }
 
         private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
@@ -353,7 +354,7 @@ extension Bench {
             try csv.write(toFile: file, atomically: true, encoding: .utf8)
             chmod(file, 0o644)
             chmod((file as NSString).deletingLastPathComponent, 0o755)
-            let backends = { Set(procFile("/proc/\(cluster.serverProcessID ?? 0)/task/\(cluster.serverProcessID ?? 0)/children").split(separator: " ")) }
+            let backends = { Set(Self.children(of: cluster.serverProcessID ?? 0)) }
             let (serverBefore, childrenBefore) = (Self.serverCPUSeconds(cluster), backends())
             let start = Bench.now()
             try cluster.psql("\\copy kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base) FROM '\(file)' WITH (FORMAT csv)")
