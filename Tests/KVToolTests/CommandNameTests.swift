@@ -27,11 +27,11 @@ import TestSupport
         // requests`, `bench gateway`, `bench files` and `bench json` (issue 50), and `sync blobs` with its `ls`, `gc`, `fetch` and
         // `verify` (issue 49), `sync backend` with its `grant` and `revoke`, `sync server` with its `put`, `get`
         // and `delete`, `sync rejected` with its `list`, `retry` and `discard`, and `bench validators` (issue 50), and `bench
-        // pushers` and `sync directory` with its `set`, `hold` and `list` (issue 51) (49) only
+        // pushers` and `sync directory` with its `set`, `hold` and `list` (issue 51), and the unlisted `bench gateway-devices` (issue 51) (50) only
         // under the PostgreSQL trait, and `serve` under Serve.
         var expected = 41
         #if PostgreSQL
-        expected += 49
+        expected += 50
         #endif
         #if Serve
         expected += 1

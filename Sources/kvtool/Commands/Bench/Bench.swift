@@ -12,7 +12,7 @@ struct Bench: ParsableCommand {
         subcommands: [Dashboard.self] + syncSubcommands)
 
     #if PostgreSQL
-    static let syncSubcommands: [any ParsableCommand.Type] = [Sync.self, Pushers.self, Requests.self, GatewayScale.self, Files.self, JSON.self, Validators.self]
+    static let syncSubcommands: [any ParsableCommand.Type] = [Sync.self, Pushers.self, Requests.self, GatewayScale.self, GatewayDevices.self, Files.self, JSON.self, Validators.self]
     #else
     static let syncSubcommands: [any ParsableCommand.Type] = []
     #endif

@@ -40,11 +40,15 @@ extension Bench {
         @Option(help: ArgumentHelp("A library, by its absolute path, preloaded into the gateways (LD_PRELOAD), e.g. Debian's /usr/lib/x86_64-linux-gnu/libjemalloc.so.2: to measure another allocator.",
                                    discussion: "The devices, the proxy and this process keep glibc's."))
         var gatewayPreload: String?
+        @Option(help: ArgumentHelp("Processes the live devices are followed from, in equal shares (default: this one, or as few as the open-file limit allows).",
+                                   discussion: "Each is a `kvtool bench gateway-devices` process that prints the time each of its devices' events came."))
+        var deviceProcesses: Int?
 
         func validate() throws {
             guard !deviceCounts.isEmpty, deviceCounts.allSatisfy({ (1...50_000).contains($0) }) else {
                 throw ValidationError("--devices takes counts from 1 to 50000, comma-separated")
             }
+            if let deviceProcesses, !(1...64).contains(deviceProcesses) { throw ValidationError("--device-processes takes 1 to 64 processes") }
             guard (1...64).contains(gateways) else { throw ValidationError("--gateways takes 1 to 64 processes") }
             if direct && gateways == 1 { throw ValidationError("--direct goes with --gateways 2 or more") }
             if let gatewayPreload, !gatewayPreload.hasPrefix("/") || !FileManager.default.isReadableFile(atPath: gatewayPreload) {
@@ -65,13 +69,17 @@ extension Bench {
         var deviceCounts: [Int] { devices.split(separator: ",").compactMap { Int($0) } }
 
         func run() throws {
-            // Every live device is a socket here and one in the gateway (a child, which inherits the
-            // limit): raised for the bench alone, past the hard limit when it is too low and this
-            // process may (root), never in the gateway's code.
+            // Every live device is a socket in a device process and one in a gateway (a child, which
+            // inherits the limit): raised for the bench alone, past the hard limit when it is too low and
+            // this process may (root), never in the gateway's code.
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            // Behind HAProxy (a child too), the proxy holds two for each device: one from it, one to a gateway.
-            let needed = rlim_t((gateways > 1 && !direct ? 3 : 2) * (deviceCounts.max() ?? 0) + 8_192)
+            let most = deviceCounts.max() ?? 0
+            let proxied = gateways > 1 && !direct
+            // What one gateway holds: a socket for each device of its share. Behind HAProxy, the proxy
+            // holds two for each device, one from it and one to a gateway.
+            let perServer = proxied ? 2 * most : (most + gateways - 1) / gateways
+            let needed = rlim_t(max(perServer, most) + 8_192)
             if limit.rlim_max < needed {
                 var raised = limit
                 (raised.rlim_cur, raised.rlim_max) = (needed, needed)
@@ -80,21 +88,23 @@ extension Bench {
             limit.rlim_cur = limit.rlim_max
             setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            // This process holds every device's socket, and the gateway one for each: past the limit
-            // they would fail part-way.
-            let most = deviceCounts.max() ?? 0
-            guard limit.rlim_cur >= rlim_t(most + 1_024) else {
-                throw CLIError(.failure, "\(most) live devices need \(most + 1_024) open files in this process and in the gateway's; they may have \(limit.rlim_cur) (the hard limit, which only a process with CAP_SYS_RESOURCE may raise)")
+            let open = Int(min(limit.rlim_cur, rlim_t(Int32.max)))
+            // Past the limit the streams would fail part-way. The devices are spread over processes of
+            // their own when one cannot hold them all (``clientShares(_:open:)``); a gateway, or the
+            // proxy, must hold its share.
+            guard perServer + 1_024 <= open else {
+                throw CLIError(.failure, "\(most) live devices need \(perServer + 1_024) open files in " + (proxied ? "HAProxy (two a device)" : gateways == 1 ? "the gateway" : "each gateway")
+                               + "; a process may have \(open) here (the hard limit, which only a process with CAP_SYS_RESOURCE may raise): spread them over more gateways (--gateways N --direct)")
             }
             let cluster = try LocalPostgresCluster()
             defer { try? cluster.stop() }
-            print("PostgreSQL cluster on 127.0.0.1:\(cluster.port) (fsync=off); one kvtool sync gateway process per run; loopback; open files \(limit.rlim_cur)")
+            print("PostgreSQL cluster on 127.0.0.1:\(cluster.port) (fsync=off); one kvtool sync gateway process per run; loopback; open files \(open) a process")
             let groupIDs = (0..<groups).map { "group.bench.gateway.g\($0)" }
             let tokens = try groupIDs.map { group in
                 try blocking { try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "bench").token }
             }
             for count in deviceCounts {
-                try live(count: count, groupIDs: groupIDs, tokens: tokens, cluster: cluster)
+                try live(count: count, groupIDs: groupIDs, tokens: tokens, cluster: cluster, open: open)
             }
             if !skipPush { try push(cluster: cluster) }
         }
@@ -205,7 +215,18 @@ extension Bench {
             return cpuSeconds(of: pid) + cpuSeconds(of: pid, reapedChildren: true) + children(of: pid).reduce(0) { $0 + cpuSeconds(of: $1) }
         }
 
-        private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster) throws {
+        /// The devices' ranges of indexes, one a process: all in this one when it may hold them with room to
+        /// spare (`open` files a process) and no more processes are `asked`, else in as many `kvtool bench
+        /// gateway-devices` processes as asked, or as hold them, in equal shares.
+        static func clientShares(_ count: Int, open: Int, processes asked: Int? = nil) -> [Range<Int>] {
+            let each = max(1, open - 2_048)
+            let processes = min(count, max(asked ?? 1, count + 1_024 > open ? (count + each - 1) / each : 1))
+            guard processes > 1 else { return [0..<count] }
+            let share = (count + processes - 1) / processes
+            return stride(from: 0, to: count, by: share).map { $0..<min(count, $0 + share) }
+        }
+
+        private func live(count: Int, groupIDs: [String], tokens: [String], cluster: LocalPostgresCluster, open: Int) throws {
             let directory = try Demo.temporaryDirectory("kvstore-bench-gateway-")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let tls = liveTls ? try TLSFiles(in: directory) : nil
@@ -225,8 +246,12 @@ extension Bench {
             let idleAll = pids.map { residentMemory(of: $0) }
             // Device i is in group i % groups; its slot holds how many events it had and when the last came.
             let arrivals = Locked([(events: Int, at: UInt64)](repeating: (0, 0), count: count))
+            let shares = Self.clientShares(count, open: open, processes: deviceProcesses)
+            var workers: [ChildProcess] = []
+            // Stopped before the gateways are (this runs first): their streams end, as the in-process ones do.
+            defer { workers.forEach { $0.stop() } }
             let openStart = Bench.now()
-            let followers = (0..<count).map { index in
+            let followers = shares.count > 1 ? [] : (0..<count).map { index in
                 Task {
                     try await SyncGatewayClient.followChanges(gateway: urls[index % urls.count], token: tokens[index % groupIDs.count],
                                                               group: groupIDs[index % groupIDs.count], connectTimeout: .seconds(60)) {
@@ -236,11 +261,37 @@ extension Bench {
                 }
             }
             defer { followers.forEach { $0.cancel() } }
+            if shares.count > 1 {
+                // The same devices, in processes of their own: each prints its devices' events, with the
+                // time each came, and a thread here reads them.
+                let plan = directory + "/devices.json"
+                let planned = GatewayDevices.Plan(urls: urls.map(\.description), caFile: tls?.certificate, groups: groupIDs, tokens: tokens)
+                guard FileManager.default.createFile(atPath: plan, contents: try JSONEncoder().encode(planned), attributes: [.posixPermissions: 0o600]) else {
+                    throw CLIError(.failure, "cannot write the devices' plan \(plan)")
+                }
+                for share in shares {
+                    let worker = try ChildProcess(arguments: ["bench", "gateway-devices", "--plan", plan, "--from", String(share.lowerBound), "--to", String(share.upperBound)],
+                                                  timeout: 3600, relayIndent: nil)
+                    workers.append(worker)
+                    nonisolated(unsafe) let reading = worker
+                    Thread {
+                        while let line = reading.nextLine() {
+                            let fields = line.split(separator: " ")
+                            guard fields.count == 3, fields[0] == "E", let index = Int(fields[1]), (0..<count).contains(index),
+                                  let at = UInt64(fields[2]) else { continue }
+                            arrivals.withLock { $0[index] = ($0[index].events + 1, at) }
+                        }
+                    }.start()
+                }
+            }
             let openDeadline = Bench.now() + 300_000_000_000
             while arrivals.withLock({ $0.contains { $0.events == 0 } }) {
                 guard Bench.now() < openDeadline else {
                     let open = arrivals.withLock { $0.filter { $0.events > 0 }.count }
                     throw CLIError(.failure, "only \(open) of \(count) live streams opened within 300 s")
+                }
+                if let ended = workers.first(where: { !$0.process.isRunning }) {
+                    throw CLIError(.failure, "a process of live devices ended (status \(ended.process.terminationStatus)) before every stream opened")
                 }
                 usleep(10_000)
             }
@@ -289,7 +340,8 @@ extension Bench {
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
             let afterAll = pids.map { residentMemory(of: $0) }
             let (idle, opened, after) = (idleAll[0], openedAll[0], afterAll[0])
-            let spread = gateways == 1 ? "" : " on \(gateways) gateways" + (proxied ? " behind HAProxy" : " (spread directly)") + ", RSS of gateway 0"
+            let spread = (shares.count == 1 ? "" : " (followed from \(shares.count) processes of \(shares[0].count) or fewer)")
+                + (gateways == 1 ? "" : " on \(gateways) gateways" + (proxied ? " behind HAProxy" : " (spread directly)") + ", RSS of gateway 0")
             print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + spread + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
                          percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak,
