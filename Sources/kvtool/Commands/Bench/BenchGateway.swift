@@ -215,6 +215,19 @@ extension Bench {
             return cpuSeconds(of: pid) + cpuSeconds(of: pid, reapedChildren: true) + children(of: pid).reduce(0) { $0 + cpuSeconds(of: $1) }
         }
 
+        /// `body`, tried again a second later, up to 10 times, while the gateway answers 503 (its database
+        /// was taken for unreachable: a probe without an answer on an overloaded machine), as a device does.
+        static func retryingUnavailable<T>(_ body: () throws -> T) throws -> T {
+            for _ in 1..<10 {
+                do {
+                    return try body()
+                } catch ReplicationError.server(let line) where line.hasPrefix("the sync gateway answered 503") {
+                    sleep(1)
+                }
+            }
+            return try body()
+        }
+
         /// The devices' ranges of indexes, one a process: all in this one when it may hold them with room to
         /// spare (`open` files a process) and no more processes are `asked`, else in as many `kvtool bench
         /// gateway-devices` processes as asked, or as hold them, in equal shares.
@@ -251,12 +264,15 @@ extension Bench {
             // Stopped before the gateways are (this runs first): their streams end, as the in-process ones do.
             defer { workers.forEach { $0.stop() } }
             let openStart = Bench.now()
+            // Streams that ended and were opened again (a 503 while the machine is overloaded).
+            let reconnections = Locked(0)
             let followers = shares.count > 1 ? [] : (0..<count).map { index in
                 Task {
-                    try await SyncGatewayClient.followChanges(gateway: urls[index % urls.count], token: tokens[index % groupIDs.count],
-                                                              group: groupIDs[index % groupIDs.count], connectTimeout: .seconds(60)) {
+                    await GatewayDevices.follow(urls[index % urls.count], token: tokens[index % groupIDs.count], group: groupIDs[index % groupIDs.count]) {
                         let now = Bench.now()
                         arrivals.withLock { $0[index] = ($0[index].events + 1, now) }
+                    } reconnecting: {
+                        reconnections.withLock { $0 += 1 }
                     }
                 }
             }
@@ -276,6 +292,7 @@ extension Bench {
                     nonisolated(unsafe) let reading = worker
                     Thread {
                         while let line = reading.nextLine() {
+                            if line.hasPrefix("R ") { reconnections.withLock { $0 += 1 } }
                             let fields = line.split(separator: " ")
                             guard fields.count == 3, fields[0] == "E", let index = Int(fields[1]), (0..<count).contains(index),
                                   let at = UInt64(fields[2]) else { continue }
@@ -315,12 +332,12 @@ extension Bench {
                     try await SyncTokens.issue(on: cluster.tcpURL, group: groupIDs[group], device: "writer-\(count)-\(sample)").token
                 }
                 let writer = try BenchDevice(group: groupIDs[group], .gateway(url, token: writerToken))
-                _ = try blocking { try await writer.replicator.sync() }
+                _ = try Self.retryingUnavailable { try blocking { try await writer.replicator.sync() } }
                 let members = stride(from: group, to: count, by: groupIDs.count).map { $0 }
                 let before = arrivals.withLock { state in members.map { state[$0].events } }
                 try writer.write([("sample-\(sample)", "v")])
                 let start = Bench.now()
-                _ = try blocking { try await writer.replicator.push() }
+                _ = try Self.retryingUnavailable { try blocking { try await writer.replicator.push() } }
                 let deadline = start + 30_000_000_000
                 while true {
                     let (done, times) = arrivals.withLock { state -> (Bool, [UInt64]) in
@@ -340,12 +357,16 @@ extension Bench {
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
             let afterAll = pids.map { residentMemory(of: $0) }
             let (idle, opened, after) = (idleAll[0], openedAll[0], afterAll[0])
-            let spread = (shares.count == 1 ? "" : " (followed from \(shares.count) processes of \(shares[0].count) or fewer)")
+            // Gateway 0's devices: its share of the addresses directly, about an equal share behind the proxy.
+            let onFirst = proxied ? Double(count) / Double(gateways) : Double((count + urls.count - 1) / urls.count)
+            let reconnected = reconnections.withLock { $0 }
+            let spread = (reconnected == 0 ? "" : " (\(reconnected) streams ended and were opened again)")
+                + (shares.count == 1 ? "" : " (followed from \(shares.count) processes of \(shares[0].count) or fewer)")
                 + (gateways == 1 ? "" : " on \(gateways) gateways" + (proxied ? " behind HAProxy" : " (spread directly)") + ", RSS of gateway 0")
             print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + spread + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
                          percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak,
-                         (opened.now - idle.now) * 1024 / Double(count), (after.peak - idle.now) * 1024 / Double(count)))
+                         (opened.now - idle.now) * 1024 / onFirst, (after.peak - idle.now) * 1024 / onFirst))
             guard gateways > 1 else { return Output.flush() }
             for (index, memory) in afterAll.enumerated() {
                 print(String(format: "   gateway %d: %d open descriptors (one a stream), RSS idle %.1f MiB, with the streams %.1f MiB, peak (VmHWM) %.1f MiB",

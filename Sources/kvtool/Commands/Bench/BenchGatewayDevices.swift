@@ -13,6 +13,19 @@ extension Bench {
     /// Each event a device receives is printed as `E INDEX NANOSECONDS` (CLOCK_MONOTONIC, comparable
     /// between processes: ``Bench/now()``), for the bench that started it to time.
     struct GatewayDevices: ParsableCommand {
+        /// A device's live stream, followed until cancelled: when it ends (the gateway answered 503, or
+        /// closed it), `reconnecting` is told and the device connects again a second later, as a device
+        /// does. Its first event, and each reconnection's, is the stream's opening.
+        static func follow(_ url: SyncGatewayURL, token: String, group: String, onEvent: @escaping @Sendable () -> Void,
+                           reconnecting: @Sendable () -> Void) async {
+            while !Task.isCancelled {
+                try? await SyncGatewayClient.followChanges(gateway: url, token: token, group: group, connectTimeout: .seconds(60), onChange: onEvent)
+                if Task.isCancelled { return }
+                reconnecting()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+
         static let configuration = CommandConfiguration(
             commandName: "gateway-devices",
             abstract: "Live devices for kvtool bench gateway, in a process of their own (started by it).",
@@ -69,10 +82,11 @@ extension Bench {
             let followers = (from..<to).map { index in
                 Task {
                     let group = index % plan.groups.count
-                    try await SyncGatewayClient.followChanges(gateway: urls[index % urls.count], token: plan.tokens[group],
-                                                              group: plan.groups[group], connectTimeout: .seconds(60)) {
+                    await Self.follow(urls[index % urls.count], token: plan.tokens[group], group: plan.groups[group]) {
                         let line = "E \(index) \(Bench.now())\n"
                         pending.withLock { $0.append(contentsOf: line.utf8) }
+                    } reconnecting: {
+                        pending.withLock { $0.append(contentsOf: "R \(index)\n".utf8) }
                     }
                 }
             }
