@@ -363,14 +363,14 @@ extension Bench {
             let spread = (reconnected == 0 ? "" : " (\(reconnected) streams ended and were opened again)")
                 + (shares.count == 1 ? "" : " (followed from \(shares.count) processes of \(shares[0].count) or fewer)")
                 + (gateways == 1 ? "" : " on \(gateways) gateways" + (proxied ? " behind HAProxy" : " (spread directly)") + ", RSS of gateway 0")
-            print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + spread + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f KiB a device over idle, %.1f KiB at the peak)",
+            print(String(format: "%6d live devices in %d groups" + (liveTls ? " over TLS" : "") + spread + ": opened in %.1f s; a commit reached all %d devices of its group (%d samples, %d arrivals): p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms; gateway RSS idle %.1f MiB, with the streams %.1f MiB, peak %.1f MiB (%.1f MiB once they opened, before the commits) (%.1f KiB a device over idle, %.1f KiB at the peak)",
                          count, groupIDs.count, openSeconds, max(1, count / groupIDs.count), samples, latencies.count,
-                         percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak,
+                         percentile(0.5), percentile(0.9), percentile(0.99), latencies.last ?? 0, idle.now, opened.now, after.peak, opened.peak,
                          (opened.now - idle.now) * 1024 / onFirst, (after.peak - idle.now) * 1024 / onFirst))
             guard gateways > 1 else { return Output.flush() }
             for (index, memory) in afterAll.enumerated() {
-                print(String(format: "   gateway %d: %d open descriptors (one a stream), RSS idle %.1f MiB, with the streams %.1f MiB, peak (VmHWM) %.1f MiB",
-                             index, descriptors[index], idleAll[index].now, openedAll[index].now, memory.peak))
+                print(String(format: "   gateway %d: %d open descriptors (one a stream), RSS idle %.1f MiB, with the streams %.1f MiB, peak (VmHWM) %.1f MiB (%.1f once they opened)",
+                             index, descriptors[index], idleAll[index].now, openedAll[index].now, memory.peak, openedAll[index].peak))
             }
             print("   PostgreSQL connections of the gateways (pg_stat_activity, with the streams open): \(connections); each gateway's pool holds up to \(SyncGateway.Limits().databaseConnections)")
             Output.flush()
