@@ -541,6 +541,26 @@ import Glibc
         #expect(lines.filter { $0.contains("pushing 200 changes each at once") }.count == 4)
     }
 
+    /// `kvtool bench gateway` with its devices followed from processes of their own
+    /// (`--device-processes`, as 50,000 devices need where a process may hold 20,000 open files): every
+    /// event is read from another process, with the time it came on CLOCK_MONOTONIC, and the bench
+    /// checks that every device of each sampled group had the commit.
+    @Test(.blockingWork) func theGatewayBenchTimesDevicesFollowedFromOtherProcesses() throws {
+        let result = try run(productsDirectory() + "/kvtool",
+                             ["bench", "gateway", "--devices", "30", "--groups", "3", "--samples", "3", "--skip-push",
+                              "--device-processes", "3", "--gateways", "2", "--direct"],
+                             timeout: 300)
+        #expect(result.status == 0, "\(result.stderr)")
+        print(result.stdout, terminator: "")
+        let line = result.stdout.split(separator: "\n").first { $0.contains("live devices in 3 groups") }.map(String.init) ?? ""
+        #expect(line.contains("(followed from 3 processes of 10 or fewer) on 2 gateways (spread directly)"), "\(line)")
+        #expect(line.contains("a commit reached all 10 devices of its group (3 samples, 30 arrivals)"), "\(line)")
+        // Each time is an arrival in another process less the push's start here: one clock, so within
+        // the bench's own 30 s deadline (another clock would give years, or a wrapped difference).
+        let most = line.range(of: "max ").flatMap { Double(line[$0.upperBound...].prefix { $0 != " " }) }
+        #expect(most.map { $0 >= 0 && $0 < 30_000 } == true, "\(line)")
+    }
+
     /// Rows no replicator writes are quarantined one by one with their reason: nothing of them is
     /// applied, the cursor moves past each, and a valid change after them still arrives.
     @Test func hostileServerRowsAreQuarantinedAndLaterChangesStillApply() async throws {
