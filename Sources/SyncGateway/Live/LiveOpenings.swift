@@ -17,7 +17,7 @@ import SyncWire
 final class LiveOpenings: Sendable {
     private let state: Locked<(permits: Int, waiting: CircularBuffer<LiveOpening>, opened: Int)>
     /// Every this many openings, the memory freed is given back (``SyncGateway/returnFreedMemory()``).
-    static let trimEvery = 250
+    static let trimEvery = 25
 
     init(permits: Int) { state = Locked((permits, CircularBuffer(), 0)) }
 
