@@ -4,9 +4,11 @@ import KVStore
 import Logging
 import PostgresNIO
 
-/// The gateway's link to its database: the pool of connections requests lease, and whether the
-/// database answers, as a connection of the gateway's own finds (``SyncGateway``'s watch probes it every
-/// ``SyncGateway/probeInterval``).
+/// The gateway's link to its database: the pool of connections requests (and the revocation sweep,
+/// the wake-ups and the poll of live groups) lease, and whether the database answers, as a connection
+/// of the gateway's own finds (``SyncGateway``'s watch probes it every ``SyncGateway/probeInterval``;
+/// the same connection carries the database's `LISTEN`). So a database costs the gateway the pool's
+/// connections and that one.
 ///
 /// While the database is unreachable, requests are answered 503 at once, in a line of their own words,
 /// without waiting for the pool: postgres-nio's pool keeps a request waiting while it fails to connect,

@@ -7,8 +7,10 @@ import SyncKitPostgres
 
 /// One database the gateway serves groups from: the home database (`--database`, named
 /// ``SyncDirectory/home``) or one of `--group-database NAME=URL`. Each has its own pool and link
-/// (``DatabaseLink``), its own watch, `LISTEN` and revocation sweep, so that one database that does
-/// not answer refuses its own groups' requests (503, at once) and nothing else.
+/// (``DatabaseLink``), its own watch (whose connection also carries its `LISTEN`) and revocation
+/// sweep (on its pool), so that one database that does not answer refuses its own groups' requests
+/// (503, at once) and nothing else. Each costs the gateway its pool and one connection more
+/// (``SyncGateway/Limits/databaseConnections`` + 1) in PostgreSQL.
 final class GroupDatabase: Sendable {
     let name: String
     let url: ServerURL

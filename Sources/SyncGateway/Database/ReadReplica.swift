@@ -25,7 +25,7 @@ final class ReadReplica: Sendable {
     /// The longest a read waits for the replica before it reads the primary (or a wake-up is sent
     /// without waiting any longer).
     static let maxWait: Duration = .seconds(2)
-    /// The name the replica's watch gives it (``SyncGateway/watchDatabase(_:)``): not a name the
+    /// The name the replica's watch gives it (``SyncGateway/watchDatabase(_:listening:)``): not a name the
     /// directory can give a database (``SyncDirectory/isValidName(_:)``).
     static let watchName = "(read replica)"
     /// How long a late wake-up waits for the replica before it gives up (the device is woken by the

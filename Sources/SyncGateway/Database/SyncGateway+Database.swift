@@ -8,7 +8,8 @@ import SyncKitPostgres
 
 extension SyncGateway {
     /// How often the watch asks the database whether it answers (`SELECT 1` on a connection of its
-    /// own), and how often it tries to reach it again while it does not.
+    /// own, which also carries the database's `LISTEN`), and how often it tries to reach it again
+    /// while it does not.
     static let probeInterval: Duration = .milliseconds(500)
     static let probeRetry: Duration = .milliseconds(250)
     /// How long a probe (a connection, or its query) may go without an answer before the database is
@@ -37,49 +38,76 @@ extension SyncGateway {
     /// ``probeInterval`` (at once when the connection closes); when one fails, the database is
     /// unreachable (``DatabaseLink/markDown(_:now:)``, logged once, and the pool replaced) until one
     /// succeeds again (logged: `recovered`). A connection that closed is opened again before anything
-    /// is concluded: only a database that cannot be reached, or does not answer, is down. A read
-    /// replica (``ReadReplica``, named ``ReadReplica/watchName``) is watched the same way: while it is
-    /// down, pulls read the primary.
-    func watchDatabase(_ target: GroupDatabase) async {
+    /// is concluded: only a database that cannot be reached, or does not answer, is down.
+    ///
+    /// `listening`: the same connection carries the database's `LISTEN` (``listen(on:to:)``, a child
+    /// task of the connection's), so that each database costs the gateway its pool and one connection
+    /// more. The `LISTEN` lives and dies with the connection: when a probe fails (its deadline closes
+    /// the connection) or the connection closes, it ends, and the next connection `LISTEN`s again (and
+    /// wakes every stream, for the notifications it may have missed meanwhile). With a host list that
+    /// next connection is the read-write server's (``connectToDatabase(_:id:timeout:)``): after a
+    /// failover the watch finds the promoted standby, points the pool there, and `LISTEN`s there at
+    /// once. A read replica (``ReadReplica``, named ``ReadReplica/watchName``) is watched the same way
+    /// but does not `LISTEN` (a hot standby refuses it): while it is down, pulls read the primary.
+    func watchDatabase(_ target: GroupDatabase, listening: Bool) async {
         let (logger, database, link) = (options.logger, target.url, target.link)
         let endpoint = database.shownEndpoint
-        var connection: PostgresConnection?
         while !Task.isCancelled {
+            let failure: (any Error)?
             do {
-                if connection == nil || connection!.isClosed {
-                    if let closed = connection { try? await closed.close() }
-                    connection = nil
-                    // With a host list, the one now read-write (and the pool is pointed there).
-                    connection = try await connectToDatabase(target, id: 3, timeout: Self.probeTimeout)
-                }
-                let open = connection!
-                try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true, onTimeout: { try? await open.close() }) {
-                    try await ServerStatements.probe(open, logger: logger)
-                }
-                if let down = link.markUp() {
-                    options.log?(GatewayLogEvent(level: .info, event: "recovered",
-                                                 message: "the database at \(endpoint) answers again, after \(Self.seconds(down)) unreachable"))
-                }
-                // The next probe, sooner when the connection closes (a server that stops closes it).
-                let next = ContinuousClock.now + Self.probeInterval
-                while ContinuousClock.now < next && !open.isClosed && !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(50))
+                // With a host list, the one now read-write (and the pool is pointed there).
+                let connection = try await connectToDatabase(target, id: 3, timeout: Self.probeTimeout)
+                failure = await withDiscardingTaskGroup(returning: (any Error)?.self) { tasks in
+                    if listening {
+                        tasks.addTask { await self.listen(on: connection, to: target) }
+                    }
+                    let failure = await probe(connection, of: target, endpoint: endpoint, logger: logger)
+                    // The connection's end is the LISTEN's: closed before the group waits for it.
+                    tasks.cancelAll()
+                    try? await connection.close()
+                    return failure
                 }
             } catch {
-                if Task.isCancelled { break }
-                if let failed = connection { try? await failed.close() }
-                connection = nil
-                let reason = Self.unreachableWords(error)
-                if link.markDown(reason) {
-                    metrics.error()
-                    options.log?(GatewayLogEvent(level: .error, event: "error",
-                                                 message: "the database at \(endpoint) is unreachable (\(reason)): "
-                                                     + (target.name == ReadReplica.watchName ? "pulls read the primary until it answers" : "requests are answered 503 until it answers")))
-                }
-                try? await Task.sleep(for: Self.probeRetry)
+                failure = error
             }
+            if Task.isCancelled { break }
+            // Closed between probes: opened again at once, and nothing concluded yet.
+            guard let failure else { continue }
+            let reason = Self.unreachableWords(failure)
+            if link.markDown(reason) {
+                metrics.error()
+                options.log?(GatewayLogEvent(level: .error, event: "error",
+                                             message: "the database at \(endpoint) is unreachable (\(reason)): "
+                                                 + (target.name == ReadReplica.watchName ? "pulls read the primary until it answers" : "requests are answered 503 until it answers")))
+            }
+            try? await Task.sleep(for: Self.probeRetry)
         }
-        if let connection { try? await connection.close() }
+    }
+
+    /// Probes `target` on `connection` every ``probeInterval``, each within ``probeTimeout`` (past it
+    /// the connection is closed), marking the database up after each answer, until a probe fails (its
+    /// error is returned), the connection closes between probes, or the task is cancelled (nil).
+    private func probe(_ connection: PostgresConnection, of target: GroupDatabase, endpoint: String, logger: Logger) async -> (any Error)? {
+        while !Task.isCancelled {
+            do {
+                try await withDeadline(Self.probeTimeout, what: "the database", typedTimeout: true, onTimeout: { try? await connection.close() }) {
+                    try await ServerStatements.probe(connection, logger: logger)
+                }
+            } catch {
+                return error
+            }
+            if let down = target.link.markUp() {
+                options.log?(GatewayLogEvent(level: .info, event: "recovered",
+                                             message: "the database at \(endpoint) answers again, after \(Self.seconds(down)) unreachable"))
+            }
+            // The next probe, sooner when the connection closes (a server that stops closes it).
+            let next = ContinuousClock.now + Self.probeInterval
+            while ContinuousClock.now < next && !connection.isClosed && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            if connection.isClosed { return nil }
+        }
+        return nil
     }
 
     /// Why a connection to the database failed, in a few words of the gateway's own: the socket's

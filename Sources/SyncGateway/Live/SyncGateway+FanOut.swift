@@ -17,17 +17,18 @@ extension SyncGateway {
     /// over twice as long, and connect again): the protocol's.
     static let heartbeat = GatewayWire.heartbeat
 
-    /// One `LISTEN` on the sync channel of `target` (one per database) for the whole gateway,
-    /// reconnecting with a backoff; a notification of a group with live streams here has the poll read
-    /// its end at once, and wake its streams if it moved (``pollLiveGroups(of:)``).
-    func listen(to target: GroupDatabase) async {
+    /// The `LISTEN` on the sync channel of `target` (one per database) for the whole gateway, on the
+    /// watch's connection (``watchDatabase(_:listening:)``, whose child task this is), until the
+    /// connection closes or the task is cancelled. Each start wakes every stream (a notification may
+    /// have come while nothing listened); a notification of a group with live streams here has the
+    /// poll read its end at once, and wake its streams if it moved (``pollLiveGroups(of:)``). A
+    /// `LISTEN` that fails while its connection stays open is tried again on it, with a backoff; one
+    /// whose connection closes ends with it, and the watch's next connection `LISTEN`s again (with a
+    /// host list, on the read-write server: `LISTEN` does not work on a standby).
+    func listen(on connection: PostgresConnection, to target: GroupDatabase) async {
         var backoff: Duration = .milliseconds(100)
-        while !Task.isCancelled {
-            let changes = target.link.status.changes
+        while !Task.isCancelled && !connection.isClosed {
             do {
-                // With a host list, on the read-write server (LISTEN does not work on a standby).
-                let connection = try await connectToDatabase(target, id: 0, timeout: .seconds(5))
-                defer { Task { try? await connection.close() } }
                 try await connection.listen(on: ServerStatements.channel) { notifications in
                     backoff = .milliseconds(100)
                     hub.notify(group: nil)
@@ -39,8 +40,10 @@ extension SyncGateway {
             } catch {
                 if Task.isCancelled { return }
             }
-            // Sooner when the watch finds the database again (a failover's new primary).
-            await pause(backoff, unlessAnsweringSince: changes, in: target)
+            let end = ContinuousClock.now + backoff
+            while ContinuousClock.now < end && !connection.isClosed && !Task.isCancelled {
+                try? await Task.sleep(for: min(.milliseconds(50), end - ContinuousClock.now))
+            }
             backoff = min(backoff * 2, .seconds(5))
         }
     }

@@ -180,7 +180,7 @@ public final class SyncGateway: Sendable {
 
     let database: ServerURL
     let options: Options
-    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase(_:)``).
+    /// The database's pool (``pool()``), and whether the database answers (``watchDatabase(_:listening:)``).
     let link: DatabaseLink
     /// The replica of the home database that its groups' pulls read from (``Options/readDatabase``), if any.
     let replica: ReadReplica?
@@ -320,13 +320,15 @@ public final class SyncGateway: Sendable {
             }
             if let replica {
                 tasks.addTask { await replica.link.run() }
-                tasks.addTask { await self.watchDatabase(GroupDatabase(name: ReadReplica.watchName, url: replica.url, link: replica.link)) }
+                // A hot standby refuses LISTEN: the replica's watch does not carry one.
+                tasks.addTask { await self.watchDatabase(GroupDatabase(name: ReadReplica.watchName, url: replica.url, link: replica.link), listening: false) }
                 tasks.addTask { await self.gateWakes(through: replica) }
             }
             for named in databases.values {
                 tasks.addTask { await named.link.run() }
-                tasks.addTask { await self.watchDatabase(named) }
-                tasks.addTask { await self.listen(to: named) }
+                // The watch's connection carries the LISTEN; the sweep leases the pool's: the pool and
+                // one connection more per database.
+                tasks.addTask { await self.watchDatabase(named, listening: true) }
                 tasks.addTask { await self.followRevocations(in: named, after: revocations[named.name] ?? 0) }
                 tasks.addTask { await self.pollLiveGroups(of: named) }
             }
