@@ -34,7 +34,8 @@ final class GroupDatabase: Sendable {
 /// Groups notified and not yet read, and a signal for the loop that reads them (the newest only: one
 /// signal stands for any number of notifications).
 final class NotifiedGroups: Sendable {
-    private let groups = Locked(Set<String>())
+    /// The groups, and whether a round of every live group is asked for before its time (``roundNow()``).
+    private let groups = Locked((notified: Set<String>(), round: false))
     let signals: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
 
@@ -43,13 +44,23 @@ final class NotifiedGroups: Sendable {
     }
 
     func add(_ group: String) {
-        groups.withLock { _ = $0.insert(group) }
+        groups.withLock { _ = $0.notified.insert(group) }
         continuation.yield()
     }
+
+    /// Asks the loop for a round of every live group now (the `LISTEN` started again: notifications
+    /// may have been missed), not at its time.
+    func roundNow() {
+        groups.withLock { $0.round = true }
+        continuation.yield()
+    }
+
+    /// Whether a round was asked for since the last call.
+    func takeRound() -> Bool { groups.withLock { state in defer { state.round = false }; return state.round } }
 
     /// Wakes the loop without a group (its round is due).
     func signal() { continuation.yield() }
 
-    func take() -> Set<String> { groups.withLock { taken in defer { taken = [] }; return taken } }
+    func take() -> Set<String> { groups.withLock { state in defer { state.notified = [] }; return state.notified } }
 }
 #endif

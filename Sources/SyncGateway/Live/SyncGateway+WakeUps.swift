@@ -35,7 +35,8 @@ extension SyncGateway {
     /// The ends of the logs of `target`'s groups that have live streams here (`kvsync_group_ends`, in a
     /// transaction as the gateway's role), read by one loop per database, which wakes the streams of a
     /// group whose end moved since it last read it, through the replica's gate as any wake-up:
-    /// - every ``Options/wakePollInterval``, every such group: a push whose wake-up was lost reaches
+    /// - every ``Options/wakePollInterval``, and at once each time `target`'s `LISTEN` starts again
+    ///   (``NotifiedGroups/roundNow()``), every such group: a push whose wake-up was lost reaches
     ///   the devices within the interval (and a query). Only the live groups are read: the poll costs as
     ///   many rows as the gateway has groups with devices. A group seen for the first time is only
     ///   noted (a stream's device reads the log when its stream opens; waking it again would be a
@@ -86,7 +87,8 @@ extension SyncGateway {
             if Task.isCancelled { return }
             // A notification's groups are read at once, alone; those that come while a read is out
             // are taken together by the next (a burst costs a read per round trip, not per commit).
-            let round = ContinuousClock.now >= nextRound
+            // Its time, or asked for (the LISTEN started again).
+            let round = target.notified.takeRound() || ContinuousClock.now >= nextRound
             // A notification came through this database's LISTEN: its group's commit is here.
             let notified = target.notified.take().filter(hub.isLive)
             let live = round ? Set(await liveGroupsByDatabase().first { $0.0.name == target.name }?.1 ?? []) : []
