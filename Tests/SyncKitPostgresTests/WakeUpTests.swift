@@ -193,6 +193,48 @@ import Testing
         try await rig.close()
     }
 
+    /// A `LISTEN` that starts again (its connection, the watch's, closed: here its backend is
+    /// terminated) has the poll read the live groups' ends at once, and wakes the group whose commit
+    /// came without a notification, and not the group that did not move. (It woke every stream of the
+    /// gateway before: with the `LISTEN` on the watch's connection, every probe past its deadline on a
+    /// loaded machine would have had every device pull.) The poll's own round never comes here: its
+    /// interval is 600 s.
+    @Test func aListenThatStartsAgainWakesTheGroupThatMovedAndNotTheOther() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        var options = SyncGateway.Options()
+        options.wakePollInterval = .seconds(600)
+        let (gateway, url, running) = try await Self.gateway(cluster, options)
+        let pusher = try await ServerConnection.connect(cluster.tcpURL, logger: Self.logger, maxValueBytes: 1 << 20)
+        let (moved, quiet) = (Self.group("restart-moved"), Self.group("restart-quiet"))
+        var followers: [GatewayLiveTests.LiveFollower] = []
+        for (index, group) in [moved, quiet].enumerated() {
+            let token = try await SyncTokens.issue(on: cluster.tcpURL, group: group, device: "reader").token
+            let follower = try GatewayLiveTests.LiveFollower(url, token: token, group: group)
+            #expect(await eventuallyAsync(30) { follower.count >= 1 }, "\(group): the stream's hello did not come")
+            // A commit and its notification: the poll reads the group's end and wakes it, and knows it from then on.
+            _ = try await pusher.statements.push(group: group, device: "sql", changes: [Self.change("first", token: UInt64(index + 1))], maxClockSkew: .seconds(60))
+            try await pusher.statements.wake(group: group)
+            #expect(await eventuallyAsync(30) { follower.count >= 2 }, "\(group): the notification did not wake the stream")
+            followers.append(follower)
+        }
+        let (movedStream, quietStream) = (followers[0], followers[1])
+        let quietBefore = quietStream.count
+        // A commit whose notification is lost (SQL sends none): nothing wakes its stream yet.
+        let movedBefore = movedStream.count
+        _ = try await pusher.statements.push(group: moved, device: "sql", changes: [Self.change("lost", token: 3)], maxClockSkew: .seconds(60))
+        // The gateway's connections end, the watch's (and its LISTEN) among them; the watch connects again.
+        let ended = try cluster.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '\(LocalPostgresCluster.gatewayLogin)'")
+        #expect((Int(ended.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) >= 1, "no gateway connection to end: \(ended)")
+        #expect(await eventuallyAsync(30) { movedStream.count > movedBefore }, "the LISTEN started again, and the commit it missed woke nothing")
+        // The round that woke it read the quiet group's end in the same pass: it would have woken it then.
+        try await Task.sleep(for: .seconds(2))
+        #expect(quietStream.count == quietBefore, "the quiet group's stream was woken \(quietStream.count - quietBefore) times")
+        await pusher.close()
+        gateway.shutdown()
+        for follower in followers { _ = await follower.task.value }
+        try await running.value
+    }
+
     /// A notification of a group that a round saw first and only noted wakes its streams though the
     /// group's end did not move since: the round may have read the notification's commit (a push
     /// between a stream's open and that round, whose notification came after it). Here the push comes
