@@ -49,6 +49,10 @@ extension Bench.GatewayScale: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }
 
+extension Bench.GatewayDevices: WithoutContainer {
+    static let withoutContainer = "its devices follow a gateway's live streams and keep no container"
+}
+
 extension Bench.Files: WithoutContainer {
     static let withoutContainer = "it times throwaway containers of its own"
 }

@@ -51,12 +51,18 @@ extension Bench {
         }
 
         func run() throws {
-            let data = try Data(contentsOf: URL(fileURLWithPath: plan))
-            let plan = try JSONDecoder().decode(Plan.self, from: data)
-            guard !plan.urls.isEmpty, !plan.groups.isEmpty, plan.groups.count == plan.tokens.count else {
-                throw CLIError(.failure, "the plan \(self.plan) names no gateway, or not a token for each group")
+            guard let data = FileManager.default.contents(atPath: plan) else {
+                throw CLIError(.notFound, "cannot read the plan \(plan): kvtool bench gateway writes it")
             }
-            let urls = try plan.urls.map { try SyncGatewayURL($0, caFile: plan.caFile) }
+            guard let plan = try? JSONDecoder().decode(Plan.self, from: data) else {
+                throw CLIError(.badInput, "the plan \(self.plan) is not the JSON kvtool bench gateway writes")
+            }
+            guard !plan.urls.isEmpty, !plan.groups.isEmpty, plan.groups.count == plan.tokens.count else {
+                throw CLIError(.badInput, "the plan \(self.plan) names no gateway, or not a token for each group")
+            }
+            guard let urls = try? plan.urls.map({ try SyncGatewayURL($0, caFile: plan.caFile) }) else {
+                throw CLIError(.badInput, "the plan \(self.plan) names a gateway URL that is not one")
+            }
             // This process holds a socket a device: as many as the hard limit allows.
             var limit = rlimit()
             getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
