@@ -193,8 +193,10 @@ final class GatewayConnection: ReplicationServer, Sendable {
                  body: [UInt8]? = nil) async throws -> [UInt8] {
         let (status, headers, answer) = try await exchange(HTTPMethod(rawValue: endpoint.method), target ?? endpoint.path,
                                                            headers: extra, body: body)
-        guard status == .ok else { throw Self.refusal(status, headers, answer) }
+        // Any answer, a refusal too: the server is not silent (`kvtool sync run --give-up-after` gives
+        // up on a server that answers nothing, and reports a refusal as the refusal it is).
         answered?.withLock { $0 = .now }
+        guard status == .ok else { throw Self.refusal(status, headers, answer) }
         return answer
     }
 

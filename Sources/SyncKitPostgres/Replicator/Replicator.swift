@@ -138,9 +138,11 @@ public final class Replicator: Sendable {
     /// server and ended well since this replicator was made: 0 after a live run that never reached it.
     public var successfulRounds: Int { succeeded.withLock { $0 } }
 
-    /// When the server (the database, or a gateway) last answered one of this replicator's requests
-    /// well, `nil` before the first: a round that goes on long is making progress while this moves
-    /// (a resync of a large group), and is stuck when it does not (a connection that hangs).
+    /// When the server (the database, or a gateway) last answered one of this replicator's requests,
+    /// `nil` before the first: a round that goes on long is making progress while this moves (a resync
+    /// of a large group), and is stuck when it does not (a connection that hangs). A gateway's refusal
+    /// is an answer too (it ends its round at once, with its reason): a gateway that answers 503
+    /// while its database is down is not a silent one.
     public var lastServerAnswer: ContinuousClock.Instant? { serverAnswered.withLock { $0 } }
 
     /// - Parameters:
