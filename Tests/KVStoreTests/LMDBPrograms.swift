@@ -28,7 +28,10 @@ enum LMDBPrograms {
         let compilers: [String] = ["/usr/bin/cc", "/usr/bin/clang", "/usr/bin/gcc"]
         let compiler = compilers.first { access($0, X_OK) == 0 } ?? "/usr/bin/cc"
         let linking: [String] = flags.stdout.split(whereSeparator: \.isWhitespace).map { String($0) }
-        let temporary = program + ".tmp-\(getpid())"
+        // Unique per call, not per process: Swift Testing runs tests in parallel, and two tests of one
+        // process may compile the same program at once (each renames its own file into place).
+        let temporary = program + ".tmp-\(getpid())-\(UUID().uuidString)"
+        defer { unlink(temporary) }  // after the rename it is gone; after a failure it is removed
         let result = try run(compiler, ["-O2", "-Wall", "-o", temporary, source] + linking, timeout: 120)
         try #require(result.status == 0 && rename(temporary, program) == 0, "compiling \(source): \(result.stderr)")
         return program

@@ -196,6 +196,49 @@ import Glibc
         #expect(try a.container.files.localState(for: "TrainerImages/big.png")?.state == .present)
     }
 
+    /// A process killed between the commit that recorded a file's new bytes and the link that gives its
+    /// path them (a write's `afterCommit`, a download's publish) leaves the path with the old bytes while
+    /// the state says `present` (the CI's model test once caught it so). Here the path is put back to
+    /// the old bytes by hand on A, which wrote the new ones, and on B, which downloaded them; the next
+    /// round of each (a new process's first round settles the files) gives the path the copy in
+    /// `Blobs/` again: the new bytes, the very file (the same inode), and a round after that changes
+    /// nothing more.
+    @Test func aPathLeftWithTheOldBytesByAKilledProcessGetsItsCopyInTheNextRound() async throws {
+        let cluster = try await offPool { try LocalPostgresCluster() }
+        let group = Self.group("relink")
+        let (a, b) = try Self.devices(group)
+        let path = "TrainerImages/misty.png"
+        let old = Self.image(10_000, seed: 7), new = Self.image(12_000, seed: 8)
+        try a.write { tx in try a.container.files.write(old, to: path, in: tx) }
+        _ = try await Self.sync(a, .database(cluster.tcpURL))
+        _ = try await Self.sync(b, .database(cluster.tcpURL))
+        #expect(try b.container.files.read(path) == Data(old))
+        try a.write { tx in try a.container.files.write(new, to: path, in: tx) }
+        _ = try await Self.sync(a, .database(cluster.tcpURL))
+        _ = try await Self.sync(b, .database(cluster.tcpURL))
+        let copy = SHA256Hasher.hex(SHA256Hasher.hash(new))
+        func inode(_ file: String) -> (UInt, UInt)? {
+            var info = stat()
+            return lstat(file, &info) == 0 ? (UInt(info.st_dev), UInt(info.st_ino)) : nil
+        }
+        for device in [a, b] {
+            let file = device.container.layout.files + "/" + path
+            #expect(inode(file).map { [$0.0, $0.1] } == inode(device.container.layout.blobs + "/" + copy).map { [$0.0, $0.1] })
+            // What the kill leaves: the path holds the old bytes; the state, the manifest and Blobs/ the new.
+            #expect(unlink(file) == 0)
+            #expect(FileManager.default.createFile(atPath: file, contents: Data(old)))
+            #expect(try device.container.files.read(path) == Data(old))
+            #expect(try device.container.files.fileStatus().first { $0.path == path }?.state == .present)
+        }
+        for device in [a, b] {
+            _ = try await Self.sync(device, .database(cluster.tcpURL))
+            let file = device.container.layout.files + "/" + path
+            #expect(try device.container.files.read(path) == Data(new), "device \(device === a ? "A" : "B")")
+            #expect(inode(file).map { [$0.0, $0.1] } == inode(device.container.layout.blobs + "/" + copy).map { [$0.0, $0.1] })
+            #expect(try device.container.files.relinkStaleFiles() == [])
+        }
+    }
+
     /// A device that moves to another server (a new one, or one restored without the files' bytes)
     /// sends its manifest rows again; the new server answers `missing_blob` for each, and the same round
     /// uploads the file (its copy was `present` here: nothing was waiting) and sends the row again, which

@@ -72,6 +72,42 @@ extension SharedFiles {
         }
     }
 
+    /// Gives each path its copy again where the recorded state says its bytes are here (`present` or
+    /// `waitingToUpload`, and `Blobs/` holds a regular file of their size) while the path is not that
+    /// copy: a process killed between the commit that recorded the bytes and the link that gives the
+    /// path them (a write's, a download's), or a publish that ran without the lock and lost the race.
+    /// Only while the manifest row still names those bytes, under the publish lock. Checked by
+    /// `fstatat` alone (the same device and inode), so a round pays two `stat`s a file; where the file
+    /// system refused hard links, a path is a copy and is published again each time. A path that cannot
+    /// be published (a link a co-tenant planted there) is left: ``readVerified(_:maxSize:)`` serves the
+    /// bytes from `Blobs/` either way. Returns the paths published again.
+    @discardableResult
+    package func relinkStaleFiles() throws -> [String] {
+        let container = try requireContainer()
+        guard !container.store.isReadOnly else { return [] }
+        let blobs = try container.blobFiles(sharing: sharing)
+        var relinked: [String] = []
+        for row in try manifestWithLocalStates() {
+            guard let local = row.local, local.sha256 == Array(row.entry.sha256),
+                  local.state == .present || local.state == .waitingToUpload else { continue }
+            let name = ContainerFiles.name(row.entry.sha256)
+            guard let copy = try? blobs.withDirectory("", create: false, { SafePath.lstat(at: $0, name) }),
+                  SafePath.isType(copy, S_IFREG), Int64(copy.st_size) == row.entry.size else { continue }
+            let components = SafePath.split(row.path)
+            let here = try? withDirectory(components.dropLast().joined(separator: "/"), create: false) {
+                SafePath.lstat(at: $0, components.last ?? "")
+            }
+            if let here = here ?? nil, here.st_dev == copy.st_dev, here.st_ino == copy.st_ino { continue }
+            do {
+                try publishCommitted(row.path, blob: name, in: container, checkingManifest: true)
+                relinked.append(row.path)
+            } catch {
+                continue
+            }
+        }
+        return relinked
+    }
+
     /// The declared prefix that covers `path`, if any.
     package func replicatedPrefix(covering path: String) throws -> ReplicatedFilePrefix? {
         let container = try requireContainer()

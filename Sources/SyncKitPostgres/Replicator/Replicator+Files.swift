@@ -84,7 +84,8 @@ extension Replicator {
     }
 
     /// After a pull: removes the files whose manifest rows were deleted, downloads those of eager
-    /// prefixes, and records those of lazy prefixes missing. Runs when the manifest changed since the
+    /// prefixes, records those of lazy prefixes missing, and gives each path whose bytes are here its
+    /// copy again where a killed process left it without (``SharedFiles/relinkStaleFiles()``). Runs when the manifest changed since the
     /// last time (or an eager file was left missing, or this is the process's first round).
     func settleFiles(_ server: any ReplicationServer) async throws {
         defer { keepLocalFilesWithinBounds() }  // every round that settles: lazy budgets, unreferenced copies
@@ -94,6 +95,9 @@ extension Replicator {
             try transfer.files.removeFilesTheManifestDropped()
             try await onWriter { try markLazyFilesMissing() }
             let (_, failed) = try await transfer.downloadEager()
+            // A path whose bytes are here but whose link a killed process never made gets it now.
+            let relinked = try transfer.files.relinkStaleFiles()
+            if !relinked.isEmpty { options.logger.info("files given their copy again: \(relinked.joined(separator: ", "))") }
             // Left missing (their reason is in their local state): the next round tries them again.
             if !failed.isEmpty { filesToSettle.withLock { $0 = true } }
             try rethrowConnectionFailure(failed)
