@@ -275,6 +275,10 @@ extension SyncCommand {
         var answerTimeout: Double = SyncGateway.Limits().answerTimeout.inSeconds
         @Option(name: .customLong("rate"), help: "Requests per second per credential.") var rate: Double = SyncGateway.Limits().requestsPerSecond
         @Option(name: .customLong("max-connections"), help: "Open connections at most.") var maxConnections: Int = SyncGateway.Limits().maxConnections
+        @Option(name: .customLong("max-connections-awaiting-request"),
+                help: ArgumentHelp("Connections accepted in the last second that have not sent a request yet; at this many, the next waits to be accepted.",
+                                   discussion: "Devices connecting all at once are then accepted as fast as their requests are read, which keeps the gateway's memory down."))
+        var maxConnectionsAwaitingRequest: Int = SyncGateway.Limits().maxConnectionsAwaitingRequest
         @Option(name: .customLong("max-streams"), help: "Live streams open at once; past this, devices get 503 and poll.")
         var maxStreams: Int = SyncGateway.Limits().maxStreams
         @Option(name: .customLong("max-streams-per-credential"), help: "Live streams one credential may hold open.")
@@ -350,6 +354,9 @@ extension SyncCommand {
             guard databaseTimeout >= 0 && databaseTimeout <= 86_400 else { throw ValidationError("--database-timeout must be from 0 to 86400 seconds") }
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--rate must be from 0 to 1000000") }
             guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be from 1 to 1000000") }
+            guard (1...1_000_000).contains(maxConnectionsAwaitingRequest) else {
+                throw ValidationError("--max-connections-awaiting-request must be from 1 to 1000000")
+            }
             guard (1...1_000_000).contains(maxStreams) else { throw ValidationError("--max-streams must be from 1 to 1000000") }
             guard (1...1_000_000).contains(maxStreamsPerCredential) else {
                 throw ValidationError("--max-streams-per-credential must be from 1 to 1000000")
@@ -416,6 +423,7 @@ extension SyncCommand {
             options.limits.requestsPerSecond = rate
             options.limits.burst = max(rate * 4, 1)
             options.limits.maxConnections = maxConnections
+            options.limits.maxConnectionsAwaitingRequest = maxConnectionsAwaitingRequest
             options.limits.maxStreams = maxStreams
             options.limits.maxStreamsPerCredential = maxStreamsPerCredential
             options.limits.maxAnswerBytes = maxAnswerBytes
