@@ -8,13 +8,27 @@ extension Channel {
     /// handling (a request that does not parse is answered 400 and its connection closed), a
     /// ``RequestDeadline`` of `requestTimeout`, then `handlers` in order, and the channel wrapped for
     /// `async` reading and writing. Called on the channel's event loop, in a child channel initializer.
-    public func httpServerConnection(requestTimeout: Duration, then handlers: [any ChannelHandler & Sendable] = []) throws
+    ///
+    /// NIO drops a connection accepted just as its server closes (its initializer finished after the
+    /// server's stream of connections did), and a wrapped channel whose writer is dropped unfinished
+    /// traps (`NIOAsyncWriter`'s precondition, in release builds too: a gateway draining crashed so in
+    /// a CI run). So the writer is finished here when `writesAnswers` is false (the caller writes on the
+    /// channel itself), else when the channel closes (after its owner's own finish, which is harmless).
+    public func httpServerConnection(requestTimeout: Duration, then handlers: [any ChannelHandler & Sendable] = [],
+                                     writesAnswers: Bool = true) throws
         -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart> {
         let pipeline = self.pipeline.syncOperations
         try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
         try pipeline.addHandler(RequestDeadline(timeout: requestTimeout))
         for handler in handlers { try pipeline.addHandler(handler) }
-        return try NIOAsyncChannel(wrappingChannelSynchronously: self)
+        let connection = try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: self)
+        let outbound = connection.outbound
+        if writesAnswers {
+            closeFuture.whenComplete { _ in outbound.finish() }
+        } else {
+            outbound.finish()
+        }
+        return connection
     }
 }
 #endif

@@ -36,16 +36,20 @@ import Glibc
     /// Follows `/v1/live` as a device of `group` with `token` in a task of its own; counts the wake-ups.
     final class LiveFollower: @unchecked Sendable {
         let wakeups = Locked(0)
+        /// Why the stream ended, once it did (for a test's message).
+        let ended = Locked<String?>(nil)
         var task: Task<(any Error)?, Never>!
 
         init(_ url: String, token: String, group: String) throws {
             let connection = try GatewayConnection(url: SyncGatewayURL(url), token: token, group: group, maxValueBytes: 1 << 20,
                                                    operationTimeout: .seconds(30), connectTimeout: .seconds(10))
-            task = Task { [wakeups] in
+            task = Task { [wakeups, ended] in
                 do {
                     try await connection.live { wakeups.withLock { $0 += 1 } }
+                    ended.withLock { $0 = "it ended without an error" }
                     return nil
                 } catch {
+                    ended.withLock { $0 = "\(error)" }
                     return error
                 }
             }
@@ -267,7 +271,8 @@ extension GatewayLiveTests {
         #expect(await eventuallyAsync(30) { bound.withLock { $0 } != nil })
         let url = try #require(bound.withLock { $0 })
         let follower = try LiveFollower(url, token: token, group: group)
-        #expect(await eventuallyAsync(30) { follower.count == 1 })
+        // (It failed once beside 93 other tests without saying why.)
+        #expect(await eventuallyAsync(30) { follower.count == 1 }, "the stream did not open: \(follower.ended.withLock { $0 } ?? "still waiting")")
         let refused = try await offPool {
             try RawHTTP.request(url, "GET /v1/live", headers: ["Authorization: Bearer \(other)", "KVSync-Group: \(group)"])
         }

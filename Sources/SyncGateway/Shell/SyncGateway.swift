@@ -371,8 +371,10 @@ public final class SyncGateway: Sendable {
                         if let sslContext {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                         }
+                        // Answers are written on the channel itself (``AnswerWriter``, ``LiveStream``).
                         return (try channel.httpServerConnection(requestTimeout: limits.requestTimeout,
-                                                                 then: [WriteStallDeadline(timeout: limits.answerTimeout)]), client)
+                                                                 then: [WriteStallDeadline(timeout: limits.answerTimeout)],
+                                                                 writesAnswers: false), client)
                     }
                 }
             state.withLock { $0.server = server.channel }
@@ -436,8 +438,7 @@ public final class SyncGateway: Sendable {
         // So the connection's inbound and outbound are taken without `executeThenClose` (which
         // closes the channel when its body returns), and closed here as it would close them.
         // Answers are written on the channel itself (each write awaited until it is in the socket).
-        let (inbound, outbound) = connection.unscoped
-        outbound.finish()
+        let (inbound, _) = connection.unscoped  // (its writer was finished when it was accepted)
         let answers = AnswerWriter(channel: channel, gateway: self, client: client)
         do {
             if let live = try await requests(inbound, answers: answers, admitted: admitted, awaiting: awaiting) {
