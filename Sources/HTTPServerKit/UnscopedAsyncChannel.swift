@@ -1,20 +1,12 @@
-#if PostgreSQL
-import Foundation
-import HTTPServerKit
-import KVStore
-import Logging
+#if PostgreSQL || Serve
 import NIOCore
-import NIOHTTP1
-import NIOPosix
-import NIOSSL
-import PostgresNIO
-import SyncKitPostgres
-import SyncWire
 
 /// A connection's inbound and outbound, taken without `executeThenClose`: a live stream's connection
 /// outlives the task that read its request (its handler serves it from the event loop), so the channel
 /// cannot be closed when that task ends. The connection's owner closes it (``SyncGateway``'s `serve`).
-protocol UnscopedAsyncChannel {
+/// Also how ``Channel/httpServerConnection(requestTimeout:then:writesAnswers:)`` finishes a writer that
+/// is never used.
+public protocol UnscopedAsyncChannel {
     associatedtype Inbound: Sendable
     associatedtype Outbound: Sendable
     var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
@@ -24,6 +16,6 @@ protocol UnscopedAsyncChannel {
 extension NIOAsyncChannel: UnscopedAsyncChannel {}
 
 extension UnscopedAsyncChannel {
-    var unscoped: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
+    public var unscoped: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
 }
 #endif
