@@ -22,7 +22,7 @@ extension Channel {
         try pipeline.addHandler(RequestDeadline(timeout: requestTimeout))
         for handler in handlers { try pipeline.addHandler(handler) }
         let connection = try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: self)
-        let outbound = connection.unscoped.1
+        let (_, outbound) = connection.unscoped
         if writesAnswers {
             closeFuture.whenComplete { _ in outbound.finish() }
         } else {

@@ -85,8 +85,9 @@ extension Replicator {
 
     /// After a pull: removes the files whose manifest rows were deleted, downloads those of eager
     /// prefixes, records those of lazy prefixes missing, and gives each path whose bytes are here its
-    /// copy again where a killed process left it without (``SharedFiles/relinkStaleFiles()``). Runs when the manifest changed since the
-    /// last time (or an eager file was left missing, or this is the process's first round).
+    /// copy again where a killed process left it without (``SharedFiles/relinkStaleFiles()``). Runs
+    /// when the manifest changed since the last time (or an eager file was left missing, or this is
+    /// the process's first round).
     func settleFiles(_ server: any ReplicationServer) async throws {
         defer { keepLocalFilesWithinBounds() }  // every round that settles: lazy budgets, unreferenced copies
         guard let transfer = fileTransfer(server),
