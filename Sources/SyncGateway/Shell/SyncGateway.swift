@@ -338,7 +338,8 @@ public final class SyncGateway: Sendable {
                 // The watch's connection carries the LISTEN; the sweep leases the pool's: the pool and
                 // one connection more per database.
                 tasks.addTask { await self.watchDatabase(named, listening: true) }
-                tasks.addTask { await self.followRevocations(in: named, after: revocations[named.name] ?? 0) }
+                let after = revocations[named.name] ?? 0  // (a `let`: the task must not share the `var`)
+                tasks.addTask { await self.followRevocations(in: named, after: after) }
                 tasks.addTask { await self.pollLiveGroups(of: named) }
             }
             tasks.addTask { await self.beat() }
