@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Codecs
 
 extension String: OrderedKey {
     public static var keyEncoding: KeyEncoding { .string }
@@ -11,7 +12,9 @@ extension String: OrderedKey {
         // ASCII is already in normalisation form C; anything else is normalised so that strings that
         // Swift considers equal (precomposed and decomposed "é") share one key. `_nfcCodeUnits` is the
         // standard library's own NFC, the one its `==` and `<` compare, so the key order is Swift's.
-        if utf8.allSatisfy({ $0 < 0x80 }) {
+        let ascii = utf8.withContiguousStorageIfAvailable { CBORReader.isASCII(UnsafeRawBufferPointer($0)) }
+            ?? utf8.allSatisfy { $0 < 0x80 }
+        if ascii {
             bytes.appendVariable(utf8, terminal: terminal)
         } else {
             bytes.appendVariable(_nfcCodeUnits, terminal: terminal)
@@ -20,7 +23,8 @@ extension String: OrderedKey {
 
     public static func decodeKey(from reader: inout KeyReader, terminal: Bool) throws(KeyDecodingError) -> String {
         let raw = try reader.readVariable(terminal: terminal)
-        guard let string = String(validating: raw, as: UTF8.self) else {
+        // ``CBORReader/string(_:)``: `String(validating:as:)` instantiates its generic types at each call.
+        guard let string = raw.withUnsafeBytes({ CBORReader.string($0) }) else {
             throw KeyDecodingError("key is not valid UTF-8")
         }
         return string

@@ -6,6 +6,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Codecs
 import KVStore
 
 extension HistoryEntry {
@@ -171,7 +172,9 @@ extension HistoryEntry {
 
         mutating func text() -> String? {
             guard let utf8 = textBytes() else { return nil }
-            return String(validating: utf8, as: UTF8.self)
+            // Checked once and copied (``CBORReader/string(_:)``): `String(validating:as:)` is not
+            // specialized, and instantiated its generic types at each call, three times an entry.
+            return CBORReader.string(utf8)
         }
 
         mutating func keyName() -> Field? {
