@@ -52,6 +52,15 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
         return try body(bytes)
     }
 
+    /// ``withValueBytes(forKey:in:_:)`` for a key given in its stored form (`key.encodedKey`), which
+    /// the caller has checked: a replicator reads each key it pushes by the bytes history recorded.
+    package func withValueBytes<R>(forStoredKey keyBytes: [UInt8], in transaction: ReadTransaction,
+                                   _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        guard let database = try resolvedDatabase(in: transaction),
+              let bytes = try transaction.get(database, keyBytes) else { return nil }
+        return try body(bytes)
+    }
+
     /// Whether `key` has a value (without decoding it).
     public func contains(_ key: Key, in transaction: ReadTransaction) throws -> Bool {
         guard let database = try resolvedDatabase(in: transaction) else { return false }

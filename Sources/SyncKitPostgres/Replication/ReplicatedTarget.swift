@@ -1,4 +1,5 @@
 #if PostgreSQL
+import Codecs
 import KVStore
 import SyncKit
 
@@ -55,8 +56,9 @@ public struct ReplicatedTarget: Sendable {
         return ReplicatedTarget(
             target: .collection(collection.name), policy: policy,
             read: { key, transaction in
-                try collection.withValueBytes(forKey: try Self.decodeKey(key, as: Key.self, collection.name),
-                                              in: transaction) { Array($0) }
+                // Checked (a key of this collection, in its one encoding), then read by those bytes.
+                _ = try Self.decodeKey(key, as: Key.self, collection.name)
+                return try collection.withValueBytes(forStoredKey: key, in: transaction) { Array($0) }
             },
             write: { key, value, transaction in
                 let typedKey = try Self.decodeKey(key, as: Key.self, collection.name)
@@ -171,7 +173,7 @@ public struct ReplicatedTarget: Sendable {
     }
 
     static func defaultsKey(_ bytes: [UInt8], _ suite: String) throws -> String {
-        guard let key = String(validating: bytes, as: UTF8.self) else {
+        guard let key = bytes.withUnsafeBytes({ CBORReader.string($0) }) else {
             throw UnreadableChange(KVStoreError.invalidKey(collection: "defaults \(suite)", reason: "the key is not UTF-8"))
         }
         return key

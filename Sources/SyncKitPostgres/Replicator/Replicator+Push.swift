@@ -18,6 +18,13 @@ extension Replicator {
     struct PendingKey: Hashable {
         var target: Mutation.Target
         var key: [UInt8]
+
+        /// The key's bytes hashed in one call: `[UInt8]`'s own hashing combines them one at a time, and
+        /// hashing keys was a third of the device's CPU in collecting a push (issue 51, profiled).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(target)
+            key.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     struct PushItem: Sendable {
@@ -57,7 +64,7 @@ extension Replicator {
                         waiting.insert(key)
                         if !waitingBefore.contains(key) { onlyWaiting = false }
                     } else {
-                        waiting.remove(key)
+                        if !waiting.isEmpty { waiting.remove(key) }
                         onlyWaiting = false
                     }
                 }
@@ -274,18 +281,32 @@ extension Replicator {
             let heldChanges = try heldChanges(in: tx)
             let quarantined = heldChanges.mapValues(\.ids)
             var end = CollectedEnd()
-            var latest: [PendingKey: HistoryEntry] = [:]
-            var order: [PendingKey] = []
+            // Each key's latest entry, in the order the keys first appear: one lookup an entry.
+            var keys: [PendingKey] = []
+            var latest: [HistoryEntry] = []
             let filter = HistoryFilter(targets: Set(targets.keys), transactionLimit: options.transactionsPerRound)
             switch try history.changes(since: token, matching: filter, in: tx) {
             case .expired:
                 end.next = nil   // requeueEverything() just ran; a purge in between is caught next round
             case .changes(let transactions, let through):
                 end.next = through
+                let count = transactions.reduce(0) { $0 + $1.entries.count }
+                var position: [PendingKey: Int] = [:]
+                position.reserveCapacity(count)
+                keys.reserveCapacity(count)
+                latest.reserveCapacity(count)
                 for transaction in transactions {
                     for entry in transaction.entries {
                         let pending = PendingKey(target: entry.target, key: entry.key)
-                        if latest.updateValue(entry, forKey: pending) == nil { order.append(pending) }
+                        let next = latest.count
+                        // The key's place, given the next one if it has none yet (a single lookup).
+                        let index = { (slot: inout Int) in slot }(&position[pending, default: next])
+                        if index == next {
+                            keys.append(pending)
+                            latest.append(entry)
+                        } else {
+                            latest[index] = entry
+                        }
                     }
                 }
             }
@@ -329,11 +350,10 @@ extension Replicator {
                 }
                 return emit(batch)
             }
-            for pending in order {
-                guard let entry = latest[pending], entry.author != Replication.author,
-                      let target = targets[pending.target] else { continue }
+            for (pending, entry) in zip(keys, latest) where entry.author != Replication.author {
+                guard let target = targets[pending.target] else { continue }
                 let clock = entry.clock ?? HybridTimestamp(date: entry.timestamp)
-                if let held = heldChanges[pending] {
+                if !heldChanges.isEmpty, let held = heldChanges[pending] {
                     // A write made after this device quarantined the key's change is the user's newer
                     // word on the key: it goes over that change's version (seen, if not read), stamped
                     // later than it, and takes the writes that waited with it. One from before waits
@@ -352,7 +372,7 @@ extension Replicator {
                 var item = PushItem(
                     change: try outgoing(target, key: pending.key, clock: clock.rawValue, token: entry.token.rawValue, in: tx),
                     target: pending.target, dirtyIDs: [], writeClock: clock.rawValue)
-                if let dirty = dirtyKeys.removeValue(forKey: pending) {
+                if !dirtyKeys.isEmpty, let dirty = dirtyKeys.removeValue(forKey: pending) {
                     item.dirtyIDs = dirty.ids
                     if let writeClock = dirty.writeClock { item.writeClock = max(item.writeClock ?? 0, writeClock) }
                     if dirty.clock > item.change.clock { (item.change.clock, item.change.token) = (dirty.clock, dirty.token) }
