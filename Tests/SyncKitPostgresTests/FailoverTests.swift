@@ -33,6 +33,8 @@ import Glibc
             var successes: [ContinuousClock.Instant] = []
             var failures = 0
             var lastError = ""
+            /// Each failed round: when it began and ended, and its error (what a slow failover waited on).
+            var failed: [(began: ContinuousClock.Instant, ended: ContinuousClock.Instant, error: String)] = []
         }
 
         let name: String
@@ -69,6 +71,7 @@ import Glibc
 
         /// One round; its report kept.
         func round(acknowledging index: Int? = nil) async {
+            let began = ContinuousClock.now
             do {
                 let report = try await replicator.sync()
                 record.withLock {
@@ -81,6 +84,7 @@ import Glibc
                 record.withLock {
                     $0.failures += 1
                     $0.lastError = "\(error)"
+                    $0.failed.append((began, .now, "\(error)"))
                 }
             }
         }
@@ -255,7 +259,8 @@ import Glibc
             #expect(zip(record.cursors, record.cursors.dropFirst()).allSatisfy { $0 <= $1 }, "\(writer.name)'s cursor went back: \(record.cursors)")
             #expect(!writer.events.withLock { $0 }.contains { if case .resynchronized = $0 { true } else if case .serverChanged = $0 { true } else { false } })
             #expect(try await offPool { try writer.device.storedNotes() == standby.storedNotes(group: Self.group) })
-            print("[failover] \(writer.name): \(record.written + 1) writes, \(record.acknowledged + 1) acknowledged, \(received) changes received (\(record.pulled) in rounds that succeeded), \(record.failures) failed rounds")
+            print("[failover] \(writer.name): \(record.written + 1) writes, \(record.acknowledged + 1) acknowledged, \(received) changes received (\(record.pulled) in rounds that succeeded), \(record.failures) failed rounds"
+                  + record.failed.map { " [began \($0.began - killed) after the kill, took \($0.ended - $0.began): \($0.error.prefix(300))]" }.joined())
         }
         await directWriter.replicator.close()
         await remoteWriter.replicator.close()
