@@ -224,7 +224,7 @@ package enum Catalog {
         }
         // By byte: a scalar past ASCII is made of bytes from 0x80 on, none of them allowed; and the
         // ASCII letters are what Unicode calls alphabetic in ASCII. (Looking the property up per
-        // scalar made this check most of the cost of reading a history entry: issue 51, profiled.)
+        // scalar made this check a third of what reading history cost: issue 51, callgrind.)
         for byte in name.utf8 where !Self.allowedInName(byte) {
             throw KVStoreError.invalidName(
                 name, reason: "\(what) names may contain only ASCII letters, digits, '.', '_' and '-'")
