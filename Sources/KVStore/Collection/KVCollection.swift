@@ -47,9 +47,7 @@ public struct KVCollection<Key: OrderedKey, Value>: Sendable {
     /// returns `nil` if the key is missing. The buffer is valid only during `body`.
     public func withValueBytes<R>(forKey key: Key, in transaction: ReadTransaction,
                                   _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        guard let database = try resolvedDatabase(in: transaction),
-              let bytes = try transaction.get(database, key.encodedKey) else { return nil }
-        return try body(bytes)
+        try withValueBytes(forStoredKey: key.encodedKey, in: transaction, body)
     }
 
     /// ``withValueBytes(forKey:in:_:)`` for a key given in its stored form (`key.encodedKey`), which
