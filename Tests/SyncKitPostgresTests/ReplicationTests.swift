@@ -561,6 +561,31 @@ import Glibc
         #expect(most.map { $0 >= 0 && $0 < 30_000 } == true, "\(line)")
     }
 
+    /// `kvtool bench gateway`'s push against `COPY`, and the server's floor beside it (issue 51, part 5):
+    /// the same rows written by `psql` into the log, into the log and the state, and through
+    /// `kvsync_push`, each checked whole (the push's outcomes are counted `applied`), each a CPU figure;
+    /// and `COPY` of the same rows into the state, for the push against `COPY` of both rows it writes.
+    @Test(.blockingWork) func theGatewayBenchPutsThePushBesideTheServersFloor() throws {
+        let result = try run(productsDirectory() + "/kvtool",
+                             ["bench", "gateway", "--devices", "1", "--groups", "1", "--samples", "1", "--push-changes", "3000"],
+                             timeout: 300)
+        #expect(result.status == 0, "\(result.stderr)")
+        print(result.stdout, terminator: "")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("one device pushing 3000 changes of 100 bytes: through the gateway ") })
+        let floor = lines.first { $0.hasPrefix("the server alone, psql, batches of 5000 ") } ?? ""
+        // Each of the three a figure with its ratio to a COPY row (their size is the bench's to report:
+        // CPU time of 3,000 rows is near the clock's 10 ms tick, so no bound is asserted here).
+        for part in ["a bare INSERT into the log ", "into the log and the state ", "kvsync_push "] {
+            let figure = floor.range(of: part).flatMap { Double(floor[$0.upperBound...].prefix { $0 != " " }) }
+            #expect(figure != nil, "\(part) in: \(floor)")
+            #expect(floor.range(of: part).map { floor[$0.upperBound...].contains("× a COPY row") || floor[$0.upperBound...].contains("×)") } == true, "\(floor)")
+        }
+        // And the other reading of the floor: COPY of both rows a push writes, log and state.
+        #expect(lines.contains { $0.hasPrefix("COPY of the same rows into the state ") && $0.contains(" slower than that") },
+                "\(lines.filter { $0.hasPrefix("COPY") })")
+    }
+
     /// Rows no replicator writes are quarantined one by one with their reason: nothing of them is
     /// applied, the cursor moves past each, and a valid change after them still arrives.
     @Test func hostileServerRowsAreQuarantinedAndLaterChangesStillApply() async throws {

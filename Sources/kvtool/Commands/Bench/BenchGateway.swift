@@ -20,7 +20,8 @@ extension Bench {
                 many live devices in --groups groups (one process multiplexing their connections) follow the \
                 gateway's stream; then a commit to one group after another, --samples times, and the time until \
                 every device of the group has it; and the gateway's peak RSS. Then one device pushes --push-changes \
-                changes through the gateway, the same directly, and a COPY of as many rows into the log (the floor).
+                changes through the gateway, the same directly, and a COPY of as many rows into the log (the floor); then the \
+                server alone (psql) writing the same rows into the log, into the log and the state, and through kvsync_push.
                 """)
 
         @Option(help: "Live device counts, comma-separated.") var devices = "1000,10000"
@@ -440,6 +441,16 @@ extension Bench {
                          pushChanges, valueSize, through.rate, direct.rate, copy, copy / through.rate, through.client, direct.client, through.gateway))
             print(String(format: "PostgreSQL's CPU per change (all its processes): %.1f µs through the gateway, %.1f µs directly, %.1f µs a row of the COPY",
                          through.server, direct.server, copyServer))
+            // The server alone, the same rows written the least ways a push could (part 5's floor).
+            let floor = try serverFloor(cluster: cluster, rows: pushChanges, batch: Replicator.Options().batchSize)
+            print(String(format: "the server alone, psql, batches of %d (its CPU a row, the arrays' building, %.1f µs, taken off): a bare INSERT into the log %.1f µs (%.1f× a COPY row), into the log and the state %.1f µs (%.1f×), kvsync_push %.1f µs (%.1f×)",
+                         Replicator.Options().batchSize, floor.arrays, floor.log, floor.log / copyServer, floor.logAndState,
+                         floor.logAndState / copyServer, floor.push, floor.push / copyServer))
+            // The other reading of "COPY of the same rows": COPY of every row the push writes, a log row
+            // and a state row per change, one after the other.
+            let copyBoth = 1 / (1 / copy + 1 / floor.copyStateRate)
+            print(String(format: "COPY of the same rows into the state %.0f rows/s, %.1f µs of the server's CPU a row; COPY of both rows a push writes per change (the log's, then the state's) %.0f changes/s: the gateway is %.1f× slower than that",
+                         floor.copyStateRate, floor.copyState, copyBoth, copyBoth / through.rate))
             if let overTLS {
                 print(String(format: "the same push through the gateway over TLS (https, a certificate made for the run): %.0f changes/s; CPU per change: the device %.1f µs, the gateway %.1f µs",
                              overTLS.rate, overTLS.client, overTLS.gateway))
