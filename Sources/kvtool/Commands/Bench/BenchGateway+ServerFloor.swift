@@ -69,48 +69,63 @@ extension Bench.GatewayScale {
                 """ }),
         ]
         var perRow: [String: Double] = [:]
-        let backends = { Set(Self.children(of: cluster.serverProcessID ?? 0)) }
         for (name, statement) in statements {
             let group = "group.bench.floor.\(name.replacingOccurrences(of: " ", with: "-"))"
             var script = ""
             for offset in stride(from: 0, to: rows, by: batch) {
                 script += "BEGIN; \(statement(group, offset, min(batch, rows - offset))); COMMIT;\n"
             }
-            let (before, childrenBefore) = (Self.serverCPUSeconds(cluster), backends())
-            let output = try cluster.psql(script)
-            // psql's backend is counted once the postmaster has reaped it.
-            let reaped = ContinuousClock.now + .seconds(5)
-            while !backends().isSubset(of: childrenBefore), ContinuousClock.now < reaped { usleep(10_000) }
-            perRow[name] = (Self.serverCPUSeconds(cluster) - before) * 1e6 / Double(rows)
+            var output = ""
+            let (_, seconds) = try Self.serverCPU(cluster) { output = try cluster.psql(script) }
+            perRow[name] = seconds * 1e6 / Double(rows)
             if name == "push" {
                 let applied = output.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
                 guard applied == rows else { throw CLIError(.failure, "kvsync_push applied \(applied) of \(rows) rows in the server's floor") }
             }
         }
-        // COPY into the state, as the caller's COPY into the log: a CSV file, psql's \copy.
-        let directory = try Demo.temporaryDirectory("kvstore-bench-copy-state-")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let file = directory + "/state.csv"
-        var csv = ""
-        csv.reserveCapacity(rows * (hexValue.count + 80))
-        for index in 0..<rows {
-            let key = String(format: "key-%08d", index).utf8.map { String(format: "%02x", $0) }.joined()
-            csv += "group.bench.floor.copy-state,collection,bench,\\x\(key),\\x\(hexValue),\(index + 1),0,copier,\(index + 1)\n"
+        // COPY into the state, as the caller's COPY into the log.
+        let (copyStateRate, copyState) = try timedCopy(cluster: cluster, rows: rows,
+                                                       into: "kvsync_state (group_id, kind, name, key, value, version, hlc, device, token)") { index, key in
+            "group.bench.floor.copy-state,collection,bench,\\x\(key),\\x\(hexValue),\(index + 1),0,copier,\(index + 1)"
         }
-        try csv.write(toFile: file, atomically: true, encoding: .utf8)
-        chmod(file, 0o644)
-        chmod(directory, 0o755)
-        let (before, childrenBefore) = (Self.serverCPUSeconds(cluster), backends())
-        let start = Bench.now()
-        try cluster.psql("\\copy kvsync_state (group_id, kind, name, key, value, version, hlc, device, token) FROM '\(file)' WITH (FORMAT csv)")
-        let copyStateRate = Double(rows) / (Double(Bench.now() - start) / 1e9)
-        let reaped = ContinuousClock.now + .seconds(5)
-        while !backends().isSubset(of: childrenBefore), ContinuousClock.now < reaped { usleep(10_000) }
-        let copyState = (Self.serverCPUSeconds(cluster) - before) * 1e6 / Double(rows)
         let built = perRow["arrays"] ?? 0
         return ServerFloor(arrays: built, log: (perRow["log"] ?? 0) - built,
                            logAndState: (perRow["log and state"] ?? 0) - built, push: (perRow["push"] ?? 0) - built,
                            copyState: copyState, copyStateRate: copyStateRate)
+    }
+
+    /// `COPY` of `rows` rows into `table` (with its column list) through psql's `\\copy` of a CSV file,
+    /// row `index` written by `line` (given the hex of `key-%08d`): rows a second, and the server's CPU
+    /// a row.
+    func timedCopy(cluster: LocalPostgresCluster, rows: Int, into table: String,
+                   line: (_ index: Int, _ hexKey: String) -> String) throws -> (rate: Double, cpu: Double) {
+        let directory = try Demo.temporaryDirectory("kvstore-bench-copy-")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/rows.csv"
+        var csv = ""
+        csv.reserveCapacity(rows * (2 * valueSize + 80))
+        for index in 0..<rows {
+            csv += line(index, String(format: "key-%08d", index).utf8.map { String(format: "%02x", $0) }.joined()) + "\n"
+        }
+        try csv.write(toFile: file, atomically: true, encoding: .utf8)
+        // psql reads the file, and may run as the cluster's own user (postgres, when this is root).
+        chmod(file, 0o644)
+        chmod(directory, 0o755)
+        let (wall, cpu) = try Self.serverCPU(cluster) { try cluster.psql("\\copy \(table) FROM '\(file)' WITH (FORMAT csv)") }
+        return (Double(rows) / wall, cpu * 1e6 / Double(rows))
+    }
+
+    /// `body`'s wall time and the server's CPU time meanwhile, in seconds; psql's backend is counted
+    /// once the postmaster has reaped it (within 5 s).
+    static func serverCPU(_ cluster: LocalPostgresCluster, _ body: () throws -> Void) throws -> (wall: Double, cpu: Double) {
+        let backends = { Set(children(of: cluster.serverProcessID ?? 0)) }
+        let (before, childrenBefore) = (serverCPUSeconds(cluster), backends())
+        let start = Bench.now()
+        try body()
+        let wall = Double(Bench.now() - start) / 1e9
+        let reaped = ContinuousClock.now + .seconds(5)
+        while !backends().isSubset(of: childrenBefore), ContinuousClock.now < reaped { usleep(10_000) }
+        return (wall, serverCPUSeconds(cluster) - before)
     }
 }
 #endif

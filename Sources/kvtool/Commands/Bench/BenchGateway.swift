@@ -416,27 +416,11 @@ extension Bench {
             let overTLS = try secure.map { try timed(try BenchDevice(group: "group.bench.gateway.tls", .gateway($0.1, token: tlsToken)), via: $0.0) }
             let direct = try timed(try BenchDevice(group: "group.bench.gateway.direct", .database(cluster.tcpURL)), via: gateway)
             // The floor: the same rows written with COPY, no checks, no state, no outcome per change.
-            let file = try Demo.temporaryDirectory("kvstore-bench-copy-") + "/rows.csv"
-            defer { try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent) }
             let hexValue = value.utf8.map { String(format: "%02x", $0) }.joined()
-            var csv = ""
-            csv.reserveCapacity(pushChanges * (hexValue.count + 80))
-            for index in 0..<pushChanges {
-                let key = String(format: "key-%08d", index).utf8.map { String(format: "%02x", $0) }.joined()
-                csv += "group.bench.gateway.copy,copier,\(index + 1),collection,bench,\\x\(key),\\x\(hexValue),\(index + 1),0\n"
+            let (copy, copyServer) = try timedCopy(cluster: cluster, rows: pushChanges,
+                                                   into: "kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base)") { index, key in
+                "group.bench.gateway.copy,copier,\(index + 1),collection,bench,\\x\(key),\\x\(hexValue),\(index + 1),0"
             }
-            try csv.write(toFile: file, atomically: true, encoding: .utf8)
-            chmod(file, 0o644)
-            chmod((file as NSString).deletingLastPathComponent, 0o755)
-            let backends = { Set(Self.children(of: cluster.serverProcessID ?? 0)) }
-            let (serverBefore, childrenBefore) = (Self.serverCPUSeconds(cluster), backends())
-            let start = Bench.now()
-            try cluster.psql("\\copy kvsync_changes (group_id, device, token, kind, name, key, value, hlc, base) FROM '\(file)' WITH (FORMAT csv)")
-            let copy = Double(pushChanges) / (Double(Bench.now() - start) / 1e9)
-            // psql's backend is counted once the postmaster has reaped it (its children as before).
-            let reaped = ContinuousClock.now + .seconds(5)
-            while !backends().isSubset(of: childrenBefore), ContinuousClock.now < reaped { usleep(10_000) }
-            let copyServer = (Self.serverCPUSeconds(cluster) - serverBefore) * 1e6 / Double(pushChanges)
             print(String(format: "one device pushing %d changes of %d bytes: through the gateway %.0f changes/s, directly %.0f changes/s; COPY of the same rows into the log (the floor) %.0f rows/s (the gateway is %.1f× slower than COPY); CPU per change: the device %.1f µs through the gateway and %.1f µs directly, the gateway %.1f µs",
                          pushChanges, valueSize, through.rate, direct.rate, copy, copy / through.rate, through.client, direct.client, through.gateway))
             print(String(format: "PostgreSQL's CPU per change (all its processes): %.1f µs through the gateway, %.1f µs directly, %.1f µs a row of the COPY",
